@@ -1,0 +1,87 @@
+"""Every wheel builds, installs alone into a fresh virtual environment, imports, and its console scripts answer --help."""
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from workspace import ROOT, import_name, members
+
+WORKSPACE_DISTS = {p["project"]["name"] for p in members().values()}
+
+
+def run(*cmd: str | Path, cwd: Path | None = None) -> str:
+    result = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, cwd=cwd)
+    assert result.returncode == 0, f"{' '.join(map(str, cmd))} failed:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+@pytest.fixture(scope="session")
+def wheels(tmp_path_factory) -> dict[str, Path]:
+    out = tmp_path_factory.mktemp("dist")
+    run("uv", "build", "--all-packages", "--wheel", "--out-dir", out, cwd=ROOT)
+    found = {}
+    for wheel in out.glob("*.whl"):
+        with zipfile.ZipFile(wheel) as zf:
+            meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
+            name = next(line.split(":", 1)[1].strip() for line in zf.read(meta).decode().splitlines() if line.startswith("Name:"))
+        found[name] = wheel
+    return found
+
+
+def install_alone(wheel: Path, wheel_dir: Path, venv: Path) -> Path:
+    run("uv", "venv", "--quiet", "--python", sys.executable, venv)
+    python = venv / "bin" / "python"
+    # workspace dependencies come from the freshly built wheels, third-party ones from the registry
+    run("uv", "pip", "install", "--quiet", "--python", python, "--find-links", wheel_dir, wheel)
+    return python
+
+
+def entry_points(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as zf:
+        names = [n for n in zf.namelist() if n.endswith(".dist-info/entry_points.txt")]
+        if not names:
+            return []
+        text = zf.read(names[0]).decode()
+    section, scripts = None, []
+    for line in text.splitlines():
+        if line.startswith("["):
+            section = line.strip("[]")
+        elif section == "console_scripts" and "=" in line:
+            scripts.append(line.split("=", 1)[0].strip())
+    return scripts
+
+
+INSTALLED = """
+import json, re
+from importlib import metadata
+dists = {d.metadata["Name"].lower(): d for d in metadata.distributions()}
+def closure(name, seen):
+    if name in seen: return
+    seen.add(name)
+    for req in dists[name].requires or []:
+        if "extra ==" in req: continue
+        closure(re.split(r"[<>=!~;\\[ (]", req, maxsplit=1)[0].lower(), seen)
+rich = set(); closure("rich", rich)
+direct = [re.split(r"[<>=!~;\\[ (]", r, maxsplit=1)[0].lower() for r in dists["navi-flash"].requires or []]
+print(json.dumps({"installed": sorted(dists), "rich_closure": sorted(rich), "direct": direct}))
+"""
+
+
+@pytest.mark.parametrize("folder", sorted(members()))
+def test_wheel_installs_alone_and_imports(folder, wheels, tmp_path):
+    pyproject = members()[folder]
+    dist = pyproject["project"]["name"]
+    assert dist in wheels, f"no wheel built for {dist}"
+    python = install_alone(wheels[dist], next(iter(wheels.values())).parent, tmp_path / "venv")
+    module = import_name(pyproject)
+    assert run(python, "-c", f"import {module}; print({module}.__version__)").strip() == pyproject["project"]["version"]
+    for script in entry_points(wheels[dist]):
+        assert "usage:" in run(tmp_path / "venv" / "bin" / script, "--help")
+    if dist == "navi-flash":
+        facts = json.loads(run(python, "-c", INSTALLED))
+        assert set(facts["direct"]) == {"pyusb", "rich"}
+        assert set(facts["installed"]) == {"navi-flash", "pyusb"} | set(facts["rich_closure"])
+        assert not set(facts["installed"]) & (WORKSPACE_DISTS - {"navi-flash"})
