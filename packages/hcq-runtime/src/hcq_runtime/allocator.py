@@ -1,0 +1,72 @@
+"""Allocators own device memory. The LRU layer keeps freed allocations for reuse, keyed by size and options."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Generic, TypeVar
+
+from .errors import AllocationError
+
+Opaque = TypeVar("Opaque")
+
+
+class Allocator(Generic[Opaque]):
+    """The memory interface of a device. `Opaque` is whatever handle the device uses for an allocation."""
+
+    def alloc(self, nbytes: int, options: Any = None) -> Opaque:
+        """Allocate `nbytes` (> 0) bytes; raise AllocationError when the device is out of memory."""
+        raise NotImplementedError
+
+    def free(self, opaque: Opaque, nbytes: int, options: Any = None) -> None:
+        """Release an allocation made by `alloc` with the same size and options."""
+        raise NotImplementedError
+
+    def copyin(self, dest: Opaque, src: memoryview) -> None:
+        """Copy host bytes into the start of `dest`."""
+        raise NotImplementedError
+
+    def copyout(self, dest: memoryview, src: Opaque) -> None:
+        """Copy the start of `src` into host bytes."""
+        raise NotImplementedError
+
+    def offset(self, opaque: Opaque, offset: int, nbytes: int) -> Opaque:
+        """A handle for the `nbytes` at `offset` inside `opaque`, sharing its memory."""
+        raise NotImplementedError
+
+    def address(self, opaque: Opaque) -> int:
+        """The address a program on this device uses for `opaque`."""
+        raise NotImplementedError
+
+
+class LRUAllocator(Allocator[Opaque]):
+    """Keeps freed allocations and hands them out again for the same (size, options)."""
+
+    def __init__(self) -> None:
+        self.cache: dict[tuple[int, Any], list[Opaque]] = defaultdict(list)
+
+    def _alloc(self, nbytes: int, options: Any) -> Opaque:
+        raise NotImplementedError
+
+    def _free(self, opaque: Opaque, nbytes: int, options: Any) -> None:
+        """Really release the memory (the default lets the garbage collector do it)."""
+
+    def alloc(self, nbytes: int, options: Any = None) -> Opaque:
+        if nbytes <= 0:
+            raise AllocationError(f"cannot allocate {nbytes} bytes: the size must be positive")
+        if cached := self.cache.get((nbytes, options)):
+            return cached.pop()
+        try:
+            return self._alloc(nbytes, options)
+        except MemoryError:
+            self.free_cache()
+            return self._alloc(nbytes, options)
+
+    def free(self, opaque: Opaque, nbytes: int, options: Any = None) -> None:
+        self.cache[(nbytes, options)].append(opaque)
+
+    def free_cache(self) -> None:
+        """Release every cached allocation."""
+        for (nbytes, options), handles in self.cache.items():
+            for opaque in handles:
+                self._free(opaque, nbytes, options)
+        self.cache.clear()

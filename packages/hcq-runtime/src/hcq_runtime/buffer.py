@@ -1,0 +1,112 @@
+"""`Buffer`: a typed array of `size` elements on one device, allocated lazily, freed when unreferenced."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .device import Device, canonicalize
+from .errors import AllocationError
+
+_UNSIGNED_BY_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def numpy_dtype(dtype: Any) -> np.dtype:
+    """The numpy dtype holding `dtype`'s elements; types numpy lacks (bf16, fp8) come back as raw unsigned bits."""
+    fmt = getattr(dtype, "fmt", None)
+    if fmt:
+        return np.dtype(fmt)
+    return np.dtype(_UNSIGNED_BY_SIZE[dtype.itemsize])
+
+
+class Buffer:
+    """`size` elements of `dtype` on `device`.
+
+    A buffer made with `base=` is a view: it shares the base's memory starting `offset` bytes in. Memory is
+    allocated on first use (`ensure_allocated`, `copyin`, ...) and returned to the device's allocator when
+    the last reference to the base goes away."""
+
+    __slots__ = ("device", "size", "dtype", "options", "offset", "_base", "_opaque", "__weakref__")
+
+    def __init__(self, device: str, size: int, dtype: Any, *, base: Buffer | None = None, offset: int = 0, options: Any = None):
+        if size < 0:
+            raise AllocationError(f"a buffer cannot have {size} elements")
+        self.device, self.size, self.dtype, self.options = canonicalize(device), size, dtype, options
+        self.offset, self._base, self._opaque = offset, None, None
+        if base is not None:
+            if base._base is not None:
+                raise AllocationError("a view must be made from a base buffer, not from another view")
+            if offset < 0 or offset + self.nbytes > base.nbytes:
+                raise AllocationError(f"view of {self.nbytes} bytes at offset {offset} does not fit in a buffer of {base.nbytes} bytes")
+            self._base = base
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    @property
+    def base(self) -> Buffer:
+        return self if self._base is None else self._base
+
+    @property
+    def allocator(self) -> Any:
+        return Device[self.device].allocator
+
+    @property
+    def is_allocated(self) -> bool:
+        return self.base._opaque is not None
+
+    def ensure_allocated(self) -> Buffer:
+        """Allocate the memory if it is not allocated yet; returns self."""
+        base = self.base
+        if base._opaque is None:
+            base._opaque = base.allocator.alloc(max(base.nbytes, 1), base.options)
+        if self._base is not None and self._opaque is None:
+            self._opaque = self.allocator.offset(base._opaque, self.offset, self.nbytes)
+        return self
+
+    @property
+    def opaque(self) -> Any:
+        """The device handle of this buffer's memory (allocating it first)."""
+        self.ensure_allocated()
+        return self._opaque
+
+    @property
+    def address(self) -> int:
+        return self.allocator.address(self.opaque)
+
+    def view(self, size: int, dtype: Any, offset: int) -> Buffer:
+        """A buffer of `size` `dtype`s starting `offset` bytes into this buffer's memory."""
+        return Buffer(self.device, size, dtype, base=self.base, offset=self.offset + offset)
+
+    def copyin(self, data: Any) -> Buffer:
+        """Copy host data (bytes, memoryview or numpy array of exactly `nbytes` bytes) into the buffer."""
+        mv = memoryview(np.ascontiguousarray(data)).cast("B") if isinstance(data, np.ndarray) else memoryview(data).cast("B")
+        if mv.nbytes != self.nbytes:
+            raise AllocationError(f"copyin of {mv.nbytes} bytes into a buffer of {self.nbytes} bytes")
+        if self.nbytes:
+            self.allocator.copyin(self.opaque, mv)
+        return self
+
+    def as_bytes(self) -> bytearray:
+        """A host copy of the buffer's bytes."""
+        out = bytearray(self.nbytes)
+        if self.nbytes:
+            self.allocator.copyout(memoryview(out), self.opaque)
+        return out
+
+    def numpy(self) -> np.ndarray:
+        """A host copy of the contents as a 1-D numpy array (bf16 and fp8 come back as their raw bits)."""
+        return np.frombuffer(self.as_bytes(), dtype=numpy_dtype(self.dtype))
+
+    def __del__(self) -> None:
+        if self._base is None and self._opaque is not None:
+            try:
+                self.allocator.free(self._opaque, max(self.nbytes, 1), self.options)
+            except Exception:  # at interpreter shutdown the device or its allocator may already be gone
+                pass
+
+    def __repr__(self) -> str:
+        where = f" offset={self.offset}" if self._base is not None else ""
+        return f"<Buffer {self.device} {self.size} x {self.dtype}{where}{'' if self.is_allocated else ' unallocated'}>"

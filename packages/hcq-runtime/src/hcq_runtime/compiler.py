@@ -1,0 +1,111 @@
+"""Compilers turn rendered source into binaries; a content-keyed disk cache makes a second compile free.
+
+The cache lives under `$UOP_CACHE_DIR` (default `$XDG_CACHE_HOME/uop`, else `~/.cache/uop`). Set
+`DISABLE_COMPILER_CACHE=1` to bypass it. Entries are keyed by a hash of the source, the flags and the
+compiler's own version line, so a compiler upgrade never serves a stale binary.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .errors import CompileError
+
+
+def cache_dir() -> Path:
+    """Where compiled programs are cached (created on first use)."""
+    if explicit := os.environ.get("UOP_CACHE_DIR"):
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "uop"
+
+
+def cache_enabled() -> bool:
+    return os.environ.get("DISABLE_COMPILER_CACHE", "0") in ("", "0")
+
+
+class Compiler:
+    """Base compiler: `compile(src) -> bytes`, cached on disk by content.
+
+    Subclasses implement `compile_uncached` and set `cache_key` to something that changes whenever the
+    binary for the same source would (compiler version, flags, target)."""
+
+    cache_key: str = ""
+    #: how many times `compile_uncached` ran in this process (tests use it to prove the cache works)
+    invocations: int = 0
+
+    def compile_uncached(self, src: str) -> bytes:
+        """Compile `src` to a binary; raise CompileError with the offending line on failure."""
+        raise NotImplementedError
+
+    def compile(self, src: str) -> bytes:
+        """Compile `src`, serving the binary from the disk cache when an identical compile happened before."""
+        if not cache_enabled():
+            return self._count_and_compile(src)
+        digest = hashlib.sha256(f"{self.cache_key}\0{src}".encode()).hexdigest()
+        path = cache_dir() / "compile" / digest[:2] / digest
+        try:
+            return path.read_bytes()
+        except FileNotFoundError:
+            pass
+        binary = self._count_and_compile(src)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # write-then-rename: a reader in another process never sees a half-written entry
+        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
+            tmp.write(binary)
+        os.replace(tmp.name, path)
+        return binary
+
+    def _count_and_compile(self, src: str) -> bytes:
+        type(self).invocations += 1
+        return self.compile_uncached(src)
+
+
+@functools.cache
+def find_c_compiler() -> str:
+    """clang when present (it vectorizes GCC vector types better), else the system `cc`."""
+    for name in ("clang", "clang-15", "cc", "gcc"):
+        if found := shutil.which(name):
+            return found
+    raise CompileError("no C compiler found: install clang or gcc (apt-get install clang)")
+
+
+@functools.cache
+def compiler_version(cc: str) -> str:
+    result = subprocess.run([cc, "--version"], capture_output=True, text=True)
+    return result.stdout.splitlines()[0] if result.stdout else cc
+
+
+def source_line_error(src: str, stderr: str, filename: str) -> str:
+    """The first compiler error, with the source line it points at."""
+    lines = src.splitlines()
+    for match in re.finditer(rf"{re.escape(filename)}:(\d+):(?:\d+:)?\s*(?:fatal )?error:\s*(.*)", stderr):
+        lineno = int(match.group(1))
+        code = lines[lineno - 1].strip() if 0 < lineno <= len(lines) else "?"
+        return f"line {lineno}: {match.group(2).strip()} -- `{code}`"
+    return stderr.strip().splitlines()[-1] if stderr.strip() else "unknown compiler failure"
+
+
+class CCompiler(Compiler):
+    """Compiles C source into a shared object with the system C compiler."""
+
+    def __init__(self, flags: tuple[str, ...] = ("-O2", "-march=native", "-fno-math-errno", "-ffp-contract=off")):
+        self.cc = find_c_compiler()
+        self.flags = ("-shared", "-fPIC", "-std=gnu11", "-pthread", *flags)
+        self.cache_key = f"c\0{compiler_version(self.cc)}\0{' '.join(self.flags)}"
+
+    def compile_uncached(self, src: str) -> bytes:
+        with tempfile.TemporaryDirectory(prefix="uop-cc-") as tmp:
+            source, output = Path(tmp) / "kernel.c", Path(tmp) / "kernel.so"
+            source.write_text(src)
+            result = subprocess.run([self.cc, *self.flags, "-o", str(output), str(source)], capture_output=True, text=True)
+            if result.returncode != 0:
+                raise CompileError(f"C compile failed at {source_line_error(src, result.stderr, str(source))}")
+            return output.read_bytes()

@@ -1,0 +1,77 @@
+"""The device registry: `Device["CPU"]`, canonical names, the default device, backend discovery.
+
+Built-in backends are listed in `BUILTIN_BACKENDS`; other installed packages add backends through the
+`hcq_runtime.backends` entry-point group (name = device prefix, value = a factory taking the full device
+name), so an installed backend appears without code changes here.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable
+from importlib.metadata import entry_points
+from typing import Any
+
+from .errors import DeviceError
+
+#: device prefix -> "module:factory" of the backends that ship with hcq_runtime
+BUILTIN_BACKENDS: dict[str, str] = {
+    "CPU": "hcq_runtime.cpu:CPUDevice",
+    "DISK": "hcq_runtime.disk:DiskDevice",
+}
+
+
+def canonicalize(name: str) -> str:
+    """`cpu` -> `CPU`, `CPU:0` -> `CPU`, `disk:/x` -> `DISK:/x`; the prefix is case-insensitive, the rest kept."""
+    prefix, sep, rest = name.partition(":")
+    prefix = prefix.upper()
+    if prefix == "DISK":
+        return f"DISK:{rest}" if sep else "DISK"
+    if sep and rest == "0":
+        return prefix
+    return f"{prefix}{sep}{rest}"
+
+
+class DeviceRegistry:
+    """Opens each device once, by canonical name."""
+
+    def __init__(self) -> None:
+        self._opened: dict[str, Any] = {}
+        self._factories: dict[str, Callable[[str], Any]] = {}
+
+    def register(self, prefix: str, factory: Callable[[str], Any]) -> None:
+        """Make `factory(full_name)` the backend of devices named `prefix` or `prefix:N`."""
+        self._factories[prefix.upper()] = factory
+
+    def backends(self) -> list[str]:
+        """Prefixes of every known backend, built-in or installed."""
+        return sorted(set(BUILTIN_BACKENDS) | set(self._factories) | {ep.name.upper() for ep in entry_points(group="hcq_runtime.backends")})
+
+    def _factory(self, prefix: str) -> Callable[[str], Any]:
+        if prefix in self._factories:
+            return self._factories[prefix]
+        if prefix in BUILTIN_BACKENDS:
+            module, attr = BUILTIN_BACKENDS[prefix].split(":")
+            return getattr(importlib.import_module(module), attr)
+        for ep in entry_points(group="hcq_runtime.backends"):
+            if ep.name.upper() == prefix:
+                return ep.load()
+        raise DeviceError(f"unknown device {prefix!r}: known backends are {', '.join(self.backends())}")
+
+    def __getitem__(self, name: str) -> Any:
+        canonical = canonicalize(name)
+        if (dev := self._opened.get(canonical)) is None:
+            dev = self._opened[canonical] = self._factory(canonical.split(":")[0])(canonical)
+        return dev
+
+    @property
+    def DEFAULT(self) -> str:  # noqa: N802 -- tinygrad's spelling
+        """The default device: the `DEV` environment variable, else CPU."""
+        return canonicalize(os.environ.get("DEV", "CPU") or "CPU")
+
+    def opened(self) -> list[str]:
+        return list(self._opened)
+
+
+Device = DeviceRegistry()

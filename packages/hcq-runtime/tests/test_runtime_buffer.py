@@ -1,0 +1,64 @@
+import numpy as np
+import pytest
+from hcq_runtime import AllocationError, Buffer, Device, numpy_dtype
+
+
+def test_copyin_copyout_round_trip(f32, rng):
+    data = rng.standard_normal(1000).astype(np.float32)
+    buf = Buffer("CPU", 1000, f32)
+    assert not buf.is_allocated  # lazy
+    buf.copyin(data)
+    assert buf.is_allocated
+    np.testing.assert_array_equal(buf.numpy(), data)
+    assert buf.address % 64 == 0
+
+
+def test_copyin_size_mismatch_is_an_error(f32):
+    with pytest.raises(AllocationError, match="copyin of 8 bytes into a buffer of 16 bytes"):
+        Buffer("CPU", 4, f32).copyin(b"\0" * 8)
+
+
+def test_view_shares_memory_at_offset(f32):
+    base = Buffer("CPU", 8, f32).copyin(np.arange(8, dtype=np.float32))
+    view = base.view(3, f32, offset=8)
+    np.testing.assert_array_equal(view.numpy(), [2, 3, 4])
+    view.copyin(np.array([-1, -2, -3], dtype=np.float32))
+    np.testing.assert_array_equal(base.numpy(), [0, 1, -1, -2, -3, 5, 6, 7])
+    assert view.address == base.address + 8
+    with pytest.raises(AllocationError, match="does not fit"):
+        base.view(4, f32, offset=20)
+
+
+def test_numpy_of_a_type_numpy_lacks_is_raw_bits(bf16):
+    buf = Buffer("CPU", 2, bf16).copyin(np.array([0x3F80, 0xC000], dtype=np.uint16))
+    assert numpy_dtype(bf16) == np.uint16
+    np.testing.assert_array_equal(buf.numpy(), [0x3F80, 0xC000])
+
+
+def test_freed_memory_is_reused_by_the_lru_allocator(f32):
+    dev = Device["CPU:3"]
+    dev.allocator.free_cache()
+    first = Buffer("CPU:3", 123, f32).ensure_allocated()
+    address = first.address
+    del first
+    assert Buffer("CPU:3", 123, f32).ensure_allocated().address == address
+    assert Buffer("CPU:3", 124, f32).ensure_allocated().address != address
+
+
+def test_cpu_devices_have_separate_allocations(f32):
+    assert Device["CPU"] is not Device["CPU:1"]
+    assert Device["CPU:0"] is Device["CPU"]
+    a = Buffer("CPU:1", 4, f32).copyin(np.ones(4, np.float32))
+    b = Buffer("CPU:2", 4, f32).copyin(np.zeros(4, np.float32))
+    assert a.allocator is not b.allocator
+    np.testing.assert_array_equal(a.numpy(), 1)
+
+
+def test_disk_buffer_persists_to_the_file(tmp_path, f32):
+    path = tmp_path / "weights.bin"
+    data = np.arange(16, dtype=np.float32)
+    Buffer(f"DISK:{path}", 16, f32).copyin(data)
+    Device[f"DISK:{path}"].synchronize()
+    np.testing.assert_array_equal(np.fromfile(path, dtype=np.float32), data)
+    view = Buffer(f"DISK:{path}", 16, f32).view(4, f32, offset=16)
+    np.testing.assert_array_equal(view.numpy(), [4, 5, 6, 7])

@@ -1,0 +1,64 @@
+import numpy as np
+import pytest
+from hcq_runtime import Buffer, CCompiler, CompileError, Device
+
+FILL = """
+void fill(void **bufs, const long long *vals, int core_id, int n_cores) {
+  int *out = bufs[0];
+  for (long long i = core_id; i < vals[0]; i += n_cores) out[i] = (int)(i * vals[1]) + core_id * 1000;
+}
+"""
+
+
+class Int32:
+    itemsize, fmt, name = 4, "i", "int"
+
+
+def test_program_gets_buffers_and_values():
+    dev = Device["CPU"]
+    out = Buffer("CPU", 10, Int32())
+    dev.program("fill", dev.compiler.compile(FILL))([out.address], [10, 3])
+    np.testing.assert_array_equal(out.numpy(), np.arange(10) * 3)
+
+
+def test_thread_launch_runs_every_core_once():
+    dev = Device["CPU"]
+    out = Buffer("CPU", 12, Int32())
+    dev.program("fill", dev.compiler.compile(FILL))([out.address], [12, 1], n_cores=4)
+    expected = np.arange(12) + (np.arange(12) % 4) * 1000  # element i is written by core i % 4
+    np.testing.assert_array_equal(out.numpy(), expected)
+
+
+def test_second_compile_is_served_from_the_disk_cache():
+    compiler = CCompiler()
+    src = FILL + "\n// cache test\n"
+    before = CCompiler.invocations
+    first = compiler.compile(src)
+    assert CCompiler.invocations == before + 1
+    assert CCompiler().compile(src) == first  # a new compiler object, same cache
+    assert CCompiler.invocations == before + 1
+    compiler.compile(src + " ")
+    assert CCompiler.invocations == before + 2
+
+
+def test_disabling_the_cache_always_compiles(monkeypatch):
+    monkeypatch.setenv("DISABLE_COMPILER_CACHE", "1")
+    compiler, before = CCompiler(), CCompiler.invocations
+    compiler.compile(FILL)
+    compiler.compile(FILL)
+    assert CCompiler.invocations == before + 2
+
+
+def test_compile_error_names_the_offending_line():
+    src = "void f(void **b, const long long *v, int c, int n) {\n  int x = 1;\n  x = y + 2;\n}\n"
+    with pytest.raises(CompileError, match=r"line 3: .*y.* -- `x = y \+ 2;`"):
+        CCompiler().compile(src)
+
+
+def test_loading_two_programs_with_one_name_keeps_them_apart():
+    dev = Device["CPU"]
+    out = Buffer("CPU", 1, Int32())
+    for value in (7, 9):
+        src = f"void k(void **b, const long long *v, int c, int n) {{ *(int *)b[0] = {value}; }}"
+        dev.program("k", dev.compiler.compile(src))([out.address])
+        assert out.numpy()[0] == value
