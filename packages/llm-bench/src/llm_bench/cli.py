@@ -1,20 +1,194 @@
-"""Command line entry point for `llm-bench`."""
+"""Command line entry point for `llm-bench`: benchmark or run a model, make a tiny model, run a benchmark matrix."""
+
+from __future__ import annotations
 
 import argparse
+import codecs
+import json
+import os
 import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
 from . import __version__
+from .backends import available_devices, get_backend
+from .errors import LLMBenchError
+from .gguf_reader import read_gguf
+from .harness import quant_name, time_decode, time_prefill, warm_up
+from .matrix import read_matrix, run_cell
+from .model_api import LanguageModel
+from .registry import DEFAULT_MODEL, download, model_names, resolve_model
+from .report import append_log, format_summary_table, log_records
+from .tiny_models import TINY_SPECS, make_tiny
+from .tokenizer import Tokenizer
+
+DEFAULT_STEPS = 20
+DEFAULT_CONTEXT = 4096
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but usage mistakes exit 1 with one `error: ...` line like every other user mistake."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(1, f"error: {message} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="llm-bench", description=sys.modules[__package__].__doc__)
+    """The main parser: run or benchmark one model."""
+    parser = _Parser(
+        prog="llm-bench", description="Run or benchmark a GGUF LLM. Subcommands: make-tiny ARCH OUT.gguf, matrix FILE.toml.",
+        epilog="env: BENCHMARK_LOG=PATH appends JSON lines per test; DEV sets the default device; LLM_BENCH_CACHE sets the model cache.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("-m", "--model", default=DEFAULT_MODEL, help=f"a model name ({', '.join(model_names())}) or a GGUF path")
+    parser.add_argument("--benchmark", nargs="?", type=int, const=DEFAULT_STEPS, metavar="N", help=f"time N decode steps (default {DEFAULT_STEPS})")
+    parser.add_argument("--warmup", action="store_true", help="run untimed steps first")
+    parser.add_argument("--device", default=os.environ.get("DEV", "numpy"), help=f"where to run (default $DEV or numpy; available: "
+                        f"{', '.join(available_devices())})")
+    parser.add_argument("--max-context", type=int, default=DEFAULT_CONTEXT, help=f"KV cache length (default {DEFAULT_CONTEXT}, capped by the model)")
+    parser.add_argument("--prompt", default=None, help="prompt text (default: just the BOS token when benchmarking, else 'The')")
+    parser.add_argument("--prefill", type=int, default=0, metavar="N", help="also time the prefill of N prompt tokens (test ppN)")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
+    parser.add_argument("--max-tokens", type=int, default=64, help="tokens to generate without --benchmark (default 64)")
+    parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature; 0 is greedy (default)")
+    parser.add_argument("--seed", type=int, default=None, help="random seed for temperature sampling")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    build_parser().parse_args(argv)
+def build_make_tiny_parser() -> argparse.ArgumentParser:
+    """`llm-bench make-tiny ARCH OUT.gguf`."""
+    parser = _Parser(prog="llm-bench make-tiny", description="Write a built-in tiny model (deterministic) to a GGUF file.")
+    choices = sorted({spec.config.arch for spec in TINY_SPECS.values()} | set(TINY_SPECS))
+    parser.add_argument("arch", choices=choices, help="llama, qwen3 or olmoe (or tiny-llama, ...)")
+    parser.add_argument("out", type=Path, help="output .gguf path")
+    return parser
+
+
+def build_matrix_parser() -> argparse.ArgumentParser:
+    """`llm-bench matrix FILE.toml`."""
+    parser = _Parser(prog="llm-bench matrix", description="Run a models x devices benchmark matrix, one subprocess per cell.")
+    parser.add_argument("file", type=Path, help="matrix TOML (see examples/matrix.toml)")
+    parser.add_argument("--github-matrix", action="store_true", help="print the cells as a GitHub Actions include list (JSON) and exit")
+    parser.add_argument("--log-dir", type=Path, default=None, help="write each model's BENCHMARK_LOG JSON lines into this folder")
+    return parser
+
+
+def _positive(name: str, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise LLMBenchError(f"{name} must be at least 1, got {value}")
+
+
+def _download_with_progress(url: str, dest: Path) -> Path:
+    """Download a model, showing a progress bar on stderr."""
+    console = Console(stderr=True)
+    print(f"downloading {url}", file=sys.stderr, flush=True)
+    with Progress(BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(), console=console, transient=True) as progress:
+        task = progress.add_task("download", total=None)
+        return download(url, dest, progress=lambda done, total: progress.update(task, completed=done, total=total))
+
+
+def run_model(args: argparse.Namespace) -> int:
+    """Load the model and benchmark it or generate text."""
+    _positive("--benchmark", args.benchmark)
+    _positive("--max-context", args.max_context)
+    _positive("--max-tokens", args.max_tokens)
+    if args.prefill < 0:
+        raise LLMBenchError(f"--prefill must be >= 0, got {args.prefill}")
+    if args.temperature < 0:
+        raise LLMBenchError(f"--temperature must be >= 0, got {args.temperature}")
+    backend = get_backend(args.device)
+    path = resolve_model(args.model, fetch=_download_with_progress)
+    gguf = read_gguf(path)
+    tokenizer = Tokenizer.from_metadata(gguf.metadata)
+    model = backend.load(gguf, args.max_context)
+    name = gguf.metadata.get("general.name") or args.model
+    arch, quant = model.config.arch, quant_name(gguf)
+    print(f'using model "{name}" with {gguf.data_bytes:,} bytes and {model.param_count:,} params, '
+          f"max context {model.max_context} on {backend.name}", file=sys.stdout if args.benchmark is not None and not args.json else sys.stderr)
+    prompt_text = args.prompt if args.prompt is not None else ("" if args.benchmark is not None else "The")
+    prompt = tokenizer.encode(prompt_text, add_bos=True)
+    if not prompt:
+        # a model without BOS still needs one token to start from
+        prompt = [0]
+    if args.benchmark is None:
+        return _generate(model, tokenizer, prompt, args)
+    if args.warmup:
+        warm_up(model, prompt)
+    results = []
+    if args.prefill:
+        results.append(time_prefill(model, prompt, args.prefill))
+    emit = (lambda line: print(line, file=sys.stderr)) if args.json else print
+    results.append(time_decode(model, tokenizer, prompt, args.benchmark, emit))
+    records = log_records(name, arch, quant, backend.name, args.warmup, results)
+    if log_path := os.environ.get("BENCHMARK_LOG"):
+        append_log(log_path, records)
+    if args.json:
+        print(json.dumps(records, indent=2))
+    else:
+        print()
+        print(format_summary_table(f"{name} {quant}", gguf.data_bytes, model.param_count, backend.name, results))
     return 0
+
+
+def _generate(model: LanguageModel, tokenizer: Tokenizer, prompt: list[int], args: argparse.Namespace) -> int:
+    """Stream the continuation of the prompt until EOS, --max-tokens or a full context."""
+    sys.stdout.write(tokenizer.decode(prompt, skip_special=True))
+    # tokens can end inside a UTF-8 character: decode incrementally so each character prints once, whole
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    for _, token in zip(range(args.max_tokens), model.generate(prompt, args.temperature, args.seed)):
+        if tokenizer.is_end(token):
+            break
+        sys.stdout.write(decoder.decode(tokenizer.token_bytes(token)))
+        sys.stdout.flush()
+    sys.stdout.write(decoder.decode(b"", final=True) + "\n")
+    return 0
+
+
+def make_tiny_command(argv: Sequence[str]) -> int:
+    """`llm-bench make-tiny ARCH OUT.gguf`."""
+    args = build_make_tiny_parser().parse_args(argv)
+    path = make_tiny(args.arch, args.out)
+    print(f"wrote {path} ({path.stat().st_size:,} bytes)")
+    return 0
+
+
+def matrix_command(argv: Sequence[str]) -> int:
+    """`llm-bench matrix FILE.toml [--github-matrix] [--log-dir DIR]`: exit 1 if any cell failed or timed out."""
+    args = build_matrix_parser().parse_args(argv)
+    matrix = read_matrix(args.file)
+    if args.github_matrix:
+        print(json.dumps(matrix.github_include()))
+        return 0
+    results = []
+    for cell in matrix.cells:
+        print(f"=== {cell.model} on {cell.dev} (timeout {matrix.timeout_minutes:g} min)", flush=True)
+        results.append(run_cell(cell, matrix, log_dir=args.log_dir))
+    print()
+    width = max(len(r.cell.model) for r in results) if results else 5
+    for r in results:
+        detail = f"exit {r.returncode}" if r.status == "failed" else ""
+        print(f"{r.cell.model:<{width}}  {r.cell.dev:<8} {r.status:<8} {r.seconds:8.1f} s  {detail}".rstrip())
+    return 0 if all(r.status == "ok" for r in results) else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: user mistakes print `error: ...` to stderr and exit 1."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv and argv[0] == "make-tiny":
+            return make_tiny_command(argv[1:])
+        if argv and argv[0] == "matrix":
+            return matrix_command(argv[1:])
+        return run_model(build_parser().parse_args(argv))
+    except LLMBenchError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -1,0 +1,260 @@
+"""Reading GGUF files (versions 2 and 3, single or split into parts): metadata, and tensors as views of the mapped file."""
+
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .dequant import dequantize
+from .errors import GGUFError
+from .ggml_types import (
+    BLOCK_LAYOUTS,
+    GGUF_DEFAULT_ALIGNMENT,
+    GGUF_MAGIC,
+    SCALAR_FORMATS,
+    GGMLType,
+    GGUFValueType,
+    type_name,
+)
+
+SUPPORTED_VERSIONS = (2, 3)
+# ggml tensors have at most 4 dimensions (GGML_MAX_DIMS)
+MAX_DIMS = 4
+SPLIT_NAME = re.compile(r"^(?P<prefix>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$")
+
+# numpy dtypes of the element types whose bytes are directly usable as an array
+_PLAIN_DTYPES: dict[GGMLType, str] = {
+    GGMLType.F32: "<f4",
+    GGMLType.F16: "<f2",
+    GGMLType.F64: "<f8",
+    GGMLType.I8: "i1",
+    GGMLType.I16: "<i2",
+    GGMLType.I32: "<i4",
+    GGMLType.I64: "<i8",
+}
+
+
+@dataclass(frozen=True)
+class GGUFTensor:
+    """One tensor of a GGUF file.
+
+    `shape` is in numpy order (outermost dimension first, the reverse of ggml's `ne`), so a linear layer's weight is
+    `(out_features, in_features)`. `data` is a uint8 view of the tensor's bytes inside the memory-mapped file.
+    """
+
+    name: str
+    shape: tuple[int, ...]
+    ggml_type: GGMLType
+    data: np.ndarray = field(repr=False, compare=False)
+
+    @property
+    def n_elements(self) -> int:
+        """The number of logical elements."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @property
+    def nbytes(self) -> int:
+        """The number of bytes the tensor occupies in the file."""
+        return int(self.data.size)
+
+    def array(self) -> np.ndarray:
+        """The stored values without copying: a typed view for plain types, else the raw blocks as uint8 rows."""
+        if (dtype := _PLAIN_DTYPES.get(self.ggml_type)) is not None:
+            return self.data.view(dtype).reshape(self.shape)
+        layout = BLOCK_LAYOUTS[self.ggml_type]
+        row_bytes = self.shape[-1] // layout.block_elems * layout.block_bytes
+        return self.data.reshape(*self.shape[:-1], row_bytes)
+
+    def dequantize(self) -> np.ndarray:
+        """The values as a new float32 array of `shape`."""
+        return dequantize(self.data, self.ggml_type, self.shape)
+
+
+@dataclass
+class GGUFFile:
+    """A parsed GGUF model: metadata, the value type of each metadata key, and tensors by name.
+
+    For a split model, `paths` lists every part and the metadata is the first part's.
+    """
+
+    paths: list[Path]
+    version: int
+    alignment: int
+    metadata: dict[str, Any]
+    value_types: dict[str, tuple[GGUFValueType, GGUFValueType | None]]
+    tensors: dict[str, GGUFTensor]
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.tensors
+
+    def tensor(self, name: str) -> GGUFTensor:
+        """The tensor called `name`, or a `GGUFError` naming the file."""
+        try:
+            return self.tensors[name]
+        except KeyError:
+            raise GGUFError(f"{self.paths[0]}: no tensor named {name!r}; the model file is incomplete or of another architecture") from None
+
+    @property
+    def data_bytes(self) -> int:
+        """Total bytes of all tensor data."""
+        return sum(t.nbytes for t in self.tensors.values())
+
+
+class _Cursor:
+    """Sequential little-endian reads from a buffer, raising `GGUFError` on truncation."""
+
+    def __init__(self, buf: memoryview, path: Path):
+        self.buf, self.path, self.pos = buf, path, 0
+
+    def take(self, n: int, what: str) -> int:
+        start = self.pos
+        if n < 0 or start + n > len(self.buf):
+            raise GGUFError(f"{self.path}: truncated: {what} needs {n} bytes at offset {start} but the file has {len(self.buf)} bytes")
+        self.pos += n
+        return start
+
+    def scalar(self, fmt: str, what: str) -> Any:
+        size = struct.calcsize("<" + fmt)
+        return struct.unpack_from("<" + fmt, self.buf, self.take(size, what))[0]
+
+    def string(self, what: str) -> str:
+        length = self.scalar("Q", f"length of {what}")
+        start = self.take(length, what)
+        try:
+            return bytes(self.buf[start : start + length]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise GGUFError(f"{self.path}: corrupt: {what} at offset {start} is not valid UTF-8") from None
+
+    def value_type(self, what: str) -> GGUFValueType:
+        raw = self.scalar("I", f"type of {what}")
+        try:
+            return GGUFValueType(raw)
+        except ValueError:
+            raise GGUFError(f"{self.path}: corrupt: {what} has unknown value type {raw} at offset {self.pos - 4}") from None
+
+    def value(self, vtype: GGUFValueType, what: str) -> tuple[Any, GGUFValueType | None]:
+        """Read one metadata value; returns it and, for arrays, the element type."""
+        if vtype is GGUFValueType.STRING:
+            return self.string(what), None
+        if vtype is GGUFValueType.ARRAY:
+            elem_type = self.value_type(f"elements of {what}")
+            count = self.scalar("Q", f"length of {what}")
+            if elem_type is GGUFValueType.ARRAY:
+                return [self.value(GGUFValueType.ARRAY, f"{what}[{i}]")[0] for i in range(count)], elem_type
+            if elem_type is GGUFValueType.STRING:
+                # each string is at least its 8-byte length: check before looping over a corrupt count
+                if count * 8 > len(self.buf) - self.pos:
+                    raise GGUFError(f"{self.path}: truncated: {what} claims {count} strings but only {len(self.buf) - self.pos} bytes remain")
+                return [self.string(f"{what}[{i}]") for i in range(count)], elem_type
+            dtype = np.dtype("<" + SCALAR_FORMATS[elem_type])
+            start = self.take(count * dtype.itemsize, what)
+            values = np.frombuffer(self.buf, dtype=dtype, count=count, offset=start)
+            return (values.astype(bool) if elem_type is GGUFValueType.BOOL else values).tolist(), elem_type
+        value = self.scalar(SCALAR_FORMATS[vtype], what)
+        return value, None
+
+
+def split_part_paths(path: Path) -> list[Path]:
+    """All parts of a model given any one of them (`name-00001-of-00003.gguf`), or just `path` for a single file."""
+    match = SPLIT_NAME.match(path.name)
+    if match is None:
+        return [path]
+    count = int(match["count"])
+    if count < 1 or not 1 <= int(match["index"]) <= count:
+        raise GGUFError(f"{path}: split file name says part {int(match['index'])} of {count}; rename it or pass the first part")
+    parts = [path.with_name(f"{match['prefix']}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
+    missing = [str(p) for p in parts if not p.is_file()]
+    if missing:
+        raise GGUFError(f"split model is missing part(s) {', '.join(missing)}; download every part into the same folder")
+    return parts
+
+
+def _read_part(path: Path) -> GGUFFile:
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise GGUFError(f"{path}: cannot open: {e.strerror}") from None
+    if size < 4:
+        raise GGUFError(f"{path}: truncated: {size} bytes is too short for a GGUF header")
+    mapped = np.memmap(path, dtype=np.uint8, mode="r")
+    cur = _Cursor(memoryview(mapped), path)
+    magic = bytes(mapped[:4])
+    if magic != GGUF_MAGIC:
+        raise GGUFError(f"{path}: not a GGUF file (starts with {magic!r}, expected {GGUF_MAGIC!r})")
+    cur.pos = 4
+    version = cur.scalar("I", "version")
+    if version not in SUPPORTED_VERSIONS:
+        if int.from_bytes(version.to_bytes(4, "little"), "big") in SUPPORTED_VERSIONS:
+            raise GGUFError(f"{path}: big-endian GGUF is not supported; convert the model on a little-endian machine")
+        raise GGUFError(f"{path}: GGUF version {version} is not supported (only {SUPPORTED_VERSIONS}); re-convert it with a current llama.cpp")
+    n_tensors = cur.scalar("Q", "tensor count")
+    n_kv = cur.scalar("Q", "metadata count")
+    metadata: dict[str, Any] = {}
+    value_types: dict[str, tuple[GGUFValueType, GGUFValueType | None]] = {}
+    for i in range(n_kv):
+        key = cur.string(f"metadata key #{i}")
+        if key in metadata:
+            raise GGUFError(f"{path}: corrupt: metadata key {key!r} appears twice")
+        vtype = cur.value_type(f"metadata {key!r}")
+        metadata[key], elem_type = cur.value(vtype, f"metadata {key!r}")
+        value_types[key] = (vtype, elem_type)
+    alignment = metadata.get("general.alignment", GGUF_DEFAULT_ALIGNMENT)
+    if not isinstance(alignment, int) or isinstance(alignment, bool) or alignment <= 0 or alignment & (alignment - 1):
+        raise GGUFError(f"{path}: corrupt: general.alignment is {alignment!r}, must be a power of two")
+    infos = []
+    for i in range(n_tensors):
+        name = cur.string(f"name of tensor #{i}")
+        n_dims = cur.scalar("I", f"dimension count of tensor {name!r}")
+        if not 1 <= n_dims <= MAX_DIMS:
+            raise GGUFError(f"{path}: corrupt: tensor {name!r} has {n_dims} dimensions (1 to {MAX_DIMS} allowed)")
+        ne = [cur.scalar("Q", f"dimensions of tensor {name!r}") for _ in range(n_dims)]
+        raw_type = cur.scalar("I", f"type of tensor {name!r}")
+        offset = cur.scalar("Q", f"offset of tensor {name!r}")
+        infos.append((name, ne, raw_type, offset))
+    data_start = -(-cur.pos // alignment) * alignment
+    tensors: dict[str, GGUFTensor] = {}
+    for name, ne, raw_type, offset in infos:
+        if name in tensors:
+            raise GGUFError(f"{path}: corrupt: tensor {name!r} appears twice")
+        try:
+            ggml_type = GGMLType(raw_type)
+        except ValueError:
+            raise GGUFError(f"{path}: tensor {name!r} has {type_name(raw_type)}, which no ggml version defines; the file is corrupt") from None
+        if ggml_type not in BLOCK_LAYOUTS:
+            raise GGUFError(f"{path}: tensor {name!r} uses {ggml_type.name}, which llm-bench does not support; "
+                            f"use a model quantized as F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K or Q6_K")
+        layout = BLOCK_LAYOUTS[ggml_type]
+        if ne[0] % layout.block_elems:
+            raise GGUFError(f"{path}: corrupt: tensor {name!r} rows of {ne[0]} elements do not fill whole {ggml_type.name} blocks")
+        if offset % alignment:
+            raise GGUFError(f"{path}: corrupt: tensor {name!r} data offset {offset} is not a multiple of the alignment {alignment}")
+        n_elements = int(np.prod(ne, dtype=object))
+        nbytes = n_elements // layout.block_elems * layout.block_bytes
+        start = data_start + offset
+        if start + nbytes > size:
+            raise GGUFError(f"{path}: truncated: tensor {name!r} needs bytes {start} to {start + nbytes} but the file has {size} bytes")
+        tensors[name] = GGUFTensor(name, tuple(reversed(ne)), ggml_type, mapped[start : start + nbytes])
+    return GGUFFile([path], version, alignment, metadata, value_types, tensors)
+
+
+def read_gguf(path: str | Path) -> GGUFFile:
+    """Parse a GGUF file (or every part of a split model, given any part) without reading tensor data into memory."""
+    parts = split_part_paths(Path(path))
+    files = [_read_part(p) for p in parts]
+    first = files[0]
+    if len(files) > 1:
+        declared = first.metadata.get("split.count")
+        if declared is not None and declared != len(files):
+            raise GGUFError(f"{parts[0]}: metadata split.count is {declared} but the file names give {len(files)} parts")
+        for part in files[1:]:
+            for name, tensor in part.tensors.items():
+                if name in first.tensors:
+                    raise GGUFError(f"{part.paths[0]}: corrupt split model: tensor {name!r} also appears in an earlier part")
+                first.tensors[name] = tensor
+        first.paths = parts
+    return first

@@ -1,0 +1,122 @@
+"""The llm-bench command end to end on the tiny models (numpy device), and its errors."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from llm_bench import MODELS, NumpyModel, Tokenizer, make_tiny, read_gguf
+from llm_bench.cli import main
+
+STEP_LINE = re.compile(r"^ *\d+\.\d\d ms, +\d+\.\d\d tok/s, +\d+\.\d\d GB/s, \d+/\d+ MB  --  .*$")
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path_factory, monkeypatch):
+    folder = tmp_path_factory.getbasetemp() / "llm-cache"
+    monkeypatch.setenv("LLM_BENCH_CACHE", str(folder))
+    monkeypatch.delenv("BENCHMARK_LOG", raising=False)
+    monkeypatch.delenv("DEV", raising=False)
+    return folder
+
+
+@pytest.mark.parametrize("model", ["tiny-llama", "tiny-qwen3", "tiny-olmoe"])
+def test_benchmark_lines_table_and_log(model, tmp_path, monkeypatch, capsys):
+    log = tmp_path / "bench.jsonl"
+    monkeypatch.setenv("BENCHMARK_LOG", str(log))
+    monkeypatch.setenv("GITHUB_SHA", "deadbeef")
+    assert main(["-m", model, "--benchmark", "4", "--warmup", "--prefill", "8", "--device", "numpy"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith(f'using model "{model}" with ') and out[0].endswith("on numpy")
+    steps = [line for line in out if " tok/s, " in line]
+    assert len(steps) == 4 and all(STEP_LINE.match(line) for line in steps)
+    table = [line for line in out if line.startswith("|")]
+    assert [c.strip() for c in table[0].strip("|").split("|")] == ["model", "size", "params", "backend", "test", "t/s"]
+    assert [c.strip() for c in table[2].strip("|").split("|")][4] == "pp8"
+    assert [c.strip() for c in table[3].strip("|").split("|")][4] == "tg4"
+    records = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [r["test"] for r in records] == ["pp8", "tg4"]
+    for r in records:
+        assert set(r) == {"model", "arch", "quant", "device", "test", "samples_ns", "avg_ts", "stddev_ts", "warmup", "commit"}
+        assert r["model"] == model and r["device"] == "numpy" and r["warmup"] is True and r["commit"] == "deadbeef"
+    assert len(records[1]["samples_ns"]) == 4 and len(records[0]["samples_ns"]) == 3
+
+
+def test_json_output(capsys):
+    assert main(["-m", "tiny-qwen3", "--benchmark", "2", "--json"]) == 0
+    captured = capsys.readouterr()
+    records = json.loads(captured.out)
+    assert records[0]["arch"] == "qwen3" and records[0]["quant"] == "Q8_0" and records[0]["test"] == "tg2"
+    assert " tok/s, " in captured.err
+
+
+def test_generate_text_is_the_greedy_continuation(capsys, cache):
+    assert main(["-m", "tiny-llama", "--prompt", "The robot", "--max-tokens", "5"]) == 0
+    g = read_gguf(cache / "tiny-llama.gguf")
+    tok, model = Tokenizer.from_metadata(g.metadata), NumpyModel(g, 64)
+    prompt = tok.encode("The robot", add_bos=True)
+    seq = list(prompt)
+    for _ in range(5):
+        model.reset()
+        seq.append(int(np.argmax(model.forward(seq, 0)[-1])))
+    assert capsys.readouterr().out == "The robot" + tok.decode(seq[len(prompt) :]) + "\n"
+
+
+def test_make_tiny_command(tmp_path, capsys):
+    assert main(["make-tiny", "olmoe", str(tmp_path / "o.gguf")]) == 0
+    assert (tmp_path / "o.gguf").read_bytes() == make_tiny("tiny-olmoe", tmp_path / "ref.gguf").read_bytes()
+    assert "wrote" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--device", "CPU", "--benchmark"], "not available yet; use --device numpy"),
+    (["--device", "TPU"], "unknown device 'TPU'"),
+    (["-m", "no-such-model"], "unknown model"),
+    (["--benchmark", "0"], "--benchmark must be at least 1"),
+    (["--benchmark", "600"], "raise --max-context"),
+    (["--temperature", "-1"], "--temperature must be >= 0"),
+])
+def test_user_mistakes_print_one_error_line(argv, message, capsys):
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+def test_unwritable_output(tmp_path, capsys):
+    (tmp_path / "file").write_text("")
+    assert main(["make-tiny", "llama", str(tmp_path / "file" / "x.gguf")]) == 1
+    assert capsys.readouterr().err.startswith("error: cannot write")
+    assert main(["-m", str(tmp_path), "--benchmark", "1"]) == 1
+    assert "is not a file" in capsys.readouterr().err
+
+
+def test_bad_gguf_file(tmp_path, capsys):
+    bad = tmp_path / "bad.gguf"
+    good = make_tiny("llama", tmp_path / "good.gguf").read_bytes()
+    bad.write_bytes(good[: len(good) // 2])
+    assert main(["-m", str(bad), "--benchmark", "1"]) == 1
+    assert "truncated" in capsys.readouterr().err
+
+
+def test_module_entry_point(cache):
+    done = subprocess.run([sys.executable, "-m", "llm_bench", "matrix", "--help"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and "--github-matrix" in done.stdout
+
+
+@pytest.mark.parametrize("argv", [["--benchmark", "x"], ["make-tiny", "gpt2", "o.gguf"], ["matrix"], ["--no-such-flag"]])
+def test_usage_mistakes_exit_1(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 1 and capsys.readouterr().err.startswith("error: ")
+
+
+def test_known_model_is_downloaded_with_progress(tmp_path, monkeypatch, cache, capsys):
+    source = make_tiny("qwen3", tmp_path / "Qwen3-0.6B-Q8_0.gguf")
+    monkeypatch.setitem(MODELS, "qwen3:0.6b", source.as_uri())
+    assert main(["-m", "qwen3:0.6b", "--benchmark", "1"]) == 0
+    assert (cache / "Qwen3-0.6B-Q8_0.gguf").read_bytes() == source.read_bytes()
+    assert "downloading file://" in capsys.readouterr().err

@@ -1,0 +1,131 @@
+"""Tokenizer: pre-tokenizer presets on known splits, BPE against an independent reference merger, specials, round trips."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from llm_bench import Tokenizer, TokenizerError, learn_bpe, split_words
+
+CORPUS = "the cat sat on the mat. the dog sat on the log! 123 4567 don't stop, it's there; they're here.\n\nnew lines\tand tabs"
+
+
+def gpt2_byte_chars() -> dict[int, str]:
+    # written out from the GPT-2 encoder.py definition, independently of the package
+    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    out, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            out[b] = chr(b)
+        else:
+            out[b] = chr(256 + extra)
+            extra += 1
+    return out
+
+
+def reference_bpe(word: bytes, merges: list[str]) -> list[str]:
+    """Merge by repeatedly joining the lowest-ranked adjacent pair, one occurrence at a time (leftmost first)."""
+    chars = gpt2_byte_chars()
+    rank = {tuple(m.split(" ")): i for i, m in enumerate(merges)}
+    parts = [chars[b] for b in word]
+    while True:
+        best = None
+        for i in range(len(parts) - 1):
+            r = rank.get((parts[i], parts[i + 1]))
+            if r is not None and (best is None or r < best[0]):
+                best = (r, i)
+        if best is None:
+            return parts
+        parts[best[1] : best[1] + 2] = [parts[best[1]] + parts[best[1] + 1]]
+
+
+@pytest.fixture(scope="module")
+def tok() -> Tokenizer:
+    vocab = learn_bpe(CORPUS * 3, 120)
+    specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|eot|>"]
+    tokens = vocab.tokens + specials
+    types = [1] * len(vocab.tokens) + [3, 3, 3]
+    n = len(vocab.tokens)
+    return Tokenizer(tokens, vocab.merges, "llama-bpe", types, bos_id=n, eos_id=n + 1, add_bos=True, eot_id=n + 2)
+
+
+@pytest.mark.parametrize(("preset", "text", "words"), [
+    ("llama-bpe", "Hello world 12345 don't", ["Hello", " world", " ", "123", "45", " don", "'t"]),
+    ("llama-bpe", "I'M here\n\n  x", ["I", "'M", " here", "\n\n", " ", " x"]),
+    ("qwen2", "ab 123", ["ab", " ", "1", "2", "3"]),
+    ("olmo", "Hello world 12345 don't", ["Hello", " world", " 12345", " don", "'t"]),
+    ("llama-bpe", "héllo мир ٣٤", ["héllo", " мир", " ", "٣٤"]),
+    ("llama-bpe", "a\u3000b", ["a", "\u3000b"]),
+])
+def test_presets_split_known_text(preset, text, words):
+    assert split_words(text, preset) == words
+
+
+def test_unknown_preset_is_clear():
+    with pytest.raises(TokenizerError, match="'klingon' is not supported"):
+        Tokenizer([], [], "klingon")
+
+
+def test_learned_merges_are_frequent_pairs():
+    vocab = learn_bpe("aaab aaab aaab", 2, "llama-bpe")
+    # words "aaab", " aaab" x2: ("a","a") occurs 6 times, then ("aa","a")... ties broken lexicographically
+    assert vocab.merges[0] == "a a"
+    assert len(vocab.tokens) == 256 + len(vocab.merges)
+
+
+def test_encode_matches_reference_merger(tok):
+    for word in ["the", " cat", " mat", " there", "Zebra", " 456", "don", "\n\n"]:
+        ids = tok.encode(word, add_bos=False)
+        assert [tok.tokens[i] for i in ids] == reference_bpe(word.encode(), [m for m in _merges(tok)])
+
+
+def _merges(tok):
+    return [f"{a} {b}" for (a, b), _ in sorted(tok._ranks.items(), key=lambda kv: kv[1])]
+
+
+def test_bos_and_specials(tok):
+    ids = tok.encode("the<|eot|>cat")
+    assert ids[0] == tok.bos_id
+    assert tok.special_ids["<|eot|>"] in ids
+    assert tok.decode(ids[1:]) == "the<|eot|>cat"
+    assert tok.decode(ids, skip_special=True) == "thecat"
+    assert tok.encode("<|eot|>", add_bos=False, parse_special=False) != [tok.special_ids["<|eot|>"]]
+    assert tok.is_end(tok.eos_id) and tok.is_end(tok.special_ids["<|eot|>"]) and not tok.is_end(ids[-1])
+
+
+def test_merging_shortens_common_words(tok):
+    assert len(tok.encode(" the", add_bos=False)) == 1
+    assert len(tok.encode("qqqq", add_bos=False)) == 4
+
+
+@pytest.fixture(scope="module")
+def per_preset(tok) -> list[Tokenizer]:
+    return [Tokenizer(tok.tokens, _merges(tok), preset, tok.token_types) for preset in ("llama-bpe", "qwen2", "olmo")]
+
+
+@given(st.text(max_size=40))
+@settings(max_examples=150, derandomize=True, deadline=None)
+def test_round_trip_random_unicode(per_preset, text):
+    if any(s in text for s in per_preset[0].special_ids):
+        return
+    for tokenizer in per_preset:
+        assert tokenizer.decode(tokenizer.encode(text)) == text
+
+
+def test_from_metadata_errors():
+    with pytest.raises(TokenizerError, match="only byte-level BPE"):
+        Tokenizer.from_metadata({"tokenizer.ggml.model": "llama"})
+    with pytest.raises(TokenizerError, match="no tokenizer.ggml.merges"):
+        Tokenizer.from_metadata({"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.tokens": ["a"]})
+    with pytest.raises(TokenizerError, match="not two tokens"):
+        Tokenizer(["a"], ["ab"])
+
+
+def test_llama3_takes_whole_words_before_merging():
+    chars = gpt2_byte_chars()
+    tokens = [chars[b] for b in range(256)] + ["ab", "abc"]  # "abc" is a token no merge reaches
+    merges = ["a b"]
+    llama = Tokenizer(tokens, merges, "llama-bpe")
+    qwen = Tokenizer(tokens, merges, "qwen2")
+    assert llama.encode("abc") == [257]
+    assert qwen.encode("abc") == [256, tokens.index("c")]
