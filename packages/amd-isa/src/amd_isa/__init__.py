@@ -1,5 +1,43 @@
 """AMD GPU instruction sets (RDNA3, RDNA4, CDNA): DSL, assembler, disassembler, code objects, emulator, SQTT."""
 
+from . import emu, sqtt  # noqa: E402 -- subpackages that use the names above
+from .arch import ARCHS, TARGETS, arch_of
+from .assembler import assemble, assemble_insts, assemble_one
+from .codeobject import CodeObject, KernelDescriptor, Symbol
+from .errors import AmdIsaError, AsmError, CodeObjectError, DecodeError, EncodeError, UnknownArchError
+from .inst import Inst, decode, decode_one, iter_decode
+from .operands import Lit, Reg, RegFile, Special, Sym
+from .sampling import sample_corpus
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "__version__",
+    "ARCHS",
+    "TARGETS",
+    "arch_of",
+    "Inst",
+    "decode",
+    "decode_one",
+    "iter_decode",
+    "assemble",
+    "assemble_insts",
+    "assemble_one",
+    "CodeObject",
+    "KernelDescriptor",
+    "Symbol",
+    "sample_corpus",
+    "emu",
+    "sqtt",
+    "Reg",
+    "RegFile",
+    "Special",
+    "Sym",
+    "Lit",
+    "AmdIsaError",
+    "DecodeError",
+    "EncodeError",
+    "AsmError",
+    "CodeObjectError",
+    "UnknownArchError",
+]

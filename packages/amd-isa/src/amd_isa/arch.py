@@ -1,0 +1,105 @@
+"""Architectures: gfx target names, per-architecture register naming, and the generated tables each one reads."""
+
+from dataclasses import dataclass, field
+from functools import cache
+from types import ModuleType
+
+from .errors import UnknownArchError
+from .tables import cdna, rdna3, rdna4
+
+# gfx target -> architecture family. LLVM 15 knows gfx90a/gfx940; gfx942/gfx950 share the CDNA tables.
+TARGETS: dict[str, str] = {
+    "gfx1100": "rdna3", "gfx1101": "rdna3", "gfx1102": "rdna3", "gfx1103": "rdna3", "gfx1150": "rdna3", "gfx1151": "rdna3",
+    "gfx1200": "rdna4", "gfx1201": "rdna4",
+    "gfx90a": "cdna", "gfx940": "cdna", "gfx941": "cdna", "gfx942": "cdna", "gfx950": "cdna",
+}
+DEFAULT_TARGET = {"rdna3": "gfx1100", "rdna4": "gfx1200", "cdna": "gfx942"}
+
+# Names of the special scalar operand codes (the 8/9-bit source field), 32-bit views first.
+_COMMON_SPECIAL = {
+    106: "vcc_lo", 107: "vcc_hi", 126: "exec_lo", 127: "exec_hi",
+    235: "src_shared_base", 236: "src_shared_limit", 237: "src_private_base", 238: "src_private_limit",
+    239: "src_pops_exiting_wave_id", 251: "src_vccz", 252: "src_execz", 253: "src_scc", 254: "src_lds_direct",
+}
+_GFX11_SPECIAL = {**_COMMON_SPECIAL, 124: "null", 125: "m0"}
+_GFX9_SPECIAL = {**_COMMON_SPECIAL, 102: "flat_scratch_lo", 103: "flat_scratch_hi", 104: "xnack_mask_lo", 105: "xnack_mask_hi", 124: "m0"}
+# Codes whose name changes when the operand is 64 bits wide.
+_WIDE_SPECIAL = {106: "vcc", 126: "exec", 102: "flat_scratch", 104: "xnack_mask", 235: "src_shared_base", 236: "src_shared_limit",
+                 237: "src_private_base", 238: "src_private_limit", 124: "null"}
+
+
+@dataclass(frozen=True)
+class Arch:
+    """One instruction-set family: its tables, wave size and scalar register naming."""
+
+    name: str
+    tables: ModuleType
+    wave: int
+    num_sgprs: int
+    special: dict[int, str]
+    null_code: int
+    vop3_literal: bool
+    wide_special: dict[int, str] = field(default_factory=lambda: dict(_WIDE_SPECIAL))
+    # Target-specific spellings on shared tables: gfx90a names gfx940's sc0/nt/sc1 cache bits glc/slc/scc and has no scratch SVE bit.
+    cache_names: dict[str, str] = field(default_factory=dict)
+    scratch_sve: bool = True
+    # hwreg(...) names as LLVM spells them (read off llvm-mc-15's disassembler); empty: the table's names.
+    hwreg_names: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def formats(self) -> dict:
+        """Encoding formats of the generated tables: name -> size, identifying bits, fields."""
+        return self.tables.FORMATS
+
+    @property
+    def ops(self) -> dict:
+        """Opcodes of the generated tables: format -> opcode -> (mnemonic, operand info)."""
+        return self.tables.OPS
+
+
+_LLVM_HWREG_GFX11 = {1: "HW_REG_MODE", 2: "HW_REG_STATUS", 3: "HW_REG_TRAPSTS", 5: "HW_REG_GPR_ALLOC", 6: "HW_REG_LDS_ALLOC",
+                     7: "HW_REG_IB_STS", 15: "HW_REG_SH_MEM_BASES", 20: "HW_REG_FLAT_SCR_LO", 21: "HW_REG_FLAT_SCR_HI", 23: "HW_REG_HW_ID1",
+                     24: "HW_REG_HW_ID2", 29: "HW_REG_SHADER_CYCLES"}
+_LLVM_HWREG_GFX90A = {1: "HW_REG_MODE", 2: "HW_REG_STATUS", 3: "HW_REG_TRAPSTS", 4: "HW_REG_HW_ID", 5: "HW_REG_GPR_ALLOC",
+                      6: "HW_REG_LDS_ALLOC", 7: "HW_REG_IB_STS", 15: "HW_REG_SH_MEM_BASES", 16: "HW_REG_TBA_LO", 17: "HW_REG_TBA_HI",
+                      18: "HW_REG_TMA_LO", 19: "HW_REG_TMA_HI"}
+_LLVM_HWREG_GFX940 = {**_LLVM_HWREG_GFX90A, 20: "HW_REG_XCC_ID", 21: "HW_REG_SQ_PERF_SNAPSHOT_DATA", 22: "HW_REG_SQ_PERF_SNAPSHOT_DATA1",
+                      23: "HW_REG_SQ_PERF_SNAPSHOT_PC_LO", 24: "HW_REG_SQ_PERF_SNAPSHOT_PC_HI"}
+
+ARCHS: dict[str, Arch] = {
+    "rdna3": Arch("rdna3", rdna3, 32, 106, _GFX11_SPECIAL, 124, True, hwreg_names=_LLVM_HWREG_GFX11),
+    "rdna4": Arch("rdna4", rdna4, 32, 106, _GFX11_SPECIAL, 124, True),
+    # gfx9 has no NULL register: an unused address SGPR is 0x7f ("off"), and VOP3 cannot carry a literal.
+    "cdna": Arch("cdna", cdna, 64, 102, _GFX9_SPECIAL, 0x7F, False, {k: v for k, v in _WIDE_SPECIAL.items() if k != 124},
+                 hwreg_names=_LLVM_HWREG_GFX940),
+}
+
+
+# Targets that share a family's tables but spell some operands differently.
+TARGET_ARCHS: dict[str, Arch] = {
+    "gfx90a": Arch("cdna", cdna, 64, 102, _GFX9_SPECIAL, 0x7F, False, {k: v for k, v in _WIDE_SPECIAL.items() if k != 124},
+                   {"sc0": "glc", "nt": "slc", "sc1": "scc"}, False, _LLVM_HWREG_GFX90A),
+}
+
+
+def arch_of(target: str) -> str:
+    """Map a gfx target ("gfx1100", "gfx942", ...) or a family name ("rdna3") to its family: "rdna3", "rdna4" or "cdna"."""
+    key = target.lower().split(":")[0]
+    if key in ARCHS:
+        return key
+    if key in TARGETS:
+        return TARGETS[key]
+    raise UnknownArchError(f"unknown architecture {target!r}; use one of {', '.join(list(ARCHS) + list(TARGETS))}")
+
+
+@cache
+def get_arch(target: str) -> Arch:
+    """The `Arch` for a family or gfx target name (with the target's own operand spellings where they differ)."""
+    key = target.lower().split(":")[0]
+    return TARGET_ARCHS.get(key) or ARCHS[arch_of(key)]
+
+
+def target_of(target: str) -> str:
+    """The gfx target for a name: gfx names pass through, family names map to their default target."""
+    key = target.lower().split(":")[0]
+    return DEFAULT_TARGET[key] if key in DEFAULT_TARGET else (key if key in TARGETS else DEFAULT_TARGET[arch_of(key)])

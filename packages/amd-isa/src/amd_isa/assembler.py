@@ -1,0 +1,272 @@
+"""A two-pass assembler for LLVM-syntax AMDGPU assembly: labels, branches, every format the tables describe."""
+
+import re
+from dataclasses import dataclass
+from functools import cache
+
+from .arch import get_arch
+from .builder import build
+from .errors import AmdIsaError, AsmError, EncodeError
+from .inst import Inst, op_index
+from .operands import OFF, Reg, Special, Sym
+from .symbols import parse_symbolic
+from .syntax_common import with_mods
+from .syntax_memory import EXPORT_TARGETS
+from .syntax_vector import VopdJoin
+
+_REG = re.compile(r"^(s|v|a|ttmp|acc)(\d+)$")
+_RANGE = re.compile(r"^(s|v|a|ttmp|acc)\[(\d+)(?::(\d+))?\]$")
+_LABEL = re.compile(r"^[A-Za-z_.$][\w.$]*$")
+_ATTR = re.compile(r"^attr(\d+)\.([xyzw])$")
+_NUMBER = re.compile(r"^-?(0x[0-9a-fA-F]+|0b[01]+|\d+)$")
+_FLOAT = re.compile(r"^-?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?$")
+_EXPORT_TARGETS = {name: value for value, name in EXPORT_TARGETS.items()}
+_ALIASES = {"scc": "src_scc", "vccz": "src_vccz", "execz": "src_execz", "lds_direct": "src_lds_direct", "shared_base": "src_shared_base",
+            "shared_limit": "src_shared_limit", "private_base": "src_private_base", "private_limit": "src_private_limit",
+            "pops_exiting_wave_id": "src_pops_exiting_wave_id"}
+
+
+@dataclass(frozen=True)
+class Label:
+    """A branch target named in the source, resolved in the second pass."""
+
+    name: str
+
+
+def _split_top(text: str, seps: str) -> list[str]:
+    """Split on any of `seps` outside brackets, parentheses and |abs| bars."""
+    if not any(ch in text for ch in "([|"):
+        return [p.strip() for p in re.split(f"[{re.escape(seps)}]", text) if p.strip()]
+    parts, depth, bars, cur = [], 0, 0, []
+    for ch in text:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "|":
+            bars ^= 1
+        if ch in seps and depth == 0 and not bars:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return [p.strip() for p in parts if p.strip()]
+
+
+# Name -> operand tables per Arch object (the Arch objects are module-level singletons).
+_SPECIALS: dict[int, dict[str, Special]] = {}
+
+
+def _specials(arch) -> dict[str, Special]:
+    if id(arch) not in _SPECIALS:
+        names = {name: Special(name, code) for code, name in arch.special.items()}
+        names.update({name: Special(name, code, 2) for code, name in arch.wide_special.items() if name not in names})
+        names["off"] = OFF
+        _SPECIALS[id(arch)] = names
+    return _SPECIALS[id(arch)]
+
+
+def parse_operand(arch, token: str) -> object:
+    """One operand token as a value: register, special register, number, symbolic immediate or label."""
+    token = token.strip()
+    low = token.lower()
+    if low.startswith("-") and not _NUMBER.match(low) and not _FLOAT.match(low):
+        inner = parse_operand(arch, token[1:])
+        return _negate(inner, token)
+    if low.startswith("|") and low.endswith("|") and len(low) > 2:
+        return _absolute(parse_operand(arch, token[1:-1]), token)
+    for fn in ("abs", "neg"):
+        if low.startswith(fn + "(") and low.endswith(")"):
+            inner = parse_operand(arch, token[len(fn) + 1:-1])
+            return _absolute(inner, token) if fn == "abs" else _negate(inner, token)
+    if low.startswith("[") and low.endswith("]"):
+        return [parse_operand(arch, item) for item in _split_top(token[1:-1], ",")]
+    if match := _REG.match(low):
+        kind = "a" if match.group(1) == "acc" else match.group(1)
+        return Reg(kind, int(match.group(2)))
+    if match := _RANGE.match(low):
+        kind = "a" if match.group(1) == "acc" else match.group(1)
+        first = int(match.group(2))
+        last = int(match.group(3)) if match.group(3) is not None else first
+        if last < first:
+            raise EncodeError(f"register range {token} ends before it starts")
+        return Reg(kind, first, last - first + 1)
+    specials = _specials(arch)
+    if low in specials or _ALIASES.get(low) in specials:
+        return specials.get(low) or specials[_ALIASES[low]]
+    if (match := re.match(r"^src_(\d+)$", low)) is not None:
+        return Special(low, int(match.group(1)))  # a register code with no name on this target, as printed by scalar_operand
+    if _NUMBER.match(low):
+        return int(low, 0)
+    if _FLOAT.match(low):
+        return float(low)
+    if match := _ATTR.match(low):
+        return Sym(int(match.group(1)) << 2 | "xyzw".index(match.group(2)), low)
+    if "(" in low:
+        return Sym(parse_symbolic(arch, token), token)
+    if low in _EXPORT_TARGETS:
+        return Sym(_EXPORT_TARGETS[low], low)
+    if _LABEL.match(token):
+        return Label(token)
+    raise EncodeError(f"cannot read operand {token!r}")
+
+
+def _negate(value: object, token: str) -> object:
+    if isinstance(value, Reg | Special):
+        return -value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return with_mods(value, True, False)
+    if hasattr(value, "neg") and hasattr(value, "value"):
+        return with_mods(value.value, not value.neg, value.abs)  # type: ignore[attr-defined]
+    raise EncodeError(f"cannot negate {token!r}")
+
+
+def _absolute(value: object, token: str) -> object:
+    if isinstance(value, Reg | Special):
+        return abs(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return with_mods(value, False, True)
+    raise EncodeError(f"cannot take |{token}|")
+
+
+def parse_modifier(token: str) -> tuple[str, object]:
+    """`glc` -> ("glc", True); `offset:16` -> ("offset", 16); `op_sel:[1,0]` -> ("op_sel", [1, 0])."""
+    if ":" not in token:
+        return token.lower(), True
+    key, value = token.split(":", 1)
+    key, value = key.strip().lower(), value.strip()
+    if value.startswith("[") and value.endswith("]"):
+        items = [item.strip() for item in value[1:-1].split(",") if item.strip()]
+        if all(_NUMBER.match(item) for item in items):
+            return key, [int(item, 0) for item in items]
+        return key, value
+    if _NUMBER.match(value.lower()):
+        return key, int(value, 0)
+    return key, value
+
+
+def parse_instruction(arch_name: str, text: str) -> tuple[str, list, dict[str, object]]:
+    """Split one instruction line into (mnemonic, operands, modifiers) without building it."""
+    arch = get_arch(arch_name)
+    halves = [half.strip() for half in text.split("::")]
+    mnemonic, operands, modifiers = _parse_half(arch, halves[0])
+    for half in halves[1:]:
+        y_name, y_ops, y_mods = _parse_half(arch, half)
+        operands += [VopdJoin(y_name), *y_ops]
+        modifiers.update(y_mods)
+    return mnemonic, operands, modifiers
+
+
+def _parse_half(arch, text: str) -> tuple[str, list, dict[str, object]]:
+    head, _, rest = text.partition(" ")
+    mnemonic = head.strip().lower()
+    rest = rest.strip()
+    if not rest:
+        return mnemonic, [], {}
+    index = op_index(arch.name)
+    entry = index.get(mnemonic) or index.get(mnemonic + "_e32")
+    if entry is not None and entry[0] == "SOPP":
+        return mnemonic, [parse_operand(arch, rest) if "(" not in rest else Sym(parse_symbolic(arch, rest), rest)], {}
+    leading: list = []
+    if entry is not None and entry[0] in ("EXP", "VEXPORT"):
+        # The export target is separated from the sources by a space, not a comma: `exp mrt0 v1, off, off, off`.
+        target, _, rest = rest.partition(" ")
+        leading.append(parse_operand(arch, target))
+    pieces = _split_top(rest, ",")
+    tail = _split_top(pieces[-1], " \t")
+    pieces[-1:] = tail[:1]
+    mods_tokens = tail[1:]
+    if len(pieces) == 1 and _is_modifier(pieces[0]):
+        mods_tokens.insert(0, pieces.pop())
+    operands = leading + [parse_operand(arch, piece) for piece in pieces]
+    modifiers = dict(parse_modifier(token) for token in mods_tokens)
+    return mnemonic, operands, modifiers
+
+
+FLAG_MODIFIERS = frozenset(("glc", "slc", "dlc", "gds", "offen", "idxen", "clamp", "tfe", "lwe", "unorm", "r128", "a16", "d16", "sc0", "sc1",
+                            "nt", "lds", "nv", "done", "row_en"))
+
+
+def _is_modifier(token: str) -> bool:
+    if token.lower() in FLAG_MODIFIERS:
+        return True
+    return re.match(r"^[A-Za-z_]\w*:", token) is not None and not _RANGE.match(token.lower())
+
+
+@cache
+def _candidates(arch_name: str, mnemonic: str) -> list[str]:
+    index = op_index(arch_name)
+    base = mnemonic
+    for suffix in ("_e64_dpp", "_dpp", "_sdwa"):
+        if base.endswith(suffix):
+            base = base.removesuffix(suffix) + ("_e64" if suffix == "_e64_dpp" else "")
+            break
+    # Like LLVM, an unsuffixed mnemonic takes the short encoding when its operands fit.
+    names = [base + "_e32", base, base + "_e64", base.removesuffix("_e64")]
+    return [name for name in dict.fromkeys(names) if name in index]
+
+
+def assemble_one(arch_name: str, text: str) -> Inst:
+    """Assemble one instruction (no labels) into an Inst."""
+    mnemonic, operands, modifiers = parse_instruction(arch_name, text)
+    return _build_any(arch_name, mnemonic, operands, modifiers)
+
+
+def _build_any(arch_name: str, mnemonic: str, operands: list, modifiers: dict) -> Inst:
+    names = _candidates(arch_name, mnemonic)
+    if not names:
+        raise EncodeError(f"unknown {get_arch(arch_name).name} instruction {mnemonic!r}")
+    first_error: EncodeError | None = None
+    for name in names:
+        try:
+            return build(arch_name, name, operands, modifiers)
+        except EncodeError as err:
+            first_error = first_error or err
+    assert first_error is not None
+    raise first_error
+
+
+def assemble(text: str, arch: str) -> bytes:
+    """Assemble LLVM-syntax source (one instruction per line, `label:` lines, `;`/`//` comments) into machine code.
+
+    Directives (lines starting with `.`) are ignored. Branch operands may be labels or signed dword offsets.
+    Raises AsmError naming the line and the problem.
+    """
+    return b"".join(inst.to_bytes() for inst in assemble_insts(text, arch))
+
+
+def assemble_insts(text: str, arch: str) -> list[Inst]:
+    """Like `assemble`, but returns the instructions."""
+    labels: dict[str, int] = {}
+    pending: list[tuple[int, str, int, Inst, str | None]] = []
+    offset = 0
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = re.split(r";|//", raw, maxsplit=1)[0].strip()
+        while (match := re.match(r"^([A-Za-z_.$][\w.$]*):(?!\S)\s*", line)) is not None:
+            labels[match.group(1)] = offset
+            line = line[match.end():]
+        if not line or line.startswith("."):
+            continue
+        try:
+            mnemonic, operands, modifiers = parse_instruction(arch, line)
+            target = None
+            if operands and isinstance(operands[-1], Label):
+                target = operands[-1].name
+                operands[-1] = 0
+            inst = _build_any(arch, mnemonic, operands, modifiers)
+        except AmdIsaError as err:
+            raise AsmError(f"line {lineno}: {err} in `{line}`") from None
+        pending.append((lineno, line, offset, inst, target))
+        offset += inst.size()
+    out = []
+    for lineno, line, where, inst, target in pending:
+        if target is not None:
+            if target not in labels:
+                raise AsmError(f"line {lineno}: undefined label {target!r} in `{line}`")
+            delta = labels[target] - (where + 4)
+            if delta % 4 or not -0x8000 <= delta // 4 <= 0x7FFF:
+                raise AsmError(f"line {lineno}: branch to {target!r} is out of range or misaligned")
+            inst.fields["simm16"] = (delta // 4) & 0xFFFF
+        out.append(inst)
+    return out

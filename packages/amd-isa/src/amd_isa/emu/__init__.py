@@ -1,0 +1,15 @@
+"""A wave emulator for AMD GPU programs: RDNA3 instruction semantics over numpy lanes, whole kernels with workgroups,
+barriers, LDS and scratch.
+
+`run_program` runs one wave over a list of instructions; `run_kernel` runs a code object's kernel over a grid with the
+caller's `Memory`.
+"""
+
+from .errors import EmulatorError, MemoryFaultError, UnsupportedInstructionError
+from .kernel import KernelRun, run_kernel
+from .memory import Memory
+from .program import Program, run_program
+from .state import WaveState
+
+__all__ = ["EmulatorError", "KernelRun", "Memory", "MemoryFaultError", "Program", "UnsupportedInstructionError",
+           "WaveState", "run_kernel", "run_program"]

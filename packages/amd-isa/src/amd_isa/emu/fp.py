@@ -1,0 +1,99 @@
+"""Floating-point helpers the VALU semantics share: conversions with the hardware's rounding and saturation rules."""
+
+import numpy as np
+
+F32, F64, U32, I32, U64 = np.float32, np.float64, np.uint32, np.int32, np.uint64
+
+
+def fma(a, b, c, dtype: type = np.float32):
+    """a*b+c rounded once to `dtype` for f16/f32: the product of two f32 is exact in f64 (a second rounding of the sum
+    in f64 can differ from a true fused result only in rare halfway cases, documented in the README)."""
+    return (np.asarray(a, F64) * np.asarray(b, F64) + np.asarray(c, F64)).astype(dtype)
+
+
+def fma_wide(a, b, c):
+    """a*b+c in f64, for the writer to round once to the destination precision (f16/f32: the product is exact in f64)."""
+    return np.multiply(a, b, dtype=F64) + c
+
+
+def to_int(x, lo: int, hi: int, dtype: type):
+    """Float to integer as V_CVT_*: truncate toward zero, saturate to [lo, hi], NaN becomes 0."""
+    x = np.asarray(x, F64)
+    out = np.trunc(np.nan_to_num(x, nan=0.0, posinf=hi, neginf=lo))
+    return np.clip(out, lo, hi).astype(dtype)
+
+
+def f32_to_f16_rtz(x) -> np.ndarray:
+    """f32 to f16 rounding toward zero (V_CVT_PK_RTZ_F16_F32): round to nearest, then step back one ulp if that
+    rounding moved away from zero (this also turns an overflow to infinity into the largest finite half)."""
+    x = np.asarray(x, F32)
+    rounded = x.astype(np.float16)
+    bits = rounded.view(np.uint16).copy()
+    away = np.abs(rounded.astype(F32)) > np.abs(x)
+    bits[away] -= 1
+    return bits.view(np.float16)
+
+
+def bf16_to_f32(bits) -> np.ndarray:
+    """bf16 bit patterns (uint16) as float32 values."""
+    return (np.asarray(bits, np.uint32) << np.uint32(16)).view(F32)
+
+
+def f32_to_bf16(x) -> np.ndarray:
+    """float32 values as bf16 bit patterns, rounded to nearest even (NaN stays a quiet NaN)."""
+    bits = np.asarray(x, F32).view(np.uint32)
+    rounded = (bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    nan = np.isnan(np.asarray(x, F32))
+    return np.where(nan, (bits >> np.uint32(16)) | np.uint32(0x40), rounded).astype(np.uint16)
+
+
+def fract(x):
+    """x - floor(x) in the operand's precision (V_FRACT_*)."""
+    x = np.asarray(x)
+    return x - np.floor(x)
+
+
+def med3(a, b, c):
+    """Median of three floats; with a NaN operand the hardware returns min3 (IEEE mode)."""
+    anynan = np.isnan(a) | np.isnan(b) | np.isnan(c)
+    med = np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
+    return np.where(anynan, np.fmin(np.fmin(a, b), c), med)
+
+
+def classify(x, mask) -> np.ndarray:
+    """V_CMP_CLASS: is x in any class whose bit is set in `mask` (0 sNaN, 1 qNaN, 2 -inf, 3 -normal, 4 -denormal,
+    5 -0, 6 +0, 7 +denormal, 8 +normal, 9 +inf)."""
+    x = np.asarray(x)
+    info = np.finfo(x.dtype)
+    mask = np.asarray(mask, np.uint32)
+    neg = np.signbit(x)
+    mag = np.abs(x)
+    nan = np.isnan(x)
+    raw = x.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[x.dtype.itemsize])
+    quiet_bit = {2: 1 << 9, 4: 1 << 22, 8: 1 << 51}[x.dtype.itemsize]
+    quiet = (raw & raw.dtype.type(quiet_bit)) != 0
+    inf = np.isinf(x)
+    zero = mag == 0
+    denorm = (mag < info.tiny) & ~zero
+    normal = ~nan & ~inf & ~zero & ~denorm
+    classes = [nan & ~quiet, nan & quiet, inf & neg, normal & neg, denorm & neg, zero & neg, zero & ~neg, denorm & ~neg,
+               normal & ~neg, inf & ~neg]
+    out = np.zeros(x.shape, bool)
+    for bit, cls in enumerate(classes):
+        out |= cls & (((mask >> np.uint32(bit)) & np.uint32(1)) != 0)
+    return out
+
+
+def div_fixup(quotient, den, num):
+    """V_DIV_FIXUP: special cases of num/den (NaN, zero and infinite operands); otherwise the quotient with the sign of
+    num/den."""
+    q, d, n = np.asarray(quotient), np.asarray(den), np.asarray(num)
+    sign_neg = np.signbit(d) ^ np.signbit(n)
+    inf = np.where(sign_neg, -np.inf, np.inf).astype(q.dtype)
+    zero = np.where(sign_neg, -0.0, 0.0).astype(q.dtype)
+    out = np.where(sign_neg, -np.abs(q), np.abs(q))
+    out = np.where((np.abs(d) == np.inf) | (n == 0), zero, out)
+    out = np.where((d == 0) | (np.abs(n) == np.inf), inf, out)
+    out = np.where(((d == 0) & (n == 0)) | ((np.abs(d) == np.inf) & (np.abs(n) == np.inf)), np.nan, out)
+    out = np.where(np.isnan(d), d, out)
+    return np.where(np.isnan(n), n, out).astype(q.dtype)

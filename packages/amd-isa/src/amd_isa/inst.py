@@ -1,0 +1,295 @@
+"""The `Inst` value: one machine instruction as (architecture, format, opcode, raw field values, literal), and its binary codec.
+
+Field layouts and opcodes come from the generated tables; this module holds no per-instruction code.
+"""
+
+from collections.abc import Iterator
+from functools import cache
+
+from . import printer
+from .arch import Arch, get_arch
+from .errors import DecodeError
+
+# Source fields that may hold the literal code 255 or the DPP/SDWA codes.
+SRC_FIELDS = ("ssrc0", "ssrc1", "src0", "src1", "src2", "srcx0", "srcy0")
+# Mnemonic fragments of instructions that always carry a 32-bit literal, whatever their source fields say.
+ALWAYS_LITERAL = ("madak", "madmk", "fmaak", "fmamk", "setreg_imm32")
+DPP16_CODE, DPP8_CODE, DPP8FI_CODE, SDWA_CODE = 250, 233, 234, 249
+VOP_SHORT = ("VOP1", "VOP2", "VOPC")
+VOP_LONG = ("VOP3", "VOP3SD", "VOP3P")
+# Branch-like immediates and memory offsets that the hardware reads as signed.
+SIGNED_LABEL = ("LABEL",)
+
+
+class Inst:
+    """One instruction. Build it with an arch module's builders (`rdna3.s_mov_b32(s[0], 1)`), `decode`, or `assemble`.
+
+    Raw field values are readable as attributes (`inst.simm16`, `inst.vdst`); branch offsets (`simm16` of SOPP/SOPK
+    branches) read as signed. `str(inst)` is LLVM assembly, `repr(inst)` is Python that rebuilds it.
+    """
+
+    __slots__ = ("arch", "fmt", "op", "fields", "literal", "variant")
+
+    def __init__(self, arch: Arch, fmt: str, op: int, fields: dict[str, int], literal: int | None = None, variant: str = ""):
+        self.arch = arch
+        self.fmt = fmt
+        self.op = op
+        self.fields = fields
+        self.literal = literal
+        self.variant = variant
+
+    @property
+    def layout(self) -> dict:
+        """The table entry of this instruction's encoding (base format or its DPP/SDWA/MFMA variant)."""
+        return self.arch.formats[f"{self.fmt}_{self.variant}" if self.variant else self.fmt]
+
+    @property
+    def mnemonic(self) -> str:
+        """The LLVM mnemonic of the instruction's opcode, e.g. "s_branch", "v_add_f32_e32", "v_fmaak_f32"."""
+        return llvm_name(self.arch.name, self.arch.ops[self.fmt][self.op][0])
+
+    @property
+    def operand_info(self) -> dict[str, tuple[int, str, str]]:
+        """Operand fields of this opcode: field -> (bits, operand type, data format)."""
+        return operand_info(self.arch.name, self.fmt, self.op)
+
+    def __getattr__(self, name: str) -> int:
+        try:
+            fields = object.__getattribute__(self, "fields")
+        except AttributeError:
+            raise AttributeError(name) from None
+        if name in fields:
+            value = fields[name]
+            info = self.operand_info.get(name)
+            if info is not None and info[1] in SIGNED_LABEL and value & 0x8000:
+                return value - 0x10000
+            return value
+        if name in self.layout["fields"]:
+            return _default(self.arch, self.layout["fields"][name])
+        raise AttributeError(f"{self.mnemonic} has no field {name!r}")
+
+    def size(self) -> int:
+        """Encoded size in bytes, including the literal dword."""
+        return self.layout["size"] + (4 if self.literal is not None else 0)
+
+    def to_bytes(self) -> bytes:
+        """The little-endian machine code of this instruction."""
+        layout = self.layout
+        base = self.arch.formats[self.fmt]
+        word = 0
+        _, lo, value = base["encoding"]
+        word |= value << lo
+        for _, lo, value in base["fixed"].values():
+            word |= value << lo
+        for name, spec in layout["fields"].items():
+            hi, lo = spec[0], spec[1]
+            raw = self.fields.get(name)
+            if raw is None:
+                raw = self.op if name in ("op", "opx") else _default(self.arch, spec)
+            width = hi - lo + 1
+            if not 0 <= raw < (1 << width):
+                raw &= (1 << width) - 1
+            word |= raw << lo
+        data = word.to_bytes(layout["size"], "little")
+        if self.literal is not None:
+            data += (self.literal & 0xFFFFFFFF).to_bytes(4, "little")
+        return data
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Inst) and self.arch.name == other.arch.name and self.to_bytes() == other.to_bytes()
+
+    def __hash__(self) -> int:
+        return hash((self.arch.name, self.to_bytes()))
+
+    def __str__(self) -> str:
+        return printer.format_inst(self)
+
+    def __repr__(self) -> str:
+        return printer.repr_inst(self)
+
+
+def _default(arch: Arch, spec: tuple) -> int:
+    if len(spec) < 3:
+        return 0
+    return arch.null_code if spec[2] == "NULL" else spec[2]
+
+
+@cache
+def operand_info(arch_name: str, fmt: str, op: int) -> dict[str, tuple[int, str, str]]:
+    """field -> (bits, operand type, data format) for one opcode (shared, do not mutate)."""
+    arch = get_arch(arch_name)
+    return {f: (bits, optype, dfmt) for f, bits, optype, dfmt in arch.ops[fmt][op][1]}
+
+
+@cache
+def _dispatch(arch_name: str) -> list[tuple[int, int, str]]:
+    """(mask, value, format) for every base format identified in dword 0, most specific first."""
+    arch = get_arch(arch_name)
+    out = []
+    for name, fmt in arch.formats.items():
+        if "encoding" not in fmt or fmt["encoding"][0] >= 32:
+            continue
+        assert fmt["encoding"][1] >= 23, "encoding identifiers are expected in dword0 bits 31:23"
+        hi, lo, value = fmt["encoding"]
+        mask = ((1 << (hi - lo + 1)) - 1) << lo
+        out.append((mask, value << lo, name))
+    out.sort(key=lambda entry: -entry[0].bit_count())
+    return out
+
+
+@cache
+def _table_names(arch_name: str) -> frozenset[str]:
+    return frozenset(name for ops in get_arch(arch_name).ops.values() for name, _ in ops.values())
+
+
+# LLVM prints these without an encoding suffix although a twin in another encoding exists.
+NO_SUFFIX = ("v_nop", "v_readfirstlane_b32", "v_pipeflush", "v_clrexcp", "v_swap_b32", "v_accvgpr_mov_b32")
+# Table mnemonics LLVM spells differently.
+LLVM_SPELLING = {"v_accvgpr_read": "v_accvgpr_read_b32", "v_accvgpr_write": "v_accvgpr_write_b32"}
+
+
+def llvm_name(arch_name: str, name: str) -> str:
+    """LLVM's spelling of a table mnemonic: `_e32`/`_e64` appear only when the other encoding of the op exists."""
+    names = _table_names(arch_name)
+    if name in LLVM_SPELLING:
+        return LLVM_SPELLING[name]
+    for base in NO_SUFFIX:
+        if name in (base + "_e32", base + "_e64"):
+            return base
+    if name.endswith("_e32") and name[:-4] + "_e64" not in names and name[:-4] not in names:
+        return name[:-4]
+    if name.startswith("v_") and not name.endswith(("_e32", "_e64")) and name + "_e32" in names:
+        return name + "_e64"
+    if name.endswith("_e64") and name[:-4] + "_e32" not in names:
+        return name[:-4]
+    return name
+
+
+@cache
+def op_index(arch_name: str) -> dict[str, tuple[str, int]]:
+    """mnemonic -> (format, opcode) for one architecture, under table names and LLVM spellings."""
+    arch = get_arch(arch_name)
+    index: dict[str, tuple[str, int]] = {}
+    for fmt, ops in arch.ops.items():
+        for opcode, (name, _) in ops.items():
+            # FLAT and GLOBAL both list the *_addtid ops: keep the format the mnemonic's prefix names.
+            for alias in dict.fromkeys((name, llvm_name(arch_name, name))):
+                if alias not in index or alias.startswith(fmt.lower().lstrip("v") + "_"):
+                    index[alias] = (fmt, opcode)
+    return index
+
+
+def _extract(word: int, spec: tuple) -> int:
+    return (word >> spec[1]) & ((1 << (spec[0] - spec[1] + 1)) - 1)
+
+
+@cache
+def _candidates_by_top_bits(arch_name: str) -> tuple[tuple[str, ...], ...]:
+    """For each value of dword0 bits 31:23 (every encoding identifier lives there), the formats it can be, best first."""
+    out = []
+    for top in range(512):
+        word = top << 23
+        matches = [(mask.bit_count(), name) for mask, value, name in _dispatch(arch_name) if word & mask == value]
+        out.append(tuple(name for width, name in matches if width == matches[0][0]) if matches else ())
+    return tuple(out)
+
+
+def _base_format(arch: Arch, dword0: int, peek: int) -> str:
+    candidates = _candidates_by_top_bits(arch.name)[dword0 >> 23]
+    if not candidates:
+        raise DecodeError(f"no {arch.name} encoding matches dword {dword0:#010x}")
+    if len(candidates) == 1:
+        return candidates[0]
+    word = dword0 | (peek << 32)
+    for name in candidates:
+        fmt = arch.formats[name]
+        if fmt["fixed"] and all(_extract(word, spec) == spec[2] for spec in fmt["fixed"].values()):
+            return name
+    # VOP3 and VOP3SD share an encoding: the opcode says which.
+    op_spec = arch.formats[candidates[0]]["fields"]["op"]
+    opcode = _extract(dword0, op_spec)
+    for name in sorted(candidates, key=lambda n: n != "VOP3SD"):
+        if opcode in arch.ops.get(name, {}):
+            return name
+    return candidates[0]
+
+
+def decode_one(data: bytes, arch: str, offset: int = 0) -> Inst:
+    """Decode the instruction at `offset` of `data` for an architecture or gfx target; raises DecodeError on bad bytes."""
+    arch_obj = get_arch(arch)
+    if len(data) - offset < 4:
+        raise DecodeError(f"truncated instruction at offset {offset:#x}: {len(data) - offset} byte(s) left")
+    dword0 = int.from_bytes(data[offset:offset + 4], "little")
+    peek = int.from_bytes(data[offset + 4:offset + 8].ljust(4, b"\0"), "little")
+    fmt = _base_format(arch_obj, dword0, peek)
+    base = arch_obj.formats[fmt]
+    op_field = "opx" if fmt == "VOPD" else "op"
+    if fmt not in arch_obj.ops:
+        raise DecodeError(f"{fmt} instructions (dword {dword0:#010x} at offset {offset:#x}) are not supported by the {arch_obj.name} tables")
+    # Exports have no opcode field: their format holds a single instruction, opcode 0.
+    opcode = _extract(dword0, base["fields"][op_field]) if op_field in base["fields"] else 0
+    if opcode not in arch_obj.ops.get(fmt, {}):
+        raise DecodeError(f"unknown {fmt} opcode {opcode} at offset {offset:#x} ({arch_obj.name})")
+    name = arch_obj.ops[fmt][opcode][0]
+    variant = _variant(arch_obj, fmt, opcode, dword0 | (peek << 32), base)
+    layout = arch_obj.formats[f"{fmt}_{variant}" if variant else fmt]
+    size = layout["size"]
+    if len(data) - offset < size:
+        raise DecodeError(f"truncated {name} at offset {offset:#x}: needs {size} bytes, {len(data) - offset} left")
+    word = int.from_bytes(data[offset:offset + size], "little")
+    fields = {f: _extract(word, spec) for f, spec in layout["fields"].items() if f not in ("op", "opx")}
+    if fmt == "VOPD" and fields["opy"] not in arch_obj.ops["VOPD"]:
+        raise DecodeError(f"unknown VOPD Y opcode {fields['opy']} at offset {offset:#x}")
+    literal = None
+    if not variant and _needs_literal(arch_obj, fmt, opcode, fields):
+        if len(data) - offset < size + 4:
+            raise DecodeError(f"truncated {name} at offset {offset:#x}: its literal dword is missing")
+        literal = int.from_bytes(data[offset + size:offset + size + 4], "little")
+    return Inst(arch_obj, fmt, opcode, fields, literal, variant)
+
+
+def _variant(arch: Arch, fmt: str, opcode: int, word: int, base: dict) -> str:
+    """The encoding variant selected by the opcode (MFMA) or by a src0 code (DPP16, DPP8, SDWA)."""
+    mfma = arch.formats.get(f"{fmt}_MFMA")
+    if mfma is not None and opcode in mfma.get("ops", ()):
+        return "MFMA"
+    if fmt == "MIMG" and "MIMG_NSA" in arch.formats and word & 1:
+        return "NSA"  # bit 0 of a gfx11 MIMG: the address VGPRs are listed in an extra dword
+    if fmt not in VOP_SHORT + VOP_LONG:
+        return ""
+    src0 = _extract(word, base["fields"]["src0"])
+    for code, variant in ((DPP16_CODE, "DPP16"), (DPP8_CODE, "DPP8"), (DPP8FI_CODE, "DPP8"), (SDWA_CODE, "SDWA")):
+        if src0 == code:
+            name = f"{fmt}_{variant}" if f"{fmt}_{variant}" in arch.formats else f"{fmt}_{variant}_SDST"
+            if name in arch.formats:
+                return name.removeprefix(f"{fmt}_")
+    return ""
+
+
+def _needs_literal(arch: Arch, fmt: str, opcode: int, fields: dict[str, int]) -> bool:
+    name, info = arch.ops[fmt][opcode]
+    if any(part in name for part in ALWAYS_LITERAL):
+        return True
+    if fmt == "VOPD":
+        y_name = arch.ops["VOPD"][fields["opy"]][0]
+        if any(part in y_name for part in ALWAYS_LITERAL):
+            return True
+        return fields.get("srcx0") == 255 or fields.get("srcy0") == 255
+    if fmt in VOP_LONG and not arch.vop3_literal:
+        return False
+    used = {entry[0] for entry in info if entry[2] != "SENDMSG_RTN" and entry[1] != "SENDMSG_RTN"}
+    return any(fields.get(f) == 255 for f in SRC_FIELDS if f in used or (f == "src0" and fmt in VOP_SHORT))
+
+
+def decode(data: bytes, arch: str) -> list[Inst]:
+    """Decode a whole buffer of machine code into instructions; raises DecodeError on bytes that are not code."""
+    return list(iter_decode(data, arch))
+
+
+def iter_decode(data: bytes, arch: str) -> Iterator[Inst]:
+    """Decode instructions one after another, lazily."""
+    offset = 0
+    while offset < len(data):
+        inst = decode_one(data, arch, offset)
+        yield inst
+        offset += inst.size()

@@ -1,0 +1,225 @@
+"""Sample instructions covering every opcode of an architecture, with varied operands: the corpus for tests and benchmarks.
+
+Samples are built at the field level from the tables (no per-instruction code), so they exercise the printer, the
+assembler and the codec the same way for every opcode.
+"""
+
+import random
+
+from .arch import Arch, get_arch
+from .inst import ALWAYS_LITERAL, SRC_FIELDS, Inst
+from .syntax_common import reg_count
+
+# Variant kinds, cycled per opcode: plain registers, scalar/constant sources, modifiers and literals, then DPP forms.
+KINDS = ("vgpr", "scalar", "mods", "dpp16", "dpp8")
+# Formats the sampler fills (all but CDNA4's VOP3PX2 pairs).
+_SUPPORTED = (
+    "SOP1", "SOP2", "SOPC", "SOPK", "SOPP", "SMEM", "VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P", "VOPD", "DS", "FLAT", "GLOBAL", "SCRATCH",
+    "MUBUF", "MTBUF", "MIMG", "VFLAT", "VGLOBAL", "VSCRATCH", "VBUFFER", "VIMAGE", "VSAMPLE", "LDSDIR", "VDSDIR", "VINTERP", "EXP", "VEXPORT",
+)
+INLINE_CODES = list(range(128, 209)) + list(range(240, 248))
+
+
+def _even(rng: random.Random, limit: int, count: int = 1) -> int:
+    # LLVM wants SGPR tuples of 4+ aligned to 4 and pairs to 2; even indices keep every register file happy.
+    align = 4 if count >= 4 else 2
+    top = max(0, limit - count)
+    return rng.randrange(0, top + 1, align) if top else 0
+
+
+def _src_code(rng: random.Random, arch: Arch, kind: str, bits: int, may_literal: bool, is_float: bool, scalar_only: bool) -> int:
+    count = reg_count(bits)
+    if kind == "scalar" or (scalar_only and kind != "mods"):
+        return rng.choice([_even(rng, 100, count), rng.choice(INLINE_CODES[:81])])
+    if kind == "mods":
+        if may_literal and bits <= 32 and rng.random() < 0.5:
+            return 255
+        return rng.choice(INLINE_CODES) if is_float else rng.choice(INLINE_CODES[:81])
+    return 256 + _even(rng, 250, count)
+
+
+def _vop_src_allowed_literal(arch: Arch, fmt: str) -> bool:
+    return fmt in ("SOP1", "SOP2", "SOPC", "VOP1", "VOP2", "VOPC") or (fmt in ("VOP3", "VOP3SD", "VOP3P") and arch.vop3_literal)
+
+
+def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Random) -> tuple[dict[str, int], int | None, str]:
+    """Field values, literal and variant of one sample of an opcode."""
+    name, info_list = arch.ops[fmt][opcode]
+    info = {f: (bits, optype, dfmt) for f, bits, optype, dfmt in info_list}
+    variant = ""
+    mfma = arch.formats.get(f"{fmt}_MFMA")
+    if mfma is not None and opcode in mfma.get("ops", ()):
+        variant = "MFMA"
+    elif kind in ("dpp16", "dpp8") and fmt in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD") and not any(p in name for p in ALWAYS_LITERAL):
+        # gfx9 has no DPP8: its second extended form is SDWA.
+        wanted = kind.upper() if f"{fmt}_{kind.upper()}" in arch.formats else next(
+            (v for v in ("SDWA", "SDWA_SDST") if kind == "dpp8" and f"{fmt}_{v}" in arch.formats), "")
+        if wanted and all(info.get(f, (32,))[0] <= 32 for f in ("src0", "src1", "vdst")) and "src0" in info:
+            variant = wanted
+    layout = arch.formats[f"{fmt}_{variant}" if variant else fmt]["fields"]
+    fields: dict[str, int] = {}
+    literal = None
+    is_float = any(info.get(f, (0, "", ""))[2].startswith(("F", "PK2_F", "BF")) for f in ("src0", "ssrc0", "vdst"))
+    for field, spec in layout.items():
+        if field in ("op", "opx") or (field == "simm16" and "simm16" not in info):
+            continue
+        width = spec[0] - spec[1] + 1
+        bits = info.get(field, (32, "", ""))[0]
+        optype = info.get(field, (32, "", ""))[1]
+        if field in SRC_FIELDS and (field in info or (field == "src0" and fmt in ("VOP1", "VOP2", "VOPC"))):
+            dfmt = info.get(field, (32, "", "B32"))[2]
+            if optype == "SENDMSG_RTN":
+                fields[field] = rng.choice(sorted(getattr(arch.tables, "MSG", {128: ""})))
+                continue
+            if dfmt == "M64":
+                fields[field] = _even(rng, 100, arch.wave // 32)
+                continue
+            scalar_only = fmt.startswith("SOP") or optype == "SREG"
+            may_literal = _vop_src_allowed_literal(arch, fmt) and literal is None and optype != "SREG"
+            code = _src_code(rng, arch, kind, bits, may_literal, is_float, scalar_only)
+            if optype == "SREG" and code >= 128:
+                code = _even(rng, 100, reg_count(bits))
+            if (optype.startswith("SRC_VGPR") or optype == "VGPR") and code < 256:
+                code = 256 + _even(rng, 200, reg_count(bits))
+            if code == 255:
+                literal = rng.getrandbits(16) | 0x4000 if bits == 16 else rng.getrandbits(32) | 0x10000
+            fields[field] = code
+        elif field in ("vdst", "vdata", "addr", "data", "data0", "data1", "vsrc1", "vsrcx1", "vsrcy1", "vaddr", "vsrc", "vsrc0", "vdstx",
+                       "vaddr0", "vsrc0", "vsrc1", "vsrc2", "vsrc3"):
+            if optype in ("SREG", "SDST", "SREG_NOVCC") or (field == "vdst" and info.get("vdst", (0, "", ""))[2] == "M64"):
+                fields[field] = _even(rng, 100, arch.wave // 32 if info[field][2] == "M64" else reg_count(bits))
+            else:
+                fields[field] = _even(rng, 240, reg_count(bits) + 1)
+        elif field == "vdsty":
+            fields[field] = rng.randrange(0, 100)
+        elif field in ("sdst", "sdata", "ssrc0", "ssrc1"):
+            if optype.startswith("SIMM"):
+                fields[field] = rng.randrange(0, 1 << min(width, 3))
+            else:
+                fields[field] = _even(rng, 100, reg_count(bits) if field != "sdst" or fmt != "VOP3SD" else arch.wave // 32)
+        elif field == "sbase":
+            fields[field] = _even(rng, 96, reg_count(bits)) >> 1
+        elif field in ("srsrc", "ssamp"):
+            fields[field] = _even(rng, 92, 4) >> 2
+        elif field in ("rsrc", "samp"):
+            fields[field] = _even(rng, 92, 4)
+        elif field == "saddr":
+            fields[field] = arch.null_code if kind == "vgpr" else _even(rng, 100, 2)
+        elif field == "soffset":
+            fields[field] = arch.null_code if kind == "vgpr" or fmt == "SMEM" and arch.name != "cdna" else _even(rng, 100, 1)
+            if fmt in ("MUBUF", "MTBUF") and kind == "vgpr":
+                fields[field] = 128
+        elif field == "simm16":
+            fields[field] = _simm16(arch, optype, name, rng)
+        elif field in ("offset", "ioffset", "offset0", "offset1"):
+            fields[field] = rng.getrandbits(min(width, 8)) if kind != "vgpr" else 0
+            if fmt == "SMEM" and kind != "vgpr":
+                fields[field] = rng.randrange(0, 0x1000)
+        elif field in ("offen", "idxen"):
+            fields[field] = rng.getrandbits(1)
+        elif field in ("format", "dfmt", "nfmt") and kind != "vgpr":
+            fields[field] = rng.getrandbits(min(width, 6))
+        elif field == "target":
+            fields[field] = rng.choice([0, 3, 7, 8, 12, 16, 20, 21])
+        elif field == "en":
+            fields[field] = rng.getrandbits(4)
+        elif field in ("done", "row"):
+            fields[field] = rng.getrandbits(1)
+        elif field == "dmask":
+            # Gathers read one channel; atomics one value (two for compare-swap); anything else any channel mask.
+            if "gather4" in name or "msaa_load" in name:
+                fields[field] = 1 << rng.randrange(4)
+            elif "atomic" in name:
+                fields[field] = 3 if "cmpswap" in name else 1
+            else:
+                fields[field] = rng.randrange(1, 16)
+        elif field == "dim" and "msaa" in name:
+            fields[field] = 6
+        elif field in ("neg", "abs") and kind == "mods" and fmt in ("VOP3", "VOP3SD"):
+            float_srcs = [i for i, f in enumerate(("src0", "src1", "src2")) if info.get(f, (0, "", ""))[2].startswith(("F", "BF"))]
+            fields[field] = rng.getrandbits(width) & sum(1 << i for i in float_srcs)
+        elif field in ("opsel", "neg_hi") and kind == "mods" and fmt in ("VOP3", "VOP3P"):
+            # op_sel is meaningful on 16-bit operands (VOP3) and packed ones (VOP3P); neg_hi on packed float sources.
+            sixteen = any(info.get(f, (32,))[0] == 16 for f in ("src0", "src1", "src2", "vdst"))
+            packed = fmt == "VOP3P" and "PK" in info.get("src0", (0, "", ""))[2]
+            nsrc = sum(f in info for f in ("src0", "src1", "src2"))
+            printed = (1 << nsrc) - 1 if fmt == "VOP3P" or field == "neg_hi" else (1 << nsrc) - 1 | 8
+            if (field == "opsel" and (sixteen or packed)) or (field == "neg_hi" and packed and is_float):
+                fields[field] = rng.getrandbits(width) & printed
+        elif field == "neg" and kind == "mods" and fmt == "VOP3P" and is_float and "PK" in info.get("src0", (0, "", ""))[2]:
+            fields[field] = rng.getrandbits(width) & ((1 << sum(f in info for f in ("src0", "src1", "src2"))) - 1)
+        elif field == "clmp" and kind == "mods" and is_float:
+            fields[field] = rng.getrandbits(1)
+        elif field in ("glc", "slc", "dlc", "sc0", "sc1", "nt") and kind == "mods":
+            fields[field] = rng.getrandbits(1)
+        elif field == "dpp":
+            fields[field] = rng.choice([rng.getrandbits(8), 0x101 + rng.randrange(15), 0x111 + rng.randrange(15), 0x140, 0x141])
+        elif field in ("row_mask", "bank_mask"):
+            fields[field] = rng.choice([0xF, rng.getrandbits(4)])
+        elif field.startswith("lane_sel_"):
+            fields[field] = rng.getrandbits(3)
+        elif field == "bc":
+            fields[field] = rng.getrandbits(1)
+        elif len(spec) > 2:
+            fields[field] = arch.null_code if spec[2] == "NULL" else spec[2]
+        else:
+            fields[field] = 0
+    if variant.startswith("SDWA"):
+        fields["src0"] = 249
+        fields.update({key: 6 for key in ("dst_sel", "src0_sel", "src1_sel") if key in layout})
+        fields.update({key: rng.choice([0, 4, 5, 6]) for key in ("src0_sel", "src1_sel") if key in layout and kind == "dpp8"})
+        literal = None
+    if variant in ("DPP16", "DPP8"):
+        fields["src0"] = 250 if variant == "DPP16" else 233
+        literal = None
+        for field in ("src1", "src2"):
+            if fields.get(field) == 255:
+                fields[field] = 256
+    if fmt == "VOPD":
+        fields["opy"] = opcode
+        literal = None
+        for field in ("srcx0", "srcy0"):
+            if fields.get(field) == 255:
+                fields[field] = 129
+        fields["vdstx"] &= ~1
+    if fmt == "DS" and any(part in name for part in ("_gws_", "ordered_count", "gs_reg")):
+        fields["gds"] = 1
+    if any(part in name for part in ALWAYS_LITERAL):
+        literal = rng.getrandbits(16 if info.get("vdst", (32,))[0] == 16 else 32)
+    return fields, literal, variant
+
+
+def _simm16(arch: Arch, optype: str, name: str, rng: random.Random) -> int:
+    if optype == "LABEL":
+        return rng.randrange(-64, 64) & 0xFFFF
+    if optype == "HWREG":
+        names = list(getattr(arch.tables, "HWREG", {1: ""}))
+        return rng.choice(names) | rng.choice([(0, 31), (4, 3)])[0] << 6 | rng.choice([31, 3]) << 11
+    if optype == "WAITCNT":
+        return rng.getrandbits(16) & (0xFC0F if arch.name != "cdna" else 0xCF7F)
+    if optype == "DELAY":
+        return rng.randrange(1, 12) | rng.randrange(0, 6) << 4 | rng.randrange(0, 12) << 7
+    if optype == "SENDMSG":
+        return rng.choice([1, 3] if arch.name != "cdna" else [1, 9])
+    if optype in ("WAITCNT_DEPCTR", "CLAUSE", "WAIT_EVENT"):
+        return rng.randrange(0, 8)
+    return rng.randrange(0, 0x100)
+
+
+def sample_corpus(arch: str, variants: int = 3, seed: int = 0) -> list[Inst]:
+    """`variants` sample instructions for every opcode of `arch` (deterministic for a given seed)."""
+    arch_obj = get_arch(arch)
+    rng = random.Random(seed)
+    out = []
+    for fmt, ops in arch_obj.ops.items():
+        if fmt not in _SUPPORTED:
+            continue
+        for opcode, (name, _) in ops.items():
+            if fmt == "VOPD" and opcode > 13:
+                continue
+            if fmt in ("FLAT", "VFLAT") and not name.startswith("flat_"):
+                continue  # the *_addtid entries FLAT shares with GLOBAL are sampled there
+            for k in range(variants):
+                fields, literal, variant = sample_fields(arch_obj, fmt, opcode, KINDS[k % len(KINDS)], rng)
+                out.append(Inst(arch_obj, fmt, opcode, fields, literal, variant))
+    return out

@@ -1,0 +1,209 @@
+"""Shared pieces of the per-format syntax: turning raw field values into operand values and back.
+
+Each format module pairs a `split_*` function (Inst -> mnemonic, operands, modifiers) with a `join_*` function
+(operands, modifiers -> field values); the printer, the DSL builders and the assembler all go through them.
+"""
+
+from dataclasses import dataclass, field
+
+from .arch import Arch
+from .errors import EncodeError
+from .operands import (
+    INLINE_FLOATS,
+    INV_2PI,
+    INV_2PI_64,
+    LITERAL,
+    TTMP_BASE,
+    VGPR_BASE,
+    Lit,
+    Operand,
+    Reg,
+    Special,
+    Sym,
+    float_bits,
+    inline_float_code,
+    inline_int_code,
+)
+
+
+def reg_count(bits: int) -> int:
+    """Registers (dwords) an operand of `bits` bits occupies."""
+    return max(1, (bits + 31) // 32)
+
+
+@dataclass
+class Draft:
+    """An instruction being built: arch, format, opcode and the field values, literal and variant collected so far."""
+
+    arch: Arch
+    fmt: str
+    op: int
+    name: str
+    info: dict[str, tuple[int, str, str]]
+    fields: dict[str, int] = field(default_factory=dict)
+    literal: int | None = None
+    variant: str = ""
+
+    def bits(self, name: str, default: int = 32) -> int:
+        """Width in bits of an operand field of this opcode."""
+        return self.info[name][0] if name in self.info else default
+
+    def dfmt(self, name: str) -> str:
+        """Data format (F32, B64, PK2_F16, ...) of an operand field of this opcode."""
+        return self.info[name][2] if name in self.info else "B32"
+
+    def set_literal(self, value: int) -> int:
+        """Claim the literal dword for `value`; returns the literal source code. Two different literals cannot share it."""
+        value &= 0xFFFFFFFF
+        if self.literal is not None and self.literal != value:
+            raise EncodeError(f"{self.name}: only one literal constant fits, got {self.literal:#x} and {value:#x}")
+        self.literal = value
+        return LITERAL
+
+
+def scalar_operand(arch: Arch, code: int, count: int) -> Reg | Special:
+    """The operand named by a scalar register code (SGPR, TTMP or special register)."""
+    if code < arch.num_sgprs:
+        return Reg("s", code, count)
+    if TTMP_BASE <= code < TTMP_BASE + 16:
+        return Reg("ttmp", code - TTMP_BASE, count)
+    if count >= 2 and code in arch.wide_special:
+        return Special(arch.wide_special[code], code, count)
+    if code in arch.special:
+        return Special(arch.special[code], code, count)
+    return Special(f"src_{code}", code, count, py=f"Sym({code}, 'src_{code}')")
+
+
+def decode_src(arch: Arch, code: int, bits: int, literal: int | None) -> Operand:
+    """The operand a 9-bit source code denotes, for an operand of `bits` bits."""
+    count = reg_count(bits)
+    if code >= VGPR_BASE:
+        return Reg("v", code - VGPR_BASE, count)
+    if 128 <= code <= 192:
+        return code - 128
+    if 193 <= code <= 208:
+        return 192 - code
+    if code in INLINE_FLOATS:
+        return INLINE_FLOATS[code]
+    if code == 248:
+        return INV_2PI_64 if bits == 64 else INV_2PI
+    if code == LITERAL:
+        return Lit(literal if literal is not None else 0)
+    return scalar_operand(arch, code, count)
+
+
+def encode_scalar(arch: Arch, what: str, operand: Operand) -> int:
+    """The register code of a scalar operand (SGPR, TTMP or special register)."""
+    if isinstance(operand, Reg):
+        if operand.kind == "s":
+            if operand.index + operand.count > arch.num_sgprs:
+                raise EncodeError(f"{what}: {operand} is beyond the {arch.num_sgprs} SGPRs of {arch.name}")
+            return operand.index
+        if operand.kind == "ttmp":
+            return TTMP_BASE + operand.index
+        raise EncodeError(f"{what}: expected a scalar register, got {operand}")
+    if isinstance(operand, Special):
+        return operand.code
+    if isinstance(operand, Sym):
+        return operand.value
+    raise EncodeError(f"{what}: expected a scalar register, got {operand!r}")
+
+
+def encode_src(draft: Draft, what: str, operand: Operand, allow_literal: bool = True) -> int:
+    """The 9-bit source code of an operand; a constant that is not inline goes to the draft's literal."""
+    if isinstance(operand, Reg) and operand.kind in ("v", "a"):
+        return VGPR_BASE + operand.index
+    if isinstance(operand, Reg | Special | Sym):
+        return encode_scalar(draft.arch, what, operand)
+    if isinstance(operand, Lit):
+        if not allow_literal:
+            raise EncodeError(f"{draft.name}: {what} cannot be a literal constant")
+        return draft.set_literal(operand.value & 0xFFFF if draft.bits(what) == 16 else operand.value)
+    if isinstance(operand, bool) or not isinstance(operand, int | float):
+        raise EncodeError(f"{draft.name}: {what} got {operand!r}, expected a register or a number")
+    if isinstance(operand, int):
+        code = inline_int_code(operand)
+        if code is not None:
+            return code
+        if not -(1 << 31) <= operand < (1 << 32):
+            raise EncodeError(f"{draft.name}: constant {operand} of {what} does not fit 32 bits")
+        # A 16-bit operand's literal occupies the low half of the literal dword.
+        value = operand & 0xFFFF if draft.bits(what) == 16 else operand
+    else:
+        code = inline_float_code(operand)
+        if code is not None:
+            return code
+        value = float_bits(operand, draft.dfmt(what))
+    if not allow_literal:
+        raise EncodeError(f"{draft.name}: {what} cannot hold {operand!r}: it is not an inline constant")
+    return draft.set_literal(value)
+
+
+def encode_vgpr(draft: Draft, what: str, operand: Operand) -> int:
+    """The index of a VGPR (or, on CDNA, AGPR) operand."""
+    if isinstance(operand, Reg) and operand.kind in ("v", "a"):
+        return operand.index
+    raise EncodeError(f"{draft.name}: {what} must be a vector register, got {operand!r}")
+
+
+def mods_of(operand: Operand) -> tuple[bool, bool]:
+    """(neg, abs) source modifiers carried by an operand."""
+    if isinstance(operand, Reg | Special):
+        return operand.neg, operand.abs
+    return False, False
+
+
+def with_mods(operand: Operand, neg: bool, abs_: bool) -> Operand:
+    """Attach neg/abs modifiers to an operand (numbers get negated only when they are registers' stand-ins)."""
+    if not (neg or abs_):
+        return operand
+    if isinstance(operand, Reg | Special):
+        result = abs(operand) if abs_ else operand
+        return -result if neg else result
+    return _ModConst(operand, neg, abs_)
+
+
+@dataclass(frozen=True)
+class _ModConst:
+    """A constant with neg/abs source modifiers (`-|0.5|`), kept apart from its value so it round-trips."""
+
+    value: Operand
+    neg: bool
+    abs: bool
+
+    def __str__(self) -> str:
+        text = f"|{_const_text(self.value)}|" if self.abs else _const_text(self.value)
+        # "-2.0" would read as the constant -2.0, so a negated constant takes the function form of the modifier.
+        if not self.neg:
+            return text
+        return f"-{text}" if self.abs else f"neg({text})"
+
+    def __repr__(self) -> str:
+        text = f"abs({self.value!r})" if self.abs else repr(self.value)
+        return f"-{text}" if self.neg else text
+
+
+def _const_text(value: Operand) -> str:
+    if isinstance(value, Lit):
+        return f"{value.value:#x}"
+    return str(value)
+
+
+def split_mod_const(operand: object) -> tuple[Operand, bool, bool]:
+    """Undo `with_mods` for constants: (operand, neg, abs)."""
+    if isinstance(operand, _ModConst):
+        return operand.value, operand.neg, operand.abs
+    neg, abs_ = mods_of(operand)  # type: ignore[arg-type]
+    return operand, neg, abs_  # type: ignore[return-value]
+
+
+def flag_list(value: int, count: int) -> list[int]:
+    """Bits 0..count-1 of `value` as a list, as in op_sel:[1,0,0]."""
+    return [(value >> i) & 1 for i in range(count)]
+
+
+def list_flags(values: list[int] | tuple[int, ...] | int | bool) -> int:
+    """Inverse of flag_list; also accepts the packed integer form."""
+    if isinstance(values, bool | int):
+        return int(values)
+    return sum((int(bit) & 1) << i for i, bit in enumerate(values))

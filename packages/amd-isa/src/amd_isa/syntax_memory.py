@@ -1,0 +1,617 @@
+"""Syntax of the memory and interpolation formats: DS, FLAT/GLOBAL/SCRATCH, MUBUF/MTBUF, MIMG and the gfx12 V* forms."""
+
+from .errors import EncodeError
+from .operands import OFF, Operand, Reg, Special, Sym
+from .symbols import parse_swizzle, swizzle_text
+from .syntax_common import Draft, decode_src, encode_scalar, encode_src, encode_vgpr, reg_count, scalar_operand
+
+Mods = dict[str, object]
+Split = tuple[str, list, Mods]
+FLAT_FORMATS = ("FLAT", "GLOBAL", "SCRATCH", "VFLAT", "VGLOBAL", "VSCRATCH")
+BUFFER_FORMATS = ("MUBUF", "MTBUF", "VBUFFER")
+IMAGE_FORMATS = ("MIMG", "VIMAGE", "VSAMPLE")
+MIMG_DIMS = ("SQ_RSRC_IMG_1D", "SQ_RSRC_IMG_2D", "SQ_RSRC_IMG_3D", "SQ_RSRC_IMG_CUBE", "SQ_RSRC_IMG_1D_ARRAY", "SQ_RSRC_IMG_2D_ARRAY",
+             "SQ_RSRC_IMG_2D_MSAA", "SQ_RSRC_IMG_2D_MSAA_ARRAY")
+# Cache-policy bits in the order LLVM prints them, per family (gfx11 / gfx9-gfx940 / gfx12 numeric fields).
+CACHE_FLAGS = ("glc", "slc", "dlc", "sc0", "nt", "sc1")
+NUMERIC_POLICY = ("th", "scope")
+# gfx9 MTBUF without a format operand: BUF_DATA_FORMAT_8, BUF_NUM_FORMAT_UNORM (LLVM's default).
+GFX9_DEFAULT_FORMAT = (1, 0)
+GFX9_DFMT = ("INVALID", "8", "16", "8_8", "32", "16_16", "10_11_11", "11_11_10", "10_10_10_2", "2_10_10_10", "8_8_8_8", "32_32",
+             "16_16_16_16", "32_32_32", "32_32_32_32", "RESERVED_15")
+GFX9_NFMT = ("UNORM", "SNORM", "USCALED", "SSCALED", "UINT", "SINT", "RESERVED_6", "FLOAT")
+
+
+# gfx11/gfx12 unified buffer formats, in encoding order (LLVM's UfmtSymbolicGFX11): data layout, then the number formats
+# that exist for it.
+_UFMT_GROUPS = (("INVALID", ("",)), ("8", ("UNORM", "SNORM", "USCALED", "SSCALED", "UINT", "SINT")),
+                ("16", ("UNORM", "SNORM", "USCALED", "SSCALED", "UINT", "SINT", "FLOAT")),
+                ("8_8", ("UNORM", "SNORM", "USCALED", "SSCALED", "UINT", "SINT")), ("32", ("UINT", "SINT", "FLOAT")),
+                ("16_16", ("UNORM", "SNORM", "USCALED", "SSCALED", "UINT", "SINT", "FLOAT")), ("10_11_11", ("FLOAT",)),
+                ("11_11_10", ("FLOAT",)), ("10_10_10_2", ("UNORM", "SNORM", "UINT", "SINT")),
+                ("2_10_10_10", ("UNORM", "SNORM", "USCALED", "SSCALED", "UINT", "SINT")),
+                ("8_8_8_8", ("UNORM", "SNORM", "USCALED", "SSCALED", "UINT", "SINT")), ("32_32", ("UINT", "SINT", "FLOAT")),
+                ("16_16_16_16", ("UNORM", "SNORM", "USCALED", "SSCALED", "UINT", "SINT", "FLOAT")),
+                ("32_32_32", ("UINT", "SINT", "FLOAT")), ("32_32_32_32", ("UINT", "SINT", "FLOAT")))
+UFMT_NAMES = tuple(f"BUF_FMT_{layout}_{kind}".rstrip("_") for layout, kinds in _UFMT_GROUPS for kind in kinds)
+UFMT_DEFAULT = 1  # BUF_FMT_8_UNORM: what LLVM assumes when the format is left out
+
+
+def ufmt_text(value: int) -> object:
+    """LLVM's `[BUF_FMT_*]` spelling of a gfx11/gfx12 unified format, or the number when it has no name."""
+    return f"[{UFMT_NAMES[value]}]" if value < len(UFMT_NAMES) else value
+
+
+def parse_ufmt(value: object) -> int:
+    """A unified format from `format:N` or `format:[BUF_FMT_*]`."""
+    if isinstance(value, int):
+        return value
+    name = str(value).strip("[] ")
+    if name not in UFMT_NAMES:
+        raise EncodeError(f"unknown buffer format {name!r}")
+    return UFMT_NAMES.index(name)
+
+
+def gfx9_format_text(dfmt: int, nfmt: int) -> str:
+    """LLVM's `[BUF_DATA_FORMAT_*,BUF_NUM_FORMAT_*]`, leaving out the parts that are at their default."""
+    parts = []
+    if dfmt != GFX9_DEFAULT_FORMAT[0]:
+        parts.append(f"BUF_DATA_FORMAT_{GFX9_DFMT[dfmt]}")
+    if nfmt != GFX9_DEFAULT_FORMAT[1]:
+        parts.append(f"BUF_NUM_FORMAT_{GFX9_NFMT[nfmt]}")
+    return f"[{','.join(parts)}]"
+
+
+def parse_gfx9_format(value: object) -> tuple[int, int]:
+    """(dfmt, nfmt) from `format:N` or the symbolic list form."""
+    if isinstance(value, int):
+        return value & 0xF, value >> 4 & 7
+    dfmt, nfmt = GFX9_DEFAULT_FORMAT
+    for part in str(value).strip("[]").split(","):
+        part = part.strip()
+        if part.startswith("BUF_DATA_FORMAT_") and part[16:] in GFX9_DFMT:
+            dfmt = GFX9_DFMT.index(part[16:])
+        elif part.startswith("BUF_NUM_FORMAT_") and part[15:] in GFX9_NFMT:
+            nfmt = GFX9_NFMT.index(part[15:])
+        else:
+            raise EncodeError(f"unknown buffer format {part!r}")
+    return dfmt, nfmt
+
+
+def _signed(raw: int, width: int) -> int:
+    return raw - (1 << width) if raw >> (width - 1) & 1 else raw
+
+
+def _width(spec: tuple) -> int:
+    return spec[0] - spec[1] + 1
+
+
+def _vreg(index: int, bits: int, acc: bool = False) -> Reg:
+    return Reg("a" if acc else "v", index, reg_count(bits))
+
+
+# gfx12 cache policy spellings LLVM uses (from its gfx12 MC tests); other values print as numbers.
+SCOPE_NAMES = ("SCOPE_CU", "SCOPE_SE", "SCOPE_DEV", "SCOPE_SYS")
+TH_LOAD_NAMES = ("TH_LOAD_RT", "TH_LOAD_NT", "TH_LOAD_HT", "TH_LOAD_LU", "TH_LOAD_NT_RT", "TH_LOAD_RT_NT", "TH_LOAD_NT_HT")
+TH_ATOMIC_NAMES = {1: "TH_ATOMIC_RETURN"}
+TH_BY_NAME = {**{name: i for i, name in enumerate(TH_LOAD_NAMES)}, "TH_LOAD_BYPASS": 3, "TH_ATOMIC_RETURN": 1}
+
+
+def th_text(name: str, th: int, scope: int) -> object:
+    """LLVM's spelling of a gfx12 temporal hint: TH_LOAD_* for loads (value 3 is BYPASS at system scope), else a number."""
+    if "atomic" in name:
+        return TH_ATOMIC_NAMES.get(th, th)
+    if "store" in name:
+        return th
+    if th == 3 and scope == 3:
+        return "TH_LOAD_BYPASS"
+    return TH_LOAD_NAMES[th] if th < len(TH_LOAD_NAMES) else th
+
+
+def parse_policy(key: str, value: object) -> int:
+    """A th:/scope: value from its number or its LLVM name."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    names = {name: i for i, name in enumerate(SCOPE_NAMES)} if key == "scope" else TH_BY_NAME
+    if str(value) not in names:
+        raise EncodeError(f"unknown {key} value {value!r}; use a number or one of {', '.join(names)}")
+    return names[str(value)]
+
+
+def _cache_mods(inst_fields: dict[str, int], layout_fields: dict, mods: Mods, arch, name: str = "") -> None:
+    for flag in CACHE_FLAGS:
+        if inst_fields.get(flag):
+            mods[arch.cache_names.get(flag, flag)] = True
+    if inst_fields.get("th"):
+        mods["th"] = th_text(name, inst_fields["th"], inst_fields.get("scope", 0))
+    if inst_fields.get("scope"):
+        mods["scope"] = SCOPE_NAMES[inst_fields["scope"]]
+    for flag in ("tfe", "lwe", "nv"):
+        if inst_fields.get(flag):
+            mods[flag] = True
+
+
+def _join_cache(draft: Draft, layout_fields: dict, mods: Mods) -> None:
+    for field_name, spelling in draft.arch.cache_names.items():
+        if spelling in mods:
+            mods[field_name] = mods.pop(spelling)
+    for key in (*CACHE_FLAGS, *NUMERIC_POLICY, "tfe", "lwe", "nv"):
+        if key in mods:
+            if key not in layout_fields:
+                raise EncodeError(f"{draft.name} ({draft.arch.name}) has no {key} bit")
+            value = mods.pop(key)
+            draft.fields[key] = parse_policy(key, value) if key in NUMERIC_POLICY else int(value)  # type: ignore[call-overload]
+
+
+def _done(draft: Draft, mods: Mods) -> None:
+    if mods:
+        raise EncodeError(f"{draft.name} does not take modifier(s) {', '.join(sorted(mods))}")
+
+
+def _has_vdst(name: str, info: dict) -> bool:
+    """Loads to LDS (`*_load_lds_*`) write LDS, not a VGPR, although the ISA tables list a destination."""
+    return "vdst" in info and "load_lds" not in name
+
+
+def _return_bits(name: str, bits: int, data_bits: int) -> int:
+    """Compare-and-swap atomics return one value although their data operand holds two."""
+    return data_bits // 2 if "cmpswap" in name and data_bits >= 64 else bits
+
+
+def _returns(name: str, fields: dict[str, int], arch_name: str) -> bool:
+    """Atomics write their destination only when asked to return the old value (glc / sc0 / th bit 0)."""
+    if "atomic" not in name:
+        return True
+    if arch_name == "rdna4":
+        return bool(fields.get("th", 0) & 1)
+    return bool(fields.get("glc") or fields.get("sc0"))
+
+
+# ----------------------------------------------------------------------------- DS
+
+
+def _two_offsets(name: str) -> bool:
+    """DS ops addressing two elements take offset0/offset1 (gfx11 *_2addr_*, gfx9 read2/write2)."""
+    return any(part in name for part in ("2addr", "read2", "write2", "wrxchg2"))
+
+
+def split_ds(inst) -> Split:
+    """DS: vdst, addr, data0, data1, then offset (or offset0/offset1) and gds."""
+    info, fields = inst.operand_info, inst.fields
+    acc = bool(fields.get("acc"))
+    ops: list = []
+    for field in ("vdst", "addr", "data0", "data1"):
+        if field in info:
+            ops.append(_vreg(fields[field], info[field][0], acc and field != "addr"))
+    mods: Mods = {}
+    if _two_offsets(inst.mnemonic):
+        for key in ("offset0", "offset1"):
+            if fields[key]:
+                mods[key] = fields[key]
+    elif fields["offset0"] or fields["offset1"]:
+        offset = fields["offset1"] << 8 | fields["offset0"]
+        mods["offset"] = Sym(offset, swizzle_text(offset)) if "swizzle" in inst.mnemonic else offset
+    if fields.get("gds"):
+        mods["gds"] = True
+    return inst.mnemonic, ops, mods
+
+
+def join_ds(draft: Draft, ops: list, mods: Mods) -> None:
+    """Inverse of split_ds."""
+    slots = [f for f in ("vdst", "addr", "data0", "data1") if f in draft.info]
+    if len(ops) != len(slots):
+        raise EncodeError(f"{draft.name} takes {len(slots)} operand(s) ({', '.join(slots)}), got {len(ops)}")
+    for slot, operand in zip(slots, ops, strict=True):
+        draft.fields[slot] = encode_vgpr(draft, slot, operand)
+        if isinstance(operand, Reg) and operand.kind == "a":
+            draft.fields["acc"] = 1
+    if "offset" in mods:
+        value = mods.pop("offset")
+        offset = value.value if isinstance(value, Sym) else parse_swizzle(value) if isinstance(value, str) else int(value)  # type: ignore[call-overload]
+        if not 0 <= offset <= 0xFFFF:
+            raise EncodeError(f"{draft.name}: offset {offset} is outside 0..65535")
+        draft.fields.update(offset0=offset & 0xFF, offset1=offset >> 8)
+    for key in ("offset0", "offset1"):
+        if key in mods:
+            draft.fields[key] = int(mods.pop(key)) & 0xFF  # type: ignore[call-overload]
+    # The global wave sync, ordered-count and GS-register operations always address GDS.
+    if mods.pop("gds", False) or any(part in draft.name for part in ("_gws_", "ordered_count", "gs_reg")):
+        draft.fields["gds"] = 1
+    _done(draft, mods)
+
+
+# ----------------------------------------------------------------------------- FLAT / GLOBAL / SCRATCH
+
+
+def _flat_names(fmt: str) -> tuple[str, str, str]:
+    return ("vaddr", "vsrc", "ioffset") if fmt.startswith("V") else ("addr", "data", "offset")
+
+
+def split_flat(inst) -> Split:
+    """FLAT/GLOBAL/SCRATCH: [vdst,] addr, [data,] [saddr | off], offset and cache bits."""
+    fmt, info, fields, arch = inst.fmt, inst.operand_info, inst.fields, inst.arch
+    addr_f, data_f, off_f = _flat_names(fmt)
+    acc = bool(fields.get("acc"))
+    kind = fmt.removeprefix("V")
+    saddr = fields.get("saddr", arch.null_code)
+    has_saddr = kind != "FLAT" and saddr != arch.null_code
+    ops: list = []
+    if _has_vdst(inst.mnemonic, info) and _returns(inst.mnemonic, fields, arch.name):
+        ops.append(_vreg(fields["vdst"], _return_bits(inst.mnemonic, info["vdst"][0], info.get(data_f, (0,))[0]), acc))
+    if addr_f in info:
+        if kind == "SCRATCH" and not (fields.get("sve") or (not arch.scratch_sve and not has_saddr)):
+            ops.append(OFF)
+        else:
+            wide = kind == "FLAT" or (kind == "GLOBAL" and not has_saddr)
+            ops.append(Reg("v", fields[addr_f], 2 if wide else 1))
+    if data_f in info:
+        ops.append(_vreg(fields[data_f], info[data_f][0], acc))
+    if kind != "FLAT":
+        ops.append(scalar_operand(arch, saddr, 2 if kind == "GLOBAL" else 1) if has_saddr else OFF)
+    mods: Mods = {}
+    offset = _signed(fields[off_f], _width(inst.layout["fields"][off_f]))
+    if offset:
+        mods["offset"] = offset
+    _cache_mods(fields, inst.layout["fields"], mods, arch, inst.mnemonic)
+    return inst.mnemonic, ops, mods
+
+
+def join_flat(draft: Draft, ops: list, mods: Mods) -> None:
+    """Inverse of split_flat."""
+    fmt, info, arch, fields, name = draft.fmt, draft.info, draft.arch, draft.fields, draft.name
+    layout = arch.formats[fmt]["fields"]
+    addr_f, data_f, off_f = _flat_names(fmt)
+    kind = fmt.removeprefix("V")
+    _join_cache(draft, layout, mods)
+    ops = list(ops)
+    returns = _returns(name, fields, arch.name)
+    slots = [s for s, present in (("vdst", _has_vdst(name, info) and returns), (addr_f, addr_f in info), (data_f, data_f in info),
+                                  ("saddr", kind != "FLAT")) if present]
+    if len(ops) != len(slots):
+        raise EncodeError(f"{name} takes {len(slots)} operand(s) ({', '.join(slots)}), got {len(ops)}")
+    for slot, operand in zip(slots, ops, strict=True):
+        if slot == "saddr":
+            fields["saddr"] = arch.null_code if _is_off(operand) else encode_scalar(arch, f"{name} saddr", operand)
+        elif slot == addr_f and _is_off(operand):
+            fields[addr_f] = 0
+        else:
+            fields[slot] = encode_vgpr(draft, slot, operand)
+            if isinstance(operand, Reg) and operand.kind == "a":
+                fields["acc"] = 1
+            if slot == addr_f and kind == "SCRATCH" and "sve" in layout and arch.scratch_sve:
+                fields["sve"] = 1
+    if kind == "FLAT" and arch.name == "cdna":
+        fields["saddr"] = 0  # gfx9 FLAT has no SADDR; LLVM leaves the field zero
+    offset = int(mods.pop("offset", 0))  # type: ignore[call-overload]
+    width = _width(layout[off_f])
+    if not -(1 << (width - 1)) <= offset < (1 << width):
+        raise EncodeError(f"{name}: offset {offset} does not fit {width} bits")
+    fields[off_f] = offset & ((1 << width) - 1)
+    _done(draft, mods)
+
+
+def _is_off(operand: object) -> bool:
+    return isinstance(operand, Special) and operand.name == "off"
+
+
+# ----------------------------------------------------------------------------- MUBUF / MTBUF
+
+
+def split_buffer(inst) -> Split:
+    """MUBUF/MTBUF: vdata, vaddr | off, srsrc, soffset, then format, idxen/offen, offset and cache bits."""
+    fmt, info, fields, arch = inst.fmt, inst.operand_info, inst.fields, inst.arch
+    rsrc_f = "rsrc" if fmt == "VBUFFER" else "srsrc"
+    off_f = "ioffset" if fmt == "VBUFFER" else "offset"
+    acc = bool(fields.get("acc"))
+    ops: list = []
+    if "vaddr" not in info and "vdata" not in info:
+        return inst.mnemonic, [], {}
+    if "vdata" in info:
+        extra = 32 if fields.get("tfe") else 0
+        ops.append(_vreg(fields["vdata"], info["vdata"][0] + extra, acc))
+    addresses = fields.get("idxen", 0) + fields.get("offen", 0)
+    ops.append(Reg("v", fields["vaddr"], addresses) if addresses else OFF)
+    rsrc = fields[rsrc_f] if fmt == "VBUFFER" else fields[rsrc_f] << 2
+    ops.append(scalar_operand(arch, rsrc, 4))
+    ops.append(decode_src(arch, fields["soffset"], 32, None))
+    mods: Mods = {}
+    if "format" in fields and fields["format"] != UFMT_DEFAULT:
+        mods["format"] = ufmt_text(fields["format"])
+    if "dfmt" in fields and (fields["dfmt"], fields["nfmt"]) != GFX9_DEFAULT_FORMAT:
+        mods["format"] = gfx9_format_text(fields["dfmt"], fields["nfmt"])
+    for flag in ("idxen", "offen"):
+        if fields.get(flag):
+            mods[flag] = True
+    if fields[off_f]:
+        mods["offset"] = fields[off_f]
+    _cache_mods(fields, inst.layout["fields"], mods, arch, inst.mnemonic)
+    if fields.get("lds"):
+        mods["lds"] = True
+    return inst.mnemonic, ops, mods
+
+
+def join_buffer(draft: Draft, ops: list, mods: Mods) -> None:
+    """Inverse of split_buffer."""
+    fmt, info, fields, arch, name = draft.fmt, draft.info, draft.fields, draft.arch, draft.name
+    layout = arch.formats[fmt]["fields"]
+    rsrc_f = "rsrc" if fmt == "VBUFFER" else "srsrc"
+    off_f = "ioffset" if fmt == "VBUFFER" else "offset"
+    want = 4 if "vdata" in info else 3 if "vaddr" in info else 0
+    if want == 0 and not ops:
+        fields["soffset"] = 0
+        _done(draft, mods)
+        return
+    if len(ops) != want:
+        raise EncodeError(f"{name} takes {want} operands (vdata, vaddr, srsrc, soffset), got {len(ops)}")
+    ops = list(ops)
+    if "vdata" in info:
+        vdata = ops.pop(0)
+        fields["vdata"] = encode_vgpr(draft, "vdata", vdata)
+        if isinstance(vdata, Reg) and vdata.kind == "a":
+            fields["acc"] = 1
+    vaddr, rsrc, soffset = ops
+    fields["vaddr"] = 0 if _is_off(vaddr) else encode_vgpr(draft, "vaddr", vaddr)
+    code = encode_scalar(arch, f"{name} srsrc", rsrc)
+    fields[rsrc_f] = code if fmt == "VBUFFER" else code >> 2
+    fields["soffset"] = encode_src(draft, "soffset", soffset, allow_literal=False)
+    for flag in ("idxen", "offen", "lds"):
+        if mods.pop(flag, False):
+            fields[flag] = 1
+    if "dfmt" in layout:
+        # gfx9 numeric format:N packs the data format in bits 3:0 and the number format above.
+        fields["dfmt"], fields["nfmt"] = parse_gfx9_format(mods.pop("format", GFX9_DEFAULT_FORMAT[0]))
+    if "format" in layout:
+        fields["format"] = parse_ufmt(mods.pop("format", UFMT_DEFAULT))
+    offset = int(mods.pop("offset", 0))  # type: ignore[call-overload]
+    if not 0 <= offset < (1 << _width(layout[off_f])):
+        raise EncodeError(f"{name}: offset {offset} is outside 0..{(1 << _width(layout[off_f])) - 1}")
+    fields[off_f] = offset
+    _join_cache(draft, layout, mods)
+    _done(draft, mods)
+
+
+# ----------------------------------------------------------------------------- MIMG
+
+
+class AddressList(list):
+    """Separately named image address VGPRs: `[v4, v6]`."""
+
+    def __str__(self) -> str:
+        return "[" + ", ".join(str(reg) for reg in self) + "]"
+
+
+# Coordinates per dim (1D, 2D, 3D, CUBE, 1D_ARRAY, 2D_ARRAY, 2D_MSAA, 2D_MSAA_ARRAY) and gradient pairs per dim.
+_DIM_COORDS = (1, 2, 3, 3, 2, 3, 3, 4)
+_DIM_GRADS = (1, 2, 3, 2, 1, 2, 2, 2)
+
+
+def image_address_count(name: str, dim: int, a16: bool) -> int:
+    """VGPRs of a non-NSA image address: coordinates plus the extra arguments the mnemonic names (LLVM's rules)."""
+    tokens = name.split("_")[1:]
+    coords = _DIM_COORDS[dim]
+    extra = 0
+    if "mip" in tokens or "resinfo" in tokens:
+        extra += 1
+        coords = 0 if "resinfo" in tokens else coords
+    for token in ("c", "o", "b", "l", "cl"):
+        extra += token in tokens
+    gradient_dims = _DIM_GRADS[dim] if "d" in tokens or "cd" in tokens else 0
+    # d/dx and d/dy are separate vectors; with 16-bit gradients (g16) each vector packs two components per VGPR.
+    grads = 2 * ((gradient_dims + 1) // 2) if "g16" in tokens else 2 * gradient_dims
+    if a16:
+        return grads + extra + (coords + 1) // 2
+    return max(1, grads + extra + coords)
+
+
+def split_image(inst) -> Split:
+    """MIMG/VIMAGE/VSAMPLE: vdata, vaddr, resource, [sampler], then dmask, dim and flags."""
+    fmt, info, fields, arch = inst.fmt, inst.operand_info, inst.fields, inst.arch
+    if "bvh" in inst.mnemonic and fmt == "MIMG" and inst.variant != "NSA":
+        return _split_bvh(inst)
+    dmask = fields.get("dmask", 0)
+    channels = max(1, bin(dmask).count("1")) if not any(p in inst.mnemonic for p in ("gather4", "msaa_load")) else 4
+    if fields.get("d16"):
+        channels = (channels + 1) // 2
+    channels += 1 if fields.get("tfe") or fields.get("lwe") else 0
+    ops: list = [Reg("v", fields["vdata"], channels)]
+    count = image_address_count(inst.mnemonic, fields.get("dim", 0), bool(fields.get("a16")))
+    if fmt == "MIMG":
+        if inst.variant == "NSA":
+            ops.append(AddressList([Reg("v", fields["vaddr"])] + [Reg("v", fields[f"vaddr{i}"]) for i in range(1, min(count, 5))]))
+        else:
+            ops.append(Reg("v", fields["vaddr"], count))
+        ops.append(scalar_operand(arch, fields["srsrc"] << 2, 4 if fields.get("r128") else 8))
+        if "ssamp" in info:
+            ops.append(scalar_operand(arch, fields["ssamp"] << 2, 4))
+    else:
+        # gfx12 names up to five (VSAMPLE: four) address VGPRs one by one; the last holds all remaining coordinates.
+        slots = sum(f"vaddr{i}" in fields for i in range(5))
+        regs = [Reg("v", fields[f"vaddr{i}"]) for i in range(min(count, slots))]
+        if count > slots:
+            regs[-1] = Reg("v", fields[f"vaddr{slots - 1}"], count - slots + 1)
+        ops.append(regs[0] if count == 1 else AddressList(regs))
+        ops.append(scalar_operand(arch, fields["rsrc"], 4 if fields.get("r128") else 8))
+        if "samp" in info:
+            ops.append(scalar_operand(arch, fields["samp"], 4))
+    mods: Mods = {"dmask": Sym(dmask, f"{dmask:#x}"), "dim": MIMG_DIMS[fields.get("dim", 0)]}
+    if fields.get("unrm"):
+        mods["unorm"] = True
+    _cache_mods(fields, inst.layout["fields"], mods, arch, inst.mnemonic)
+    for flag in ("r128", "a16", "d16"):
+        if fields.get(flag):
+            mods[flag] = True
+    return inst.mnemonic, ops, mods
+
+
+def _bvh_address_count(name: str, a16: bool) -> int:
+    """Ray-intersection address VGPRs: node pointer (2 for bvh64), extent, origin, direction, inverse direction."""
+    return (9 if a16 else 12) if "bvh64" in name else (8 if a16 else 11)
+
+
+def _split_bvh(inst) -> Split:
+    """`image_bvh_intersect_ray v[4:7], v[9:16], s[4:7] a16`: no dmask or dim; the descriptor is 128 bits."""
+    fields = inst.fields
+    a16 = bool(fields.get("a16"))
+    ops = [Reg("v", fields["vdata"], 4), Reg("v", fields["vaddr"], _bvh_address_count(inst.mnemonic, a16)),
+           scalar_operand(inst.arch, fields["srsrc"] << 2, 4)]
+    return inst.mnemonic, ops, ({"a16": True} if a16 else {})
+
+
+def _join_bvh(draft: Draft, ops: list, mods: Mods) -> None:
+    if len(ops) != 3:
+        raise EncodeError(f"{draft.name} takes 3 operands (vdata, vaddr, srsrc), got {len(ops)}")
+    fields = draft.fields
+    fields.update(vdata=encode_vgpr(draft, "vdata", ops[0]), vaddr=encode_vgpr(draft, "vaddr", ops[1]))
+    fields["srsrc"] = encode_scalar(draft.arch, "srsrc", ops[2]) >> 2
+    # The hardware wants dmask 0xf, unnormalized coordinates and a 128-bit descriptor for ray queries.
+    fields.update(dmask=0xF, unrm=1, r128=1, a16=int(bool(mods.pop("a16", False))))
+    _done(draft, mods)
+
+
+def join_image(draft: Draft, ops: list, mods: Mods) -> None:
+    """Inverse of split_image."""
+    fmt, info, fields, arch, name = draft.fmt, draft.info, draft.fields, draft.arch, draft.name
+    if "bvh" in name and fmt == "MIMG" and not isinstance(ops[1] if len(ops) > 1 else None, list):
+        _join_bvh(draft, ops, mods)
+        return
+    samp = "ssamp" in info or "samp" in info
+    if len(ops) != 3 + samp:
+        raise EncodeError(f"{name} takes {3 + samp} operands, got {len(ops)}")
+    fields["vdata"] = encode_vgpr(draft, "vdata", ops[0])
+    addresses = list(ops[1]) if isinstance(ops[1], list) else [ops[1]]
+    if fmt == "MIMG":
+        if len(addresses) > 1:
+            if "MIMG_NSA" not in arch.formats or len(addresses) > 5:
+                raise EncodeError(f"{name}: {arch.name} takes at most 5 separate address VGPRs")
+            draft.variant = "NSA"
+            fields["nsa"] = 1
+            for i, reg in enumerate(addresses[1:], 1):
+                fields[f"vaddr{i}"] = encode_vgpr(draft, f"vaddr{i}", reg)
+        fields["vaddr"] = encode_vgpr(draft, "vaddr", addresses[0])
+        fields["srsrc"] = encode_scalar(arch, "srsrc", ops[2]) >> 2
+        if samp:
+            fields["ssamp"] = encode_scalar(arch, "ssamp", ops[3]) >> 2
+    else:
+        slots = sum(f"vaddr{i}" in arch.formats[fmt]["fields"] for i in range(5))
+        if len(addresses) > slots:
+            raise EncodeError(f"{name}: at most {slots} address operands; put the remaining coordinates in the last as a range")
+        for i, reg in enumerate(addresses):
+            fields[f"vaddr{i}"] = encode_vgpr(draft, f"vaddr{i}", reg)
+        fields["rsrc"] = encode_scalar(arch, "rsrc", ops[2])
+        if samp:
+            fields["samp"] = encode_scalar(arch, "samp", ops[3])
+    dmask = mods.pop("dmask", 1)
+    fields["dmask"] = dmask.value if isinstance(dmask, Sym) else int(dmask)  # type: ignore[call-overload]
+    dim = mods.pop("dim", MIMG_DIMS[0])
+    fields["dim"] = MIMG_DIMS.index(str(dim)) if str(dim) in MIMG_DIMS else int(dim)  # type: ignore[call-overload]
+    if mods.pop("unorm", False):
+        fields["unrm"] = 1
+    for flag in ("r128", "a16", "d16"):
+        if mods.pop(flag, False):
+            fields[flag] = 1
+    _join_cache(draft, arch.formats[fmt]["fields"], mods)
+    _done(draft, mods)
+
+
+# ----------------------------------------------------------------------------- LDS direct / parameter loads and VINTERP
+
+
+def split_ldsdir(inst) -> Split:
+    """LDSDIR/VDSDIR: `lds_param_load v0, attr0.x wait_vdst:0` and `lds_direct_load v0 wait_vdst:0`."""
+    fields = inst.fields
+    ops: list = [Reg("v", fields["vdst"])]
+    if "param" in inst.mnemonic:
+        ops.append(Sym(fields["attr"] << 2 | fields["attr_chan"], f"attr{fields['attr']}.{'xyzw'[fields['attr_chan']]}"))
+    wait = "wait_vdst" if "wait_vdst" in fields else "wait_va_vdst"
+    return inst.mnemonic, ops, ({wait: fields[wait]} if fields[wait] else {})
+
+
+def join_ldsdir(draft: Draft, ops: list, mods: Mods) -> None:
+    """Inverse of split_ldsdir."""
+    draft.fields["vdst"] = encode_vgpr(draft, "vdst", ops[0])
+    if len(ops) > 1:
+        attr = ops[1]
+        value = attr.value if isinstance(attr, Sym) else int(attr)  # type: ignore[call-overload]
+        draft.fields.update(attr=value >> 2, attr_chan=value & 3)
+    for key in ("wait_vdst", "wait_va_vdst", "wait_vm_vsrc"):
+        if key in mods:
+            draft.fields[key] = int(mods.pop(key))  # type: ignore[call-overload]
+    _done(draft, mods)
+
+
+def split_vinterp(inst) -> Split:
+    """VINTERP: `v_interp_p10_f32 v0, v1, v2, v3 wait_exp:0`."""
+    fields, info = inst.fields, inst.operand_info
+    ops: list = [Reg("v", fields["vdst"])]
+    for i, field in enumerate(("src0", "src1", "src2")):
+        operand: Operand = decode_src(inst.arch, fields[field], info.get(field, (32,))[0], None)
+        ops.append(-operand if fields["neg"] >> i & 1 and isinstance(operand, Reg) else operand)
+    mods: Mods = {}
+    if fields.get("clmp"):
+        mods["clamp"] = True
+    if fields["waitexp"]:
+        mods["wait_exp"] = fields["waitexp"]
+    return inst.mnemonic, ops, mods
+
+
+def join_vinterp(draft: Draft, ops: list, mods: Mods) -> None:
+    """Inverse of split_vinterp."""
+    if len(ops) != 4:
+        raise EncodeError(f"{draft.name} takes 4 operands, got {len(ops)}")
+    draft.fields["vdst"] = encode_vgpr(draft, "vdst", ops[0])
+    neg = 0
+    for i, (field, operand) in enumerate(zip(("src0", "src1", "src2"), ops[1:], strict=True)):
+        if isinstance(operand, Reg) and operand.neg:
+            neg |= 1 << i
+            operand = -operand
+        draft.fields[field] = encode_src(draft, field, operand, allow_literal=False)
+    draft.fields["neg"] = neg
+    draft.fields["clmp"] = int(bool(mods.pop("clamp", False)))
+    draft.fields["waitexp"] = int(mods.pop("wait_exp", 0))  # type: ignore[call-overload]
+    _done(draft, mods)
+
+
+# ----------------------------------------------------------------------------- exports
+
+# gfx11/gfx12 export targets (names as LLVM prints them); other values print as invalid_target_N.
+EXPORT_TARGETS = {**{i: f"mrt{i}" for i in range(8)}, 8: "mrtz", **{12 + i: f"pos{i}" for i in range(5)}, 20: "prim",
+                  21: "dual_src_blend0", 22: "dual_src_blend1"}
+
+
+def split_export(inst) -> Split:
+    """EXP/VEXPORT: `exp mrt0 v1, off, v2, off done row_en` (a source is `off` when its enable bit is clear)."""
+    fields = inst.fields
+    target = fields["target"]
+    ops: list = [Sym(target, EXPORT_TARGETS.get(target, f"invalid_target_{target}"))]
+    ops += [Reg("v", fields[f"vsrc{i}"]) if fields["en"] >> i & 1 else OFF for i in range(4)]
+    mods: Mods = {}
+    if fields.get("done"):
+        mods["done"] = True
+    if fields.get("row"):
+        mods["row_en"] = True
+    return inst.mnemonic, ops, mods
+
+
+def join_export(draft: Draft, ops: list, mods: Mods) -> None:
+    """Inverse of split_export."""
+    if len(ops) != 5:
+        raise EncodeError(f"{draft.name} takes a target and four sources (use off for unused ones), got {len(ops)} operands")
+    target = ops[0]
+    names = {name: value for value, name in EXPORT_TARGETS.items()}
+    if isinstance(target, Sym):
+        draft.fields["target"] = target.value
+    elif isinstance(target, int) and not isinstance(target, bool):
+        draft.fields["target"] = target
+    elif isinstance(target, str) and target in names:
+        draft.fields["target"] = names[target]
+    else:
+        raise EncodeError(f"{draft.name}: unknown export target {target!r}; use one of {', '.join(names)}")
+    enable = 0
+    for i, operand in enumerate(ops[1:]):
+        if not _is_off(operand):
+            draft.fields[f"vsrc{i}"] = encode_vgpr(draft, f"vsrc{i}", operand)
+            enable |= 1 << i
+    draft.fields["en"] = enable
+    draft.fields["done"] = int(bool(mods.pop("done", False)))
+    draft.fields["row"] = int(bool(mods.pop("row_en", False)))
+    _done(draft, mods)

@@ -1,0 +1,231 @@
+"""Syntax of the scalar formats (SOP1, SOP2, SOPC, SOPK, SOPP, SMEM): operand order, symbolic immediates, SMEM offsets."""
+
+from .errors import EncodeError
+from .operands import Operand, Reg, Special, Sym
+from .symbols import format_simm16, parse_simm16_operand
+from .syntax_common import Draft, decode_src, encode_scalar, encode_src, reg_count, scalar_operand
+from .syntax_memory import SCOPE_NAMES, parse_policy, th_text
+
+Mods = dict[str, object]
+Split = tuple[str, list, Mods]
+# simm16 spellings printed in hex by LLVM (everything else prints in decimal).
+HEX_SIMM16_OPS = ("s_clause", "s_wait_event", "s_set_inst_prefetch_distance", "s_version", "s_ttracedata_imm", "s_round_mode")
+
+
+def _fields_of(inst) -> dict[str, int]:
+    return {name: getattr(inst, name) for name in inst.layout["fields"] if name != "op"}
+
+
+def _imm_text(raw: int) -> str:
+    """LLVM prints a 16-bit immediate in decimal when it is an inline-constant value (0..64), in hex otherwise."""
+    return str(raw) if raw <= 64 else f"{raw:#x}"
+
+
+def _sign16(value: int) -> int:
+    return value - 0x10000 if value & 0x8000 else value
+
+
+def split_salu(inst) -> Split:
+    """SOP1/SOP2/SOPC/SOPK operands in LLVM order: destination first (setreg: hwreg first), then sources."""
+    name, info, fields, arch = inst.mnemonic, inst.operand_info, inst.fields, inst.arch
+    ops: list = []
+    if "sdst" in info:
+        ops.append(scalar_operand(arch, fields.get("sdst", 0), reg_count(info["sdst"][0])))
+    for src in ("ssrc0", "ssrc1"):
+        if src in info:
+            bits, optype, _ = info[src]
+            code = fields.get(src, 0)
+            if optype == "SENDMSG_RTN":
+                ops.append(Sym(code, format_simm16(arch, "SENDMSG_RTN", code, name)))
+            elif optype == "SIMM4":
+                ops.append(Sym(code, format_simm16(arch, "GPR_IDX", code, name)))
+            else:
+                ops.append(decode_src(arch, code, bits, inst.literal))
+    if "simm16" in info:
+        optype = info["simm16"][1]
+        raw = fields.get("simm16", 0)
+        if optype == "LABEL":
+            imm: Operand = _sign16(raw)
+        elif optype in ("HWREG", "SENDMSG", "WAITCNT", "DELAY", "WAITCNT_DEPCTR"):
+            imm = Sym(raw, format_simm16(arch, optype, raw, name))
+        else:
+            imm = Sym(raw, f"{raw:#x}")
+        if "setreg" in name:
+            ops.insert(0, imm)
+            if "imm32" in name:
+                ops[1:] = [Sym(inst.literal or 0, _imm_text(inst.literal or 0))]
+        else:
+            ops.append(imm)
+    elif any(part in name for part in ("fmaak", "fmamk")):
+        ops.insert(3 if "fmaak" in name else 2, Sym(inst.literal or 0, f"{inst.literal or 0:#x}"))
+    return name, ops, {}
+
+
+def join_salu(draft: Draft, ops: list, mods: Mods) -> None:
+    """Inverse of split_salu."""
+    info, name = draft.info, draft.name
+    slots = [f for f in ("sdst", "ssrc0", "ssrc1") if f in draft.info]
+    if "simm16" in info:
+        slots = (["simm16"] + slots) if "setreg" in name else (slots + ["simm16"])
+        if "imm32" in name:
+            slots = ["simm16", "literal"]
+    if any(part in name for part in ("fmaak", "fmamk")):
+        slots.insert(3 if "fmaak" in name else 2, "literal")
+    _expect(draft, ops, slots)
+    for slot, operand in zip(slots, ops, strict=True):
+        if slot == "sdst":
+            draft.fields["sdst"] = encode_scalar(draft.arch, f"{name} sdst", operand)
+        elif slot == "simm16":
+            draft.fields["simm16"] = _imm16(draft, operand)
+        elif slot == "literal":
+            draft.set_literal(operand.value if isinstance(operand, Sym) else int(operand))
+        elif info[slot][1] in ("SENDMSG_RTN", "SIMM4"):
+            draft.fields[slot] = parse_simm16_operand(draft.arch, operand) & 0xFF
+        else:
+            draft.fields[slot] = encode_src(draft, slot, operand)
+    _no_mods(draft, mods)
+
+
+def split_sopp(inst) -> Split:
+    """SOPP: one optional immediate (symbolic for waitcnt, delay_alu, sendmsg, depctr)."""
+    name, info = inst.mnemonic, inst.operand_info
+    raw = inst.fields.get("simm16", 0)
+    if "simm16" not in info:
+        return name, ([Sym(raw, str(raw))] if raw else []), {}
+    optype = info["simm16"][1]
+    if optype == "LABEL":
+        return name, [_sign16(raw)], {}
+    if name == "s_set_gpr_idx_mode":
+        return name, [Sym(raw, format_simm16(inst.arch, "GPR_IDX", raw, name))], {}
+    if optype in ("SIMM16",) and name not in HEX_SIMM16_OPS:
+        return name, [Sym(raw, _imm_text(raw))], {}
+    if optype in ("SIMM16", "CLAUSE", "WAIT_EVENT") or name in HEX_SIMM16_OPS:
+        return name, [Sym(raw, f"{raw:#x}")], {}
+    return name, [Sym(raw, format_simm16(inst.arch, optype, raw, name))], {}
+
+
+def join_sopp(draft: Draft, ops: list, mods: Mods) -> None:
+    """Inverse of split_sopp."""
+    if len(ops) > 1:
+        raise EncodeError(f"{draft.name} takes at most one operand, got {len(ops)}")
+    if ops:
+        draft.fields["simm16"] = _imm16(draft, ops[0])
+    _no_mods(draft, mods)
+
+
+def _imm16(draft: Draft, operand: object) -> int:
+    value = parse_simm16_operand(draft.arch, operand)
+    if not -0x8000 <= value <= 0xFFFF:
+        raise EncodeError(f"{draft.name}: immediate {value} does not fit 16 bits")
+    return value & 0xFFFF
+
+
+def split_smem(inst) -> Split:
+    """SMEM: sdata, sbase, then the offset (an SGPR, an immediate, or both with offset:)."""
+    name, info, arch = inst.mnemonic, inst.operand_info, inst.arch
+    fields = _fields_of(inst)
+    ops: list = []
+    if "sdata" in info:
+        bits, optype, _ = info["sdata"]
+        ops.append(fields["sdata"] if optype.startswith("SIMM") else scalar_operand(arch, fields["sdata"], reg_count(bits)))
+    if "sbase" not in info:
+        return name, ops, {}
+    ops.append(scalar_operand(arch, fields["sbase"] << 1, reg_count(info["sbase"][0])))
+    mods: Mods = {}
+    if arch.name == "cdna":
+        offset = fields["offset"]
+        if not fields.get("imm"):
+            ops.append(scalar_operand(arch, offset & 0x7F, 1))
+        elif fields.get("soffset_en"):
+            ops.append(scalar_operand(arch, fields["soffset"], 1))
+            mods["offset"] = _smem_off(offset, 21)
+        else:
+            ops.append(_smem_off(offset, 21))
+        for flag in ("glc", "nv"):
+            if fields.get(flag):
+                mods[flag] = True
+        return name, ops, mods
+    off_name = "ioffset" if "ioffset" in fields else "offset"
+    width = 24 if off_name == "ioffset" else 21
+    offset, soffset = fields[off_name], fields["soffset"]
+    if offset == 0 or soffset != arch.null_code:
+        ops.append(scalar_operand(arch, soffset, 1))
+        if offset:
+            mods["offset"] = _smem_off(offset, width)
+    else:
+        ops.append(_smem_off(offset, width))
+    for flag in ("glc", "dlc"):
+        if fields.get(flag):
+            mods[flag] = True
+    if fields.get("th"):
+        mods["th"] = th_text(name, fields["th"], fields.get("scope", 0))
+    if fields.get("scope"):
+        mods["scope"] = SCOPE_NAMES[fields["scope"]]
+    return name, ops, mods
+
+
+class _SmemOffset(int):
+    """An SMEM immediate offset: LLVM prints it in signed hex."""
+
+    def __str__(self) -> str:
+        return f"-{-self:#x}" if self < 0 else f"{int(self):#x}"
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def _smem_off(raw: int, width: int) -> _SmemOffset:
+    return _SmemOffset(raw - (1 << width) if raw >> (width - 1) else raw)
+
+
+def join_smem(draft: Draft, ops: list, mods: Mods) -> None:
+    """Inverse of split_smem."""
+    info, name, arch, fields = draft.info, draft.name, draft.arch, draft.fields
+    slots = [f for f in ("sdata", "sbase") if f in info]
+    expected = len(slots) + (1 if "sbase" in info else 0)
+    if len(ops) != expected:
+        raise EncodeError(f"{name} takes {expected} operands, got {len(ops)}")
+    if "sdata" in info:
+        fields["sdata"] = ops[0] if isinstance(ops[0], int) else encode_scalar(arch, f"{name} sdata", ops[0])
+    if "sbase" not in info:
+        fields["soffset"] = 0
+        _no_mods(draft, mods)
+        return
+    base = ops[len(slots) - 1]
+    fields["sbase"] = encode_scalar(arch, f"{name} sbase", base) >> 1
+    where = ops[-1]
+    extra = int(mods.pop("offset", 0))  # type: ignore[call-overload]
+    if arch.name == "cdna":
+        fields["soffset"] = 0
+        if isinstance(where, Reg | Special):
+            if extra:
+                fields.update(imm=1, soffset_en=1, soffset=encode_scalar(arch, "soffset", where), offset=extra & 0x1FFFFF)
+            else:
+                fields.update(imm=0, offset=encode_scalar(arch, "soffset", where))
+        else:
+            fields.update(imm=1, offset=int(where) & 0x1FFFFF)
+    else:
+        off_name, width = ("ioffset", 24) if "ioffset" in draft.arch.formats["SMEM"]["fields"] else ("offset", 21)
+        if isinstance(where, Reg | Special):
+            fields["soffset"] = encode_scalar(arch, "soffset", where)
+            fields[off_name] = extra & ((1 << width) - 1)
+        else:
+            fields["soffset"] = arch.null_code
+            fields[off_name] = int(where) & ((1 << width) - 1)
+    for flag in ("glc", "dlc", "nv"):
+        if flag in mods:
+            fields[flag] = int(mods.pop(flag))  # type: ignore[call-overload]
+    for flag in ("th", "scope"):
+        if flag in mods:
+            fields[flag] = parse_policy(flag, mods.pop(flag))
+    _no_mods(draft, mods)
+
+
+def _expect(draft: Draft, ops: list, slots: list[str]) -> None:
+    if len(ops) != len(slots):
+        raise EncodeError(f"{draft.name} takes {len(slots)} operand(s) ({', '.join(slots) or 'none'}), got {len(ops)}")
+
+
+def _no_mods(draft: Draft, mods: Mods) -> None:
+    if mods:
+        raise EncodeError(f"{draft.name} does not take modifier(s) {', '.join(sorted(mods))}")

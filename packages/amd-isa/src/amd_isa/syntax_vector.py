@@ -1,0 +1,494 @@
+"""Syntax of the vector ALU formats: VOP1/VOP2/VOPC (e32), VOP3/VOP3SD (e64), VOP3P, VOPD, and their DPP16/DPP8/SDWA forms."""
+
+from .errors import EncodeError
+from .operands import Lit, Operand, Reg, Special, Sym, float_bits
+from .syntax_common import (
+    Draft,
+    decode_src,
+    encode_scalar,
+    encode_src,
+    encode_vgpr,
+    flag_list,
+    list_flags,
+    reg_count,
+    scalar_operand,
+    split_mod_const,
+    with_mods,
+)
+
+Mods = dict[str, object]
+Split = tuple[str, list, Mods]
+OMOD = {1: ("mul", 2), 2: ("mul", 4), 3: ("div", 2)}
+DPP_KEYS = ("quad_perm", "row_shl", "row_shr", "row_ror", "row_mirror", "row_half_mirror", "row_share", "row_xmask", "wave_shl", "wave_rol",
+            "wave_shr", "wave_ror", "row_bcast", "row_mask", "bank_mask", "bound_ctrl", "fi", "dpp8")
+SDWA_SEL = ("BYTE_0", "BYTE_1", "BYTE_2", "BYTE_3", "WORD_0", "WORD_1", "DWORD")
+SDWA_UNUSED = ("UNUSED_PAD", "UNUSED_SEXT", "UNUSED_PRESERVE")
+# dpp_ctrl ranges: (first code, last code, modifier name, value of the first code); quad_perm is 0x00-0xff.
+DPP_RANGES = (
+    (0x101, 0x10F, "row_shl", 1), (0x111, 0x11F, "row_shr", 1), (0x121, 0x12F, "row_ror", 1),
+    (0x150, 0x15F, "row_share", 0), (0x160, 0x16F, "row_xmask", 0),
+)
+DPP_SINGLE = {0x140: ("row_mirror", True), 0x141: ("row_half_mirror", True), 0x130: ("wave_shl", 1), 0x134: ("wave_rol", 1),
+              0x138: ("wave_shr", 1), 0x13C: ("wave_ror", 1), 0x142: ("row_bcast", 15), 0x143: ("row_bcast", 31)}
+
+
+def _count(arch, info_entry: tuple[int, str, str]) -> int:
+    bits, _, dfmt = info_entry
+    # Lane masks (VCC-like operands) are one SGPR per 32 lanes of the wave.
+    return arch.wave // 32 if dfmt == "M64" else reg_count(bits)
+
+
+def _vcc(arch) -> Special:
+    return Special("vcc", 106, 2) if arch.wave == 64 else Special("vcc_lo", 106)
+
+
+def _carry(name: str) -> tuple[bool, bool]:
+    """(writes VCC, reads VCC) for the e32 forms whose carry is implicit."""
+    reads = any(part in name for part in ("_co_ci_", "addc_co", "subb_co", "subbrev_co", "cndmask"))
+    writes = reads and "cndmask" not in name or any(name.startswith(p) for p in ("v_add_co_u32", "v_sub_co_u32", "v_subrev_co_u32"))
+    return writes, reads
+
+
+def _dst_operand(arch, info: dict, field: str, raw: int, acc: bool = False) -> Operand:
+    bits, optype, _ = info[field]
+    if optype in ("SREG", "SDST", "SREG_NOVCC", "EXEC"):
+        return scalar_operand(arch, raw, _count(arch, info[field]))
+    return Reg("a" if acc or optype == "ACCVGPR" else "v", raw, reg_count(bits))
+
+
+def _src_list(info: dict, names: tuple[str, ...]) -> list[str]:
+    return [n for n in names if n in info]
+
+
+def _src(inst, field: str, raw: int) -> Operand:
+    info = inst.operand_info[field]
+    if info[2] == "M64" and raw < 256:
+        return scalar_operand(inst.arch, raw, inst.arch.wave // 32)
+    if info[1] == "ACCVGPR" or (info[1] == "SRC_ACCVGPR" and raw >= 256):
+        return Reg("a", raw - 256, reg_count(info[0]))
+    return decode_src(inst.arch, raw, info[0], inst.literal)
+
+
+def dpp_mnemonic(name: str, fmt: str, variant: str) -> str:
+    """LLVM's mnemonic of a DPP/SDWA form: `v_mov_b32_dpp`, `v_add_f32_e64_dpp`, and VOPC DPP without a suffix."""
+    suffix = "_sdwa" if variant.startswith("SDWA") else "_dpp"
+    if fmt in ("VOP3", "VOP3SD", "VOP3P"):
+        return (name if name.endswith("_e64") else name + "_e64") + suffix
+    base = name.removesuffix("_e32")
+    return base if fmt == "VOPC" and suffix == "_dpp" else base + suffix
+
+
+def split_valu(inst) -> Split:
+    """Operands and modifiers of any vector ALU instruction."""
+    fmt, variant, arch, info = inst.fmt, inst.variant, inst.arch, inst.operand_info
+    fields = inst.fields
+    name = inst.mnemonic
+    if fmt == "VOPD":
+        return _split_vopd(inst)
+    if variant == "MFMA":
+        return _split_mfma(inst)
+    ops: list = []
+    mods: Mods = {}
+    long = fmt in ("VOP3", "VOP3SD", "VOP3P")
+    writes_vcc, reads_vcc = _carry(name) if not long else (False, False)
+    if "vdst" in info and info["vdst"][1] != "EXEC":
+        ops.append(_dst_operand(arch, info, "vdst", fields["vdst"]))
+    elif fmt == "VOPC" and (arch.wave == 64 or "cmpx" not in name):
+        ops.append(_vcc(arch))
+    if fmt == "VOP3SD":
+        ops.append(scalar_operand(arch, fields["sdst"], _count(arch, info.get("sdst", (64, "SREG", "M64")))))
+    if writes_vcc:
+        ops.append(_vcc(arch))
+    src_names = ("src0", "src1", "src2") if long else ("src0", "vsrc1")
+    srcs = _src_list(info, src_names)
+    for i, field in enumerate(srcs):
+        raw = fields[field]
+        if i == 0 and variant:
+            operand: Operand = Reg("v", fields["vsrc0"], reg_count(info[field][0]))
+            if variant.startswith("SDWA") and fields.get("s0"):
+                operand = scalar_operand(arch, fields["vsrc0"], 1)
+        elif field == "vsrc1":
+            operand = Reg("v", raw, reg_count(info[field][0]))
+        else:
+            operand = _src(inst, field, raw)
+        neg, abs_ = _src_mods(inst, i)
+        ops.append(with_mods(operand, neg, abs_))
+    if reads_vcc:
+        ops.append(_vcc(arch))
+    # A 16-bit op's K constant is the low half of the literal dword.
+    k_mask = 0xFFFF if info.get("vdst", (32,))[0] == 16 else 0xFFFFFFFF
+    if any(part in name for part in ("madak", "fmaak")):
+        ops.append(Lit((inst.literal or 0) & k_mask))
+    elif any(part in name for part in ("madmk", "fmamk")):
+        ops.insert(len(ops) - 1, Lit((inst.literal or 0) & k_mask))
+    if long:
+        _split_long_mods(inst, len(srcs), mods)
+    if variant:
+        name = dpp_mnemonic(name, fmt, variant)
+        _split_variant_mods(inst, mods)
+    return name, ops, mods
+
+
+def _src_mods(inst, index: int) -> tuple[bool, bool]:
+    fields, variant = inst.fields, inst.variant
+    if inst.fmt in ("VOP3", "VOP3SD"):
+        return bool(fields.get("neg", 0) >> index & 1), bool(fields.get("abs", 0) >> index & 1)
+    if variant in ("DPP16", "SDWA", "SDWA_SDST") and index < 2:
+        return bool(fields.get(f"src{index}_neg")), bool(fields.get(f"src{index}_abs"))
+    return False, False
+
+
+def _split_long_mods(inst, nsrc: int, mods: Mods) -> None:
+    fields, name = inst.fields, inst.mnemonic
+    if inst.fmt == "VOP3P":
+        opsel = fields.get("opsel", 0)
+        opsel_hi = fields.get("opsel_hi", 3) | fields.get("opsel_hi2", 1) << 2
+        default_hi = 0 if "_mix" in name else (1 << nsrc) - 1
+        if opsel & ((1 << nsrc) - 1):
+            mods["op_sel"] = flag_list(opsel, nsrc)
+        if opsel_hi & ((1 << nsrc) - 1) != default_hi:
+            mods["op_sel_hi"] = flag_list(opsel_hi, nsrc)
+        if fields.get("neg", 0) & ((1 << nsrc) - 1):
+            mods["neg_lo"] = flag_list(fields["neg"], nsrc)
+        if fields.get("neg_hi", 0) & ((1 << nsrc) - 1):
+            mods["neg_hi"] = flag_list(fields["neg_hi"], nsrc)
+        if fields.get("clmp"):
+            mods["clamp"] = True
+        return
+    opsel = fields.get("opsel", 0)
+    if opsel:
+        mods["op_sel"] = flag_list(opsel, nsrc) + [opsel >> 3 & 1]
+    if fields.get("clmp"):
+        mods["clamp"] = True
+    if fields.get("omod"):
+        key, value = OMOD[fields["omod"]]
+        mods[key] = value
+
+
+def _split_variant_mods(inst, mods: Mods) -> None:
+    fields, variant = inst.fields, inst.variant
+    if variant == "DPP8":
+        mods["dpp8"] = [fields[f"lane_sel_{i}"] for i in range(8)]
+        src0 = fields["src0"]
+        if src0 == 234:
+            mods["fi"] = 1
+        return
+    if variant.startswith("SDWA"):
+        if "dst_sel" in fields:
+            mods["dst_sel"] = SDWA_SEL[min(fields["dst_sel"], 6)]
+            mods["dst_unused"] = SDWA_UNUSED[min(fields["dst_unused"], 2)]
+        for i in range(2):
+            if f"src{i}_sel" in fields and (i == 0 or inst.fmt != "VOP1"):
+                mods[f"src{i}_sel"] = SDWA_SEL[min(fields[f"src{i}_sel"], 6)]
+        return
+    ctrl = fields["dpp"]
+    if ctrl <= 0xFF:
+        mods["quad_perm"] = [(ctrl >> (2 * i)) & 3 for i in range(4)]
+    elif ctrl in DPP_SINGLE:
+        key, value = DPP_SINGLE[ctrl]
+        mods[key] = value
+    else:
+        for first, last, key, base in DPP_RANGES:
+            if first <= ctrl <= last:
+                mods[key] = ctrl - first + base
+                break
+        else:
+            mods["dpp_ctrl"] = ctrl
+    mods["row_mask"] = Sym(fields["row_mask"], f"{fields['row_mask']:#x}")
+    mods["bank_mask"] = Sym(fields["bank_mask"], f"{fields['bank_mask']:#x}")
+    if fields.get("bc"):
+        mods["bound_ctrl"] = 1
+    if fields.get("fi"):
+        mods["fi"] = 1
+
+
+def _split_vopd(inst) -> Split:
+    arch, fields = inst.arch, inst.fields
+    halves = []
+    for side, opcode in (("x", inst.op), ("y", fields["opy"])):
+        name, info = arch.ops["VOPD"][opcode][0], {f[0]: f for f in arch.ops["VOPD"][opcode][1]}
+        dst = fields[f"vdst{side}"]
+        if side == "y":
+            dst = (dst << 1) | ((fields["vdstx"] & 1) ^ 1)
+        ops: list = [Reg("v", dst), decode_src(arch, fields[f"src{side}0"], 32, inst.literal)]
+        if "vsrcy1" in info:
+            ops.append(Reg("v", fields[f"vsrc{side}1"]))
+        if "fmaak" in name:
+            ops.append(Lit(inst.literal or 0))
+        elif "fmamk" in name:
+            ops.insert(2, Lit(inst.literal or 0))
+        halves.append((name, ops))
+    return halves[0][0], [*halves[0][1], VopdJoin(halves[1][0]), *halves[1][1]], {}
+
+
+class VopdJoin(str):
+    """The `::` separator of a VOPD pair, carrying the Y mnemonic (builders also accept a plain string here)."""
+
+
+def _split_mfma(inst) -> Split:
+    fields, info, arch = inst.fields, inst.operand_info, inst.arch
+    acc_cd = bool(fields.get("acc_cd"))
+    ops: list = [_dst_operand(arch, info, "vdst", fields["vdst"], acc_cd)]
+    for i, field in enumerate(("src0", "src1", "src2")):
+        if field not in info:
+            continue
+        raw = fields[field]
+        operand = decode_src(arch, raw, info[field][0], None)
+        if isinstance(operand, Reg) and operand.kind == "v" and ((i == 2 and acc_cd) or (i < 2 and fields.get("acc", 0) >> i & 1)):
+            operand = Reg("a", operand.index, operand.count)
+        ops.append(operand)
+    mods: Mods = {}
+    for key in ("cbsz", "abid", "blgp"):
+        if fields.get(key):
+            mods[key] = fields[key]
+    return inst.mnemonic, ops, mods
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def join_valu(draft: Draft, ops: list, mods: Mods) -> None:
+    """Inverse of split_valu: fill the draft's fields from operands and modifiers."""
+    fmt, arch, info, name, fields = draft.fmt, draft.arch, draft.info, draft.name, draft.fields
+    if fmt == "VOPD":
+        _join_vopd(draft, ops, mods)
+        return
+    if draft.variant == "MFMA":
+        _join_mfma(draft, ops, mods)
+        return
+    long = fmt in ("VOP3", "VOP3SD", "VOP3P")
+    if any(key in mods for key in DPP_KEYS):
+        draft.variant = "DPP8" if "dpp8" in mods else "DPP16"
+    elif any(key in mods for key in ("dst_sel", "dst_unused", "src0_sel", "src1_sel")):
+        draft.variant = "SDWA" if f"{fmt}_SDWA" in arch.formats else "SDWA_SDST"
+    writes_vcc, reads_vcc = _carry(name) if not long else (False, False)
+    ops = list(ops)
+    if any(part in name for part in ("madak", "fmaak")):
+        fields["_lit"] = _literal_of(draft, ops.pop())
+    elif any(part in name for part in ("madmk", "fmamk")):
+        fields["_lit"] = _literal_of(draft, ops.pop(len(ops) - 2))
+    if "vdst" in info and info["vdst"][1] == "EXEC":
+        fields["vdst"] = 126  # v_cmpx_*_e64 writes EXEC: the destination field names exec_lo
+    elif "vdst" in info:
+        fields["vdst"] = _encode_dst(draft, ops, "vdst")
+    elif fmt == "VOPC" and (arch.wave == 64 or "cmpx" not in name):
+        _take_implicit(draft, ops, "vcc")
+    if fmt == "VOP3SD":
+        fields["sdst"] = encode_scalar(arch, f"{name} sdst", _pop(draft, ops, "sdst"))
+    if writes_vcc:
+        _take_implicit(draft, ops, "vcc")
+    if reads_vcc:
+        if not ops:
+            raise EncodeError(f"{name} expects vcc as its last operand")
+        last = ops.pop()
+        if not isinstance(last, Special) or last.code != 106:
+            raise EncodeError(f"{name} reads vcc implicitly; its last operand must be vcc, got {last}")
+    srcs = _src_list(info, ("src0", "src1", "src2") if long else ("src0", "vsrc1"))
+    if len(ops) != len(srcs):
+        raise EncodeError(f"{name} takes {len(srcs)} source operand(s), got {len(ops)}")
+    neg = abs_ = 0
+    for i, (field, operand) in enumerate(zip(srcs, ops, strict=True)):
+        value, n, a = split_mod_const(operand)
+        neg |= n << i
+        abs_ |= a << i
+        if i == 0 and draft.variant:
+            if draft.variant.startswith("SDWA") and isinstance(value, Reg) and value.kind == "s":
+                fields["s0"] = 1
+                fields["vsrc0"] = value.index
+            else:
+                fields["vsrc0"] = encode_vgpr(draft, "src0", value)
+            fields["src0"] = {"DPP16": 250, "DPP8": 234 if mods.get("fi") else 233}.get(draft.variant, 249)
+        elif field == "vsrc1":
+            if not (isinstance(value, Reg) and value.kind == "v"):
+                raise EncodeError(f"{name}: src1 of the e32 form must be a VGPR, got {value}; use the _e64 form")
+            fields["vsrc1"] = value.index
+        elif info[field][2] == "M64" and isinstance(value, Reg | Special):
+            fields[field] = encode_scalar(arch, field, value)
+        else:
+            fields[field] = encode_src(draft, field, value, allow_literal=not long or arch.vop3_literal)
+    if "_lit" in fields:
+        draft.set_literal(fields.pop("_lit"))
+    if (neg or abs_) and not long and draft.variant not in ("DPP16", "SDWA", "SDWA_SDST"):
+        raise EncodeError(f"{name}: neg/abs source modifiers need the _e64 form")
+    if long:
+        _join_long_mods(draft, len(srcs), neg, abs_, mods)
+    else:
+        for i in range(2):
+            if neg >> i & 1:
+                fields[f"src{i}_neg"] = 1
+            if abs_ >> i & 1:
+                fields[f"src{i}_abs"] = 1
+    if draft.variant:
+        _join_variant_mods(draft, mods)
+    if mods:
+        raise EncodeError(f"{name} does not take modifier(s) {', '.join(sorted(mods))}")
+
+
+def _literal_of(draft: Draft, operand: object) -> int:
+    mask = 0xFFFF if draft.bits("vdst") == 16 else 0xFFFFFFFF
+    if isinstance(operand, Lit | Sym):
+        return operand.value & mask
+    if isinstance(operand, float):
+        return float_bits(operand, draft.dfmt("vdst"))
+    if isinstance(operand, int):
+        return operand & mask
+    raise EncodeError(f"{draft.name}: expected a literal constant, got {operand!r}")
+
+
+def _pop(draft: Draft, ops: list, what: str) -> Operand:
+    if not ops:
+        raise EncodeError(f"{draft.name} is missing its {what} operand")
+    return ops.pop(0)
+
+
+def _take_implicit(draft: Draft, ops: list, what: str) -> None:
+    operand = _pop(draft, ops, what)
+    if not (isinstance(operand, Special) and operand.code == 106):
+        raise EncodeError(f"{draft.name}: expected {what} here, got {operand}")
+
+
+def _encode_dst(draft: Draft, ops: list, field: str) -> int:
+    operand = _pop(draft, ops, field)
+    optype = draft.info[field][1]
+    if optype in ("SREG", "SDST", "SREG_NOVCC"):
+        return encode_scalar(draft.arch, f"{draft.name} {field}", operand)
+    return encode_vgpr(draft, field, operand)
+
+
+def _join_long_mods(draft: Draft, nsrc: int, neg: int, abs_: int, mods: Mods) -> None:
+    fields, name = draft.fields, draft.name
+    if draft.fmt == "VOP3P":
+        if abs_:
+            raise EncodeError(f"{name}: packed instructions take neg_lo/neg_hi, not abs")
+        opsel = list_flags(mods.pop("op_sel", 0))  # type: ignore[arg-type]
+        default_hi = 0 if "_mix" in name else 7
+        hi_value = mods.pop("op_sel_hi", None)
+        opsel_hi = default_hi if hi_value is None else list_flags(hi_value) | (7 & ~((1 << nsrc) - 1) if default_hi else 0)  # type: ignore[arg-type]
+        fields.update(opsel=opsel & 7, opsel_hi=opsel_hi & 3, opsel_hi2=opsel_hi >> 2 & 1)
+        fields["neg"] = list_flags(mods.pop("neg_lo", 0)) | neg  # type: ignore[arg-type]
+        fields["neg_hi"] = list_flags(mods.pop("neg_hi", 0))  # type: ignore[arg-type]
+        fields["clmp"] = int(bool(mods.pop("clamp", False)))
+        return
+    fields["neg"] = neg
+    if abs_ and "abs" not in draft.arch.formats[draft.fmt]["fields"]:
+        raise EncodeError(f"{name} takes no abs modifiers")
+    if "abs" in draft.arch.formats[draft.fmt]["fields"]:
+        fields["abs"] = abs_
+    if "op_sel" in mods:
+        flags = list(mods.pop("op_sel"))  # type: ignore[call-overload]
+        if len(flags) != nsrc + 1:
+            raise EncodeError(f"{name}: op_sel needs {nsrc + 1} entries (sources, then destination), got {len(flags)}")
+        fields["opsel"] = list_flags(flags[:-1]) | int(flags[-1]) << 3
+    fields["clmp"] = int(bool(mods.pop("clamp", False)))
+    omod = 0
+    if "mul" in mods:
+        omod = {2: 1, 4: 2}.get(int(mods.pop("mul")), -1)  # type: ignore[call-overload]
+    if "div" in mods:
+        omod = 3 if int(mods.pop("div")) == 2 else -1  # type: ignore[call-overload]
+    if omod < 0:
+        raise EncodeError(f"{name}: output modifier must be mul:2, mul:4 or div:2")
+    if omod and "omod" not in draft.arch.formats[draft.fmt]["fields"]:
+        raise EncodeError(f"{name} has no output modifier")
+    if omod:
+        fields["omod"] = omod
+
+
+def _join_variant_mods(draft: Draft, mods: Mods) -> None:
+    fields = draft.fields
+    if draft.variant == "DPP8":
+        lanes = list(mods.pop("dpp8"))  # type: ignore[call-overload]
+        if len(lanes) != 8:
+            raise EncodeError(f"{draft.name}: dpp8 needs 8 lane selects")
+        for i, lane in enumerate(lanes):
+            fields[f"lane_sel_{i}"] = int(lane) & 7
+        mods.pop("fi", None)
+        return
+    if draft.variant.startswith("SDWA"):
+        for key, names in (("dst_sel", SDWA_SEL), ("dst_unused", SDWA_UNUSED), ("src0_sel", SDWA_SEL), ("src1_sel", SDWA_SEL)):
+            # VOP1 has no second source: its src1_sel bits stay zero.
+            default = 0 if key == "dst_unused" or (key == "src1_sel" and draft.fmt == "VOP1") else 6
+            value = mods.pop(key, None)
+            if key in draft.arch.formats[f"{draft.fmt}_{draft.variant}"]["fields"]:
+                fields[key] = default if value is None else names.index(str(value)) if str(value) in names else int(value)  # type: ignore[call-overload]
+        return
+    ctrl = None
+    if "quad_perm" in mods:
+        perm = list(mods.pop("quad_perm"))  # type: ignore[call-overload]
+        ctrl = sum((int(p) & 3) << (2 * i) for i, p in enumerate(perm))
+    for first, last, key, base in DPP_RANGES:
+        if key in mods:
+            ctrl = first + int(mods.pop(key)) - base  # type: ignore[call-overload]
+            if not first <= ctrl <= last:
+                raise EncodeError(f"{draft.name}: {key} value out of range")
+    for code, (key, value) in DPP_SINGLE.items():
+        if key in mods and (value is True or int(mods[key]) == value):  # type: ignore[call-overload]
+            mods.pop(key)
+            ctrl = code
+    if "dpp_ctrl" in mods:
+        ctrl = int(mods.pop("dpp_ctrl"))  # type: ignore[call-overload]
+    if ctrl is None:
+        raise EncodeError(f"{draft.name}: DPP needs a control such as quad_perm:[0,1,2,3] or row_shl:1")
+    fields["dpp"] = ctrl
+    fields["row_mask"] = _int_mod(mods.pop("row_mask", 0xF))
+    fields["bank_mask"] = _int_mod(mods.pop("bank_mask", 0xF))
+    fields["bc"] = _int_mod(mods.pop("bound_ctrl", 0))
+    if "fi" in draft.arch.formats[f"{draft.fmt}_DPP16"]["fields"]:
+        fields["fi"] = _int_mod(mods.pop("fi", 0))
+
+
+def _int_mod(value: object) -> int:
+    if isinstance(value, Sym):
+        return value.value
+    return int(value)  # type: ignore[call-overload]
+
+
+def _join_vopd(draft: Draft, ops: list, mods: Mods) -> None:
+    arch, fields = draft.arch, draft.fields
+    split = next((i for i, op in enumerate(ops) if isinstance(op, str)), None)
+    if split is None:
+        raise EncodeError(f"{draft.name} needs its Y half: `{draft.name} v0, v1 :: v_dual_mov_b32 v2, v3`")
+    y_name = str(ops[split])
+    y_op = next((code for code, (n, _) in arch.ops["VOPD"].items() if n == y_name), None)
+    if y_op is None:
+        raise EncodeError(f"unknown VOPD instruction {y_name}")
+    fields["opy"] = y_op
+    for side, opcode, half in (("x", draft.op, ops[:split]), ("y", y_op, ops[split + 1:])):
+        name, info = arch.ops["VOPD"][opcode][0], {f[0]: f for f in arch.ops["VOPD"][opcode][1]}
+        half = list(half)
+        if "fmaak" in name:
+            draft.set_literal(_literal_of(draft, half.pop()))
+        elif "fmamk" in name:
+            draft.set_literal(_literal_of(draft, half.pop(2)))
+        want = 3 if "vsrcy1" in info else 2
+        if len(half) != want:
+            raise EncodeError(f"{name} takes {want} operands in a VOPD pair, got {len(half)}")
+        dst = encode_vgpr(draft, f"vdst{side}", half[0])
+        fields[f"vdst{side}"] = dst >> 1 if side == "y" else dst
+        fields[f"src{side}0"] = encode_src(draft, f"src{side}0", half[1])
+        if want == 3:
+            fields[f"vsrc{side}1"] = encode_vgpr(draft, f"vsrc{side}1", half[2])
+        if side == "y" and (dst & 1) == (fields["vdstx"] & 1):
+            raise EncodeError(f"{draft.name}: the X and Y destinations of a VOPD pair must differ in parity (one even, one odd)")
+    if mods:
+        raise EncodeError(f"VOPD instructions take no modifiers, got {', '.join(sorted(mods))}")
+
+
+def _join_mfma(draft: Draft, ops: list, mods: Mods) -> None:
+    fields, info = draft.fields, draft.info
+    srcs = _src_list(info, ("src0", "src1", "src2"))
+    if len(ops) != len(srcs) + 1:
+        raise EncodeError(f"{draft.name} takes {len(srcs) + 1} operands, got {len(ops)}")
+    dst = ops[0]
+    fields["vdst"] = encode_vgpr(draft, "vdst", dst)
+    acc_cd = isinstance(dst, Reg) and dst.kind == "a"
+    fields["acc_cd"] = int(acc_cd)
+    acc = 0
+    for i, (field, operand) in enumerate(zip(srcs, ops[1:], strict=True)):
+        fields[field] = encode_src(draft, field, operand, allow_literal=False)
+        if i < 2 and isinstance(operand, Reg) and operand.kind == "a":
+            acc |= 1 << i
+    fields["acc"] = acc
+    for key in ("cbsz", "abid", "blgp"):
+        fields[key] = int(mods.pop(key, 0))  # type: ignore[call-overload]
+    if mods:
+        raise EncodeError(f"{draft.name} does not take modifier(s) {', '.join(sorted(mods))}")

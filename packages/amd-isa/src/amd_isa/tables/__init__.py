@@ -1,0 +1,1 @@
+"""Generated per-architecture encoding tables (see tools/gen_tables.py)."""

@@ -1,0 +1,69 @@
+"""Shared fixtures of the amd-isa tests: locating LLVM 15 tools and running llvm-mc on a whole corpus at once."""
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+import pytest
+
+
+def llvm_tool(name: str) -> str:
+    """Path of an LLVM 15 tool, or skip the test when it is not installed."""
+    path = shutil.which(f"{name}-15") or shutil.which(name)
+    if path is None:
+        pytest.skip(f"{name}-15 is not installed (apt-get install llvm-15)")
+    return path
+
+
+@dataclass
+class McResult:
+    """llvm-mc's verdict on each input line: (text, bytes) when it assembled it, None when it rejected it."""
+
+    lines: list[tuple[str, bytes] | None]
+
+    @property
+    def accepted(self) -> int:
+        return sum(entry is not None for entry in self.lines)
+
+
+class LlvmMc:
+    """llvm-mc-15 driven in batches: one process per corpus."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def assemble(self, lines: list[str], mcpu: str) -> McResult:
+        """Assemble every line; rejected lines map to None."""
+        return _assemble(self.path, lines, mcpu)
+
+    def disassemble(self, blobs: list[bytes], mcpu: str) -> list[str]:
+        """LLVM's text for each instruction blob."""
+        return _disassemble(self.path, blobs, mcpu)
+
+
+@pytest.fixture(scope="session")
+def llvm_mc() -> LlvmMc:
+    """llvm-mc-15, or a skip when LLVM 15 is not installed."""
+    return LlvmMc(llvm_tool("llvm-mc"))
+
+
+def _assemble(mc: str, lines: list[str], mcpu: str) -> McResult:
+    proc = subprocess.run([mc, "-arch=amdgcn", f"-mcpu={mcpu}", "-show-encoding"], input="\n".join(lines) + "\n",
+                          capture_output=True, text=True, check=False)
+    rejected = {int(m.group(1)) - 1 for m in re.finditer(r"<stdin>:(\d+):\d+: error", proc.stderr)}
+    encoded = iter(line for line in proc.stdout.splitlines() if "encoding:" in line)
+    out: list[tuple[str, bytes] | None] = []
+    for index in range(len(lines)):
+        if index in rejected:
+            out.append(None)
+            continue
+        text, enc = next(encoded).split("; encoding:")
+        out.append((" ".join(text.split()), bytes(int(x, 16) for x in enc.strip(" []").split(","))))
+    return McResult(out)
+
+
+def _disassemble(mc: str, blobs: list[bytes], mcpu: str) -> list[str]:
+    src = "\n".join(",".join(f"{b:#04x}" for b in blob) for blob in blobs) + "\n"
+    proc = subprocess.run([mc, "-arch=amdgcn", f"-mcpu={mcpu}", "-disassemble"], input=src, capture_output=True, text=True, check=False)
+    return [" ".join(line.split()) for line in proc.stdout.splitlines() if line.strip() and not line.strip().startswith(".")]
