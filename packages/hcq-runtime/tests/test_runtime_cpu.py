@@ -62,3 +62,14 @@ def test_loading_two_programs_with_one_name_keeps_them_apart():
         src = f"void k(void **b, const long long *v, int c, int n) {{ *(int *)b[0] = {value}; }}"
         dev.program("k", dev.compiler.compile(src))([out.address])
         assert out.numpy()[0] == value
+
+
+def test_thread_pool_survives_many_launches_of_different_widths():
+    dev = Device["CPU:7"]
+    program = dev.program("fill", dev.compiler.compile(FILL))
+    out = Buffer("CPU:7", 60, Int32())
+    for launch in range(120):
+        cores = 2 + launch % 4
+        program([out.address], [60, launch], n_cores=cores)
+        expected = np.arange(60) * launch + (np.arange(60) % cores) * 1000
+        np.testing.assert_array_equal(out.numpy(), expected)

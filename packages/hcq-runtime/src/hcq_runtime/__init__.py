@@ -1,12 +1,14 @@
 """Devices, buffers, allocators and compile caches; running a LINEAR of CALLs; the hcq2 command-queue engine."""
 
 from .allocator import Allocator, LRUAllocator
+from .batch import LinkedLinear, link_linear
 from .buffer import Buffer, numpy_dtype
 from .compiler import CCompiler, Compiler, cache_dir
 from .cpu import CPUDevice, CPUProgram
 from .device import Device, canonicalize
 from .disk import DiskDevice
 from .errors import AllocationError, CompileError, DeviceError, RuntimeErrorBase
+from .realize import CompiledKernel, Counters, bind_buffer, buffer_for, compile_body, counters, run_call, run_linear
 
 __version__ = "0.1.0"
 
@@ -24,8 +26,18 @@ __all__ = [
     "DeviceError",
     "DiskDevice",
     "LRUAllocator",
+    "LinkedLinear",
     "RuntimeErrorBase",
+    "CompiledKernel",
+    "Counters",
+    "bind_buffer",
+    "buffer_for",
     "cache_dir",
+    "compile_body",
+    "counters",
+    "run_call",
+    "run_linear",
     "canonicalize",
+    "link_linear",
     "numpy_dtype",
 ]

@@ -96,9 +96,9 @@ def source_line_error(src: str, stderr: str, filename: str) -> str:
 class CCompiler(Compiler):
     """Compiles C source into a shared object with the system C compiler."""
 
-    def __init__(self, flags: tuple[str, ...] = ("-O2", "-march=native", "-fno-math-errno", "-ffp-contract=off")):
+    def __init__(self, flags: tuple[str, ...] = ("-O2", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-ffp-contract=off")):
         self.cc = find_c_compiler()
-        self.flags = ("-shared", "-fPIC", "-std=gnu11", "-pthread", *flags)
+        self.flags = ("-shared", "-fPIC", "-std=gnu11", "-pthread", *flags, "-lm")
         self.cache_key = f"c\0{compiler_version(self.cc)}\0{' '.join(self.flags)}"
 
     def compile_uncached(self, src: str) -> bytes:

@@ -4,7 +4,7 @@ Program ABI (what a renderer for this device emits): every program exports
 `void NAME(void **bufs, const long long *vals, int core_id, int n_cores)` -- buffer addresses in the
 program's globals order, variable values in its variables order, and for a THREAD kernel the index of
 this core among `n_cores`. Launches with `n_cores > 1` go through a small native launcher that runs the
-cores on pthreads, so no Python thread is involved and the GIL is released for the whole launch.
+cores on a persistent pthread pool, so no Python thread is involved and the GIL is released for the whole launch.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import tempfile
 from typing import Any
 
 import numpy as np
+from uopir import CRenderer
 
 from .allocator import LRUAllocator
 from .compiler import CCompiler
@@ -70,22 +71,64 @@ def load_shared_object(binary: bytes) -> ctypes.CDLL:
 
 _LAUNCHER_SRC = r"""
 #include <pthread.h>
+/* A persistent pool: workers sleep on a condition variable between launches, so a THREAD kernel costs a wake-up,
+   not a pthread_create per core. Launches are serialized; core 0 runs on the caller's thread. */
 typedef void (*uop_kernel)(void **, const long long *, int, int);
-struct uop_job { uop_kernel fn; void **bufs; const long long *vals; int core, n; };
-static void *uop_run_job(void *arg) { struct uop_job *j = arg; j->fn(j->bufs, j->vals, j->core, j->n); return 0; }
-/* runs fn on n cores: cores 1..n-1 on new threads, core 0 on the caller's thread */
-int uop_parallel(uop_kernel fn, void **bufs, const long long *vals, int n) {
-  pthread_t threads[256]; struct uop_job jobs[256];
-  if (n > 256) n = 256;
-  for (int i = 1; i < n; i++) {
-    jobs[i] = (struct uop_job){fn, bufs, vals, i, n};
-    if (pthread_create(&threads[i], 0, uop_run_job, &jobs[i]) != 0) return -1;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER, launch_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t start_cv = PTHREAD_COND_INITIALIZER, done_cv = PTHREAD_COND_INITIALIZER;
+static uop_kernel job_fn; static void **job_bufs; static const long long *job_vals;
+static int job_n, pending, n_workers;
+static unsigned long long generation;
+static void *uop_worker(void *arg) {
+  int core = (int)(long)arg;
+  unsigned long long seen = 0;
+  pthread_mutex_lock(&mu);
+  for (;;) {
+    while (generation == seen) pthread_cond_wait(&start_cv, &mu);
+    seen = generation;
+    if (core < job_n) {
+      uop_kernel fn = job_fn; void **bufs = job_bufs; const long long *vals = job_vals; int n = job_n;
+      pthread_mutex_unlock(&mu);
+      fn(bufs, vals, core, n);
+      pthread_mutex_lock(&mu);
+      if (--pending == 0) pthread_cond_signal(&done_cv);
+    }
   }
+  return 0;
+}
+int uop_parallel(uop_kernel fn, void **bufs, const long long *vals, int n) {
+  pthread_mutex_lock(&launch_mu);
+  pthread_mutex_lock(&mu);
+  while (n_workers < n - 1) {
+    pthread_t thread;
+    if (pthread_create(&thread, 0, uop_worker, (void *)(long)(n_workers + 1)) != 0) {
+      pthread_mutex_unlock(&mu); pthread_mutex_unlock(&launch_mu); return -1;
+    }
+    pthread_detach(thread);
+    n_workers++;
+  }
+  job_fn = fn; job_bufs = bufs; job_vals = vals; job_n = n; pending = n - 1; generation++;
+  pthread_cond_broadcast(&start_cv);
+  pthread_mutex_unlock(&mu);
   fn(bufs, vals, 0, n);
-  for (int i = 1; i < n; i++) pthread_join(threads[i], 0);
+  pthread_mutex_lock(&mu);
+  while (pending) pthread_cond_wait(&done_cv, &mu);
+  pthread_mutex_unlock(&mu);
+  pthread_mutex_unlock(&launch_mu);
   return 0;
 }
 """
+
+
+@functools.cache
+def host_vector_width() -> int:
+    """float32 lanes of this CPU's widest vector registers (16 with AVX-512, else 8), for the opt heuristic."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line for line in f if line.startswith("flags")), "")
+    except OSError:
+        return 8
+    return 16 if " avx512f" in flags else 8
 
 
 class CPUProgram:
@@ -117,6 +160,7 @@ class CPUDevice:
         self.name = name
         self.allocator = CPUAllocator()
         self.compiler = CCompiler()
+        self.renderer = CRenderer(vector_width=host_vector_width())
         self.n_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
     def program(self, name: str, binary: bytes) -> CPUProgram:

@@ -1,0 +1,168 @@
+"""`run_linear`: execute a LINEAR of CALLs on the devices their buffers live on.
+
+A CALL's body is one of:
+- a kernel SINK: lowered with `uopir.to_program` for the device's renderer, compiled by the device's compiler (both
+  cached: in memory by the body's content key, on disk by source), and launched with the call's buffers and
+  variable values;
+- a PROGRAM: already lowered; its source is compiled and launched the same way;
+- COPY: copies the second argument's buffer into the first's, across devices through the host.
+Arguments are BUFFER UOps (their storage comes from `buffer_for`), bound variables (BIND), or constants.
+
+`DEBUG=2` prints each call with its time; `DEBUG=4` also prints each program's source when it is compiled.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from uopir import Ops, ProgramInfo, UOp, to_program
+
+from .buffer import Buffer
+from .device import Device
+from .errors import DeviceError
+
+_buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
+
+
+def buffer_for(uop: UOp) -> Buffer:
+    """The storage of a BUFFER UOp (allocated lazily, freed when the UOp is); a view when the UOp is an AFTER."""
+    while uop.op is Ops.AFTER:
+        uop = uop.src[0]
+    if uop.op is not Ops.BUFFER:
+        raise DeviceError(f"a call argument must be a BUFFER, got {uop.op.name}")
+    if (buf := _buffers.get(uop)) is None:
+        arg = uop.arg
+        if not isinstance(arg.device, str):
+            raise DeviceError(f"BUFFER {arg.slot} has no single device ({arg.device!r}); give it one before running")
+        buf = _buffers[uop] = Buffer(arg.device, arg.size, arg.dtype)
+    return buf
+
+
+def bind_buffer(uop: UOp, buf: Buffer) -> None:
+    """Make `buf` the storage of the BUFFER UOp `uop` (for inputs that already live somewhere)."""
+    if uop.op is not Ops.BUFFER:
+        raise DeviceError(f"only BUFFER UOps have storage, got {uop.op.name}")
+    _buffers[uop] = buf
+
+
+@dataclass
+class Counters:
+    """What `run_linear` did since the last `reset()`: kernels launched, copies, seconds spent, compiles."""
+
+    kernels: int = 0
+    copies: int = 0
+    seconds: float = 0.0
+    compiles: int = 0
+
+    def reset(self) -> None:
+        self.kernels, self.copies, self.seconds, self.compiles = 0, 0, 0.0, 0
+
+
+counters = Counters()
+
+
+def debug_level() -> int:
+    return int(os.environ.get("DEBUG", "0") or 0)
+
+
+@dataclass
+class CompiledKernel:
+    info: ProgramInfo
+    program: Any
+    source: str = field(repr=False)
+
+
+_kernels: dict[tuple[bytes, str], CompiledKernel] = {}
+
+
+def compile_body(body: UOp, device: str) -> CompiledKernel:
+    """The compiled program for a kernel SINK or PROGRAM body on `device` (cached by content key)."""
+    cache_key = (body.key, device)
+    if (hit := _kernels.get(cache_key)) is not None:
+        return hit
+    dev = Device[device]
+    program = body if body.op is Ops.PROGRAM else to_program(body, dev.renderer, n_cores=dev.n_cores)
+    info, source = program.arg, program.src[2].arg
+    if debug_level() >= 4:
+        print(source)
+    binary = dev.compiler.compile(source)
+    counters.compiles += 1
+    compiled = _kernels[cache_key] = CompiledKernel(info, dev.program(info.function_name, binary), source)
+    return compiled
+
+
+def _value(arg: UOp, var_vals: dict[str, int]) -> int:
+    if arg.op is Ops.CONST:
+        return int(arg.arg)
+    if arg.op is Ops.BIND:
+        return int(arg.src[1].arg) if arg.src[1].op is Ops.CONST else var_vals[arg.expr]
+    if arg.op is Ops.DEFINE_VAR:
+        if arg.expr not in var_vals:
+            raise DeviceError(f"variable {arg.expr} has no value: bind it or pass it in var_vals")
+        return var_vals[arg.expr]
+    raise DeviceError(f"a scalar call argument must be a CONST, BIND or variable, got {arg.op.name}")
+
+
+def _variable_value(var: UOp, args: tuple[UOp, ...], var_vals: dict[str, int]) -> int:
+    if var.op is Ops.PARAM:  # a scalar formal argument: its value is the call's argument at that slot
+        return _value(args[var.arg.slot], var_vals)
+    name = var.arg[0]
+    if name in var_vals:
+        return var_vals[name]
+    for a in args:
+        if a.op is Ops.BIND and a.expr == name:
+            return _value(a, var_vals)
+    raise DeviceError(f"variable {name} has no value: bind it or pass it in var_vals")
+
+
+
+
+def run_call(call: UOp, var_vals: dict[str, int]) -> None:
+    while call.op is Ops.AFTER:
+        call = call.src[0]
+    if call.op is not Ops.CALL:
+        raise DeviceError(f"a LINEAR holds CALLs, got {call.op.name}")
+    body, args = call.src[0], call.src[1:]
+    start = time.perf_counter()
+    if body.op is Ops.COPY:
+        dest, src = buffer_for(args[0]), buffer_for(args[1])
+        dest.copyin(src.as_bytes())
+        counters.copies += 1
+        label = f"copy {src.nbytes} bytes {src.device} -> {dest.device}"
+    elif body.op in (Ops.SINK, Ops.PROGRAM):
+        device = _device_for_body(body, args)
+        kernel = compile_body(body, device)
+        info = kernel.info
+        addresses = [buffer_for(args[slot]).ensure_allocated().address for slot in info.globals]
+        values = [_variable_value(v, args, var_vals) for v in info.vars]
+        kernel.program(addresses, values, n_cores=info.global_size[0])
+        counters.kernels += 1
+        label = info.function_name
+    else:
+        raise DeviceError(f"cannot run a CALL whose body is {body.op.name}: expected a kernel SINK, PROGRAM or COPY")
+    elapsed = time.perf_counter() - start
+    counters.seconds += elapsed
+    if debug_level() >= 2:
+        print(f"*** {label:<40s} {elapsed * 1e6:10.1f} us")
+
+
+def _device_for_body(body: UOp, args: tuple[UOp, ...]) -> str:
+    for a in args:
+        inner = a
+        while inner.op is Ops.AFTER:
+            inner = inner.src[0]
+        if inner.op is Ops.BUFFER:
+            return buffer_for(inner).device
+    return Device.DEFAULT
+
+
+def run_linear(linear: UOp, var_vals: dict[str, int] | None = None) -> None:
+    """Run every CALL of `linear` in order (see the module docstring)."""
+    if linear.op is not Ops.LINEAR:
+        raise DeviceError(f"run_linear takes a LINEAR of CALLs, got {linear.op.name}")
+    for call in linear.src:
+        run_call(call, var_vals or {})

@@ -1,0 +1,73 @@
+"""link_linear: a LINEAR of calls replayed as one native call, with inputs and variables patched per run."""
+
+import numpy as np
+import pytest
+from hcq_runtime import CCompiler, DeviceError, buffer_for, counters, link_linear, run_linear
+from uopir import Ops, UOp, dtypes
+
+
+def scale_add_kernel(n: int, scale: float) -> UOp:
+    """out[i] = a[i] * scale + b[i]"""
+    out, a, b = (UOp.param(s, dtypes.float32.ptr(n)) for s in range(3))
+    i = UOp.range(n, 0)
+    return UOp.sink(out.index(i).store(a.index(i).load() * scale + b.index(i).load()).end(i))
+
+
+def prefix_kernel(n: int) -> UOp:
+    """out[i] = a[i] for i < len, else -1  (len is a variable)"""
+    out, a = (UOp.param(s, dtypes.float32.ptr(n)) for s in range(2))
+    length = UOp.variable("len", 1, n)
+    i = UOp.range(n, 0)
+    return UOp.sink(out.index(i).store((i < length).where(a.index(i).load(), -1.0)).end(i))
+
+
+def call(body: UOp, *args: UOp) -> UOp:
+    return UOp(Ops.CALL, dtypes.void, (body, *args))
+
+
+def test_chain_of_kernels_replays_with_new_inputs_and_variables():
+    n = 64
+    x_in, y_in = UOp.new_buffer("CPU", n, dtypes.float32), UOp.new_buffer("CPU", n, dtypes.float32)
+    tmp, out = UOp.new_buffer("CPU", n, dtypes.float32), UOp.new_buffer("CPU", n, dtypes.float32)
+    linear = UOp(Ops.LINEAR, dtypes.void, (
+        call(scale_add_kernel(n, 2.0), tmp, x_in, y_in),  # tmp = 2x + y
+        call(scale_add_kernel(n, 3.0), out, tmp, x_in),  # out = 3 tmp + x
+        call(prefix_kernel(n), tmp, out),  # tmp = out[:len], -1 after
+    ))
+    linked = link_linear(linear, inputs=[x_in, y_in])
+    assert linked.variables == ("len",) and linked.n_kernels == 3
+    rng = np.random.default_rng(3)
+    compiles = CCompiler.invocations
+    kernels_before = counters.kernels
+    for length in (1, 17, 64):
+        x, y = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+        xb, yb = buffer_for(UOp.new_buffer("CPU", n, dtypes.float32)).copyin(x), buffer_for(UOp.new_buffer("CPU", n, dtypes.float32)).copyin(y)
+        linked([xb, yb], {"len": length})
+        expected_out = 3 * (2 * x + y) + x
+        np.testing.assert_allclose(buffer_for(out).numpy(), expected_out, rtol=1e-6)
+        np.testing.assert_allclose(buffer_for(tmp).numpy(), np.where(np.arange(n) < length, expected_out, -1), rtol=1e-6)
+    assert CCompiler.invocations == compiles  # replays never compile
+    assert counters.kernels == kernels_before  # and never go through the per-call Python path
+
+
+def test_linked_result_equals_run_linear():
+    n = 32
+    a, b, out = (UOp.new_buffer("CPU", n, dtypes.float32) for _ in range(3))
+    buffer_for(a).copyin(np.arange(n, dtype=np.float32))
+    buffer_for(b).copyin(np.ones(n, dtype=np.float32))
+    linear = UOp(Ops.LINEAR, dtypes.void, (call(scale_add_kernel(n, 0.5), out, a, b),))
+    run_linear(linear)
+    eager = buffer_for(out).numpy().copy()
+    buffer_for(out).copyin(np.zeros(n, dtype=np.float32))
+    link_linear(linear)([])
+    np.testing.assert_array_equal(buffer_for(out).numpy(), eager)
+
+
+def test_linked_program_checks_its_arguments():
+    n = 8
+    a, out = UOp.new_buffer("CPU", n, dtypes.float32), UOp.new_buffer("CPU", n, dtypes.float32)
+    linked = link_linear(UOp(Ops.LINEAR, dtypes.void, (call(prefix_kernel(n), out, a),)), inputs=[a])
+    with pytest.raises(DeviceError, match="takes 1 input buffers, got 0"):
+        linked([])
+    with pytest.raises(DeviceError, match="variable len has no value"):
+        linked([buffer_for(UOp.new_buffer("CPU", n, dtypes.float32))])

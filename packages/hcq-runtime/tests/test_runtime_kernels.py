@@ -1,0 +1,222 @@
+"""Kernel ASTs lowered by uopir's codegen, compiled for the CPU and run through run_linear, checked against numpy."""
+
+import numpy as np
+import pytest
+from hcq_runtime import CCompiler, CompileError, Device, buffer_for, counters, run_linear
+from uopir import AxisType, CodegenError, CRenderer, Ops, Opt, OptOps, UOp, dtypes, to_program
+
+NP_DTYPES = {
+    dtypes.bool: np.bool_, dtypes.int8: np.int8, dtypes.uint8: np.uint8, dtypes.int16: np.int16, dtypes.uint16: np.uint16,
+    dtypes.int32: np.int32, dtypes.uint32: np.uint32, dtypes.int64: np.int64, dtypes.uint64: np.uint64,
+    dtypes.float16: np.float16, dtypes.float32: np.float32, dtypes.float64: np.float64,
+}
+
+
+def param(slot: int, dtype, size: int) -> UOp:
+    return UOp.param(slot, dtype.ptr(size))
+
+
+def run(ast: UOp, out: tuple[int, object], *inputs, device: str = "CPU") -> np.ndarray:
+    """Run the kernel (or PROGRAM) `ast` with an output buffer (size, dtype) at slot 0 and `inputs` after it.
+
+    Each input is a numpy array (its uopir dtype inferred) or an (array, uopir dtype) pair for raw bits."""
+    size, dtype = out
+    buffers = [UOp.new_buffer(device, size, dtype)]
+    for item in inputs:
+        arr, dt = item if isinstance(item, tuple) else (item, next(k for k, v in NP_DTYPES.items() if v == item.dtype))
+        buffers.append(UOp.new_buffer(device, arr.size, dt))
+        buffer_for(buffers[-1]).copyin(np.ascontiguousarray(arr))
+    call = UOp(Ops.CALL, dtypes.void, (ast, *buffers))
+    run_linear(UOp(Ops.LINEAR, dtypes.void, (call,)))
+    return buffer_for(buffers[0]).numpy()
+
+
+def elementwise_add_broadcast(rows: int, cols: int) -> UOp:
+    """out[i, j] = a[i, j] + b[j]"""
+    out, a, b = param(0, dtypes.float32, rows * cols), param(1, dtypes.float32, rows * cols), param(2, dtypes.float32, cols)
+    i, j = UOp.range(rows, 0), UOp.range(cols, 1)
+    return UOp.sink(out.index(i * cols + j).store(a.index(i * cols + j).load() + b.index(j).load()).end(i, j))
+
+
+def reduce_axis(rows: int, cols: int, axis: int, op: Ops) -> UOp:
+    """out = a.reshape(rows, cols) reduced with `op` over `axis`."""
+    kept, reduced = (rows, cols) if axis == 1 else (cols, rows)
+    out, a = param(0, dtypes.float32, kept), param(1, dtypes.float32, rows * cols)
+    k, r = UOp.range(kept, 0), UOp.range(reduced, 1, AxisType.REDUCE)
+    idx = k * cols + r if axis == 1 else r * cols + k
+    return UOp.sink(out.index(k).store(a.index(idx).load().reduce(r, arg=op)).end(k))
+
+
+def matmul(n: int, m: int, k: int, dtype=dtypes.float32) -> UOp:
+    """out[n, m] = a[n, k] @ b[k, m]"""
+    out, a, b = param(0, dtype, n * m), param(1, dtype, n * k), param(2, dtype, k * m)
+    i, j, r = UOp.range(n, 0), UOp.range(m, 1), UOp.range(k, 2, AxisType.REDUCE)
+    value = (a.index(i * k + r).load() * b.index(r * m + j).load()).reduce(r)
+    return UOp.sink(out.index(i * m + j).store(value).end(i, j))
+
+
+def pad1d(n: int, before: int, after: int) -> UOp:
+    """out = pad(a, (before, after)) with zeros, through gated loads."""
+    out, a = param(0, dtypes.float32, n + before + after), param(1, dtypes.float32, n)
+    i = UOp.range(n + before + after, 0)
+    valid = (i >= before) & (i < n + before)
+    return UOp.sink(out.index(i).store(a.index(i - before, valid).load()).end(i))
+
+
+def binary(n: int, op: Ops, dtype, out_dtype=None) -> UOp:
+    out, a, b = param(0, out_dtype or dtype, n), param(1, dtype, n), param(2, dtype, n)
+    i = UOp.range(n, 0)
+    return UOp.sink(out.index(i).store(a.index(i).load().alu(op, b.index(i).load())).end(i))
+
+
+def unary(n: int, src_dtype, dst_dtype, fn) -> UOp:
+    out, a = param(0, dst_dtype, n), param(1, src_dtype, n)
+    i = UOp.range(n, 0)
+    return UOp.sink(out.index(i).store(fn(a.index(i).load())).end(i))
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(1234)
+
+
+def test_broadcasting_elementwise(rng):
+    a, b = rng.standard_normal((7, 33), dtype=np.float32), rng.standard_normal(33, dtype=np.float32)
+    out = run(elementwise_add_broadcast(7, 33), (7 * 33, dtypes.float32), a, b)
+    np.testing.assert_array_equal(out.reshape(7, 33), a + b)
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+@pytest.mark.parametrize("op, ref", [(Ops.ADD, np.sum), (Ops.MAX, np.max)])
+def test_reduce_inner_and_outer_axis(rng, axis, op, ref):
+    a = rng.standard_normal((13, 40), dtype=np.float32)
+    out = run(reduce_axis(13, 40, axis, op), (a.shape[1 - axis], dtypes.float32), a)
+    np.testing.assert_allclose(out, ref(a, axis=axis), rtol=1e-5, atol=1e-5)
+
+
+def test_max_reduce_propagates_nan():
+    a = np.array([[1, np.nan, 3], [4, 5, 6]], dtype=np.float32)
+    out = run(reduce_axis(2, 3, 1, Ops.MAX), (2, dtypes.float32), a)
+    assert np.isnan(out[0]) and out[1] == 6
+
+
+@pytest.mark.parametrize("n, m, k", [(1, 1, 1), (17, 5, 9), (64, 64, 64), (48, 32, 100)])
+def test_matmul(rng, n, m, k):
+    a, b = rng.standard_normal((n, k), dtype=np.float32), rng.standard_normal((k, m), dtype=np.float32)
+    out = run(matmul(n, m, k), (n * m, dtypes.float32), a, b)
+    np.testing.assert_allclose(out.reshape(n, m), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_padded_gated_loads(rng):
+    a = rng.standard_normal(10, dtype=np.float32)
+    out = run(pad1d(10, 3, 2), (15, dtypes.float32), a)
+    np.testing.assert_array_equal(out, np.pad(a, (3, 2)))
+
+
+def c_trunc_div(a, b):
+    """C semantics written independently: the quotient truncated toward zero (computed in float64, exact here)."""
+    q = np.trunc(a.astype(np.float64) / np.where(b == 0, 1, b)).astype(a.dtype)
+    return np.where(b == 0, 0, q)
+
+
+@pytest.mark.parametrize("dtype, np_dtype", [(dtypes.int32, np.int32), (dtypes.int64, np.int64), (dtypes.int8, np.int8)])
+def test_integer_division_and_modulo_of_negative_numbers(dtype, np_dtype):
+    a = np.array([7, -7, 7, -7, 0, 5, -128 if np_dtype == np.int8 else -1000, 3, 9, -9], dtype=np_dtype)
+    b = np.array([2, 2, -2, -2, 3, 0, 7, -1, 0, 4], dtype=np_dtype)
+    quotient = run(binary(10, Ops.CDIV, dtype), (10, dtype), a, b)
+    remainder = run(binary(10, Ops.CMOD, dtype), (10, dtype), a, b)
+    expected_q = c_trunc_div(a, b)
+    np.testing.assert_array_equal(quotient, expected_q)
+    # x % 0 is x, and the identity a == (a / b) * b + a % b holds for every pair
+    np.testing.assert_array_equal(remainder, np.where(b == 0, a, a - expected_q * b))
+    np.testing.assert_array_equal(quotient.astype(np.int64) * b + remainder, a)
+
+
+def test_second_run_does_not_invoke_the_compiler(rng):
+    ast = elementwise_add_broadcast(5, 6)  # unique to this test, so the first run compiles
+    a, b = rng.standard_normal((5, 6), dtype=np.float32), rng.standard_normal(6, dtype=np.float32)
+    counters.reset()
+    run(ast, (30, dtypes.float32), a, b)
+    first = CCompiler.invocations
+    out = run(ast, (30, dtypes.float32), a * 2, b)
+    assert CCompiler.invocations == first
+    assert counters.kernels == 2 and counters.compiles == 1
+    np.testing.assert_array_equal(out.reshape(5, 6), a * 2 + b)
+
+
+OPT_LISTS = [
+    [],
+    [Opt(OptOps.UPCAST, 1, 4)],
+    [Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UPCAST, 1, 8)],
+    [Opt(OptOps.UNROLL, 2, 4)],
+    [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UNROLL, 2, 2)],
+    [Opt(OptOps.THREAD, 0, 2)],
+    [Opt(OptOps.THREAD, 0, 4), Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UNROLL, 2, 4)],
+    [Opt(OptOps.PADTO, 0, 48)],
+    [Opt(OptOps.PADTO, 2, 48)],
+    [Opt(OptOps.PADTO, 1, 40), Opt(OptOps.UPCAST, 1, 8)],
+]
+
+
+@pytest.mark.parametrize("opts", OPT_LISTS, ids=lambda o: ",".join(f"{x.op.name}{x.axis}:{x.arg}" for x in o) or "none")
+def test_results_do_not_depend_on_opts(rng, opts):
+    n, m, k = 32, 32, 32
+    a, b = rng.standard_normal((n, k), dtype=np.float32), rng.standard_normal((k, m), dtype=np.float32)
+    program = to_program(matmul(n, m, k), CRenderer(), opts=opts)
+    out = run(program, (n * m, dtypes.float32), a, b)
+    np.testing.assert_allclose(out.reshape(n, m), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_opts_that_do_not_apply_are_refused():
+    ast = matmul(32, 32, 30)
+    with pytest.raises(CodegenError, match="size 30 by 4"):
+        to_program(ast, CRenderer(), opts=[Opt(OptOps.UNROLL, 2, 4)])
+    with pytest.raises(CodegenError, match="UPCAST applies to loop axes"):
+        to_program(ast, CRenderer(), opts=[Opt(OptOps.UPCAST, 2, 2)])
+    with pytest.raises(CodegenError, match="names axis 7"):
+        to_program(ast, CRenderer(), opts=[Opt(OptOps.UPCAST, 7, 2)])
+
+
+def test_threaded_kernel_uses_several_cores(rng):
+    a = rng.standard_normal((64, 64), dtype=np.float32)
+    program = to_program(elementwise_add_broadcast(64, 64), CRenderer(), opts=[Opt(OptOps.THREAD, 0, 4)])
+    assert program.arg.global_size == (4, 1, 1)
+    out = run(program, (64 * 64, dtypes.float32), a, a[0])
+    np.testing.assert_array_equal(out.reshape(64, 64), a + a[0])
+
+
+def test_program_info():
+    program = to_program(matmul(8, 4, 2), CRenderer(), opts=[])
+    info = program.arg
+    assert info.function_name == "r_8_4_2"
+    assert info.globals == (0, 1, 2) and info.outs == (0,) and info.ins == (1, 2)
+    assert to_program(elementwise_add_broadcast(3, 5), CRenderer(), opts=[]).arg.function_name == "E_3_5"
+    assert "restrict" in program.src[2].arg
+
+
+def test_malformed_kernel_is_refused_with_a_clear_error():
+    a = UOp.param(0, dtypes.float32.ptr(4))
+    with pytest.raises(CodegenError, match="a kernel SINK holds STOREs"):
+        to_program(UOp.sink(a.index(UOp.const(0)).load()), CRenderer())
+    with pytest.raises(CodegenError, match="a kernel AST is a SINK"):
+        to_program(a.index(UOp.const(0)).load(), CRenderer())
+
+
+def test_compiler_failure_shows_the_offending_line():
+    dev = Device["CPU"]
+    with pytest.raises(CompileError, match=r"line 2: .*undefined_name.* -- `return undefined_name;`"):
+        dev.compiler.compile("int f(void) {\n  return undefined_name;\n}\n")
+
+
+def test_debug_levels_print_calls_and_sources(rng, monkeypatch, capsys):
+    a, b = rng.standard_normal((3, 7), dtype=np.float32), rng.standard_normal(7, dtype=np.float32)
+    ast = elementwise_add_broadcast(3, 7)
+    monkeypatch.setenv("DEBUG", "4")
+    run(ast, (21, dtypes.float32), a, b)
+    printed = capsys.readouterr().out
+    assert "void E_3_7(void **bufs" in printed and "restrict" in printed
+    assert "*** E_3_7" in printed
+    monkeypatch.setenv("DEBUG", "2")
+    run(ast, (21, dtypes.float32), a, b)
+    printed = capsys.readouterr().out
+    assert "*** E_3_7" in printed and "restrict" not in printed

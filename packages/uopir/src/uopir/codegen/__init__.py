@@ -1,0 +1,8 @@
+"""Kernel codegen: optimizations, lowering a kernel AST to a linear program, and `to_program`."""
+
+from .kernel import CodegenError
+from .linearize import linearize
+from .opts import Opt, OptOps, apply_opts, heuristic_opts
+from .program import kernel_name, to_program
+
+__all__ = ["CodegenError", "Opt", "OptOps", "apply_opts", "heuristic_opts", "kernel_name", "linearize", "to_program"]

@@ -1,0 +1,106 @@
+"""Reading a kernel AST: its stores, ranges, reductions and buffers.
+
+A kernel AST is a SINK whose sources are STOREs (optionally wrapped in END(store, *ranges)) into INDEXed buffer
+PARAMs. Values are built from LOADs of INDEXed PARAMs, CONSTs, variables (DEFINE_VAR or scalar PARAMs), ALU ops,
+CAST, BITCAST and REDUCE(value, *ranges, arg=op). Loop indices are RANGE(end) nodes whose arg is (axis_id, AxisType).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from uopir.dtypes import PtrDType, dtypes
+from uopir.errors import GraphError
+from uopir.ops import AxisType, Ops
+from uopir.uop import UOp
+
+#: axis kinds that are small constant loops kept in registers rather than real loops
+REGISTER_AXES = frozenset({AxisType.UPCAST, AxisType.UNROLL})
+REDUCE_AXES = frozenset({AxisType.REDUCE, AxisType.UNROLL, AxisType.GROUP_REDUCE})
+
+
+class CodegenError(GraphError):
+    """A kernel AST cannot be lowered (malformed, or an optimization does not apply)."""
+
+
+def reduce_identity(op: Ops, dtype) -> float | int | bool:
+    if op is Ops.ADD:
+        return False if dtype == dtypes.bool else 0
+    if op is Ops.MUL:
+        return True if dtype == dtypes.bool else 1
+    if op is Ops.MAX:
+        return dtype.min
+    raise CodegenError(f"REDUCE with {op!r} has no identity: use ADD, MUL or MAX")
+
+
+def axis_type(r: UOp) -> AxisType:
+    return r.arg[1]
+
+
+def range_end(r: UOp) -> int:
+    end = r.src[0]
+    if end.op is not Ops.CONST:
+        raise CodegenError(f"range {r.arg[0]} has a symbolic end ({end.render()}): this optimization needs a constant size")
+    return int(end.arg)
+
+
+def strip_end(x: UOp) -> UOp:
+    while x.op is Ops.END:
+        x = x.src[0]
+    return x
+
+
+def kernel_stores(ast: UOp) -> list[UOp]:
+    """The STOREs of a kernel, in SINK order."""
+    if ast.op is not Ops.SINK:
+        raise CodegenError(f"a kernel AST is a SINK, got {ast.op.name}")
+    stores = [strip_end(s) for s in ast.src]
+    for s in stores:
+        if s.op is not Ops.STORE:
+            raise CodegenError(f"a kernel SINK holds STOREs (or END(STORE, ...)), got {s.op.name}")
+    return stores
+
+
+def kernel_ranges(ast: UOp) -> list[UOp]:
+    """Every RANGE of the kernel: loop axes, then reduce axes, then register axes, each by axis id."""
+    ranges = {u for u in ast.toposort() if u.op is Ops.RANGE}
+    return sorted(ranges, key=lambda r: (axis_type(r) in REGISTER_AXES, axis_type(r) in REDUCE_AXES, r.arg[0]))
+
+
+def buffer_params(ast: UOp) -> list[UOp]:
+    """The pointer PARAMs (global buffers) the kernel touches, by slot."""
+    params = {u for u in ast.toposort() if u.op is Ops.PARAM and isinstance(u.dtype, PtrDType)}
+    return sorted(params, key=lambda p: p.arg.slot)
+
+
+def kernel_variables(ast: UOp) -> list[UOp]:
+    """Scalar inputs of the kernel (DEFINE_VAR nodes and scalar PARAMs), by name."""
+    found = {u for u in ast.toposort() if u.op is Ops.DEFINE_VAR or (u.op is Ops.PARAM and not isinstance(u.dtype, PtrDType))}
+    return sorted(found, key=variable_name)
+
+
+def variable_name(v: UOp) -> str:
+    if v.op is Ops.DEFINE_VAR:
+        return v.arg[0]
+    return v.arg.name or f"var{v.arg.slot}"
+
+
+@dataclass(frozen=True)
+class Access:
+    """Which buffer slots a kernel writes and reads."""
+
+    outs: tuple[int, ...]
+    ins: tuple[int, ...]
+
+
+def buffer_access(ast: UOp) -> Access:
+    outs = {strip_index(s.src[0]).arg.slot for s in kernel_stores(ast)}
+    ins = {strip_index(u.src[0]).arg.slot for u in ast.toposort() if u.op is Ops.LOAD}
+    return Access(tuple(sorted(outs)), tuple(sorted(ins)))
+
+
+def strip_index(x: UOp) -> UOp:
+    """The buffer PARAM under an INDEX (or the node itself)."""
+    while x.op in (Ops.INDEX, Ops.CAST, Ops.BITCAST, Ops.AFTER):
+        x = x.src[0]
+    return x

@@ -1,0 +1,184 @@
+"""Lowering a kernel AST to a linear program: loops, accumulators and statements in execution order.
+
+The linear program is a list of UOps a renderer walks top to bottom:
+- PARAM (global buffers), DEFINE_VAR and SPECIAL come first: the program's inputs.
+- RANGE opens a loop; END(range) closes it. Register axes (UPCAST/UNROLL) are small constant loops the renderer
+  marks for full unrolling; they are opened around each block that needs them, innermost.
+- A REDUCE becomes an accumulator (a PARAM in AddrSpace.REG holding one slot per register-axis element), an
+  initializing STORE, an update STORE inside the reduce loops, and a LOAD of the result after them. REDUCEs over
+  the same ranges share one loop nest, so a register-tiled matmul updates all its accumulators in one pass.
+- Every other node appears once per scope that needs it, after its sources; STOREs are statements.
+"""
+
+from __future__ import annotations
+
+import math
+
+from uopir.args import ParamArg
+from uopir.dtypes import AddrSpace, dtypes
+from uopir.ops import AxisType, Ops
+from uopir.uop import UOp
+
+from .kernel import REGISTER_AXES, CodegenError, axis_type, kernel_stores, range_end, reduce_identity
+
+_DEFINES = (Ops.PARAM, Ops.DEFINE_VAR, Ops.SPECIAL)
+
+
+def accumulate(red: UOp, acc: UOp) -> UOp:
+    """acc OP body; a float sum of products becomes one fused multiply-add per step, as BLAS accumulates."""
+    body = red.src[0]
+    if red.arg is Ops.ADD and body.op is Ops.MUL and dtypes.is_float(body.dtype):
+        return UOp(Ops.MULACC, body.dtype, (body.src[0], body.src[1], acc))
+    return acc.alu(red.arg, body)
+
+
+def register_order(r: UOp) -> tuple[bool, int]:
+    """Register loops nest unrolled reduce axes outermost, then upcasts newest first: the first upcast the
+    heuristic makes is the contiguous output axis, and innermost it becomes the one the C compiler vectorizes."""
+    return (axis_type(r) is not AxisType.UNROLL, -r.arg[0])
+
+
+class Linearizer:
+    def __init__(self, ast: UOp):
+        self.ast = ast
+        self.out: list[UOp] = []
+        self.scopes: list[set[UOp]] = [set()]
+        self.open: list[UOp] = []
+        self.reduce_value: dict[UOp, UOp] = {}
+        self.n_accs = 0
+        self._deps: dict[UOp, frozenset[UOp]] = {}
+
+    # ---- analysis ----
+    def _compute_deps(self, node: UOp) -> frozenset[UOp]:
+        if node.op is Ops.RANGE:
+            return frozenset({node}) | self._deps[node.src[0]]
+        below = frozenset().union(*(self._deps[s] for s in node.src))
+        if node.op is Ops.REDUCE:
+            return below - frozenset(node.src[1:])
+        if node.op is Ops.END:
+            return below - frozenset(node.src[1:])
+        return below
+
+    def deps(self, node: UOp) -> frozenset[UOp]:
+        """The RANGEs `node` depends on (a REDUCE or END hides the ranges it closes)."""
+        if node not in self._deps:
+            for n in node.toposort(gate=lambda x: x not in self._deps):
+                if n not in self._deps:
+                    self._deps[n] = self._compute_deps(n)
+        return self._deps[node]
+
+    # ---- scopes ----
+    def visible(self, node: UOp) -> bool:
+        return any(node in scope for scope in self.scopes)
+
+    def open_range(self, r: UOp) -> None:
+        self.emit(r.src[0])
+        self.out.append(r)
+        self.open.append(r)
+        self.scopes.append({r})
+
+    def close_range(self) -> None:
+        r = self.open.pop()
+        self.scopes.pop()
+        self.out.append(UOp(Ops.END, dtypes.void, (r,)))
+
+    # ---- emission ----
+    def emit(self, node: UOp) -> UOp:
+        """Make `node` available in the current scope; returns the node the program uses for it."""
+        if node.op is Ops.REDUCE:
+            if node not in self.reduce_value:
+                raise CodegenError("internal: a REDUCE was used before its loop was emitted")
+            return self.emit(self.reduce_value[node])
+        if node.op is Ops.RANGE:
+            if node not in self.open:
+                raise CodegenError(f"range {node.arg[0]} is used outside its loop: the kernel AST is malformed")
+            return node
+        if self.visible(node):
+            return node
+        srcs = tuple(self.emit(s) for s in node.src)
+        lowered = node.replace(src=srcs)
+        if not self.visible(lowered):
+            self.out.append(lowered)
+            self.scopes[-1].add(lowered)
+        return lowered
+
+    def emit_block(self, values: list[UOp]) -> list[UOp]:
+        """Emit `values` (computing the reductions they need first) inside loops over their register axes."""
+        self.emit_reductions(values)
+        regs = sorted({r for v in values for r in self.deps(v) if axis_type(r) in REGISTER_AXES and r not in self.open},
+                      key=register_order)
+        for r in regs:
+            self.open_range(r)
+        lowered = [self.emit(v) for v in values]
+        for _ in regs:
+            self.close_range()
+        return lowered
+
+    def top_level_reduces(self, values: list[UOp]) -> list[UOp]:
+        found: dict[UOp, None] = {}
+        for v in values:
+            # stop at REDUCEs: the ones inside a reduce body are emitted inside its loop
+            for node in v.toposort(gate=lambda n, root=v: n.op is not Ops.REDUCE or n is root):
+                if node.op is Ops.REDUCE and node not in self.reduce_value:
+                    found[node] = None
+        return list(found)
+
+    def emit_reductions(self, values: list[UOp]) -> None:
+        groups: dict[tuple[UOp, ...], list[UOp]] = {}
+        for red in self.top_level_reduces(values):
+            groups.setdefault(tuple(sorted(red.src[1:], key=lambda r: r.arg[0])), []).append(red)
+        for ranges, group in groups.items():
+            self.emit_reduce_group(ranges, group)
+
+    def emit_reduce_group(self, ranges: tuple[UOp, ...], group: list[UOp]) -> None:
+        out_regs = sorted({r for red in group for r in self.deps(red) if axis_type(r) in REGISTER_AXES}, key=register_order)
+        for r in out_regs:
+            range_end(r)  # register axes must have constant sizes
+        size = math.prod(range_end(r) for r in out_regs)
+        flat = UOp.const(0, dtypes.weakint)
+        for r in out_regs:
+            flat = flat * range_end(r) + r
+        flat = flat.simplify()
+        accs = []
+        for red in group:
+            ptr = red.dtype.ptr(size, AddrSpace.REG)
+            acc = UOp(Ops.PARAM, ptr, (), ParamArg(self.n_accs, ptr, addrspace=AddrSpace.REG))
+            self.n_accs += 1
+            self.out.append(acc)
+            self.scopes[-1].add(acc)
+            accs.append(acc)
+        # initialize
+        inits = [acc.index(flat).store(UOp.const(reduce_identity(red.arg, red.dtype), red.dtype)) for red, acc in zip(group, accs)]
+        self.emit_block(inits)
+        # accumulate: real reduce loops outside, register axes (outputs and unrolled reduce axes) inside
+        loops = [r for r in ranges if axis_type(r) not in REGISTER_AXES]
+        for r in loops:
+            self.open_range(r)
+        updates = [acc.index(flat).store(accumulate(red, acc.index(flat).load())) for red, acc in zip(group, accs)]
+        self.emit_block(updates)
+        for _ in loops:
+            self.close_range()
+        for red, acc in zip(group, accs):
+            self.reduce_value[red] = acc.index(flat).load()
+
+
+def linearize(ast: UOp) -> list[UOp]:
+    """The linear program of a kernel AST (see the module docstring for its shape)."""
+    lin = Linearizer(ast)
+    for node in ast.toposort():
+        if node.op in _DEFINES and node.arg is not None and getattr(node.arg, "addrspace", AddrSpace.GLOBAL) is not AddrSpace.REG:
+            lin.out.append(node)
+            lin.scopes[0].add(node)
+    for store in kernel_stores(ast):
+        loops = sorted((r for r in lin.deps(store) if axis_type(r) not in REGISTER_AXES), key=lambda r: r.arg[0])
+        common = 0
+        while common < min(len(lin.open), len(loops)) and lin.open[common] is loops[common]:
+            common += 1
+        while len(lin.open) > common:
+            lin.close_range()
+        for r in loops[common:]:
+            lin.open_range(r)
+        lin.emit_block([store])
+    while lin.open:
+        lin.close_range()
+    return lin.out

@@ -1,0 +1,49 @@
+"""`to_program`: a kernel AST to a PROGRAM UOp (the AST, its linear program, the rendered source, ProgramInfo)."""
+
+from __future__ import annotations
+
+from uopir.args import ProgramInfo
+from uopir.dtypes import dtypes
+from uopir.ops import Ops
+from uopir.rewrite import graph_rewrite
+from uopir.symbolic import pm_lower_floor_ops, symbolic
+from uopir.uop import UOp
+
+from ..renderer.base import Renderer
+from .kernel import REDUCE_AXES, axis_type, buffer_access, buffer_params, kernel_ranges, kernel_stores, kernel_variables
+from .linearize import linearize
+from .opts import Opt, apply_opts, heuristic_opts
+
+
+def kernel_name(ast: UOp) -> str:
+    """tinygrad-style: `E_` for elementwise kernels, `r_` with a reduction, then the axis sizes."""
+    ranges = kernel_ranges(ast)
+    prefix = "r" if any(axis_type(r) in REDUCE_AXES for r in ranges) else "E"
+    dims = [str(r.src[0].arg) if r.src[0].op is Ops.CONST else r.src[0].render() for r in ranges]
+    return "_".join([prefix, *dims]).translate(str.maketrans({c: "" for c in " ()*+-/%<>"})) if dims else prefix
+
+
+def lower_kernel(ast: UOp) -> UOp:
+    """Index math simplified and Python floor division lowered to C division (what every renderer expects)."""
+    return graph_rewrite(ast, symbolic + pm_lower_floor_ops, name="lower kernel")
+
+
+def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | tuple[Opt, ...] | None = None, n_cores: int = 1) -> UOp:
+    """Lower `ast` for `renderer` and return PROGRAM(ast, LINEAR(...), SOURCE(text), arg=ProgramInfo).
+
+    opts None picks them with the heuristic (THREAD only when the renderer has threads and n_cores > 1)."""
+    kernel_stores(ast)  # raises on a malformed kernel
+    name = kernel_name(ast)
+    params = buffer_params(ast)
+    variables = kernel_variables(ast)
+    access = buffer_access(ast)
+    lowered = lower_kernel(ast)
+    if opts is None:
+        opts = heuristic_opts(lowered, n_cores if renderer.has_threads else 1, renderer.vector_width)
+    optimized = lower_kernel(apply_opts(lowered, opts))
+    linear = linearize(optimized)
+    cores = max((int(u.src[0].arg) for u in linear if u.op is Ops.SPECIAL and u.arg == "core_id"), default=1)
+    source = renderer.render(name, linear)
+    info = ProgramInfo(name, globals=tuple(p.arg.slot for p in params), vars=tuple(variables), outs=access.outs, ins=access.ins,
+                       global_size=(cores, 1, 1), local_size=(1, 1, 1), target=renderer.device)
+    return UOp(Ops.PROGRAM, dtypes.void, (ast, UOp(Ops.LINEAR, dtypes.void, tuple(linear)), UOp(Ops.SOURCE, dtypes.void, (), source)), info)

@@ -1,0 +1,98 @@
+"""Movement ops on UOps (reshape, expand, permute, pad, shrink, flip, unshard) and walking back to the storage.
+
+The symbolic parameters of a movement op are srcs of the node (so rewrites reach them); `marg` reads them back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from uopir.dtypes import dtypes
+from uopir.ops import GroupOp, Ops
+from uopir.shapes import sint
+
+if TYPE_CHECKING:
+    from uopir.uop import UOp
+
+
+class MovementMixin:
+    """View-changing builders shared by every UOp (they build nodes through the node's own class)."""
+
+    __slots__ = ()
+
+    # provided by UOp
+    op: Any
+    dtype: Any
+    src: Any
+    shape: Any
+    ndim: Any
+    const_like: Any
+
+    def _mop(self, op: Ops, dims: Iterable[sint], arg: Any = None) -> UOp:
+        srcs = tuple(self.const_like(d, dtypes.weakint) if isinstance(d, int) else d for d in dims)
+        ret = type(self)(op, self.dtype, (self, *srcs), arg)
+        _ = ret.shape  # validate now: a bad movement op fails where it is built
+        return ret
+
+    def reshape(self, shape: tuple[sint, ...]) -> UOp:
+        """A reshape to `shape` (same element count)."""
+        return self if self.shape == tuple(shape) else self._mop(Ops.RESHAPE, shape)
+
+    def expand(self, shape: tuple[sint, ...]) -> UOp:
+        """Broadcast size-1 dims to `shape`."""
+        return self if self.shape == tuple(shape) else self._mop(Ops.EXPAND, shape)
+
+    def permute(self, order: tuple[int, ...]) -> UOp:
+        """Reorder the axes."""
+        return self if tuple(order) == tuple(range(self.ndim)) else self._mop(Ops.PERMUTE, (), tuple(order))
+
+    def pad(self, padding: tuple[tuple[sint, sint], ...]) -> UOp:
+        """Pad each axis by (before, after) elements."""
+        if all(isinstance(x, int) and x == 0 for p in padding for x in p):
+            return self
+        return self._mop(Ops.PAD, [x for p in padding for x in p])
+
+    def shrink(self, arg: tuple[tuple[sint, sint], ...]) -> UOp:
+        """Keep [begin, end) of each axis."""
+        if all(isinstance(b, int) and b == 0 and (e is s or (isinstance(e, int) and isinstance(s, int) and e == s))
+               for (b, e), s in zip(arg, self.shape)):
+            return self
+        return self._mop(Ops.SHRINK, [x for p in arg for x in p])
+
+    def shrink_to(self, shape: tuple[sint, ...]) -> UOp:
+        """Keep the first `shape[i]` elements of each axis."""
+        return self.shrink(tuple((0, s) for s in shape))
+
+    def flip(self, flags: tuple[bool, ...]) -> UOp:
+        """Reverse the axes whose flag is True."""
+        return self if not any(flags) else self._mop(Ops.FLIP, (), tuple(bool(f) for f in flags))
+
+    def unshard(self, axis: int) -> UOp:
+        """Join the per-device shards of a multi-device value along `axis`."""
+        return type(self)(Ops.UNSHARD, self.dtype, (self,), axis)
+
+    @property
+    def base(self) -> UOp:
+        """The node under any movement ops."""
+        node = self
+        while node.op in GroupOp.Movement:
+            node = node.src[0]
+        return node
+
+    @property
+    def unsharded_base(self) -> UOp:
+        """The storage under movement ops and UNSHARD."""
+        node = self
+        while node.op in GroupOp.Movement or node.op is Ops.UNSHARD:
+            node = node.src[0]
+        return node
+
+
+    def view_as(self, shape: tuple[sint, ...], axis: int | None = None) -> UOp:
+        """View this flat storage as `shape`: reshape to the max shape, shrink symbolic dims, UNSHARD on `axis`."""
+        max_shape = tuple(d if isinstance(d, int) else int(d.vmax) for d in shape)
+        ret = self.reshape(max_shape)
+        if max_shape != tuple(shape):
+            ret = ret.shrink_to(shape)
+        return ret if axis is None else ret.unshard(axis)

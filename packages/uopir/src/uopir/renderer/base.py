@@ -1,0 +1,28 @@
+"""The renderer interface: what a device's code generator supports and how it writes a linear program as source."""
+
+from __future__ import annotations
+
+from uopir.dtypes import DType
+from uopir.ops import Ops
+from uopir.uop import UOp
+
+
+class Renderer:
+    """Turns a linear program (see `uopir.codegen.linearize`) into source text for one device.
+
+    device: the device family the source is for; supported_dtypes: dtypes the target computes natively;
+    emulated_dtypes: dtypes stored natively but computed through float32 with exact rounding; code_for_op: the
+    ALU ops the target has (the codegen decomposes the others before rendering); has_threads: whether THREAD opts
+    apply (CPU cores); vector_width: float32 lanes of the widest vector register, for the opt heuristic.
+    """
+
+    device: str = ""
+    supported_dtypes: frozenset[DType] = frozenset()
+    emulated_dtypes: frozenset[DType] = frozenset()
+    code_for_op: frozenset[Ops] = frozenset()
+    has_threads: bool = False
+    vector_width: int = 1
+
+    def render(self, name: str, linear: list[UOp]) -> str:
+        """Source text defining the program `name` from `linear`; the argument order is the program's ABI."""
+        raise NotImplementedError

@@ -1,0 +1,295 @@
+"""The C renderer: a linear program as one C function (clang or gcc, C11 with GNU extensions).
+
+Semantics it guarantees, whatever the C compiler does with undefined behaviour:
+- Integer CDIV truncates toward zero and CMOD takes the dividend's sign (C's `/` and `%`, which is how tinygrad's
+  UOp division behaves); a zero divisor gives 0 for CDIV and the dividend for CMOD, so `a == (a/b)*b + a%b` holds.
+  Python's floor division is lowered to these before rendering.
+- MAX on floats propagates NaN (C's fmax would drop it).
+- float16 is `_Float16` with a cast after every op (no excess precision); bfloat16 and the fp8 formats are stored as
+  their bits and computed in float32 with the result of every op rounded back (see `c_support`).
+- Casts from float to int truncate; a value outside the target's range is undefined, as in C and numpy.
+ABI: `void NAME(void **bufs, const long long *vals, int core_id, int n_cores)`, buffers in slot order, variables by
+name (see hcq_runtime's CPU device).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from uopir.dtypes import AddrSpace, DType, PtrDType, dtypes
+from uopir.ops import GroupOp, Ops
+from uopir.uop import UOp
+
+from ..codegen.kernel import REGISTER_AXES, CodegenError, variable_name
+from .base import Renderer
+from .c_support import BF16_FAST, GENERIC, SMALL_FLOATS, small_float_helpers
+
+C_TYPES: dict[DType, str] = {
+    dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
+    dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long",
+    dtypes.uint64: "unsigned long long", dtypes.float16: "_Float16", dtypes.float32: "float", dtypes.float64: "double",
+    dtypes.weakint: "long long", dtypes.weakfloat: "double",
+}
+
+_INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "==",
+          Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&", Ops.SHL: "<<", Ops.SHR: ">>"}
+_MATH = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc", Ops.POW: "pow"}
+
+
+def storage_type(dt: DType) -> str:
+    if dt in SMALL_FLOATS:
+        return "unsigned short" if dt.itemsize == 2 else "unsigned char"
+    return C_TYPES[dt]
+
+
+def value_type(dt: DType) -> str:
+    """The C type a value of `dt` has in expressions (emulated floats are computed as float)."""
+    return "float" if dt in SMALL_FLOATS else C_TYPES[dt]
+
+
+class CRenderer(Renderer):
+    device = "CPU"
+    supported_dtypes = frozenset(C_TYPES) - {dtypes.weakint, dtypes.weakfloat}
+    emulated_dtypes = frozenset(SMALL_FLOATS)
+    code_for_op = frozenset(GroupOp.ALU - {Ops.THREEFRY, Ops.FLOORDIV, Ops.FLOORMOD})
+    has_threads = True
+
+    def __init__(self, vector_width: int = 8):
+        self.vector_width = vector_width
+
+    def render(self, name: str, linear: list[UOp]) -> str:
+        return _CProgram(name, linear).render()
+
+
+def float_literal(value: float, dt: DType) -> str:
+    suffix = "" if dt in (dtypes.float64, dtypes.weakfloat) else "f"
+    if math.isnan(value):
+        return f"__builtin_nan{suffix}(\"\")"
+    if math.isinf(value):
+        return f"{'-' if value < 0 else ''}__builtin_inf{suffix}()"
+    text = repr(float(value))  # the shortest decimal that reads back as the same double, so exact for every float
+    text = f"{text}{suffix}" if any(c in text for c in ".e") else f"{text}.0{suffix}"
+    return f"((_Float16){text})" if dt == dtypes.float16 else text
+
+
+def int_literal(value: int, dt: DType) -> str:
+    if dt == dtypes.bool:
+        return "1" if value else "0"
+    bits = 64 if dt in (dtypes.weakint, dtypes.int64, dtypes.uint64) else 32
+    unsigned = dtypes.is_unsigned(dt)
+    suffix = ("ull" if unsigned else "ll") if bits == 64 else ("u" if unsigned else "")
+    if not unsigned and value == -(1 << (bits - 1)):
+        return f"({-(value + 1)}{suffix}-1)"  # the most negative value has no literal of its own
+    text = f"{value}{suffix}"
+    return f"(({C_TYPES[dt]}){text})" if dt.itemsize < 4 and dt != dtypes.weakint else text
+
+
+def const_literal(value, dt: DType) -> str:
+    if dtypes.is_float(dt):
+        return float_literal(float(value), dt)
+    return int_literal(int(value), dt)
+
+
+class _CProgram:
+    def __init__(self, name: str, linear: list[UOp]):
+        self.name, self.linear = name, linear
+        self.names: dict[UOp, str] = {}
+        self.uses = Counter(s for node in linear for s in node.src)
+        self.counter = Counter[str]()
+        self.helpers: dict[str, str] = {}
+        self.body: list[str] = []
+        self.depth = 1
+
+    def fresh(self, prefix: str) -> str:
+        n = self.counter[prefix]
+        self.counter[prefix] += 1
+        return f"{prefix}{n}"
+
+    def need(self, dt: DType) -> None:
+        if dt in SMALL_FLOATS:
+            self.helpers.setdefault("generic", GENERIC)
+            if dt == dtypes.bfloat16:
+                self.helpers.setdefault("bf16_fast", BF16_FAST)
+            self.helpers.setdefault(SMALL_FLOATS[dt][0], small_float_helpers(dt))
+
+    def line(self, text: str) -> None:
+        self.body.append("  " * self.depth + text)
+
+    # ---- expressions ----
+    def rounded(self, expr: str, dt: DType) -> str:
+        """Round an op's result to `dt` (a no-op for dtypes C computes exactly)."""
+        if dt == dtypes.float16:
+            return f"((_Float16)({expr}))"
+        if dt in SMALL_FLOATS:
+            self.need(dt)
+            return f"uop_round_{SMALL_FLOATS[dt][0]}({expr})"
+        return expr
+
+    def cast(self, x: str, src: DType, dst: DType) -> str:
+        if dst == dtypes.bool:
+            return f"({x} != 0)"
+        if dst in SMALL_FLOATS:
+            self.need(dst)
+            name = SMALL_FLOATS[dst][0]
+            if src in (dtypes.float64, dtypes.weakfloat):
+                return f"uop_from_{name}(uop_to_{name}({x}))"
+            return f"uop_round_{name}((float)({x}))" if dtypes.is_float(src) else f"uop_from_{name}(uop_to_{name}((double)({x})))"
+        return f"(({value_type(dst)})({x}))"
+
+    def bitcast(self, x: str, src: DType, dst: DType) -> str:
+        if src in SMALL_FLOATS:
+            self.need(src)
+            x, src = f"uop_to_{SMALL_FLOATS[src][0]}_f({x})", (dtypes.uint16 if src.itemsize == 2 else dtypes.uint8)
+        if dst in SMALL_FLOATS:
+            self.need(dst)
+            bits = dtypes.uint16 if dst.itemsize == 2 else dtypes.uint8
+            return f"uop_from_{SMALL_FLOATS[dst][0]}({self.bitcast(x, src, bits)})"
+        if src.itemsize != dst.itemsize:
+            raise CodegenError(f"BITCAST from {src} to {dst} changes the size ({src.itemsize} vs {dst.itemsize} bytes)")
+        return f"({{ {C_TYPES[src]} _s = {x}; {C_TYPES[dst]} _d; __builtin_memcpy(&_d, &_s, sizeof _d); _d; }})"
+
+    def alu(self, node: UOp, a: list[str]) -> str:
+        op, dt = node.op, node.dtype
+        src_dt = node.src[0].dtype
+        is_float = dtypes.is_float(src_dt)
+        if op in _INFIX:
+            expr = f"({a[0]} {_INFIX[op]} {a[1]})"
+            return expr if op in GroupOp.Comparison else self.rounded(expr, dt)
+        if op is Ops.NEG:
+            return f"(!{a[0]})" if dt == dtypes.bool else self.rounded(f"(-{a[0]})", dt)
+        if op is Ops.RECIPROCAL:
+            return self.rounded(f"(1.0{'' if src_dt == dtypes.float64 else 'f'} / {a[0]})", dt)
+        if op in _MATH:
+            fn = f"__builtin_{_MATH[op]}{'' if src_dt == dtypes.float64 else 'f'}"
+            args = ", ".join(a if src_dt != dtypes.float16 else [f"(float){x}" for x in a])
+            return self.rounded(f"{fn}({args})", dt)
+        if op is Ops.MAX:
+            if is_float:  # NaN in either operand wins
+                return self.rounded(f"(({a[0]} != {a[0]} || {a[0]} > {a[1]}) ? {a[0]} : {a[1]})", dt)
+            return f"({a[0]} > {a[1]} ? {a[0]} : {a[1]})"
+        if op is Ops.CDIV:
+            if is_float:
+                return self.rounded(f"({a[0]} / {a[1]})", dt)
+            if node.src[1].op is Ops.CONST and node.src[1].arg not in (0, -1):
+                return f"({a[0]} / {a[1]})"
+            return f"({a[1]} == 0 ? 0 : {a[1]} == -1 ? -{a[0]} : {a[0]} / {a[1]})"
+        if op is Ops.CMOD:
+            if node.src[1].op is Ops.CONST and node.src[1].arg not in (0, -1):
+                return f"({a[0]} % {a[1]})"
+            return f"({a[1]} == 0 ? {a[0]} : {a[1]} == -1 ? 0 : {a[0]} % {a[1]})"
+        if op is Ops.WHERE:
+            return f"({a[0]} ? {a[1]} : {a[2]})"
+        if op is Ops.MULACC:  # fused: one rounding
+            if is_float:
+                fn = "__builtin_fma" if src_dt == dtypes.float64 else "__builtin_fmaf"
+                return self.rounded(f"{fn}({a[0]}, {a[1]}, {a[2]})", dt)
+            return f"({a[0]} * {a[1]} + {a[2]})"
+        raise CodegenError(f"the C renderer has no code for {op!r}: decompose it before rendering")
+
+    # ---- statements ----
+    def define(self, node: UOp, expr: str, prefix: str) -> None:
+        name = self.fresh(prefix)
+        self.line(f"{value_type(node.dtype)} {name} = {expr};")
+        self.names[node] = name
+
+    def access(self, index: UOp) -> tuple[str, str | None, DType]:
+        """`buf[idx]` for an INDEX, its gate (or None) and the element dtype."""
+        buf = index.src[0]
+        target = f"{self.names[buf]}[{self.names[index.src[1]]}]" if len(index.src) > 1 else f"*{self.names[buf]}"
+        gate = self.names[index.src[2]] if len(index.src) > 2 else None
+        elem = buf.dtype.base if isinstance(buf.dtype, PtrDType) else buf.dtype
+        return target, gate, elem
+
+    def render_node(self, node: UOp) -> None:
+        op = node.op
+        srcs = [self.names.get(s, "") for s in node.src]
+        if op is Ops.PARAM:
+            if node.arg.addrspace is AddrSpace.REG:
+                name = self.names[node] = f"acc{node.arg.slot}"
+                self.line(f"{value_type(node.dtype.base)} {name}[{node.dtype.size}];")
+            return  # global buffers and scalar params are function arguments
+        if op in (Ops.DEFINE_VAR, Ops.SPECIAL):
+            return
+        if op is Ops.CONST:
+            self.names[node] = const_literal(node.arg, node.dtype)
+            return
+        if op is Ops.RANGE:
+            name = self.names[node] = f"{'u' if node.arg[1] in REGISTER_AXES else 'r'}idx{node.arg[0]}"
+            end = self.names[node.src[0]]
+            if node.arg[1] in REGISTER_AXES:
+                self.line(f"_Pragma(\"GCC unroll {int(node.src[0].arg)}\") for (long long {name} = 0; {name} < {end}; {name}++) {{")
+            else:
+                self.line(f"for (long long {name} = 0; {name} < {end}; {name}++) {{")
+            self.depth += 1
+            return
+        if op is Ops.END:
+            self.depth -= 1
+            self.line("}")
+            return
+        if op is Ops.INDEX:
+            self.names[node] = ""  # rendered by its LOAD or STORE
+            return
+        if op is Ops.LOAD:
+            target, gate, elem = self.access(node.src[0])
+            expr = self.decode(target, elem)
+            if gate is not None:
+                alt = srcs[1] if len(node.src) > 1 else const_literal(0, node.dtype)
+                expr = f"({gate} ? {expr} : {alt})"
+            self.define(node, expr, "val")
+            return
+        if op is Ops.STORE:
+            target, gate, elem = self.access(node.src[0])
+            stmt = f"{target} = {self.encode(srcs[1], elem)};"
+            self.line(stmt if gate is None else f"if ({gate}) {stmt}")
+            return
+        if op is Ops.CAST:
+            expr = self.cast(srcs[0], node.src[0].dtype, node.dtype)
+        elif op is Ops.BITCAST:
+            expr = self.bitcast(srcs[0], node.src[0].dtype, node.dtype)
+        elif op in GroupOp.ALU:
+            expr = self.alu(node, srcs)
+        else:
+            raise CodegenError(f"the C renderer cannot render {op!r} in a linear program")
+        if self.uses[node] > 1:
+            self.define(node, expr, "alu" if op in GroupOp.ALU else "cast")
+        else:
+            self.names[node] = expr
+
+    def decode(self, target: str, elem: DType) -> str:
+        if elem in SMALL_FLOATS:
+            self.need(elem)
+            return f"uop_from_{SMALL_FLOATS[elem][0]}({target})"
+        return target
+
+    def encode(self, value: str, elem: DType) -> str:
+        if elem in SMALL_FLOATS:
+            self.need(elem)
+            return f"uop_to_{SMALL_FLOATS[elem][0]}_f({value})"
+        return value
+
+    def render(self) -> str:
+        buffers = sorted((u for u in self.linear if u.op is Ops.PARAM and u.arg.addrspace is not AddrSpace.REG
+                          and isinstance(u.dtype, PtrDType)), key=lambda u: u.arg.slot)
+        variables = sorted({u for u in self.linear if u.op is Ops.DEFINE_VAR or (u.op is Ops.PARAM and not isinstance(u.dtype, PtrDType))},
+                           key=variable_name)
+        params, unpack = [], []
+        for i, buf in enumerate(buffers):
+            name = self.names[buf] = f"data{buf.arg.slot}"
+            params.append(f"{storage_type(buf.dtype.base)} *restrict {name}")
+            unpack.append(f"({storage_type(buf.dtype.base)} *)bufs[{i}]")
+        for i, var in enumerate(variables):
+            name = self.names[var] = variable_name(var)
+            params.append(f"{value_type(var.dtype)} {name}")
+            unpack.append(f"({value_type(var.dtype)})vals[{i}]")
+        for u in self.linear:
+            if u.op is Ops.SPECIAL:
+                self.names[u] = "core_id"
+        params.append("int core_id")
+        unpack.append("core_id")
+        for node in self.linear:
+            self.render_node(node)
+        head = "".join(self.helpers.values())
+        return (f"{head}\nstatic void {self.name}_body({', '.join(params)}) {{\n" + "\n".join(self.body) + "\n}\n"
+                f"void {self.name}(void **bufs, const long long *vals, int core_id, int n_cores) {{\n"
+                f"  (void)bufs; (void)vals; (void)n_cores;\n  {self.name}_body({', '.join(unpack)});\n}}\n")

@@ -1,0 +1,149 @@
+"""Shape inference: the shape of a node from its op, srcs and arg (movement ops, broadcasting, reductions).
+
+A dimension is an `int` or a symbolic index UOp (`sint`). Shapes of symbolic movement ops are kept in the node's
+srcs (not its arg) so that substitute/graph_rewrite reach the symbols inside them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from uopir.errors import GraphError
+from uopir.ops import GroupOp, Ops
+
+if TYPE_CHECKING:
+    from uopir.uop import UOp
+
+sint = Any  # int | UOp: a dimension that may be symbolic
+
+# ops with no shape: control and structure
+_NO_SHAPE = frozenset({Ops.SINK, Ops.GROUP, Ops.PROGRAM, Ops.LINEAR, Ops.SOURCE, Ops.IF, Ops.ENDIF, Ops.BARRIER, Ops.CUSTOM_FUNCTION,
+                       Ops.NOOP})
+# ops whose shape is their first src's shape
+_PASSTHROUGH = frozenset({Ops.AFTER, Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD, Ops.DETACH, Ops.COPY, Ops.LOAD, Ops.STORE, Ops.END,
+                          Ops.ALLREDUCE, Ops.MSELECT, Ops.MSTACK, Ops.BIND})
+_SCALAR = frozenset({Ops.CONST, Ops.DEFINE_VAR, Ops.RANGE, Ops.SPECIAL, Ops.GETADDR})
+
+
+def dim_value(u: UOp) -> sint:
+    """A dimension src as an int when it is constant, else the symbolic UOp."""
+    return u.arg if u.op is Ops.CONST else u
+
+
+def is_int_dim(d: sint) -> bool:
+    """True when a dimension is a concrete int."""
+    return isinstance(d, int)
+
+
+def _same(a: sint, b: sint) -> bool:
+    return a is b if not isinstance(a, int) or not isinstance(b, int) else a == b
+
+
+def broadcast_shape(*shapes: tuple[sint, ...]) -> tuple[sint, ...]:
+    """The numpy broadcast of `shapes`: right-aligned, size-1 dims stretch; symbolic dims must match exactly."""
+    if all(s == shapes[0] for s in shapes[1:]):
+        return shapes[0]
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    out: list[sint] = []
+    for dims in zip(*padded):
+        rest = [d for d in dims if not (isinstance(d, int) and d == 1)]
+        first = rest[0] if rest else 1
+        if any(not _same(first, d) for d in rest[1:]):
+            raise GraphError(f"shapes {shapes} cannot be broadcast together: make the dims equal or 1 (reshape/expand first)")
+        out.append(first)
+    return tuple(out)
+
+
+def prod(dims: tuple[sint, ...]) -> sint:
+    """The product of dims (an int when all are ints)."""
+    ret: sint = 1
+    for d in dims:
+        ret = ret * d
+    return ret
+
+
+def infer_shape(u: UOp) -> tuple[sint, ...] | None:
+    """The shape of `u` (None for nodes that are not values: sinks, programs, control flow)."""
+    op = u.op
+    if op in _SCALAR:
+        return ()
+    if op in _NO_SHAPE:
+        return None
+    if op in _PASSTHROUGH:
+        return u.src[0].shape_or_none if u.src else None
+    if op is Ops.CALL:
+        return None if u.dtype.name == "void" else ()
+    if op is Ops.BUFFER:
+        return () if u.arg.size is None else (u.arg.size,)
+    if op is Ops.PARAM:
+        return tuple(dim_value(s) for s in u.src)
+    if op is Ops.BINARY:
+        return (len(u.arg),)
+    if op is Ops.STACK:
+        return () if not u.src else (len(u.src), *u.src[0].shape)
+    if op is Ops.INDEX:
+        idx_shapes = [s.shape for s in u.src[1:]]
+        base = u.src[0].shape_or_none
+        lead = broadcast_shape(*idx_shapes) if idx_shapes else ()
+        return lead + (base[len(u.src) - 1:] if base else ())
+    if op is Ops.REDUCE:
+        inner = u.src[0].shape_or_none
+        if isinstance(u.arg, tuple):  # tensor form: (op, axes) keeps the reduced axes as size 1
+            axes = u.arg[1]
+            return tuple(1 if i in axes else d for i, d in enumerate(inner or ()))
+        return inner
+    if op is Ops.BITCAST:
+        ps = u.src[0].shape_or_none
+        if ps is None or not ps or u.dtype.itemsize == u.src[0].dtype.itemsize:
+            return ps
+        last = ps[-1] * u.src[0].dtype.itemsize
+        if isinstance(last, int) and last % u.dtype.itemsize:
+            raise GraphError(f"bitcast of shape {ps} from {u.src[0].dtype} to {u.dtype} does not divide evenly: reshape first")
+        return (*ps[:-1], last // u.dtype.itemsize)
+    if op is Ops.UNSHARD:
+        ps = u.src[0].shape
+        ndev = len(u.src[0].device) if isinstance(u.src[0].device, tuple) else 1
+        return tuple(d * ndev if i == u.arg else d for i, d in enumerate(ps))
+    if op in GroupOp.Movement:
+        return _movement_shape(u)
+    if op in GroupOp.Elementwise or op in (Ops.CUSTOM, Ops.CUSTOMI, Ops.WMMA):
+        shapes = [s for s in (x.shape_or_none for x in u.src) if s is not None]
+        return broadcast_shape(*shapes) if shapes else ()
+    return None
+
+
+def _movement_shape(u: UOp) -> tuple[sint, ...]:
+    ps = u.src[0].shape_or_none
+    if ps is None:
+        raise GraphError(f"{u.op!r} needs a src with a shape, {u.src[0].op!r} has none")
+    marg = u.marg
+    if u.op is Ops.RESHAPE:
+        if all(isinstance(d, int) for d in ps + marg) and prod(ps) != prod(marg):
+            raise GraphError(f"cannot reshape {ps} to {marg}: the sizes differ")
+        return marg
+    if u.op is Ops.EXPAND:
+        if len(marg) != len(ps) or any(not (_same(p, m) or (isinstance(p, int) and p == 1)) for p, m in zip(ps, marg)):
+            raise GraphError(f"cannot expand {ps} to {marg}: only size-1 dims expand (reshape to add dims)")
+        return marg
+    if u.op is Ops.PERMUTE:
+        if sorted(marg) != list(range(len(ps))):
+            raise GraphError(f"permute {marg} is not a permutation of the {len(ps)} axes of {ps}")
+        return tuple(ps[i] for i in marg)
+    if u.op is Ops.FLIP:
+        if len(marg) != len(ps):
+            raise GraphError(f"flip {marg} needs one flag per axis of {ps}")
+        return ps
+    if len(marg) != len(ps):
+        raise GraphError(f"{u.op.name.lower()} {marg} needs one (begin, end) pair per axis of {ps}")
+    if u.op is Ops.PAD:
+        return tuple(_simp(d + b + e) for d, (b, e) in zip(ps, marg))
+    # SHRINK
+    for d, (b, e) in zip(ps, marg):
+        if isinstance(d, int) and isinstance(b, int) and isinstance(e, int) and not 0 <= b <= e <= d:
+            raise GraphError(f"shrink {marg} is out of bounds for shape {ps}")
+    return tuple(e if isinstance(b, int) and b == 0 else _simp(e - b) for b, e in marg)
+
+
+def _simp(d: sint) -> sint:
+    return d if isinstance(d, int) else d.ssimplify()

@@ -1,0 +1,211 @@
+"""UOp: hash-consing, immutability, keys, walks, substitution, shapes, operators, printing and pyrender."""
+
+import gc
+import subprocess
+import sys
+import weakref
+
+import pytest
+import uopir
+from uopir import GraphError, GroupOp, Ops, UOp, dtypes, pretty_print, print_uops
+from uopir.uop import UOpMeta
+
+
+def test_hash_consing_returns_the_same_object():
+    a = UOp.variable("a", 0, 9)
+    assert UOp.variable("a", 0, 9) is a
+    assert (a + 1) is (a + 1) and (a * 2 + 3) is (a * 2 + 3)
+    assert UOp(Ops.CONST, dtypes.int32, (), 5) is UOp.const(5, dtypes.int32)
+    assert UOp.const(5, dtypes.int32) is not UOp.const(5, dtypes.int64)
+    # 0.0 and -0.0 compare equal but are different constants
+    assert UOp.const(0.0, dtypes.float) is not UOp.const(-0.0, dtypes.float)
+    assert UOp.const(float("nan"), dtypes.float) is UOp.const(float("nan"), dtypes.float)
+    assert a.rtag("t") is not a and a.rtag("t") is a.rtag("t") and a.rtag("t").replace(tag=None) is a
+
+
+def test_weak_cache_drops_dead_nodes():
+    before = len(UOpMeta.cache)
+    x = UOp.variable("weak_test", 0, 3)
+    nodes = [x + i for i in range(100)]
+    ref = weakref.ref(nodes[50])
+    assert len(UOpMeta.cache) >= before + 100
+    del nodes
+    gc.collect()
+    assert ref() is None
+    assert len(UOpMeta.cache) <= before + 1  # only the variable is still alive
+    assert all(r() is not None for r in UOpMeta.cache.values())
+
+
+def test_immutable():
+    x = UOp.variable("x", 0, 3)
+    with pytest.raises(AttributeError):
+        x.arg = ("y", 0, 3)
+    with pytest.raises(GraphError):
+        x.replace(bogus=1)
+    assert x.replace(arg=("x", 0, 3)) is x
+
+
+def test_key_is_stable_across_processes():
+    code = "from uopir import UOp; x = UOp.variable('x', 0, 7); print(((x * 4 + 1) // 3).key.hex())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    x = UOp.variable("x", 0, 7)
+    assert ((x * 4 + 1) // 3).key.hex() == out
+    assert (x + 1).key != (x + 2).key and len(x.key) == 32
+
+
+def test_toposort_order_and_enter_calls():
+    a, b = UOp.variable("a", 0, 3), UOp.variable("b", 0, 3)
+    s = (a + b) * a
+    order = list(s.toposort())
+    assert order[-1] is s and all(order.index(src) < order.index(u) for u in order for src in u.src)
+    body = UOp.sink(UOp.param(0, dtypes.int, (4,)).store(UOp.const(1, dtypes.int)))
+    buf = UOp.new_buffer("CPU", 4, dtypes.int)
+    call = body.call(buf)
+    assert body in call.toposort() and body not in call.toposort(enter_calls=False)
+    assert buf in call.toposort(enter_calls=False)
+
+
+def test_deep_chain_walks_do_not_recurse():
+    x = UOp.variable("deep", 0, 1)
+    node = x
+    for i in range(100_000):
+        node = node + (i % 7)
+    assert len(node.toposort()) > 100_000
+    assert isinstance(node.key, bytes) and node.vmax == x.vmax + sum(i % 7 for i in range(100_000))
+    assert node.shape == ()
+
+
+def test_substitute_walk_and_calls():
+    x, y = UOp.variable("x", 0, 3), UOp.variable("y", 0, 3)
+    e = (x + 1) * x
+    assert e.substitute({x: y}) is (y + 1) * y
+    assert e.substitute({x + 1: y}) is y * x
+    # bottom-up: the replacement is not rewritten again
+    assert x.substitute({x: x + 1}) is x + 1
+    p = UOp.param(0, dtypes.weakint, ())
+    body = UOp.sink(p.store(x))
+    call = body.call(x)
+    assert call.substitute({x: y}).src == (body, y)
+    assert call.substitute({x: y}, enter_calls=True).src[0] is UOp.sink(p.store(y))
+
+
+def test_shapes_of_movement_ops_and_broadcasting():
+    b = UOp.param(0, dtypes.float, (2, 3, 4))
+    assert b.shape == (2, 3, 4) and b.ndim == 3
+    assert b.reshape((6, 4)).shape == (6, 4)
+    assert b.permute((2, 0, 1)).shape == (4, 2, 3)
+    assert b.pad(((1, 1), (0, 0), (2, 0))).shape == (4, 3, 6)
+    assert b.shrink(((0, 1), (1, 3), (0, 4))).shape == (1, 2, 4)
+    assert b.flip((True, False, False)).shape == (2, 3, 4)
+    assert b.reshape((2, 3, 1, 4)).expand((2, 3, 5, 4)).shape == (2, 3, 5, 4)
+    c = UOp.param(1, dtypes.float, (3, 1))
+    assert (b + c).shape == (2, 3, 4)  # numpy broadcasting
+    assert b.r(Ops.ADD, (1,)).shape == (2, 1, 4)
+    with pytest.raises(GraphError):
+        b.reshape((5, 5))
+    with pytest.raises(GraphError):
+        b.expand((2, 3, 5))
+    with pytest.raises(GraphError):  # ALU shapes are checked lazily, when the shape is first read
+        _ = (b + UOp.param(2, dtypes.float, (5,))).shape
+    with pytest.raises(GraphError):
+        b.shrink(((0, 3), (0, 3), (0, 4)))
+    with pytest.raises(GraphError):
+        _ = UOp.sink().shape
+
+
+def test_symbolic_shapes():
+    n = UOp.variable("n", 1, 8)
+    p = UOp.param(0, dtypes.float, (n, 4))
+    assert p.shape[0] is n and p.shape[1] == 4
+    assert p.pad(((1, 0), (0, 0))).shape[0] is (n + 1).simplify()
+    assert p.shrink_to((n, 2)).shape == (n, 2)
+
+
+def test_operator_promotion_and_dtypes():
+    i8 = UOp.param(0, dtypes.int8, ())
+    u8 = UOp.param(1, dtypes.uint8, ())
+    f = UOp.param(2, dtypes.half, ())
+    assert (i8 + u8).dtype is dtypes.int16 and (i8 + 1).dtype is dtypes.int8 and (f * 2).dtype is dtypes.half
+    assert (i8 < 3).dtype is dtypes.bool and (i8 + 1.5).dtype is dtypes.weakfloat
+    assert (i8 / 2).dtype is dtypes.float32 and (f / 2).dtype is dtypes.half
+    assert (i8 - 1).op is Ops.ADD  # subtraction is canonicalized to ADD of a negation
+    assert (i8 // 2).op is Ops.FLOORDIV and (i8 % 2).op is Ops.FLOORMOD and i8.cdiv(2).op is Ops.CDIV
+    assert i8.cast(dtypes.float).op is Ops.CAST and i8.bitcast(dtypes.uint8).dtype is dtypes.uint8
+    assert set(GroupOp.Binary) <= set(GroupOp.ALU) and Ops.WHERE in GroupOp.Ternary
+
+
+def test_value_ranges():
+    x = UOp.variable("x", -3, 5)
+    assert (x * 2).vmin == -6 and (x * 2).vmax == 10
+    assert (x * -2).vmin == -10 and (x // 2).vmin == -2 and (x % 4).vmax == 3
+    r = UOp.range(10, 0)
+    assert (r.vmin, r.vmax) == (0, 9)
+    assert (UOp.param(0, dtypes.int8, ()) + 1).vmax == 127  # may wrap: the dtype's range
+
+
+def test_printer_and_pyrender_roundtrip():
+    x = UOp.variable("x", 0, 7)
+    buf = UOp.new_buffer("CPU", 8, dtypes.float)
+    g = UOp.sink(buf.index(x * 2 % 8).store(buf.index(x).load() + 1.0))
+    text = pretty_print(g)
+    assert text.count("DEFINE_VAR") == 1 and "x" in text  # shared nodes print once
+    assert "STORE" in print_uops(list(g.toposort()))
+    ns = vars(uopir).copy()
+    exec(g.pyrender(), ns)
+    assert ns["ast"] is g
+
+
+def test_bool_of_uop():
+    x = UOp.variable("x", 0, 5)
+    assert bool(x < 10) and not bool(x < 0)
+    with pytest.raises(GraphError):
+        bool(x < 3)
+    with pytest.raises(GraphError):
+        bool(x)
+
+
+def test_movement_shapes_match_numpy():
+    np = pytest.importorskip("numpy")
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=150, derandomize=True, deadline=None)
+    @given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=4), ops=st.lists(st.integers(0, 5), max_size=6), data=st.data())
+    def check(shape, ops, data):
+        arr = np.zeros(shape)
+        u = UOp.param(0, dtypes.float, tuple(shape))
+        for op in ops:
+            nd = arr.ndim
+            if op == 0:
+                order = tuple(data.draw(st.permutations(range(nd))))
+                arr, u = arr.transpose(order), u.permute(order)
+            elif op == 1:
+                pads = tuple((data.draw(st.integers(0, 2)), data.draw(st.integers(0, 2))) for _ in range(nd))
+                arr, u = np.pad(arr, pads), u.pad(pads)
+            elif op == 2:
+                bounds = []
+                for d in arr.shape:
+                    b = data.draw(st.integers(0, d))
+                    bounds.append((b, data.draw(st.integers(b, d))))
+                arr, u = arr[tuple(slice(b, e) for b, e in bounds)], u.shrink(tuple(bounds))
+            elif op == 3:
+                arr, u = arr.reshape(-1), u.reshape((arr.size,))
+            elif op == 4:
+                flags = tuple(data.draw(st.booleans()) for _ in range(nd))
+                arr, u = np.flip(arr, [i for i, f in enumerate(flags) if f]), u.flip(flags)
+            else:
+                new = tuple(data.draw(st.integers(1, 3)) if d == 1 else d for d in arr.shape)
+                arr, u = np.broadcast_to(arr, new), u.expand(new)
+            assert u.shape == arr.shape
+
+    check()
+
+
+def test_pickle_roundtrip_is_hash_consed():
+    import pickle
+
+    x = UOp.variable("x", 0, 7)
+    buf = UOp.new_buffer("CPU", 8, dtypes.half)
+    g = UOp.sink(buf.index(x).store((buf.index(x).load() * 2.0).cast(dtypes.float.vec(1))))
+    assert pickle.loads(pickle.dumps(g)) is g
+    assert pickle.loads(pickle.dumps(dtypes.half.ptr(8))) is dtypes.half.ptr(8)
