@@ -1,6 +1,6 @@
 """AMD GPU instruction sets (RDNA3, RDNA4, CDNA): DSL, assembler, disassembler, code objects, emulator, SQTT."""
 
-from . import emu, sqtt  # noqa: E402 -- subpackages that use the names above
+from . import emu, sqtt
 from .arch import ARCHS, TARGETS, arch_of
 from .assembler import assemble, assemble_insts, assemble_one
 from .codeobject import CodeObject, KernelDescriptor, Symbol
