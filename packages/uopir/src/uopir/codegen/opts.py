@@ -159,10 +159,11 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Op
     reduces = [i for i, r in enumerate(ranges) if axis_type(r) in REDUCE_AXES]
     sizes = {i: range_end(ranges[i]) for i in range(len(ranges))}
     work = math.prod(sizes.values())
-    # the contiguous output axis gets a vector-sized upcast
+    # the contiguous output axis gets a vector-sized upcast (two vectors per row of a register tile; one vector for
+    # elementwise kernels, where a wider unroll measured slower)
     inner = next((i for i in reversed(loops) if _contiguous_in(ast, ranges[i])), None)
     if inner is not None:
-        for amount in (2 * vector_width, vector_width, 4):
+        for amount in ((2 * vector_width, vector_width, 4) if reduces else (vector_width, 4)):
             if sizes[inner] % amount == 0 and sizes[inner] > amount:
                 opts.append(Opt(OptOps.UPCAST, inner, amount))
                 sizes[inner] //= amount

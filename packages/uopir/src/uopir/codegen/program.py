@@ -10,6 +10,7 @@ from uopir.symbolic import pm_lower_floor_ops, symbolic
 from uopir.uop import UOp
 
 from ..renderer.base import Renderer
+from .decompose import decompose
 from .kernel import REDUCE_AXES, axis_type, buffer_access, buffer_params, kernel_ranges, kernel_stores, kernel_variables
 from .linearize import linearize
 from .opts import Opt, apply_opts, heuristic_opts
@@ -40,7 +41,7 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | tuple[Opt, ...] |
     lowered = lower_kernel(ast)
     if opts is None:
         opts = heuristic_opts(lowered, n_cores if renderer.has_threads else 1, renderer.vector_width)
-    optimized = lower_kernel(apply_opts(lowered, opts))
+    optimized = lower_kernel(decompose(apply_opts(lowered, opts), renderer.code_for_op))
     linear = linearize(optimized)
     cores = max((int(u.src[0].arg) for u in linear if u.op is Ops.SPECIAL and u.arg == "core_id"), default=1)
     source = renderer.render(name, linear)
