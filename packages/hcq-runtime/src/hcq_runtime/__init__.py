@@ -3,7 +3,7 @@
 from .allocator import Allocator, LRUAllocator
 from .batch import LinkedLinear, link_linear
 from .buffer import Buffer, numpy_dtype
-from .compiler import CCompiler, Compiler, cache_dir
+from .compiler import AMDCompiler, CCompiler, Compiler, cache_dir
 from .cpu import CPUDevice, CPUProgram
 from .device import Device, canonicalize
 from .disk import DiskDevice
@@ -14,6 +14,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "AMDCompiler",
     "Allocator",
     "AllocationError",
     "Buffer",

@@ -109,3 +109,28 @@ class CCompiler(Compiler):
             if result.returncode != 0:
                 raise CompileError(f"C compile failed at {source_line_error(src, result.stderr, str(source))}")
             return output.read_bytes()
+
+
+class AMDCompiler(Compiler):
+    """OpenCL C → an AMD HSA code object, with clang-15 (amdgcn, no device libraries) and ld.lld-15."""
+
+    def __init__(self, arch: str = "gfx1100"):
+        self.arch = arch
+        self.clang = shutil.which("clang-15") or shutil.which("clang")
+        self.lld = shutil.which("ld.lld-15") or shutil.which("ld.lld")
+        if self.clang is None or self.lld is None:
+            raise CompileError("compiling for AMD needs clang and ld.lld with the AMDGPU target: apt-get install clang-15 lld-15")
+        self.flags = ("-target", "amdgcn-amd-amdhsa", f"-mcpu={arch}", "-nogpulib", "-O2", "-x", "cl", "-cl-std=CL2.0")
+        self.cache_key = f"amd\0{compiler_version(self.clang)}\0{' '.join(self.flags)}"
+
+    def compile_uncached(self, src: str) -> bytes:
+        with tempfile.TemporaryDirectory(prefix="uop-amd-") as tmp:
+            source, obj, lib = Path(tmp) / "kernel.cl", Path(tmp) / "kernel.o", Path(tmp) / "kernel.hsaco"
+            source.write_text(src)
+            result = subprocess.run([self.clang, *self.flags, "-c", str(source), "-o", str(obj)], capture_output=True, text=True)
+            if result.returncode != 0:
+                raise CompileError(f"OpenCL compile for {self.arch} failed at {source_line_error(src, result.stderr, str(source))}")
+            result = subprocess.run([self.lld, "-shared", str(obj), "-o", str(lib)], capture_output=True, text=True)
+            if result.returncode != 0:
+                raise CompileError(f"linking the {self.arch} code object failed: {result.stderr.strip()}")
+            return lib.read_bytes()

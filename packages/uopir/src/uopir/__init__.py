@@ -23,7 +23,7 @@ from uopir.floatconv import bf16_bits_to_float, float_to_bf16, float_to_bf16_bit
 from uopir.interp import exec_alu
 from uopir.ops import AxisType, GroupOp, Ops
 from uopir.render import pretty_print, print_uops
-from uopir.renderer import CRenderer, Renderer
+from uopir.renderer import AMDOpenCLRenderer, CRenderer, Renderer
 from uopir.rewrite import PatternMatcher, UPat, graph_rewrite
 from uopir.spec import spec_kernel, spec_program, spec_shared, spec_tensor, type_verify
 from uopir.symbolic import pm_lower_floor_ops, symbolic, symbolic_simple
@@ -47,7 +47,8 @@ __all__ = [
     # spec and printing
     "type_verify", "spec_shared", "spec_tensor", "spec_kernel", "spec_program", "pretty_print", "print_uops",
     # kernel codegen and renderers
-    "Opt", "OptOps", "apply_opts", "heuristic_opts", "kernel_name", "linearize", "to_program", "Renderer", "CRenderer", "CodegenError",
+    "Opt", "OptOps", "apply_opts", "heuristic_opts", "kernel_name", "linearize", "to_program",
+    "Renderer", "CRenderer", "AMDOpenCLRenderer", "CodegenError",
     # errors
     "UOpIRError", "DTypeError", "GraphError", "CallError", "RewriteError", "SpecError", "SymbolicError",
 ]

@@ -11,6 +11,7 @@ from uopir.uop import UOp
 
 from ..renderer.base import Renderer
 from .decompose import decompose
+from .gpudims import add_gpu_dims, launch_dims
 from .kernel import REDUCE_AXES, axis_type, buffer_access, buffer_params, kernel_ranges, kernel_stores, kernel_variables
 from .linearize import linearize
 from .opts import Opt, apply_opts, heuristic_opts
@@ -40,11 +41,13 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | tuple[Opt, ...] |
     access = buffer_access(ast)
     lowered = lower_kernel(ast)
     if opts is None:
-        opts = heuristic_opts(lowered, n_cores if renderer.has_threads else 1, renderer.vector_width)
-    optimized = lower_kernel(decompose(apply_opts(lowered, opts), renderer.code_for_op))
-    linear = linearize(optimized)
-    cores = max((int(u.src[0].arg) for u in linear if u.op is Ops.SPECIAL and u.arg == "core_id"), default=1)
+        opts = [] if renderer.global_dims else heuristic_opts(lowered, n_cores if renderer.has_threads else 1, renderer.vector_width)
+    optimized = decompose(apply_opts(lowered, opts), renderer.code_for_op)
+    if renderer.global_dims:
+        optimized = add_gpu_dims(optimized, renderer.local_size)
+    linear = linearize(lower_kernel(optimized))
+    global_size, local_size = launch_dims(linear)
     source = renderer.render(name, linear)
     info = ProgramInfo(name, globals=tuple(p.arg.slot for p in params), vars=tuple(variables), outs=access.outs, ins=access.ins,
-                       global_size=(cores, 1, 1), local_size=(1, 1, 1), target=renderer.device)
+                       global_size=global_size, local_size=local_size, target=renderer.device)
     return UOp(Ops.PROGRAM, dtypes.void, (ast, UOp(Ops.LINEAR, dtypes.void, tuple(linear)), UOp(Ops.SOURCE, dtypes.void, (), source)), info)

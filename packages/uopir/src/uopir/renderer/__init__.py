@@ -2,5 +2,6 @@
 
 from .base import Renderer
 from .cstyle import CRenderer
+from .opencl import AMDOpenCLRenderer
 
-__all__ = ["CRenderer", "Renderer"]
+__all__ = ["AMDOpenCLRenderer", "CRenderer", "Renderer"]

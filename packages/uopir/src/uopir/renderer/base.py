@@ -13,7 +13,8 @@ class Renderer:
     device: the device family the source is for; supported_dtypes: dtypes the target computes natively;
     emulated_dtypes: dtypes stored natively but computed through float32 with exact rounding; code_for_op: the
     ALU ops the target has (the codegen decomposes the others before rendering); has_threads: whether THREAD opts
-    apply (CPU cores); vector_width: float32 lanes of the widest vector register, for the opt heuristic.
+    apply (CPU cores); vector_width: float32 lanes of the widest vector register, for the opt heuristic; global_dims:
+    output axes become GPU workgroup/work-item indices, with up to local_size work-items per workgroup.
     """
 
     device: str = ""
@@ -22,6 +23,8 @@ class Renderer:
     code_for_op: frozenset[Ops] = frozenset()
     has_threads: bool = False
     vector_width: int = 1
+    global_dims: bool = False
+    local_size: int = 1
 
     def render(self, name: str, linear: list[UOp]) -> str:
         """Source text defining the program `name` from `linear`; the argument order is the program's ABI."""

@@ -37,63 +37,91 @@ _INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.CMPLT: "<
 _MATH = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc", Ops.POW: "pow"}
 
 
-def storage_type(dt: DType) -> str:
-    if dt in SMALL_FLOATS:
-        return "unsigned short" if dt.itemsize == 2 else "unsigned char"
-    return C_TYPES[dt]
-
-
-def value_type(dt: DType) -> str:
-    """The C type a value of `dt` has in expressions (emulated floats are computed as float)."""
-    return "float" if dt in SMALL_FLOATS else C_TYPES[dt]
-
-
 class CRenderer(Renderer):
     device = "CPU"
     supported_dtypes = frozenset(C_TYPES) - {dtypes.weakint, dtypes.weakfloat}
     emulated_dtypes = frozenset(SMALL_FLOATS)
     code_for_op = frozenset(GroupOp.ALU - {Ops.THREEFRY, Ops.FLOORDIV, Ops.FLOORMOD})
     has_threads = True
+    types: dict[DType, str] = C_TYPES
+    index_type = "long long"
 
     def __init__(self, vector_width: int = 8):
         self.vector_width = vector_width
 
     def render(self, name: str, linear: list[UOp]) -> str:
-        return _CProgram(name, linear).render()
+        return _CProgram(self, name, linear).render()
 
+    # ---- the language: subclasses for other C dialects override these ----
+    def storage_type(self, dt: DType) -> str:
+        if dt in SMALL_FLOATS:
+            return self.types[dtypes.uint16] if dt.itemsize == 2 else self.types[dtypes.uint8]
+        return self.types[dt]
 
-def float_literal(value: float, dt: DType) -> str:
-    suffix = "" if dt in (dtypes.float64, dtypes.weakfloat) else "f"
-    if math.isnan(value):
-        return f"__builtin_nan{suffix}(\"\")"
-    if math.isinf(value):
-        return f"{'-' if value < 0 else ''}__builtin_inf{suffix}()"
-    text = repr(float(value))  # the shortest decimal that reads back as the same double, so exact for every float
-    text = f"{text}{suffix}" if any(c in text for c in ".e") else f"{text}.0{suffix}"
-    return f"((_Float16){text})" if dt == dtypes.float16 else text
+    def value_type(self, dt: DType) -> str:
+        """The type a value of `dt` has in expressions (emulated floats are computed as float)."""
+        return "float" if dt in SMALL_FLOATS else self.types[dt]
 
+    def float_literal(self, value: float, dt: DType) -> str:
+        suffix = "" if dt in (dtypes.float64, dtypes.weakfloat) else "f"
+        if math.isnan(value):
+            return f"__builtin_nan{suffix}(\"\")"
+        if math.isinf(value):
+            return f"{'-' if value < 0 else ''}__builtin_inf{suffix}()"
+        text = repr(float(value))  # the shortest decimal that reads back as the same double, so exact for every float
+        text = f"{text}{suffix}" if any(c in text for c in ".e") else f"{text}.0{suffix}"
+        return f"(({self.types[dtypes.float16]}){text})" if dt == dtypes.float16 else text
 
-def int_literal(value: int, dt: DType) -> str:
-    if dt == dtypes.bool:
-        return "1" if value else "0"
-    bits = 64 if dt in (dtypes.weakint, dtypes.int64, dtypes.uint64) else 32
-    unsigned = dtypes.is_unsigned(dt)
-    suffix = ("ull" if unsigned else "ll") if bits == 64 else ("u" if unsigned else "")
-    if not unsigned and value == -(1 << (bits - 1)):
-        return f"({-(value + 1)}{suffix}-1)"  # the most negative value has no literal of its own
-    text = f"{value}{suffix}"
-    return f"(({C_TYPES[dt]}){text})" if dt.itemsize < 4 and dt != dtypes.weakint else text
+    def int_suffix(self, bits: int, unsigned: bool) -> str:
+        return ("ull" if unsigned else "ll") if bits == 64 else ("u" if unsigned else "")
 
+    def int_literal(self, value: int, dt: DType) -> str:
+        if dt == dtypes.bool:
+            return "1" if value else "0"
+        bits = 64 if dt in (dtypes.weakint, dtypes.int64, dtypes.uint64) else 32
+        unsigned = dtypes.is_unsigned(dt)
+        suffix = self.int_suffix(bits, unsigned)
+        if not unsigned and value == -(1 << (bits - 1)):
+            return f"({-(value + 1)}{suffix}-1)"  # the most negative value has no literal of its own
+        text = f"{value}{suffix}"
+        return f"(({self.types[dt]}){text})" if dt.itemsize < 4 and dt != dtypes.weakint else text
 
-def const_literal(value, dt: DType) -> str:
-    if dtypes.is_float(dt):
-        return float_literal(float(value), dt)
-    return int_literal(int(value), dt)
+    def const_literal(self, value, dt: DType) -> str:
+        if dtypes.is_float(dt):
+            return self.float_literal(float(value), dt)
+        return self.int_literal(int(value), dt)
+
+    def bitcast_expr(self, x: str, src: DType, dst: DType) -> str:
+        return f"({{ {self.types[src]} _s = {x}; {self.types[dst]} _d; __builtin_memcpy(&_d, &_s, sizeof _d); _d; }})"
+
+    def loop_header(self, name: str, end: str, unroll: int | None) -> str:
+        loop = f"for ({self.index_type} {name} = 0; {name} < {end}; {name}++) {{"
+        return f"_Pragma(\"GCC unroll {unroll}\") {loop}" if unroll else loop
+
+    def special(self, name: str) -> str:
+        """The expression for a SPECIAL index (the CPU has only the THREAD core index)."""
+        if name != "core_id":
+            raise CodegenError(f"the C renderer has no GPU dimension {name}")
+        return "core_id"
+
+    def function(self, name: str, helpers: str, body: list[str], buffers: list[UOp], variables: list[UOp], names: dict[UOp, str]) -> str:
+        params, unpack = [], []
+        for i, buf in enumerate(buffers):
+            params.append(f"{self.storage_type(buf.dtype.base)} *restrict {names[buf]}")
+            unpack.append(f"({self.storage_type(buf.dtype.base)} *)bufs[{i}]")
+        for i, var in enumerate(variables):
+            params.append(f"{self.value_type(var.dtype)} {names[var]}")
+            unpack.append(f"({self.value_type(var.dtype)})vals[{i}]")
+        params.append("int core_id")
+        unpack.append("core_id")
+        return (f"{helpers}\nstatic void {name}_body({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
+                f"void {name}(void **bufs, const long long *vals, int core_id, int n_cores) {{\n"
+                f"  (void)bufs; (void)vals; (void)n_cores;\n  {name}_body({', '.join(unpack)});\n}}\n")
 
 
 class _CProgram:
-    def __init__(self, name: str, linear: list[UOp]):
-        self.name, self.linear = name, linear
+    def __init__(self, renderer: CRenderer, name: str, linear: list[UOp]):
+        self.r, self.name, self.linear = renderer, name, linear
         self.names: dict[UOp, str] = {}
         self.uses = Counter(s for node in linear for s in node.src)
         self.counter = Counter[str]()
@@ -120,7 +148,7 @@ class _CProgram:
     def rounded(self, expr: str, dt: DType) -> str:
         """Round an op's result to `dt` (a no-op for dtypes C computes exactly)."""
         if dt == dtypes.float16:
-            return f"((_Float16)({expr}))"
+            return f"(({self.r.types[dtypes.float16]})({expr}))"
         if dt in SMALL_FLOATS:
             self.need(dt)
             return f"uop_round_{SMALL_FLOATS[dt][0]}({expr})"
@@ -135,7 +163,7 @@ class _CProgram:
             if src in (dtypes.float64, dtypes.weakfloat):
                 return f"uop_from_{name}(uop_to_{name}({x}))"
             return f"uop_round_{name}((float)({x}))" if dtypes.is_float(src) else f"uop_from_{name}(uop_to_{name}((double)({x})))"
-        return f"(({value_type(dst)})({x}))"
+        return f"(({self.r.value_type(dst)})({x}))"
 
     def bitcast(self, x: str, src: DType, dst: DType) -> str:
         if src in SMALL_FLOATS:
@@ -147,7 +175,7 @@ class _CProgram:
             return f"uop_from_{SMALL_FLOATS[dst][0]}({self.bitcast(x, src, bits)})"
         if src.itemsize != dst.itemsize:
             raise CodegenError(f"BITCAST from {src} to {dst} changes the size ({src.itemsize} vs {dst.itemsize} bytes)")
-        return f"({{ {C_TYPES[src]} _s = {x}; {C_TYPES[dst]} _d; __builtin_memcpy(&_d, &_s, sizeof _d); _d; }})"
+        return self.r.bitcast_expr(x, src, dst)
 
     def alu(self, node: UOp, a: list[str]) -> str:
         op, dt = node.op, node.dtype
@@ -190,7 +218,7 @@ class _CProgram:
     # ---- statements ----
     def define(self, node: UOp, expr: str, prefix: str) -> None:
         name = self.fresh(prefix)
-        self.line(f"{value_type(node.dtype)} {name} = {expr};")
+        self.line(f"{self.r.value_type(node.dtype)} {name} = {expr};")
         self.names[node] = name
 
     def access(self, index: UOp) -> tuple[str, str | None, DType]:
@@ -207,20 +235,18 @@ class _CProgram:
         if op is Ops.PARAM:
             if node.arg.addrspace is AddrSpace.REG:
                 name = self.names[node] = f"acc{node.arg.slot}"
-                self.line(f"{value_type(node.dtype.base)} {name}[{node.dtype.size}];")
+                self.line(f"{self.r.value_type(node.dtype.base)} {name}[{node.dtype.size}];")
             return  # global buffers and scalar params are function arguments
         if op in (Ops.DEFINE_VAR, Ops.SPECIAL):
             return
         if op is Ops.CONST:
-            self.names[node] = const_literal(node.arg, node.dtype)
+            self.names[node] = self.r.const_literal(node.arg, node.dtype)
             return
         if op is Ops.RANGE:
             name = self.names[node] = f"{'u' if node.arg[1] in REGISTER_AXES else 'r'}idx{node.arg[0]}"
             end = self.names[node.src[0]]
-            if node.arg[1] in REGISTER_AXES:
-                self.line(f"_Pragma(\"GCC unroll {int(node.src[0].arg)}\") for (long long {name} = 0; {name} < {end}; {name}++) {{")
-            else:
-                self.line(f"for (long long {name} = 0; {name} < {end}; {name}++) {{")
+            unroll = int(node.src[0].arg) if node.arg[1] in REGISTER_AXES else None
+            self.line(self.r.loop_header(name, end, unroll))
             self.depth += 1
             return
         if op is Ops.END:
@@ -234,7 +260,7 @@ class _CProgram:
             target, gate, elem = self.access(node.src[0])
             expr = self.decode(target, elem)
             if gate is not None:
-                alt = srcs[1] if len(node.src) > 1 else const_literal(0, node.dtype)
+                alt = srcs[1] if len(node.src) > 1 else self.r.const_literal(0, node.dtype)
                 expr = f"({gate} ? {expr} : {alt})"
             self.define(node, expr, "val")
             return
@@ -273,23 +299,13 @@ class _CProgram:
                           and isinstance(u.dtype, PtrDType)), key=lambda u: u.arg.slot)
         variables = sorted({u for u in self.linear if u.op is Ops.DEFINE_VAR or (u.op is Ops.PARAM and not isinstance(u.dtype, PtrDType))},
                            key=variable_name)
-        params, unpack = [], []
-        for i, buf in enumerate(buffers):
-            name = self.names[buf] = f"data{buf.arg.slot}"
-            params.append(f"{storage_type(buf.dtype.base)} *restrict {name}")
-            unpack.append(f"({storage_type(buf.dtype.base)} *)bufs[{i}]")
-        for i, var in enumerate(variables):
-            name = self.names[var] = variable_name(var)
-            params.append(f"{value_type(var.dtype)} {name}")
-            unpack.append(f"({value_type(var.dtype)})vals[{i}]")
+        for buf in buffers:
+            self.names[buf] = f"data{buf.arg.slot}"
+        for var in variables:
+            self.names[var] = variable_name(var)
         for u in self.linear:
             if u.op is Ops.SPECIAL:
-                self.names[u] = "core_id"
-        params.append("int core_id")
-        unpack.append("core_id")
+                self.names[u] = self.r.special(u.arg)
         for node in self.linear:
             self.render_node(node)
-        head = "".join(self.helpers.values())
-        return (f"{head}\nstatic void {self.name}_body({', '.join(params)}) {{\n" + "\n".join(self.body) + "\n}\n"
-                f"void {self.name}(void **bufs, const long long *vals, int core_id, int n_cores) {{\n"
-                f"  (void)bufs; (void)vals; (void)n_cores;\n  {self.name}_body({', '.join(unpack)});\n}}\n")
+        return self.r.function(self.name, "".join(self.helpers.values()), self.body, buffers, variables, self.names)

@@ -1,0 +1,62 @@
+"""OpenCL C for AMD GPUs, compiled by clang for amdgcn without device libraries.
+
+With no libclc or ROCm device libraries to link, the kernel may use only what clang lowers to instructions by itself:
+work-item ids come from `__builtin_amdgcn_*` builtins, sqrt/trunc/fma from `__builtin_*` (LLVM intrinsics), and
+exp2/log2/sin/pow are decomposed by the codegen (`code_for_op` leaves them out). Types are OpenCL's (`long` is 64-bit,
+`half` needs cl_khr_fp16); bitcasts use `as_<type>`. One work-item computes one element of the output axes that
+became GPU dimensions; the kernel arguments are the buffers (global pointers, 8 bytes each) in slot order, then the
+variables as 64-bit `long`s — the HSA kernarg layout the runtime fills.
+"""
+
+from __future__ import annotations
+
+from uopir.dtypes import DType, dtypes
+from uopir.ops import Ops
+from uopir.uop import UOp
+
+from ..codegen.kernel import CodegenError
+from .cstyle import CRenderer
+
+OPENCL_TYPES: dict[DType, str] = {
+    dtypes.bool: "bool", dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.int16: "short", dtypes.uint16: "ushort",
+    dtypes.int32: "int", dtypes.uint32: "uint", dtypes.int64: "long", dtypes.uint64: "ulong", dtypes.float16: "half",
+    dtypes.float32: "float", dtypes.float64: "double", dtypes.weakint: "long", dtypes.weakfloat: "double",
+}
+_DIM_BUILTIN = {"gidx": "__builtin_amdgcn_workgroup_id_", "lidx": "__builtin_amdgcn_workitem_id_"}
+
+
+class AMDOpenCLRenderer(CRenderer):
+    """Kernels for AMD GPUs as OpenCL C (`clang -target amdgcn-amd-amdhsa -x cl -nogpulib`)."""
+
+    device = "AMD"
+    has_threads = False
+    global_dims = True
+    code_for_op = CRenderer.code_for_op - {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.POW}
+    types = OPENCL_TYPES
+    index_type = "long"
+
+    def __init__(self, arch: str = "gfx1100", local_size: int = 32):
+        super().__init__(vector_width=1)
+        self.arch, self.local_size = arch, local_size
+
+    def int_suffix(self, bits: int, unsigned: bool) -> str:
+        return ("ul" if unsigned else "l") if bits == 64 else ("u" if unsigned else "")
+
+    def bitcast_expr(self, x: str, src: DType, dst: DType) -> str:
+        return f"as_{self.types[dst]}(({self.types[src]})({x}))"
+
+    def loop_header(self, name: str, end: str, unroll: int | None) -> str:
+        loop = f"for (long {name} = 0; {name} < {end}; {name}++) {{"
+        return f"_Pragma(\"unroll\") {loop}" if unroll else loop
+
+    def special(self, name: str) -> str:
+        kind, dim = name[:4], name[4:]
+        if kind not in _DIM_BUILTIN or dim not in ("0", "1", "2"):
+            raise CodegenError(f"the AMD OpenCL renderer has no index {name}")
+        return f"((long){_DIM_BUILTIN[kind]}{'xyz'[int(dim)]}())"
+
+    def function(self, name: str, helpers: str, body: list[str], buffers: list[UOp], variables: list[UOp], names: dict[UOp, str]) -> str:
+        params = [f"__global {self.storage_type(b.dtype.base)} *restrict {names[b]}" for b in buffers]
+        params += [f"long {names[v]}" for v in variables]
+        pragma = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n" if "half" in "".join(body) + "".join(params) else ""
+        return f"{pragma}{helpers}\n__kernel void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
