@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from hcq_runtime import CCompiler, CompileError, Device, buffer_for, counters, run_linear
-from uopir import AxisType, CodegenError, CRenderer, Ops, Opt, OptOps, UOp, dtypes, to_program
+from uopir import AxisType, CodegenError, CRenderer, Ops, Opt, OptOps, SpecError, UOp, dtypes, to_program
 
 NP_DTYPES = {
     dtypes.bool: np.bool_, dtypes.int8: np.int8, dtypes.uint8: np.uint8, dtypes.int16: np.int16, dtypes.uint16: np.uint16,
@@ -196,6 +196,10 @@ def test_program_info():
 
 def test_malformed_kernel_is_refused_with_a_clear_error():
     a = UOp.param(0, dtypes.float32.ptr(4))
+    with pytest.raises(SpecError, match="RESHAPE is a tensor-graph op: it must be lowered before codegen"):
+        to_program(UOp.sink(a.index(UOp.const(0)).store(a.index(UOp.const(1)).load().reshape((1,)))), CRenderer())
+    with pytest.raises(SpecError, match="INDEX offsets must be ints"):
+        to_program(UOp.sink(a.index(UOp.const(0.5)).store(1.0)), CRenderer())
     with pytest.raises(CodegenError, match="a kernel SINK holds STOREs"):
         to_program(UOp.sink(a.index(UOp.const(0)).load()), CRenderer())
     with pytest.raises(CodegenError, match="a kernel AST is a SINK"):

@@ -3,6 +3,7 @@
 from .allocator import Allocator, LRUAllocator
 from .batch import LinkedLinear, link_linear
 from .buffer import Buffer, numpy_dtype
+from .compiled import CompiledDevice
 from .compiler import AMDCompiler, CCompiler, Compiler, cache_dir
 from .cpu import CPUDevice, CPUProgram
 from .device import Device, canonicalize
@@ -22,6 +23,7 @@ __all__ = [
     "CPUDevice",
     "CPUProgram",
     "CompileError",
+    "CompiledDevice",
     "Compiler",
     "Device",
     "DeviceError",

@@ -19,6 +19,7 @@ import numpy as np
 from uopir import CRenderer
 
 from .allocator import LRUAllocator
+from .compiled import CompiledDevice
 from .compiler import CCompiler
 from .errors import AllocationError, DeviceError
 
@@ -153,7 +154,7 @@ class CPUProgram:
             raise DeviceError(f"could not start {n_cores} threads for {self.name}")
 
 
-class CPUDevice:
+class CPUDevice(CompiledDevice):
     """`CPU`, `CPU:1`, ...: each name is a separate device with its own allocator."""
 
     def __init__(self, name: str):

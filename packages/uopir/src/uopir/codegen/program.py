@@ -6,6 +6,7 @@ from uopir.args import ProgramInfo
 from uopir.dtypes import dtypes
 from uopir.ops import Ops
 from uopir.rewrite import graph_rewrite
+from uopir.spec import spec_kernel, type_verify
 from uopir.symbolic import pm_lower_floor_ops, symbolic
 from uopir.uop import UOp
 
@@ -34,7 +35,8 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | tuple[Opt, ...] |
     """Lower `ast` for `renderer` and return PROGRAM(ast, LINEAR(...), SOURCE(text), arg=ProgramInfo).
 
     opts None picks them with the heuristic (THREAD only when the renderer has threads and n_cores > 1)."""
-    kernel_stores(ast)  # raises on a malformed kernel
+    type_verify(ast, spec_kernel)
+    kernel_stores(ast)
     name = kernel_name(ast)
     params = buffer_params(ast)
     variables = kernel_variables(ast)
