@@ -224,3 +224,17 @@ def test_debug_levels_print_calls_and_sources(rng, monkeypatch, capsys):
     run(ast, (21, dtypes.float32), a, b)
     printed = capsys.readouterr().out
     assert "*** E_3_7" in printed and "restrict" not in printed
+
+
+def test_contiguous_upcasts_become_gcc_vectors_and_gathers_stay_loops(rng):
+    n = 32
+    program = to_program(elementwise_add_broadcast(n, n), CRenderer(), opts=[Opt(OptOps.UPCAST, 1, 8)])
+    assert "vector_size(8 * sizeof(float))" in program.src[2].arg and "GCC unroll" not in program.src[2].arg
+    # a transpose reads with stride n along the upcast axis: that block stays a scalar loop, and is still right
+    out, a = UOp.param(0, dtypes.float32.ptr(n * n)), UOp.param(1, dtypes.float32.ptr(n * n))
+    i, j = UOp.range(n, 0), UOp.range(n, 1)
+    transpose = UOp.sink(out.index(i * n + j).store(a.index(j * n + i).load()).end(i, j))
+    program = to_program(transpose, CRenderer(), opts=[Opt(OptOps.UPCAST, 1, 8)])
+    assert "vector_size" not in program.src[2].arg and "GCC unroll 8" in program.src[2].arg
+    x = rng.standard_normal((n, n), dtype=np.float32)
+    np.testing.assert_array_equal(run(program, (n * n, dtypes.float32), x).reshape(n, n), x.T)

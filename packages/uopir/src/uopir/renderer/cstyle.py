@@ -8,6 +8,7 @@ Semantics it guarantees, whatever the C compiler does with undefined behaviour:
 - float16 is `_Float16` with a cast after every op (no excess precision); bfloat16 and the fp8 formats are stored as
   their bits and computed in float32 with the result of every op rounded back (see `c_support`).
 - Casts from float to int truncate; a value outside the target's range is undefined, as in C and numpy.
+- Contiguous upcast register loops are written with GCC vector types (see `cvector`); the rest stay unrolled loops.
 ABI: `void NAME(void **bufs, const long long *vals, int core_id, int n_cores)`, buffers in slot order, variables by
 name (see hcq_runtime's CPU device).
 """
@@ -24,6 +25,7 @@ from uopir.uop import UOp
 from ..codegen.kernel import REGISTER_AXES, CodegenError, variable_name
 from .base import Renderer
 from .c_support import BF16_FAST, GENERIC, SMALL_FLOATS, small_float_helpers
+from .cvector import VectorBlock, find_vector_block, vector_type
 
 C_TYPES: dict[DType, str] = {
     dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
@@ -45,6 +47,8 @@ class CRenderer(Renderer):
     has_threads = True
     types: dict[DType, str] = C_TYPES
     index_type = "long long"
+    #: write vectorizable register loops with GCC vector types (see cvector)
+    vectorize = True
 
     def __init__(self, vector_width: int = 8):
         self.vector_width = vector_width
@@ -256,6 +260,9 @@ class _CProgram:
         if op is Ops.INDEX:
             self.names[node] = ""  # rendered by its LOAD or STORE
             return
+        if self.block is not None and (node in self.block.values or op is Ops.STORE and node.src[0] in self.block.accesses):
+            self.render_vector_node(node, srcs)
+            return
         if op is Ops.LOAD:
             target, gate, elem = self.access(node.src[0])
             expr = self.decode(target, elem)
@@ -282,6 +289,60 @@ class _CProgram:
         else:
             self.names[node] = expr
 
+    # ---- vector blocks ----
+    def vtype(self, dt: DType, aligned: bool = True) -> str:
+        assert self.block is not None
+        name, typedef = vector_type(self.r.types[dt], self.block.width, aligned)
+        self.helpers.setdefault(name, typedef)
+        return name
+
+    def vec(self, node: UOp, text: str) -> str:
+        """`text` as a vector: values of the block already are, scalars are broadcast."""
+        assert self.block is not None
+        return text if node in self.block.values else f"(({self.vtype(node.dtype)}){{}} + ({text}))"
+
+    def render_vector_node(self, node: UOp, srcs: list[str]) -> None:
+        op = node.op
+        if op is Ops.STORE:
+            target, _, elem = self.access(node.src[0])
+            self.line(f"*({self.vtype(elem, aligned=False)} *)&{target} = {self.vec(node.src[1], srcs[1])};")
+            return
+        if op is Ops.LOAD:
+            target, _, _ = self.access(node.src[0])
+            self.define_vector(node, f"(*({self.vtype(node.dtype, aligned=False)} *)&{target})", "val")
+            return
+        vt = self.vtype(node.dtype)
+        args = [self.vec(s, text) for s, text in zip(node.src, srcs)]
+        if op is Ops.CAST:
+            expr = f"__builtin_convertvector({args[0]}, {vt})"
+        elif op is Ops.BITCAST:
+            expr = f"(({vt})({args[0]}))"
+        elif op is Ops.NEG:
+            expr = f"(-{args[0]})"
+        elif op is Ops.RECIPROCAL:
+            expr = f"({self.vec(node.src[0].const_like(1), '1')} / {args[0]})"
+        elif op is Ops.MULACC:
+            fma = "__builtin_fma" if node.dtype == dtypes.float64 else "__builtin_fmaf"
+            name = f"uop_fma_{vt[len('uop_'):]}"
+            # one rounding per lane: clang fuses `a * b + c` under a local contract pragma; other compilers get
+            # the per-lane builtin, which they vectorize
+            self.helpers.setdefault(name, f"static inline {vt} {name}({vt} a, {vt} b, {vt} c) {{\n#if defined(__clang__)\n"
+                                          f"#pragma clang fp contract(fast)\n  return a * b + c;\n#else\n  {vt} r;\n"
+                                          f"  for (int l = 0; l < {self.block.width}; l++) r[l] = {fma}(a[l], b[l], c[l]);\n"
+                                          f"  return r;\n#endif\n}}\n")
+            expr = f"{name}({', '.join(args)})"
+        else:
+            expr = f"({args[0]} {_INFIX[op]} {args[1]})"
+        if self.uses[node] > 1:
+            self.define_vector(node, expr, "alu")
+        else:
+            self.names[node] = expr
+
+    def define_vector(self, node: UOp, expr: str, prefix: str) -> None:
+        name = self.fresh(prefix)
+        self.line(f"{self.vtype(node.dtype)} {name} = {expr};")
+        self.names[node] = name
+
     def decode(self, target: str, elem: DType) -> str:
         if elem in SMALL_FLOATS:
             self.need(elem)
@@ -306,6 +367,17 @@ class _CProgram:
         for u in self.linear:
             if u.op is Ops.SPECIAL:
                 self.names[u] = self.r.special(u.arg)
-        for node in self.linear:
+        self.block: VectorBlock | None = None
+        vector_ends: set[int] = set()
+        for i, node in enumerate(self.linear):
+            if node.op is Ops.RANGE and self.r.vectorize and (found := find_vector_block(self.linear, i)) is not None:
+                self.block, end = found
+                vector_ends.add(end)
+                name = self.names[node] = f"uidx{node.arg[0]}"
+                self.line(f"{{ const {self.r.index_type} {name} = 0;  /* {self.block.width} lanes as one vector */")
+                self.depth += 1
+                continue
+            if i in vector_ends:
+                self.block = None
             self.render_node(node)
         return self.r.function(self.name, "".join(self.helpers.values()), self.body, buffers, variables, self.names)

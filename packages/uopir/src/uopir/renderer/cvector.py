@@ -1,0 +1,107 @@
+"""Which register loops the C renderer writes with GCC vector types, and the vector type names it uses.
+
+An UPCAST register loop of 2..64 lanes becomes one block of vector code when every value in it that depends on the
+lane is built from contiguous loads (index stride exactly 1 in the lane) with vectorizable ops and dtypes, and every
+store that depends on the lane is contiguous too. Index math that depends on the lane is then evaluated once, at lane
+0, as the block's base offsets. Anything else (gathers, gated accesses, lane-dependent selects or comparisons,
+emulated dtypes) keeps the plain unrolled loop, which is always correct.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from uopir.dtypes import DType, PtrDType, dtypes
+from uopir.ops import AxisType, GroupOp, Ops
+from uopir.uop import UOp
+
+from ..codegen.opts import replace_ranges
+
+VECTOR_DTYPES = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64})
+_FLOAT_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MULACC, Ops.RECIPROCAL})
+_INT_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.AND, Ops.OR, Ops.XOR})
+_LANES = (2, 4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True)
+class VectorBlock:
+    """A register loop rendered as vector code: `lane` is its RANGE, `width` its lane count, `values` the nodes that
+    are vectors, `accesses` the INDEXes read or written as vectors (everything else in the block is a scalar;
+    lane-dependent index math is evaluated at lane 0)."""
+
+    lane: UOp
+    width: int
+    values: frozenset[UOp]
+    accesses: frozenset[UOp]
+
+
+def stride(offset: UOp, lane: UOp) -> int | None:
+    """How much `offset` moves when `lane` moves by one (None when that is not a constant)."""
+    step = (replace_ranges(offset, {lane: (lane + 1, (lane,))}) - offset).simplify()
+    return int(step.arg) if step.op is Ops.CONST else None
+
+
+def _element(index: UOp) -> DType:
+    buf = index.src[0]
+    return buf.dtype.base if isinstance(buf.dtype, PtrDType) else buf.dtype
+
+
+def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] | None:
+    """The vector block opened by the RANGE at `linear[start]` and the index of its END, or None to keep the loop."""
+    lane = linear[start]
+    if lane.arg[1] is not AxisType.UPCAST or lane.src[0].op is not Ops.CONST or int(lane.src[0].arg) not in _LANES:
+        return None
+    end = next((i for i in range(start + 1, len(linear)) if linear[i].op in (Ops.RANGE, Ops.END)), None)
+    if end is None or linear[end].op is not Ops.END or linear[end].src[0] is not lane:
+        return None  # not the innermost loop
+    body = linear[start + 1:end]
+    kind: dict[UOp, str] = {lane: "index"}  # lane-dependent nodes: "index" (int math on the lane) or "value" (a vector)
+    for node in body:
+        if not any(s in kind for s in node.src):
+            continue
+        if node.op is Ops.INDEX:
+            if len(node.src) != 2 or node.src[0] in kind or kind.get(node.src[1]) != "index" or stride(node.src[1], lane) != 1:
+                return None
+            kind[node] = "access"
+        elif node.op is Ops.LOAD:
+            if kind.get(node.src[0]) != "access" or node.dtype not in VECTOR_DTYPES or len(node.src) != 1:
+                return None
+            kind[node] = "value"
+        elif node.op is Ops.STORE:
+            if kind.get(node.src[0]) != "access" or _element(node.src[0]) not in VECTOR_DTYPES:
+                return None
+            kind[node] = "store"
+        elif all(kind.get(s) in (None, "index") for s in node.src) and dtypes.is_int(node.dtype) and node.op in GroupOp.ALU:
+            kind[node] = "index"
+        elif not _vectorizable(node, kind):
+            return None
+        else:
+            kind[node] = "value"
+    # lane-dependent index math may only feed index math and INDEX offsets, where lane 0 gives the base
+    for node in body:
+        for i, s in enumerate(node.src):
+            if kind.get(s) == "index" and not (kind.get(node) == "index" or (node.op is Ops.INDEX and i == 1)):
+                return None
+            if kind.get(s) == "access" and node.op not in (Ops.LOAD, Ops.STORE):
+                return None
+    if not any(k == "store" for k in kind.values()):
+        return None
+    values = frozenset(n for n, k in kind.items() if k == "value")
+    return VectorBlock(lane, int(lane.src[0].arg), values, frozenset(n for n, k in kind.items() if k == "access")), end
+
+
+def _vectorizable(node: UOp, kind: dict[UOp, str]) -> bool:
+    if node.dtype not in VECTOR_DTYPES or any(kind.get(s) == "index" for s in node.src):
+        return False
+    if node.op is Ops.CAST:
+        return node.src[0].dtype in VECTOR_DTYPES
+    if node.op is Ops.BITCAST:
+        return node.src[0].dtype in VECTOR_DTYPES and node.src[0].dtype.itemsize == node.dtype.itemsize
+    return node.op in (_FLOAT_OPS if dtypes.is_float(node.dtype) else _INT_OPS)
+
+
+def vector_type(ctype: str, width: int, aligned: bool = True) -> tuple[str, str]:
+    """(name, typedef) of the GCC vector of `width` `ctype`s; the unaligned variant is for loads and stores."""
+    name = f"uop_{ctype.replace(' ', '_')}_x{width}{'' if aligned else '_u'}"
+    attrs = f"vector_size({width} * sizeof({ctype}))" + ("" if aligned else f", aligned(sizeof({ctype}))")
+    return name, f"typedef {ctype} {name} __attribute__(({attrs}));\n"
