@@ -2,7 +2,7 @@
 
     uv run --frozen python benchmarks/isa_codec.py [--target gfx1100] [--rounds 3]
 
-X, kept to the lines llvm-mc-15 accepts,
+The corpus is `sample_corpus(target, 5)` (every opcode, five operand variants), kept to the lines llvm-mc-15 accepts,
 so both tools process identical instructions. llvm-mc runs as one process per round over the whole corpus (its start-up
 is included, as it is for anyone invoking it); ours runs in-process. Each figure is the best of the rounds.
 """

@@ -175,3 +175,58 @@ def test_cdna_mfma_16x16_against_numpy(form: str, dtype, per_reg: int) -> None:
     else:
         np.testing.assert_allclose(got.view(np.float32), a.astype(np.float64) @ b.astype(np.float64) + c, rtol=1e-5, atol=1e-5)
     assert [int(x) for x in st.v[20]] == [int(x) for x in st.a[5]]
+
+
+def _mfma32_operand_regs(m: np.ndarray, per_reg: int) -> np.ndarray:
+    """Registers (regs, 64 lanes) for A (rows) or B (columns; pass B.T) of a 32x32xK MFMA: lane l holds row l%32 and
+    k values (l//32)*K/2 ... +K/2-1, `per_reg` to a register from the low bits up."""
+    k_lane = m.shape[1] // 2
+    bits = 32 // per_reg
+    raw = m.view({1: np.uint32, 2: np.uint16, 4: np.uint8}[per_reg])
+    regs = np.zeros((max(1, k_lane // per_reg), 64), np.uint32)
+    for lane in range(64):
+        for j in range(k_lane):
+            regs[j // per_reg, lane] |= np.uint32(int(raw[lane % 32, (lane // 32) * k_lane + j]) << (bits * (j % per_reg)))
+    return regs
+
+
+@pytest.mark.parametrize("form,per_reg", [("v_mfma_i32_32x32x16_i8", 4), ("v_mfma_f32_32x32x8_bf16", 2), ("v_mfma_f32_32x32x16_f16", 2)])
+def test_cdna_mfma_32x32_against_numpy(form: str, per_reg: int) -> None:
+    k = int(form.split("x")[-1].split("_")[0])
+    rng = np.random.default_rng(12)
+    if per_reg == 4:
+        a, b = rng.integers(-128, 128, (32, k)).astype(np.int8), rng.integers(-128, 128, (k, 32)).astype(np.int8)
+        c = rng.integers(-5000, 5000, (32, 32)).astype(np.int32)
+    elif "bf16" in form:
+        # bf16 values: float32 with the low 16 bits clear, stored as their high halves
+        a32 = (rng.normal(size=(32, k)).astype(np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32)
+        b32 = (rng.normal(size=(k, 32)).astype(np.float32).view(np.uint32) & 0xFFFF0000).view(np.float32)
+        a, b = (a32.view(np.uint32) >> 16).astype(np.uint16), (b32.view(np.uint32) >> 16).astype(np.uint16)
+        c = rng.normal(size=(32, 32)).astype(np.float32)
+    else:
+        a, b = rng.normal(size=(32, k)).astype(np.float16), rng.normal(size=(k, 32)).astype(np.float16)
+        c = rng.normal(size=(32, 32)).astype(np.float32)
+    a_regs, b_regs = _mfma32_operand_regs(a, per_reg), _mfma32_operand_regs(np.ascontiguousarray(b.T), per_reg)
+    state = WaveState(64, "cdna")
+    state.v[0:len(a_regs)] = a_regs
+    state.v[8:8 + len(b_regs)] = b_regs
+    # C in v[32:47] by the documented layout: register r of lane l is C[8*(r//4) + 4*(l//32) + r%4][l%32]
+    position = [(8 * (r // 4) + 4 * (lane // 32) + r % 4, lane % 32) for r in range(16) for lane in range(64)]
+    for index, (row, col) in enumerate(position):
+        state.v[32 + index // 64, index % 64] = c.view(np.uint32)[row, col]
+    n_a, n_b = len(a_regs), len(b_regs)
+    st = run_program(assemble_insts(f"{form} v[48:63], v[0:{n_a - 1}], v[8:{8 + n_b - 1}], v[32:47]", "cdna"), 64, "cdna", state=state)
+    got = np.zeros((32, 32), np.uint32)
+    for index, (row, col) in enumerate(position):
+        got[row, col] = st.v[48 + index // 64, index % 64]
+    if per_reg == 4:
+        np.testing.assert_array_equal(got.view(np.int32), a.astype(np.int64) @ b.astype(np.int64) + c)
+    elif "bf16" in form:
+        np.testing.assert_allclose(got.view(np.float32), a32.astype(np.float64) @ b32.astype(np.float64) + c, rtol=1e-5, atol=1e-5)
+    else:
+        np.testing.assert_allclose(got.view(np.float32), a.astype(np.float64) @ b.astype(np.float64) + c, rtol=1e-5, atol=1e-5)
+
+
+def test_cdna_multi_block_mfma_is_reported_unsupported() -> None:
+    with pytest.raises(EmulatorError, match="v_mfma_f32_32x32x1"):
+        run_program(assemble_insts("v_mfma_f32_32x32x1_2b_f32 v[0:31], v40, v41, v[0:31]", "cdna"), 64, "cdna")

@@ -35,7 +35,23 @@ def compiled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     for target in CDNA_TARGETS:
         for name in ("vector_add", "lds_reduce", "tiled_matmul", "scratch_spill"):
             built[f"{name}_{target}"] = build(name, tmp_path_factory, target=target)
+    built["mfma32_matmul_gfx90a"] = build("mfma32_matmul", tmp_path_factory, target="gfx90a")
     return built
+
+
+@pytest.mark.parametrize(("kernel", "dtype", "k"), [("mfma32_f16", np.float16, 8), ("mfma32_f32", np.float32, 2)])
+def test_cdna_mfma_32x32_builtin(compiled: dict[str, bytes], kernel: str, dtype, k: int) -> None:
+    # clang places the operands by the builtin's register layout; the kernel reads and writes memory by the documented one,
+    # so C == A @ B + C0 holds only if the emulator's 32x32 layout is the hardware's.
+    rng = np.random.default_rng(11)
+    a, b = rng.normal(size=(32, k)).astype(dtype), rng.normal(size=(k, 32)).astype(dtype)
+    c0 = rng.normal(size=(32, 32)).astype(np.float32)
+    c = c0.copy()
+    mem = Memory()
+    run = run_kernel(compiled["mfma32_matmul_gfx90a"], struct.pack("<QQQ", mem.map(a), mem.map(b), mem.map(c)), 64, 64, mem,
+                     kernel=kernel, count_mix=True)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64) + c0, rtol=1e-5, atol=1e-5)
+    assert any(name.startswith("v_mfma_f32_32x32") for name in run.mix)
 
 
 @pytest.mark.parametrize("variant", ["vector_add", "vector_add_w64", "vector_add_gfx90a", "vector_add_gfx940"])

@@ -240,3 +240,46 @@ def test_rdna4_wmma_f16_output_packs_two_rows_per_register() -> None:
             got[m, n] = np.uint16((word >> (16 * ((m & 7) % 2))) & 0xFFFF).view(np.float16)
     want = (a.astype(np.float64) @ b.astype(np.float64)).astype(np.float16)
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3)
+
+
+def _ocp_e4m3(code: int) -> float:
+    """OCP E4M3 by its definition, via float16 bit patterns (bias 7 -> 15), subnormals by scaling."""
+    sign = -1.0 if code & 0x80 else 1.0
+    exponent, mantissa = code >> 3 & 0xF, code & 7
+    if exponent == 0xF and mantissa == 7:
+        return float("nan")
+    if exponent == 0:
+        return sign * mantissa * 2.0 ** -9
+    return sign * float(np.uint16((exponent + 8) << 10 | mantissa << 7).view(np.float16))
+
+
+def _ocp_e5m2(code: int) -> float:
+    """OCP E5M2 is the high byte of an IEEE float16."""
+    return float(np.uint16(code << 8).view(np.float16))
+
+
+def test_ocp_fp8_tables_match_their_definitions() -> None:
+    from amd_isa.emu import fp
+
+    for code in range(256):
+        for table, ref in ((fp.FP8_VALUES, _ocp_e4m3), (fp.BF8_VALUES, _ocp_e5m2)):
+            want = ref(code)
+            assert (np.isnan(want) and np.isnan(table[code])) or table[code] == want, (code, table[code], want)
+    assert fp.FP8_VALUES[0x7E] == 448.0 and fp.BF8_VALUES[0x7C] == np.inf
+
+
+@pytest.mark.parametrize(("a_type", "b_type"), [("fp8", "fp8"), ("fp8", "bf8"), ("bf8", "fp8"), ("bf8", "bf8")])
+def test_rdna4_wmma_fp8_forms(a_type: str, b_type: str) -> None:
+    # finite codes only (no NaN / inf), so the numpy product is well defined
+    finite = {"fp8": [c for c in range(256) if c & 0x7F != 0x7F], "bf8": [c for c in range(256) if c & 0x7C != 0x7C]}
+    ref = {"fp8": _ocp_e4m3, "bf8": _ocp_e5m2}
+    a = RNG.choice(finite[a_type], (16, 16)).astype(np.uint8)
+    b = RNG.choice(finite[b_type], (16, 16)).astype(np.uint8)
+    c = RNG.normal(size=(16, 16)).astype(np.float32)
+    vgprs = {i: r for i, r in enumerate(_rdna4_ab_regs(a, 8))}
+    vgprs.update({2 + i: r for i, r in enumerate(_rdna4_ab_regs(np.ascontiguousarray(b.T), 8))})
+    vgprs.update({8 + i: r for i, r in enumerate(_rdna4_dc_regs(c))})
+    st = _run_rdna4(f"v_wmma_f32_16x16x16_{a_type}_{b_type} v[16:23], v[0:1], v[2:3], v[8:15]", vgprs)
+    got = np.array([[st.v[16 + (m & 7), n + 16 * (m >> 3)] for n in range(16)] for m in range(16)], np.uint32).view(np.float32)
+    av, bv = np.vectorize(ref[a_type])(a), np.vectorize(ref[b_type])(b)
+    np.testing.assert_allclose(got, (av @ bv + c).astype(np.float32), rtol=1e-6, atol=1e-6)

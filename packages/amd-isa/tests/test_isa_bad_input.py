@@ -1,7 +1,9 @@
 """Bad input: random or truncated bytes decode to instructions or a DecodeError; bad assembly names its line."""
 
+from functools import cache
+
 import pytest
-from amd_isa import AsmError, DecodeError, assemble, decode, decode_one
+from amd_isa import AsmError, DecodeError, assemble, decode, decode_one, iter_decode, sample_corpus
 from amd_isa.rdna3 import s, s_mov_b32, v, v_add_f32_e32
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -19,6 +21,55 @@ def test_random_bytes_decode_or_raise_decode_error(arch, data):
     for inst in insts:
         str(inst)
         repr(inst)
+
+
+@cache
+def corpus_bytes(arch: str) -> list[bytes]:
+    """Valid encodings of every opcode of the family `arch` belongs to (one variant each)."""
+    family = {"gfx90a": "cdna", "gfx1151": "rdna3"}.get(arch, arch)
+    return [inst.to_bytes() for inst in sample_corpus(family, 2, 0)]
+
+
+def check_decodes_or_raises(data: bytes, arch: str) -> None:
+    """Either a DecodeError or instructions that cover every byte, print, repr and re-encode to their size."""
+    try:
+        insts = decode(data, arch)
+    except DecodeError:
+        return
+    assert sum(inst.size() for inst in insts) == len(data)
+    assert all(len(inst.to_bytes()) == inst.size() for inst in insts)
+    for inst in insts:
+        str(inst)
+        repr(inst)
+
+
+# Random bytes rarely form a plausible encoding; flipping bits of valid ones reaches every format's deeper fields
+# (operand kinds, literals, DPP/SDWA words, register ranges running past the file) and truncation cuts them short.
+@pytest.mark.parametrize("arch", ["rdna3", "rdna4", "cdna", "gfx90a", "gfx1151"])
+@settings(max_examples=400, derandomize=True, deadline=None)
+@given(data=st.data())
+def test_mutated_encodings_decode_or_raise_decode_error(arch, data):
+    blob = bytearray(data.draw(st.sampled_from(corpus_bytes(arch))))
+    for bit in data.draw(st.lists(st.integers(0, len(blob) * 8 - 1), min_size=1, max_size=4)):
+        blob[bit // 8] ^= 1 << bit % 8
+    cut = data.draw(st.integers(0, len(blob)))
+    check_decodes_or_raises(bytes(blob[:cut]), arch)
+    check_decodes_or_raises(bytes(blob), arch)
+
+
+@pytest.mark.parametrize("arch", ["rdna3", "rdna4", "cdna"])
+@settings(max_examples=100, derandomize=True, deadline=None)
+@given(data=st.binary(min_size=0, max_size=40), offset=st.integers(0, 44))
+def test_decode_one_and_iter_decode_at_any_offset(arch, data, offset):
+    try:
+        inst = decode_one(data, arch, offset)
+        assert offset + inst.size() <= len(data)
+    except DecodeError:
+        pass
+    try:
+        assert sum(inst.size() for inst in iter_decode(data, arch)) == len(data)
+    except DecodeError:
+        pass
 
 
 def test_truncated_literal_is_a_decode_error():

@@ -2,9 +2,13 @@
 
 import shutil
 import subprocess
+from pathlib import Path
 
+import numpy as np
 import pytest
 from amd_isa import CodeObject, CodeObjectError, assemble, decode
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 KERNEL_SOURCE = """\
 .amdgcn_target "amdgcn-amd-amdhsa--gfx1100"
@@ -93,3 +97,51 @@ def test_bad_files_raise_code_object_errors(blob):
 def test_truncated_llvm_code_object_is_rejected(llvm_code_object):
     with pytest.raises(CodeObjectError):
         CodeObject.from_bytes(llvm_code_object[: len(llvm_code_object) // 2])
+
+
+def test_lenient_header_fields_are_read_as_the_minimal_writer_means_them(llvm_code_object):
+    # tinygrad's minimal ELF writer leaves EI_DATA, e_machine and e_shentsize zero; the sections are still readable.
+    blob = bytearray(llvm_code_object)
+    blob[5] = 0
+    blob[18:20] = bytes(2)
+    blob[58:60] = bytes(2)
+    lenient, strict = CodeObject.from_bytes(bytes(blob)), CodeObject.from_bytes(llvm_code_object)
+    assert (lenient.text, lenient.text_addr, lenient.symbols, lenient.kernels) == (strict.text, strict.text_addr, strict.symbols, strict.kernels)
+    blob[5] = 2  # big-endian is refused, not misread
+    with pytest.raises(CodeObjectError, match="little-endian"):
+        CodeObject.from_bytes(bytes(blob))
+
+
+SQTT_DATA = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "sqtt"
+MINIMAL_ELFS = sorted(SQTT_DATA.glob("gfx*/profile_sync_run_0/prog_123.elf")) + sorted(SQTT_DATA.glob("gfx1200/profile_handwritten_run_0/*.elf"))
+
+
+@pytest.mark.skipif(not MINIMAL_ELFS, reason=f"SQTT test data not found at {SQTT_DATA}")
+@pytest.mark.parametrize("path", MINIMAL_ELFS, ids=[f"{p.parent.parent.name}/{p.parent.name}" for p in MINIMAL_ELFS])
+def test_reads_tinygrad_minimal_elf(path):
+    blob = path.read_bytes()
+    # Independent reading of the section table with numpy: a structured view of the 64-byte headers.
+    shoff, shnum, shstrndx = int.from_bytes(blob[40:48], "little"), *np.frombuffer(blob, "<u2", 2, 60)
+    shdr = np.dtype([("name", "<u4"), ("type", "<u4"), ("flags", "<u8"), ("addr", "<u8"), ("offset", "<u8"), ("size", "<u8"),
+                     ("link", "<u4"), ("info", "<u4"), ("align", "<u8"), ("entsize", "<u8")])
+    table = np.frombuffer(blob, shdr, int(shnum), shoff)
+    names_at = table[shstrndx]["offset"]
+    names = [blob[names_at + n:blob.index(b"\0", names_at + n)].decode() for n in table["name"]]
+    text = table[names.index(".text")]
+    code = CodeObject.from_bytes(blob)
+    assert code.text == blob[text["offset"]:text["offset"] + text["size"]]
+    assert code.text_addr == text["addr"]
+    arch = path.parent.parent.name
+    assert "s_endpgm" in {inst.mnemonic for inst in decode(code.text, arch)}
+
+
+@settings(max_examples=150, derandomize=True, deadline=None)
+@given(edits=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), min_size=1, max_size=8), cut=st.integers(0, 10_000))
+def test_corrupted_code_objects_raise_code_object_errors(llvm_code_object, edits, cut):
+    blob = bytearray(llvm_code_object)
+    for at, value in edits:
+        blob[at % len(blob)] = value
+    try:
+        CodeObject.from_bytes(bytes(blob[:max(cut, 64)]))
+    except CodeObjectError:
+        pass

@@ -136,7 +136,9 @@ def build(git_dir: str, arch: str) -> str:
     out_ops: dict[str, dict[int, tuple]] = {}
     # Operands the XML leaves out (the ISA document lists them): the subvector loop markers take an SGPR and a branch target.
     operand_fixes = {("SOPK", "S_SUBVECTOR_LOOP_BEGIN"): (("sdst", 32, "SDST", "B32"), ("simm16", 16, "LABEL", "I16")),
-                     ("SOPK", "S_SUBVECTOR_LOOP_END"): (("sdst", 32, "SDST", "B32"), ("simm16", 16, "LABEL", "I16"))}
+                     ("SOPK", "S_SUBVECTOR_LOOP_END"): (("sdst", 32, "SDST", "B32"), ("simm16", 16, "LABEL", "I16")),
+                     # CDNA4's MFMA scale load reads two scale sources (the scaled MFMA pairs repeat them as scale_src0/1).
+                     ("VOP3P", "V_MFMA_LD_SCALE_B32"): (("src0", 32, "SRC_SIMPLE", "B32"), ("src1", 32, "SRC_SIMPLE", "B32"))}
     for name, fmt in out_formats.items():
         enum_cls = fmt.get("enum")
         if enum_cls is None:

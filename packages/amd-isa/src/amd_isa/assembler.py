@@ -33,24 +33,30 @@ class Label:
     name: str
 
 
+@cache
+def _separator(seps: str) -> re.Pattern:
+    return re.compile(f"([{re.escape(seps)}])")
+
+
 def _split_top(text: str, seps: str) -> list[str]:
     """Split on any of `seps` outside brackets, parentheses and |abs| bars."""
-    if not any(ch in text for ch in "([|"):
-        return [p.strip() for p in re.split(f"[{re.escape(seps)}]", text) if p.strip()]
-    parts, depth, bars, cur = [], 0, 0, []
-    for ch in text:
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        elif ch == "|":
-            bars ^= 1
-        if ch in seps and depth == 0 and not bars:
-            parts.append("".join(cur))
-            cur = []
+    if "(" not in text and "[" not in text and "|" not in text and ")" not in text and "]" not in text:
+        return [p.strip() for p in _separator(seps).split(text)[::2] if p.strip()]
+    # Split everywhere, then glue pieces back (with the separator they were cut at) while a bracket or bar is open:
+    # the common case (`v[0:3], v[4:7]`) costs a few str.count calls instead of a loop over characters.
+    pieces = _separator(seps).split(text)
+    parts, cur, depth, bars = [], "", 0, 0
+    for i in range(0, len(pieces), 2):
+        piece = pieces[i]
+        cur += piece
+        if "[" in piece or "]" in piece or "(" in piece or ")" in piece or "|" in piece:
+            depth += piece.count("(") + piece.count("[") - piece.count(")") - piece.count("]")
+            bars ^= piece.count("|") & 1
+        if depth == 0 and not bars or i + 1 >= len(pieces):
+            parts.append(cur)
+            cur = ""
         else:
-            cur.append(ch)
-    parts.append("".join(cur))
+            cur += pieces[i + 1]
     return [p.strip() for p in parts if p.strip()]
 
 
@@ -67,8 +73,26 @@ def _specials(arch) -> dict[str, Special]:
     return _SPECIALS[id(arch)]
 
 
+# (Arch object id, token) -> parsed operand. Operand values are immutable (frozen dataclasses, numbers), so a token seen
+# before, as most register names and constants of a program are, is not parsed again. Keyed by the Arch object (they
+# are module-level singletons), not its family name: gfx90a spells hwreg names differently from gfx940.
+_PARSED: dict[tuple[int, str], object] = {}
+_PARSED_LIMIT = 1 << 16
+
+
 def parse_operand(arch, token: str) -> object:
     """One operand token as a value: register, special register, number, symbolic immediate or label."""
+    key = (id(arch), token)
+    value = _PARSED.get(key)
+    if value is None:
+        value = _parse_operand(arch, token)
+        if len(_PARSED) >= _PARSED_LIMIT:
+            _PARSED.clear()
+        _PARSED[key] = value
+    return list(value) if isinstance(value, list) else value
+
+
+def _parse_operand(arch, token: str) -> object:
     token = token.strip()
     low = token.lower()
     if low.startswith("-") and not _NUMBER.match(low) and not _FLOAT.match(low):
@@ -130,8 +154,22 @@ def _absolute(value: object, token: str) -> object:
     raise EncodeError(f"cannot take |{token}|")
 
 
+_MODIFIERS: dict[str, tuple[str, object]] = {}
+
+
 def parse_modifier(token: str) -> tuple[str, object]:
     """`glc` -> ("glc", True); `offset:16` -> ("offset", 16); `op_sel:[1,0]` -> ("op_sel", [1, 0])."""
+    parsed = _MODIFIERS.get(token)
+    if parsed is None:
+        parsed = _parse_modifier(token)
+        if len(_MODIFIERS) >= _PARSED_LIMIT:
+            _MODIFIERS.clear()
+        _MODIFIERS[token] = parsed
+    key, value = parsed
+    return key, list(value) if isinstance(value, list) else value
+
+
+def _parse_modifier(token: str) -> tuple[str, object]:
     if ":" not in token:
         return token.lower(), True
     key, value = token.split(":", 1)
@@ -174,7 +212,8 @@ def _parse_half(arch, text: str) -> tuple[str, list, dict[str, object]]:
         target, _, rest = rest.partition(" ")
         leading.append(parse_operand(arch, target))
     pieces = _split_top(rest, ",")
-    tail = _split_top(pieces[-1], " \t")
+    last = pieces[-1]
+    tail = _split_top(last, " \t") if " " in last or "\t" in last else [last]
     pieces[-1:] = tail[:1]
     mods_tokens = tail[1:]
     if len(pieces) == 1 and _is_modifier(pieces[0]):
@@ -236,14 +275,18 @@ def assemble(text: str, arch: str) -> bytes:
     return b"".join(inst.to_bytes() for inst in assemble_insts(text, arch))
 
 
+_COMMENT = re.compile(r";|//")
+_LINE_LABEL = re.compile(r"^([A-Za-z_.$][\w.$]*):(?!\S)\s*")
+
+
 def assemble_insts(text: str, arch: str) -> list[Inst]:
     """Like `assemble`, but returns the instructions."""
     labels: dict[str, int] = {}
     pending: list[tuple[int, str, int, Inst, str | None]] = []
     offset = 0
     for lineno, raw in enumerate(text.splitlines(), 1):
-        line = re.split(r";|//", raw, maxsplit=1)[0].strip()
-        while (match := re.match(r"^([A-Za-z_.$][\w.$]*):(?!\S)\s*", line)) is not None:
+        line = (_COMMENT.split(raw, maxsplit=1)[0] if ";" in raw or "//" in raw else raw).strip()
+        while ":" in line and (match := _LINE_LABEL.match(line)) is not None:
             labels[match.group(1)] = offset
             line = line[match.end():]
         if not line or line.startswith("."):

@@ -13,7 +13,8 @@ EM_AMDGPU = 224
 ELFOSABI_AMDGPU_HSA = 64
 ELFABIVERSION_AMDGPU_HSA_V5 = 3
 ET_DYN = 3
-SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB, SHT_DYNSYM = 1, 2, 3, 11
+SHT_PROGBITS, SHT_SYMTAB, SHT_STRTAB, SHT_NOBITS, SHT_DYNSYM = 1, 2, 3, 8, 11
+SHDR_SIZE, SYM_SIZE = 64, 24  # ELF64 section header and symbol entry sizes
 SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 1, 2, 4
 STT_OBJECT, STT_FUNC, STT_AMDGPU_HSA_KERNEL = 1, 2, 10
 STB_GLOBAL = 1
@@ -159,22 +160,27 @@ def _cstr(table: bytes, offset: int) -> str:
 def _read(blob: bytes) -> CodeObject:
     if len(blob) < 64 or blob[:4] != b"\x7fELF":
         raise CodeObjectError("not an ELF file (bad magic); pass --raw to disassemble raw bytes")
-    if blob[4] != 2 or blob[5] != 1:
+    # tinygrad's minimal ELF writer leaves EI_DATA, e_machine and e_shentsize zero: read those as little-endian AMDGPU with
+    # 64-byte section headers; only what we cannot read (ELF32, big-endian, another machine) is refused.
+    if blob[4] != 2 or blob[5] not in (0, 1):
         raise CodeObjectError("only little-endian ELF64 code objects are supported")
     e_machine, e_flags = struct.unpack_from("<H", blob, 18)[0], struct.unpack_from("<I", blob, 48)[0]
-    if e_machine != EM_AMDGPU:
+    if e_machine not in (EM_AMDGPU, 0):
         raise CodeObjectError(f"ELF machine is {e_machine}, not AMDGPU ({EM_AMDGPU})")
     e_shoff = struct.unpack_from("<Q", blob, 40)[0]
     e_shentsize, e_shnum, e_shstrndx = struct.unpack_from("<HHH", blob, 58)
-    if e_shoff + e_shnum * e_shentsize > len(blob) or e_shentsize < 64:
+    e_shentsize = e_shentsize or SHDR_SIZE
+    if e_shentsize < SHDR_SIZE:
+        raise CodeObjectError(f"ELF section header size is {e_shentsize}, expected at least {SHDR_SIZE}")
+    if e_shoff + e_shnum * e_shentsize > len(blob):
         raise CodeObjectError("truncated ELF: section headers run past the end of the file")
     sections = []
     for i in range(e_shnum):
         name, kind, flags, addr, offset, size, link, info, align, entsize = struct.unpack_from("<IIQQQQIIQQ", blob, e_shoff + i * e_shentsize)
-        if kind != 8 and offset + size > len(blob):  # SHT_NOBITS has no file bytes
+        if kind != SHT_NOBITS and offset + size > len(blob):
             raise CodeObjectError(f"truncated ELF: section {i} runs past the end of the file")
         sections.append((name, kind, addr, offset, size, link, entsize))
-    shstr = blob[sections[e_shstrndx][3]:sections[e_shstrndx][3] + sections[e_shstrndx][4]] if e_shstrndx < len(sections) else b""
+    shstr = _section_bytes(blob, sections, e_shstrndx)
     names = [_cstr(shstr, s[0]) for s in sections]
     by_name = {name: s for name, s in zip(names, sections, strict=True)}
     if ".text" not in by_name:
@@ -182,10 +188,10 @@ def _read(blob: bytes) -> CodeObject:
     _, _, text_addr, text_off, text_size, _, _ = by_name[".text"]
     symbols: dict[str, Symbol] = {}
     for _, kind, _, offset, size, link, entsize in sections:
-        if kind not in (SHT_SYMTAB, SHT_DYNSYM) or entsize < 24:
+        if kind not in (SHT_SYMTAB, SHT_DYNSYM) or entsize < SYM_SIZE:
             continue
-        strtab = blob[sections[link][3]:sections[link][3] + sections[link][4]]
-        for at in range(offset, offset + size, entsize):
+        strtab = _section_bytes(blob, sections, link)
+        for at in range(offset, offset + size - SYM_SIZE + 1, entsize):
             st_name, st_info, _, st_shndx, st_value, st_size = struct.unpack_from("<IBBHQQ", blob, at)
             name = _cstr(strtab, st_name)
             if name and name not in symbols:
@@ -195,13 +201,21 @@ def _read(blob: bytes) -> CodeObject:
     for name, sym in symbols.items():
         if not name.endswith(".kd"):
             continue
-        for sec_name, (_, _, addr, offset, size, _, _) in zip(names, sections, strict=True):
-            if sec_name == sym.section and addr <= sym.value and sym.value + KD_SIZE <= addr + size:
+        for sec_name, (_, kind, addr, offset, size, _, _) in zip(names, sections, strict=True):
+            if sec_name == sym.section and kind != SHT_NOBITS and addr <= sym.value and sym.value + KD_SIZE <= addr + size:
                 at = offset + sym.value - addr
                 descriptors[name.removesuffix(".kd")] = KernelDescriptor.from_bytes(blob[at:at + KD_SIZE])
     mach = e_flags & EF_AMDGPU_MACH
     target = next((t for t, m in MACH.items() if m == mach), "")
     return CodeObject(blob[text_off:text_off + text_size], text_addr, target, symbols, descriptors)
+
+
+def _section_bytes(blob: bytes, sections: list[tuple[int, int, int, int, int, int, int]], index: int) -> bytes:
+    """The file bytes of section `index` (empty when the index is out of range or the section has none)."""
+    if index >= len(sections) or sections[index][1] == SHT_NOBITS:
+        return b""
+    offset, size = sections[index][3], sections[index][4]
+    return blob[offset:offset + size]
 
 
 class _Strtab:

@@ -9,6 +9,7 @@ from functools import cache
 from . import printer
 from .arch import Arch, get_arch
 from .errors import DecodeError
+from .syntax_common import SCALE_LOAD
 
 # Source fields that may hold the literal code 255 or the DPP/SDWA codes.
 SRC_FIELDS = ("ssrc0", "ssrc1", "src0", "src1", "src2", "srcx0", "srcy0")
@@ -17,6 +18,9 @@ ALWAYS_LITERAL = ("madak", "madmk", "fmaak", "fmamk", "setreg_imm32")
 DPP16_CODE, DPP8_CODE, DPP8FI_CODE, SDWA_CODE = 250, 233, 234, 249
 VOP_SHORT = ("VOP1", "VOP2", "VOPC")
 VOP_LONG = ("VOP3", "VOP3SD", "VOP3P")
+# CDNA4 scaled MFMA (VOP3PX2): a v_mfma_ld_scale_b32 word then the MFMA word. Bits of the scale word the pair does not
+# carry: its vdst (7:0), op_sel_hi[2] and clamp (15:14) and src2 (58:50).
+X2_HIDDEN_BITS = 0xFF | 0b11 << 14 | 0x1FF << 50
 # Branch-like immediates and memory offsets that the hardware reads as signed.
 SIGNED_LABEL = ("LABEL",)
 
@@ -74,23 +78,14 @@ class Inst:
 
     def to_bytes(self) -> bytes:
         """The little-endian machine code of this instruction."""
-        layout = self.layout
-        base = self.arch.formats[self.fmt]
-        word = 0
-        _, lo, value = base["encoding"]
-        word |= value << lo
-        for _, lo, value in base["fixed"].values():
-            word |= value << lo
-        for name, spec in layout["fields"].items():
-            hi, lo = spec[0], spec[1]
-            raw = self.fields.get(name)
+        size, word, specs = _encoder(self.arch.name, self.fmt, self.variant)
+        fields = self.fields
+        for name, lo, mask, default in specs:
+            raw = fields.get(name)
             if raw is None:
-                raw = self.op if name in ("op", "opx") else _default(self.arch, spec)
-            width = hi - lo + 1
-            if not 0 <= raw < (1 << width):
-                raw &= (1 << width) - 1
-            word |= raw << lo
-        data = word.to_bytes(layout["size"], "little")
+                raw = self.op if default is None else default
+            word |= (raw & mask) << lo
+        data = word.to_bytes(size, "little")
         if self.literal is not None:
             data += (self.literal & 0xFFFFFFFF).to_bytes(4, "little")
         return data
@@ -106,6 +101,21 @@ class Inst:
 
     def __repr__(self) -> str:
         return printer.repr_inst(self)
+
+
+@cache
+def _encoder(arch_name: str, fmt: str, variant: str) -> tuple[int, int, tuple[tuple[str, int, int, int | None], ...]]:
+    """(size, constant bits, ((field, low bit, mask, default or None for the opcode), ...)) of one encoding."""
+    arch = get_arch(arch_name)
+    base = arch.formats[fmt]
+    layout = arch.formats[f"{fmt}_{variant}" if variant else fmt]
+    _, lo, value = base["encoding"]
+    word = value << lo
+    for _, lo, value in base["fixed"].values():
+        word |= value << lo
+    specs = tuple((name, spec[1], (1 << (spec[0] - spec[1] + 1)) - 1, None if name in ("op", "opx") else _default(arch, spec))
+                  for name, spec in layout["fields"].items())
+    return layout["size"], word, specs
 
 
 def _default(arch: Arch, spec: tuple) -> int:
@@ -148,6 +158,7 @@ NO_SUFFIX = ("v_nop", "v_readfirstlane_b32", "v_pipeflush", "v_clrexcp", "v_swap
 LLVM_SPELLING = {"v_accvgpr_read": "v_accvgpr_read_b32", "v_accvgpr_write": "v_accvgpr_write_b32"}
 
 
+@cache
 def llvm_name(arch_name: str, name: str) -> str:
     """LLVM's spelling of a table mnemonic: `_e32`/`_e64` appear only when the other encoding of the op exists."""
     names = _table_names(arch_name)
@@ -231,13 +242,17 @@ def decode_one(data: bytes, arch: str, offset: int = 0) -> Inst:
     if opcode not in arch_obj.ops.get(fmt, {}):
         raise DecodeError(f"unknown {fmt} opcode {opcode} at offset {offset:#x} ({arch_obj.name})")
     name = arch_obj.ops[fmt][opcode][0]
+    if name == SCALE_LOAD and "VOP3PX2" in arch_obj.ops:
+        pair = _scaled_mfma(arch_obj, data, offset)
+        if pair is not None:
+            return pair
     variant = _variant(arch_obj, fmt, opcode, dword0 | (peek << 32), base)
     layout = arch_obj.formats[f"{fmt}_{variant}" if variant else fmt]
     size = layout["size"]
     if len(data) - offset < size:
         raise DecodeError(f"truncated {name} at offset {offset:#x}: needs {size} bytes, {len(data) - offset} left")
     word = int.from_bytes(data[offset:offset + size], "little")
-    fields = {f: _extract(word, spec) for f, spec in layout["fields"].items() if f not in ("op", "opx")}
+    fields = {f: (word >> lo) & mask for f, lo, mask in _field_extractors(arch_obj.name, fmt, variant)}
     if fmt == "VOPD" and fields["opy"] not in arch_obj.ops["VOPD"]:
         raise DecodeError(f"unknown VOPD Y opcode {fields['opy']} at offset {offset:#x}")
     literal = None
@@ -246,6 +261,26 @@ def decode_one(data: bytes, arch: str, offset: int = 0) -> Inst:
             raise DecodeError(f"truncated {name} at offset {offset:#x}: its literal dword is missing")
         literal = int.from_bytes(data[offset + size:offset + size + 4], "little")
     return Inst(arch_obj, fmt, opcode, fields, literal, variant)
+
+
+def _scaled_mfma(arch: Arch, data: bytes, offset: int) -> Inst | None:
+    """The VOP3PX2 pair starting at `offset` (a scale load whose next 8 bytes are an f8f6f4 MFMA), or None.
+
+    Like LLVM's disassembler, a v_mfma_ld_scale_b32 followed by a scalable MFMA reads as one 16-byte instruction; a scale
+    word with bits the pair's syntax cannot show (its own vdst, src2, clamp, op_sel_hi[2]) stays two instructions, so
+    decoding and re-encoding keep every bit.
+    """
+    if len(data) - offset < 16:
+        return None
+    word = int.from_bytes(data[offset:offset + 16], "little")
+    layout = arch.formats["VOP3PX2"]
+    if _extract(word, layout["encoding"]) != layout["encoding"][2]:
+        return None
+    opcode = _extract(word, layout["fields"]["op"])
+    if opcode not in arch.ops["VOP3PX2"] or word & X2_HIDDEN_BITS:
+        return None
+    fields = {f: _extract(word, spec) for f, spec in layout["fields"].items() if f != "op"}
+    return Inst(arch, "VOP3PX2", opcode, fields)
 
 
 def _variant(arch: Arch, fmt: str, opcode: int, word: int, base: dict) -> str:
@@ -266,19 +301,35 @@ def _variant(arch: Arch, fmt: str, opcode: int, word: int, base: dict) -> str:
     return ""
 
 
+@cache
+def _field_extractors(arch_name: str, fmt: str, variant: str) -> tuple[tuple[str, int, int], ...]:
+    """(field, low bit, mask) of every field of an encoding but its opcode, in table order."""
+    layout = get_arch(arch_name).formats[f"{fmt}_{variant}" if variant else fmt]
+    return tuple((f, spec[1], (1 << (spec[0] - spec[1] + 1)) - 1) for f, spec in layout["fields"].items() if f not in ("op", "opx"))
+
+
 def _needs_literal(arch: Arch, fmt: str, opcode: int, fields: dict[str, int]) -> bool:
-    name, info = arch.ops[fmt][opcode]
-    if any(part in name for part in ALWAYS_LITERAL):
-        return True
     if fmt == "VOPD":
-        y_name = arch.ops["VOPD"][fields["opy"]][0]
-        if any(part in y_name for part in ALWAYS_LITERAL):
+        if _literal_sources(arch.name, fmt, opcode) is None or _literal_sources(arch.name, fmt, fields["opy"]) is None:
             return True
         return fields.get("srcx0") == 255 or fields.get("srcy0") == 255
+    sources = _literal_sources(arch.name, fmt, opcode)
+    return sources is None or any(fields.get(f) == 255 for f in sources)
+
+
+@cache
+def _literal_sources(arch_name: str, fmt: str, opcode: int) -> tuple[str, ...] | None:
+    """Source fields whose code 255 means a literal dword follows; None when the opcode always carries one."""
+    arch = get_arch(arch_name)
+    name, info = arch.ops[fmt][opcode]
+    if fmt == "VOP3PX2":
+        return ()  # MFMA sources are registers or inline constants
+    if any(part in name for part in ALWAYS_LITERAL):
+        return None
     if fmt in VOP_LONG and not arch.vop3_literal:
-        return False
+        return ()
     used = {entry[0] for entry in info if entry[2] != "SENDMSG_RTN" and entry[1] != "SENDMSG_RTN"}
-    return any(fields.get(f) == 255 for f in SRC_FIELDS if f in used or (f == "src0" and fmt in VOP_SHORT))
+    return tuple(f for f in SRC_FIELDS if f in used or (f == "src0" and fmt in VOP_SHORT))
 
 
 def decode(data: bytes, arch: str) -> list[Inst]:

@@ -8,14 +8,15 @@ import random
 
 from .arch import Arch, get_arch
 from .inst import ALWAYS_LITERAL, SRC_FIELDS, Inst
-from .syntax_common import reg_count
+from .syntax_common import reg_count, x2_prefix
 
 # Variant kinds, cycled per opcode: plain registers, scalar/constant sources, modifiers and literals, then DPP forms.
 KINDS = ("vgpr", "scalar", "mods", "dpp16", "dpp8")
-# Formats the sampler fills (all but CDNA4's VOP3PX2 pairs).
+# Formats the sampler fills.
 _SUPPORTED = (
     "SOP1", "SOP2", "SOPC", "SOPK", "SOPP", "SMEM", "VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P", "VOPD", "DS", "FLAT", "GLOBAL", "SCRATCH",
     "MUBUF", "MTBUF", "MIMG", "VFLAT", "VGLOBAL", "VSCRATCH", "VBUFFER", "VIMAGE", "VSAMPLE", "LDSDIR", "VDSDIR", "VINTERP", "EXP", "VEXPORT",
+    "VOP3PX2",
 )
 INLINE_CODES = list(range(128, 209)) + list(range(240, 248))
 
@@ -46,6 +47,8 @@ def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Rand
     """Field values, literal and variant of one sample of an opcode."""
     name, info_list = arch.ops[fmt][opcode]
     info = {f: (bits, optype, dfmt) for f, bits, optype, dfmt in info_list}
+    if fmt == "VOP3PX2":
+        return _scaled_mfma_fields(arch, kind, rng), None, ""
     variant = ""
     mfma = arch.formats.get(f"{fmt}_MFMA")
     if mfma is not None and opcode in mfma.get("ops", ()):
@@ -187,6 +190,19 @@ def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Rand
     if any(part in name for part in ALWAYS_LITERAL):
         literal = rng.getrandbits(16 if info.get("vdst", (32,))[0] == 16 else 32)
     return fields, literal, variant
+
+
+def _scaled_mfma_fields(arch: Arch, kind: str, rng: random.Random) -> dict[str, int]:
+    """A CDNA4 scaled MFMA: element formats (cbsz/blgp: fp8, bf8, fp6, bf6, fp4), VGPR or AGPR tuples, scale sources."""
+    cbsz, blgp = rng.randrange(5), rng.randrange(5)
+    fields = {"x2encoding": x2_prefix(arch), "vdst": _even(rng, 200, 16), "src0": 256 + _even(rng, 200, 8), "src1": 256 + _even(rng, 200, 8),
+              "src2": 256 + _even(rng, 200, 16), "cbsz": cbsz, "blgp": blgp, "abid": 1, "acc_cd": 0, "acc": 0,
+              "scale_src0": 256 + rng.randrange(250), "scale_src1": 256 + rng.randrange(250), "opsel": 0, "opsel_hi": 0, "neg": 0, "neg_hi": 0}
+    if kind == "scalar":
+        fields.update(scale_src0=rng.randrange(100), scale_src1=rng.choice(INLINE_CODES[:81]))
+    elif kind == "mods":
+        fields.update(acc_cd=1, acc=rng.getrandbits(2), opsel=rng.getrandbits(2), opsel_hi=rng.getrandbits(2))
+    return fields
 
 
 def _simm16(arch: Arch, optype: str, name: str, rng: random.Random) -> int:

@@ -34,7 +34,7 @@ SYNTAX: dict[str, tuple[SplitFn, JoinFn]] = {
     "SOPP": (split_sopp, join_sopp), "SMEM": (split_smem, join_smem), "DS": (split_ds, join_ds),
     "EXP": (split_export, join_export), "VEXPORT": (split_export, join_export),
     "LDSDIR": (split_ldsdir, join_ldsdir), "VDSDIR": (split_ldsdir, join_ldsdir), "VINTERP": (split_vinterp, join_vinterp),
-    **{fmt: (split_valu, join_valu) for fmt in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P", "VOPD")},
+    **{fmt: (split_valu, join_valu) for fmt in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P", "VOP3PX2", "VOPD")},
     **{fmt: (split_flat, join_flat) for fmt in FLAT_FORMATS},
     **{fmt: (split_buffer, join_buffer) for fmt in BUFFER_FORMATS},
     **{fmt: (split_image, join_image) for fmt in IMAGE_FORMATS},

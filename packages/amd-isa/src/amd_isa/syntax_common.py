@@ -25,6 +25,17 @@ from .operands import (
     inline_int_code,
 )
 
+# CDNA4's MFMA scale load: the first word of a scaled-MFMA (VOP3PX2) pair.
+SCALE_LOAD = "v_mfma_ld_scale_b32"
+
+
+def x2_prefix(arch: Arch) -> int:
+    """Bits 31:16 of a VOP3PX2 pair: the VOP3P encoding and the opcode of v_mfma_ld_scale_b32 (0xd3ac on CDNA4)."""
+    _, lo, value = arch.formats["VOP3P"]["encoding"]
+    op_lo = arch.formats["VOP3P"]["fields"]["op"][1]
+    scale_op = next(code for code, (name, _) in arch.ops["VOP3P"].items() if name == SCALE_LOAD)
+    return (value << (lo - 16)) | (scale_op << (op_lo - 16))
+
 
 def reg_count(bits: int) -> int:
     """Registers (dwords) an operand of `bits` bits occupies."""

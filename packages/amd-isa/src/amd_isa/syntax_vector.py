@@ -1,5 +1,7 @@
 """Syntax of the vector ALU formats: VOP1/VOP2/VOPC (e32), VOP3/VOP3SD (e64), VOP3P, VOPD, and their DPP16/DPP8/SDWA forms."""
 
+from functools import cache
+
 from .errors import EncodeError
 from .operands import Lit, Operand, Reg, Special, Sym, float_bits
 from .syntax_common import (
@@ -14,6 +16,7 @@ from .syntax_common import (
     scalar_operand,
     split_mod_const,
     with_mods,
+    x2_prefix,
 )
 
 Mods = dict[str, object]
@@ -28,6 +31,8 @@ DPP_RANGES = (
     (0x101, 0x10F, "row_shl", 1), (0x111, 0x11F, "row_shr", 1), (0x121, 0x12F, "row_ror", 1),
     (0x150, 0x15F, "row_share", 0), (0x160, 0x16F, "row_xmask", 0),
 )
+_DPP_KEY_SET = frozenset(DPP_KEYS)
+_SDWA_KEY_SET = frozenset(("dst_sel", "dst_unused", "src0_sel", "src1_sel"))
 DPP_SINGLE = {0x140: ("row_mirror", True), 0x141: ("row_half_mirror", True), 0x130: ("wave_shl", 1), 0x134: ("wave_rol", 1),
               0x138: ("wave_shr", 1), 0x13C: ("wave_ror", 1), 0x142: ("row_bcast", 15), 0x143: ("row_bcast", 31)}
 
@@ -42,6 +47,7 @@ def _vcc(arch) -> Special:
     return Special("vcc", 106, 2) if arch.wave == 64 else Special("vcc_lo", 106)
 
 
+@cache
 def _carry(name: str) -> tuple[bool, bool]:
     """(writes VCC, reads VCC) for the e32 forms whose carry is implicit."""
     reads = any(part in name for part in ("_co_ci_", "addc_co", "subb_co", "subbrev_co", "cndmask"))
@@ -85,7 +91,7 @@ def split_valu(inst) -> Split:
     name = inst.mnemonic
     if fmt == "VOPD":
         return _split_vopd(inst)
-    if variant == "MFMA":
+    if variant == "MFMA" or fmt == "VOP3PX2":
         return _split_mfma(inst)
     ops: list = []
     mods: Mods = {}
@@ -225,6 +231,19 @@ class VopdJoin(str):
     """The `::` separator of a VOPD pair, carrying the Y mnemonic (builders also accept a plain string here)."""
 
 
+# f8f6f4 MFMA: cbsz (A) and blgp (B) name each matrix's element format (fp8, bf8, fp6, bf6, fp4), which sets how many
+# VGPRs the operand spans (LLVM checks and prints these widths).
+F8F6F4_REGS = (8, 8, 6, 6, 4)
+
+
+def _mfma_src_bits(inst, index: int) -> int:
+    bits = inst.operand_info[("src0", "src1", "src2")[index]][0]
+    if index < 2 and "f8f6f4" in inst.mnemonic:
+        fmt_code = inst.fields.get("cbsz" if index == 0 else "blgp", 0)
+        return 32 * F8F6F4_REGS[fmt_code] if fmt_code < len(F8F6F4_REGS) else bits
+    return bits
+
+
 def _split_mfma(inst) -> Split:
     fields, info, arch = inst.fields, inst.operand_info, inst.arch
     acc_cd = bool(fields.get("acc_cd"))
@@ -233,15 +252,30 @@ def _split_mfma(inst) -> Split:
         if field not in info:
             continue
         raw = fields[field]
-        operand = decode_src(arch, raw, info[field][0], None)
+        operand = decode_src(arch, raw, _mfma_src_bits(inst, i), None)
         if isinstance(operand, Reg) and operand.kind == "v" and ((i == 2 and acc_cd) or (i < 2 and fields.get("acc", 0) >> i & 1)):
             operand = Reg("a", operand.index, operand.count)
         ops.append(operand)
     mods: Mods = {}
+    if inst.fmt == "VOP3PX2":
+        ops += [decode_src(arch, fields[f"scale_src{i}"], 32, None) for i in range(2)]
+        # The scale word's selects: LLVM always prints op_sel_hi for the pair (its defaults are 0, unlike VOP3P's).
+        if fields.get("opsel"):
+            mods["op_sel"] = flag_list(fields["opsel"], 3)
+        mods["op_sel_hi"] = flag_list(fields.get("opsel_hi", 0), 3)
+        if fields.get("neg"):
+            mods["neg_lo"] = flag_list(fields["neg"], 3)
+        if fields.get("neg_hi"):
+            mods["neg_hi"] = flag_list(fields["neg_hi"], 3)
     for key in ("cbsz", "abid", "blgp"):
-        if fields.get(key):
-            mods[key] = fields[key]
+        if fields.get(key, 0) != _mfma_default(inst.fmt, key):
+            mods[key] = fields.get(key, 0)
     return inst.mnemonic, ops, mods
+
+
+def _mfma_default(fmt: str, key: str) -> int:
+    # LLVM encodes the MFMA word of a scaled pair with abid bit 0 set (every gfx950 MC test vector has it).
+    return 1 if fmt == "VOP3PX2" and key == "abid" else 0
 
 
 # ----------------------------------------------------------------------------- building
@@ -256,16 +290,19 @@ def join_valu(draft: Draft, ops: list, mods: Mods) -> None:
     if draft.variant == "MFMA":
         _join_mfma(draft, ops, mods)
         return
+    if fmt == "VOP3PX2":
+        _join_scaled_mfma(draft, ops, mods)
+        return
     long = fmt in ("VOP3", "VOP3SD", "VOP3P")
-    if any(key in mods for key in DPP_KEYS):
+    if mods and not _DPP_KEY_SET.isdisjoint(mods):
         draft.variant = "DPP8" if "dpp8" in mods else "DPP16"
-    elif any(key in mods for key in ("dst_sel", "dst_unused", "src0_sel", "src1_sel")):
+    elif mods and not _SDWA_KEY_SET.isdisjoint(mods):
         draft.variant = "SDWA" if f"{fmt}_SDWA" in arch.formats else "SDWA_SDST"
     writes_vcc, reads_vcc = _carry(name) if not long else (False, False)
     ops = list(ops)
-    if any(part in name for part in ("madak", "fmaak")):
+    if "madak" in name or "fmaak" in name:
         fields["_lit"] = _literal_of(draft, ops.pop())
-    elif any(part in name for part in ("madmk", "fmamk")):
+    elif "madmk" in name or "fmamk" in name:
         fields["_lit"] = _literal_of(draft, ops.pop(len(ops) - 2))
     if "vdst" in info and info["vdst"][1] == "EXEC":
         fields["vdst"] = 126  # v_cmpx_*_e64 writes EXEC: the destination field names exec_lo
@@ -489,6 +526,21 @@ def _join_mfma(draft: Draft, ops: list, mods: Mods) -> None:
             acc |= 1 << i
     fields["acc"] = acc
     for key in ("cbsz", "abid", "blgp"):
-        fields[key] = int(mods.pop(key, 0))  # type: ignore[call-overload]
+        fields[key] = int(mods.pop(key, _mfma_default(draft.fmt, key)))  # type: ignore[call-overload]
     if mods:
         raise EncodeError(f"{draft.name} does not take modifier(s) {', '.join(sorted(mods))}")
+
+
+def _join_scaled_mfma(draft: Draft, ops: list, mods: Mods) -> None:
+    """A VOP3PX2 pair: the MFMA's operands, then the two scale sources and the scale word's selects."""
+    fields = draft.fields
+    if len(ops) != 6:
+        raise EncodeError(f"{draft.name} takes 6 operands (vdst, src0, src1, src2, scale_src0, scale_src1), got {len(ops)}")
+    for i, operand in enumerate(ops[4:]):
+        fields[f"scale_src{i}"] = encode_src(draft, f"scale_src{i}", operand, allow_literal=False)
+    fields["opsel"] = list_flags(mods.pop("op_sel", 0)) & 7  # type: ignore[arg-type]
+    fields["opsel_hi"] = list_flags(mods.pop("op_sel_hi", 0)) & 3  # type: ignore[arg-type]
+    fields["neg"] = list_flags(mods.pop("neg_lo", 0)) & 7  # type: ignore[arg-type]
+    fields["neg_hi"] = list_flags(mods.pop("neg_hi", 0)) & 7  # type: ignore[arg-type]
+    fields["x2encoding"] = x2_prefix(draft.arch)
+    _join_mfma(draft, ops[:4], mods)

@@ -47,6 +47,8 @@ def compile_ds(inst: Inst, pc: int) -> Op:
     name, f = canonical(inst), inst.fields
     if name == "ds_nop":
         return lambda st: None
+    if f.get("acc"):
+        raise unsupported(inst, pc, "DS transfers to or from accumulation registers are not emulated")
     offset = f["offset0"] | (f["offset1"] << 8)
     addr_reg, vdst, data0 = f["addr"], f["vdst"], f["data0"]
 

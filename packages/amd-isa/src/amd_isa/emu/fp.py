@@ -39,6 +39,27 @@ def bf16_to_f32(bits) -> np.ndarray:
     return (np.asarray(bits, np.uint32) << np.uint32(16)).view(F32)
 
 
+def _ocp_fp8_table(exp_bits: int) -> np.ndarray:
+    """Values of the 256 OCP 8-bit floats with `exp_bits` exponent bits (E4M3 "fp8": bias 7, no infinities, S.1111.111
+    is NaN; E5M2 "bf8": bias 15, IEEE infinities and NaNs), as float64."""
+    man_bits = 7 - exp_bits
+    bias = (1 << (exp_bits - 1)) - 1
+    codes = np.arange(256)
+    exponent, mantissa = (codes >> man_bits) & ((1 << exp_bits) - 1), codes & ((1 << man_bits) - 1)
+    fraction = mantissa / (1 << man_bits)
+    magnitude = np.where(exponent == 0, fraction * 2.0 ** (1 - bias), (1 + fraction) * 2.0 ** (exponent - bias))
+    top = (1 << exp_bits) - 1
+    if exp_bits == 5:
+        magnitude = np.where(exponent == top, np.where(mantissa == 0, np.inf, np.nan), magnitude)
+    else:
+        magnitude = np.where((exponent == top) & (mantissa == (1 << man_bits) - 1), np.nan, magnitude)
+    return np.where(codes >> 7, -magnitude, magnitude)
+
+
+# RDNA4 (gfx12) WMMA reads OCP fp8/bf8, as gfx950 does (gfx940-942 use the FNUZ variants instead).
+FP8_VALUES, BF8_VALUES = _ocp_fp8_table(4), _ocp_fp8_table(5)
+
+
 def f32_to_bf16(x) -> np.ndarray:
     """float32 values as bf16 bit patterns, rounded to nearest even (NaN stays a quiet NaN)."""
     bits = np.asarray(x, F32).view(np.uint32)

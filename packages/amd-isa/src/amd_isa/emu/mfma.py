@@ -1,8 +1,9 @@
-"""CDNA matrix cores: MFMA (16x16xK shapes) and the accumulation registers (AGPRs) they can read and write.
+"""CDNA matrix cores: MFMA (single-block 16x16xK and 32x32xK shapes) and the accumulation registers (AGPRs).
 
-Layout of v_mfma_*_16x16xK (wave64, a fact of the CDNA ISA): lane l works on row-or-column l%16 and on the k block
-l//16 of A and B (K/4 consecutive k values, packed into its registers); D/C register r of lane l is element
-(row 4*(l//16) + r, column l%16).
+Layout of a single-block v_mfma_*_MxMxK (wave64, M = 16 or 32, a fact of the CDNA ISA's dependent-layout tables):
+G = 64/M lane groups; lane l works on row (A) / column (B) l%M and on the k block l//M, whose K/G consecutive k
+values are packed into its registers from the low bits up. D/C register r of lane l is element
+(row 4*G*(r//4) + 4*(l//M) + r%4, column l%M): 4 registers for 16x16, 16 for 32x32.
 """
 
 import re
@@ -20,19 +21,30 @@ from .state import WaveState
 Op = Callable[[WaveState], None]
 U32 = np.uint32
 LANES = np.arange(64)
-MN, GROUP = LANES % 16, LANES // 16
+PER_REG = {"f32": 1, "f16": 2, "bf16": 2, "i8": 4}
+
+
+def mfma_layout(m: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, columns) of D/C: element [r, l] is the matrix position register r of lane l holds, for an MxM block."""
+    groups = 64 // m
+    regs = np.arange(m * m // 64)[:, None]
+    rows = 4 * groups * (regs // 4) + 4 * (LANES[None, :] // m) + regs % 4
+    return rows, np.broadcast_to(LANES % m, rows.shape)
 
 
 def compile_mfma(inst: Inst, pc: int) -> Op:
-    """A closure executing one v_mfma_{f32,i32}_16x16xK_{f32,f16,bf16,i8} instruction."""
+    """A closure executing one single-block v_mfma_{f32,i32}_{16x16,32x32}xK_{f32,f16,bf16,i8} instruction."""
     name, f = canonical(inst), inst.fields
-    match = re.fullmatch(r"v_mfma_(f32|i32)_16x16x(\d+)_(f32|f16|bf16|i8)", name)
+    match = re.fullmatch(r"v_mfma_(f32|i32)_(16|32)x\2x(\d+)_(f32|f16|bf16|i8)", name)
     if match is None:
-        raise unsupported(inst, pc, "only the 16x16xK MFMA forms with f32/f16/bf16/i8 inputs are emulated")
-    out_type, k_total, in_type = match.group(1), int(match.group(2)), match.group(3)
-    per_reg = {"f32": 1, "f16": 2, "bf16": 2, "i8": 4}[in_type]
+        raise unsupported(inst, pc, "only the single-block 16x16xK and 32x32xK MFMA forms with f32/f16/bf16/i8 inputs are emulated")
+    out_type, m, k_total, in_type = match.group(1), int(match.group(2)), int(match.group(3)), match.group(4)
+    per_reg = PER_REG[in_type]
     bits = 32 // per_reg
-    k_lane = k_total // 4
+    groups = 64 // m
+    k_lane = k_total // groups
+    n_regs = m * m // 64
+    rows, cols = mfma_layout(m)
     acc_ab = f.get("acc", 0)
     acc_cd = bool(f.get("acc_cd", 0))
     a_reg, b_reg, c_code, d_reg = f["src0"] - VGPR_BASE, f["src1"] - VGPR_BASE, f["src2"], f["vdst"]
@@ -40,7 +52,7 @@ def compile_mfma(inst: Inst, pc: int) -> Op:
     kl = np.arange(k_lane)
 
     def operand(st: WaveState, reg: int, in_agprs: bool) -> np.ndarray:
-        """(16, K) matrix of A rows or B columns gathered from the 64 lanes."""
+        """(M, K) matrix of A rows or B columns gathered from the 64 lanes."""
         file = st.a if in_agprs else st.v
         raw = file[reg + kl[None, :] // per_reg, LANES[:, None]]  # (64 lanes, k_lane)
         parts = (raw >> (kl[None, :] % per_reg * bits).astype(U32)) & U32((1 << bits) - 1)
@@ -53,26 +65,22 @@ def compile_mfma(inst: Inst, pc: int) -> Op:
         else:
             values = parts.astype(np.int64)
             values = np.where(values >= 128, values - 256, values)
-        matrix = np.zeros((16, k_total), values.dtype)
-        for group in range(4):
-            matrix[:, group * k_lane:(group + 1) * k_lane] = values[group * 16:(group + 1) * 16]
-        return matrix
+        # Lane group g holds k values g*k_lane ... for rows 0..M-1: (G, M, k_lane) -> (M, G*k_lane).
+        return values.reshape(groups, m, k_lane).transpose(1, 0, 2).reshape(m, k_total)
 
     def run(st: WaveState) -> None:
-        product = operand(st, a_reg, bool(acc_ab & 1)) @ operand(st, b_reg, bool(acc_ab & 2)).T  # (16 rows, 16 cols)
-        # Lane l, register r holds element (4*(l//16) + r, l%16).
-        rows = (GROUP[None, :] * 4 + np.arange(4)[:, None])  # (4 regs, 64 lanes)
-        d = product[rows, MN[None, :]]
+        product = operand(st, a_reg, bool(acc_ab & 1)) @ operand(st, b_reg, bool(acc_ab & 2)).T  # (M rows, M cols)
+        d = product[rows, cols]
         if c_const is not None:
-            c = np.full((4, 64), np.uint32(c_const).view(np.float32 if out_type == "f32" else np.int32), np.float64)
+            c = np.full((n_regs, 64), np.uint32(c_const).view(np.float32 if out_type == "f32" else np.int32), np.float64)
         else:
             c_file = st.a if acc_cd else st.v
-            block = c_file[c_code - VGPR_BASE:c_code - VGPR_BASE + 4]
+            block = c_file[c_code - VGPR_BASE:c_code - VGPR_BASE + n_regs]
             c = block.view(np.float32 if out_type == "f32" else np.int32).astype(np.float64 if out_type == "f32" else np.int64)
         result = d + c
         out = result.astype(np.float32).view(U32) if out_type == "f32" else result.astype(np.int64).astype(np.uint64).astype(U32)
         d_file = st.a if acc_cd else st.v
-        d_file[d_reg:d_reg + 4] = np.where(st.exec_mask, out, d_file[d_reg:d_reg + 4])
+        d_file[d_reg:d_reg + n_regs] = np.where(st.exec_mask, out, d_file[d_reg:d_reg + n_regs])
     return run
 
 

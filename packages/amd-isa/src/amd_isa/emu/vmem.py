@@ -90,15 +90,16 @@ def _load_kind(name: str) -> tuple[int, str]:
     return size // 8, (("d16_hi_" if hi else "d16_") + kind) if d16 else kind
 
 
-def _to_registers(st: WaveState, data: np.ndarray, kind: str, vdst: int, lanes: np.ndarray, full: bool) -> None:
-    """Write loaded bytes (lanes, nbytes) to VGPRs starting at vdst, for the given lanes."""
+def _to_registers(st: WaveState, data: np.ndarray, kind: str, vdst: int, lanes: np.ndarray, full: bool, acc: bool = False) -> None:
+    """Write loaded bytes (lanes, nbytes) to VGPRs (AGPRs when `acc`, CDNA's acc bit) starting at vdst, for the given lanes."""
     nbytes = data.shape[1]
+    file = st.a if acc else st.v
     if kind == "b":
         words = np.ascontiguousarray(data).view(U32).T
         if full:
-            st.v[vdst:vdst + words.shape[0]] = words
+            file[vdst:vdst + words.shape[0]] = words
         else:
-            st.v[vdst:vdst + words.shape[0], lanes] = words
+            file[vdst:vdst + words.shape[0], lanes] = words
         return
     raw = data[:, 0].astype(np.int64) if nbytes == 1 else data[:, 0].astype(np.int64) | (data[:, 1].astype(np.int64) << 8)
     if kind.endswith("i"):
@@ -106,15 +107,15 @@ def _to_registers(st: WaveState, data: np.ndarray, kind: str, vdst: int, lanes: 
         raw = np.where(raw >> (bits - 1), raw - (1 << bits), raw)
     if kind.startswith("d16"):
         half = 1 if kind.startswith("d16_hi") else 0
-        st.v16[vdst, 2 * lanes + half] = (raw & 0xFFFF).astype(np.uint16)
+        file.view(np.uint16)[vdst, 2 * lanes + half] = (raw & 0xFFFF).astype(np.uint16)
         return
-    st.v[vdst, lanes] = (raw & 0xFFFFFFFF).astype(U32)
+    file[vdst, lanes] = (raw & 0xFFFFFFFF).astype(U32)
 
 
-def _from_registers(st: WaveState, vdata: int, nbytes: int, lanes: np.ndarray, hi16: bool) -> np.ndarray:
-    """(lanes, nbytes) bytes of store data taken from VGPRs starting at vdata (d16_hi stores take the high half)."""
+def _from_registers(st: WaveState, vdata: int, nbytes: int, lanes: np.ndarray, hi16: bool, acc: bool = False) -> np.ndarray:
+    """(lanes, nbytes) bytes of store data taken from VGPRs (AGPRs when `acc`) starting at vdata (d16_hi stores take the high half)."""
     words = max(1, nbytes // 4)
-    block = np.ascontiguousarray(st.v[vdata:vdata + words, lanes].T).view(np.uint8)
+    block = np.ascontiguousarray((st.a if acc else st.v)[vdata:vdata + words, lanes].T).view(np.uint8)
     if hi16:
         return block[:, 2:2 + nbytes]
     return block[:, :nbytes]
@@ -186,6 +187,7 @@ def compile_vmem(inst: Inst, pc: int) -> Op:
     segment = segment_of(inst)
     gather, scatter = _segment(segment)
     _, vdata, vdst, _ = mem_fields(inst)
+    acc = bool(inst.fields.get("acc"))  # CDNA: the data registers are AGPRs
     if "_load_" in name and "lds" not in name and "addtid" not in name:
         nbytes, kind = _load_kind(name)
 
@@ -198,12 +200,13 @@ def compile_vmem(inst: Inst, pc: int) -> Op:
             if words:
                 block = st.memory.load_dwords(addresses, words)
                 if block is not None:
+                    file = st.a if acc else st.v
                     if full:
-                        st.v[vdst:vdst + words] = block
+                        file[vdst:vdst + words] = block
                     else:
-                        st.v[vdst:vdst + words, lanes] = block
+                        file[vdst:vdst + words, lanes] = block
                     return
-            _to_registers(st, gather(st, lanes, addresses, nbytes), kind, vdst, lanes, full)
+            _to_registers(st, gather(st, lanes, addresses, nbytes), kind, vdst, lanes, full, acc)
         return run_load
     if "_store_" in name and "addtid" not in name:
         tail = name.split("store_", 1)[1]
@@ -212,9 +215,11 @@ def compile_vmem(inst: Inst, pc: int) -> Op:
 
         def run_store(st: WaveState) -> None:
             lanes = st.lanes if st.exec_full else np.flatnonzero(st.exec_mask)
-            scatter(st, lanes, address(st, lanes), _from_registers(st, vdata, nbytes, lanes, hi16))
+            scatter(st, lanes, address(st, lanes), _from_registers(st, vdata, nbytes, lanes, hi16, acc))
         return run_store
     if "_atomic_" in name:
+        if acc:
+            raise unsupported(inst, pc, "atomics on accumulation registers are not emulated")
         return _compile_atomic(inst, pc, address, gather, scatter)
     raise unsupported(inst, pc)
 
@@ -302,6 +307,7 @@ def compile_mubuf(inst: Inst, pc: int) -> Op:
     rsrc, vaddr, vdata, offset = f["srsrc"] * 4, f["vaddr"], f["vdata"], f["offset"]
     soffset = scalar_reader(f["soffset"], 32, "U32", None)
     offen = bool(f.get("offen"))
+    acc = bool(f.get("acc"))  # CDNA: the data registers are AGPRs
     store = "_store_" in name
     if store:
         tail = name.split("store_", 1)[1]
@@ -315,13 +321,13 @@ def compile_mubuf(inst: Inst, pc: int) -> Op:
         offsets = (st.v[vaddr, lanes].astype(np.int64) if offen else np.zeros(lanes.size, np.int64)) + soffset(st) + offset
         if base == 0:
             if store:
-                _scratch_scatter(st, lanes, offsets, _from_registers(st, vdata, nbytes, lanes, hi16))
+                _scratch_scatter(st, lanes, offsets, _from_registers(st, vdata, nbytes, lanes, hi16, acc))
             else:
-                _to_registers(st, _scratch_gather(st, lanes, offsets, nbytes), kind, vdata, lanes, st.exec_full)
+                _to_registers(st, _scratch_gather(st, lanes, offsets, nbytes), kind, vdata, lanes, st.exec_full, acc)
             return
         addresses = (offsets + base).astype(U64)
         if store:
-            st.memory.scatter(addresses, _from_registers(st, vdata, nbytes, lanes, hi16))
+            st.memory.scatter(addresses, _from_registers(st, vdata, nbytes, lanes, hi16, acc))
         else:
-            _to_registers(st, st.memory.gather(addresses, nbytes), kind, vdata, lanes, st.exec_full)
+            _to_registers(st, st.memory.gather(addresses, nbytes), kind, vdata, lanes, st.exec_full, acc)
     return run

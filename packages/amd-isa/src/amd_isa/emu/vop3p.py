@@ -205,14 +205,16 @@ def compile_wmma(inst: Inst, pc: int) -> Op:
     fills C whatever the VGPRs hold). A is read by rows, B by columns; see `_ab_layout` / `_dc_layout`."""
     name, f = canonical(inst), inst.fields
     arch = inst.arch.name
-    parts = name.split("_")  # v, wmma, <out>, 16x16x16, <in>
+    parts = name.split("_")  # v, wmma, <out>, 16x16x16, <in> (RDNA4 fp8 forms: <A type>, <B type>)
     out_type, in_type = parts[2], parts[-1]
-    if arch == "cdna" or in_type not in ("f16", "bf16", "iu8", "iu4") or parts[3] != "16x16x16" or (arch == "rdna4" and in_type == "iu4"):
+    a_type = parts[-2] if in_type in ("fp8", "bf8") else in_type
+    supported = ("f16", "bf16", "iu8", "iu4") if arch == "rdna3" else ("f16", "bf16", "iu8", "fp8", "bf8")
+    if arch == "cdna" or in_type not in supported or a_type not in supported or parts[3] != "16x16x16":
         raise unsupported(inst, pc, "this WMMA form is not emulated")
     a_reg, b_reg = f["src0"] - VGPR_BASE, f["src1"] - VGPR_BASE
     c_code, d_reg = f["src2"], f["vdst"]
     opsel, neg, clamp = f.get("opsel", 0), f.get("neg", 0), f.get("clmp", 0)
-    bits = {"f16": 16, "bf16": 16, "iu8": 8, "iu4": 4}[in_type]
+    bits = {"f16": 16, "bf16": 16, "iu8": 8, "fp8": 8, "bf8": 8, "iu4": 4}[in_type]
     signed_a, signed_b = bool(neg & 1), bool(neg & 2)
     half_out = out_type in ("f16", "bf16")
     # RDNA3 16-bit results go to one half of each register (OPSEL[2] picks the high half).
@@ -223,9 +225,11 @@ def compile_wmma(inst: Inst, pc: int) -> Op:
     dc_lane, dc_reg, dc_part = _dc_layout(arch, half_out)
     dc_shift = (dc_part * 16 + (16 if hi_half else 0)).astype(np.uint32)
 
-    def matrix(st: WaveState, reg: int, signed: bool) -> np.ndarray:
+    def matrix(st: WaveState, reg: int, signed: bool, kind: str) -> np.ndarray:
         """(16 rows of A or columns of B, 16 k) as float64 or int64."""
         raw = (st.v[reg + ab_reg, ab_lane] >> (ab_part * bits).astype(U32)) & U32((1 << bits) - 1)
+        if kind in ("fp8", "bf8"):
+            return (fp.FP8_VALUES if kind == "fp8" else fp.BF8_VALUES)[raw]
         if in_type == "f16":
             return raw.astype(U16).view(F16).astype(np.float64)
         if in_type == "bf16":
@@ -248,7 +252,7 @@ def compile_wmma(inst: Inst, pc: int) -> Op:
         return from_bits(raw >> dc_shift if half_out else raw)
 
     def run(st: WaveState) -> None:
-        d = matrix(st, a_reg, signed_a) @ matrix(st, b_reg, signed_b).T + read_c(st)
+        d = matrix(st, a_reg, signed_a, a_type) @ matrix(st, b_reg, signed_b, in_type).T + read_c(st)
         if out_type == "i32":
             d = np.clip(d, -(1 << 31), (1 << 31) - 1) if clamp else d
             bits_out = d.astype(np.int64).astype(np.uint64).astype(U32)

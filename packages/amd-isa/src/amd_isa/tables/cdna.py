@@ -2843,7 +2843,7 @@ OPS = {'DS': {0: ('ds_add_u32', (('addr', 32, 'VGPR', 'B32'), ('data0', 32, 'VGP
                  ('src1', 32, 'SRC_SIMPLE', 'PK8_U4'),
                  ('src2', 32, 'SRC_SIMPLE', 'U32'),
                  ('vdst', 32, 'VGPR', 'U32'))),
-           44: ('v_mfma_ld_scale_b32', ()),
+           44: ('v_mfma_ld_scale_b32', (('src0', 32, 'SRC_SIMPLE', 'B32'), ('src1', 32, 'SRC_SIMPLE', 'B32'))),
            45: ('v_mfma_f32_16x16x128_f8f6f4',
                 (('src0', 256, 'SRC_VGPR_OR_ACCVGPR', 'PK8_B32'),
                  ('src1', 256, 'SRC_VGPR_OR_ACCVGPR', 'PK8_B32'),
