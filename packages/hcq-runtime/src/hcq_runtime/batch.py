@@ -33,6 +33,11 @@ class LinkedLinear:
         self._addresses = (ctypes.c_void_p * max(n_inputs, 1))()
         self._values = (ctypes.c_longlong * max(len(variables), 1))()
 
+    @property
+    def owned_buffers(self) -> list[Buffer]:
+        """The buffers whose addresses are baked into the program (kept alive as long as it is)."""
+        return [x for x in self._keep if isinstance(x, Buffer)]
+
     def __call__(self, inputs: Sequence[Buffer], var_vals: dict[str, int] | None = None) -> None:
         if len(inputs) != self.n_inputs:
             raise DeviceError(f"this linked program takes {self.n_inputs} input buffers, got {len(inputs)}")

@@ -1,5 +1,34 @@
-"""The lazy Tensor and its scheduler: kernels with correct ordering, autodiff, @function, TinyJit, nn and optim."""
+"""The lazy Tensor and its scheduler: tensor graphs become fused kernels run by hcq_runtime."""
+
+from hcq_runtime import Device
+from uopir import dtypes
+
+from .context import Context
+from .errors import BroadcastError, SchedulerError, ShapeError, TensorIndexError, TensorRuntimeError, TensorTypeError
+from .jit import JitError, TinyJit
+from .multi import ShardedTensor
+from .schedule import CopyStep, KernelStep, Plan, clear_schedule_cache
+from .tensor import Tensor
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+__all__ = [
+    "__version__",
+    "Tensor",
+    "TinyJit",
+    "JitError",
+    "ShardedTensor",
+    "dtypes",
+    "Device",
+    "Context",
+    "Plan",
+    "KernelStep",
+    "CopyStep",
+    "clear_schedule_cache",
+    "SchedulerError",
+    "ShapeError",
+    "BroadcastError",
+    "TensorIndexError",
+    "TensorTypeError",
+    "TensorRuntimeError",
+]

@@ -1,0 +1,511 @@
+"""Elementwise Tensor ops: broadcasting, tinygrad's dtype promotion, arithmetic, comparisons and unary math.
+
+Promotion: two tensors meet at `least_upper_dtype`; a Python scalar is a weak literal (weakint / weakfloat), so
+`int8_tensor + 1` stays int8 and `int_tensor * 0.5` becomes float32. Transcendentals are built from the few ALU ops
+kernels have (EXP2, LOG2, SIN, SQRT, RECIPROCAL, TRUNC), in the float dtype of the input.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from uopir import DType, Ops, UOp, dtypes, least_upper_dtype, least_upper_float, strong_dtype
+
+from .errors import BroadcastError, TensorRuntimeError
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+Scalar = bool | int | float
+
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The numpy broadcast of `shapes` (right-aligned; size-1 dims stretch)."""
+    ndim = max(len(s) for s in shapes)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    out = []
+    for dims in zip(*padded):
+        big = {d for d in dims if d != 1}
+        if len(big) > 1:
+            raise BroadcastError(f"shape mismatch: objects cannot be broadcast to a single shape {shapes}")
+        out.append(big.pop() if big else 1)
+    return tuple(out)
+
+
+def _defers(x: Any) -> bool:
+    """True for operands of another tensor kind (a ShardedTensor): Python then asks their reflected operator."""
+    return hasattr(x, "shards")
+
+
+def _const_dtype(x: Scalar) -> DType:
+    return dtypes.from_py(x)
+
+
+class ElementwiseMixin:
+    """Elementwise ops of Tensor."""
+
+    __slots__ = ()
+    uop: UOp
+    dtype: DType
+    shape: tuple[int, ...]
+    ndim: int
+    device: str
+
+    # ---- broadcasting and promotion ----
+    def _broadcast_to(self: Tensor, shape: tuple[int, ...]) -> Tensor:
+        if self.shape == tuple(shape):
+            return self
+        if len(shape) < self.ndim:
+            raise BroadcastError(f"cannot broadcast tensor to fewer dimensions. shape={self.shape} to new_shape={shape}")
+        padded = (1,) * (len(shape) - self.ndim) + self.shape
+        if any(p != 1 and p != s for p, s in zip(padded, shape)):
+            raise BroadcastError(f"cannot broadcast {self.shape} to new_shape={tuple(shape)}")
+        return self._wrap(self.uop.reshape(padded).expand(tuple(shape)))
+
+    def _const(self: Tensor, value: Scalar, dtype: DType, shape: tuple[int, ...] | None = None) -> Tensor:
+        shape = self.shape if shape is None else shape
+        return self._wrap(UOp.const(dtype.const(value), dtype).reshape((1,) * len(shape)).expand(shape))
+
+    def _broadcasted(self: Tensor, y: Any, reverse: bool = False) -> tuple[Tensor, Tensor]:
+        """Both operands as tensors of the broadcast shape and the promoted dtype."""
+        x: Tensor = self
+        if isinstance(y, ElementwiseMixin):
+            if y.device != x.device:
+                raise TensorRuntimeError(f"operands are on different devices ({x.device} and {y.device}): move one with .to()")
+            out_dt = least_upper_dtype(x.dtype, y.dtype)
+            shape = broadcast_shape(x.shape, y.shape)
+            yt = y
+        else:
+            if not isinstance(y, (bool, int, float)):
+                raise TensorRuntimeError(f"cannot combine a Tensor with {type(y).__name__}: use a Tensor or a Python number")
+            out_dt = strong_dtype(least_upper_dtype(x.dtype, _const_dtype(y)))
+            shape = x.shape
+            yt = x._const(y, out_dt, ())
+        x, yt = x._broadcast_to(shape).cast(out_dt), yt._broadcast_to(shape).cast(out_dt)
+        return (yt, x) if reverse else (x, yt)
+
+    def _alu(self: Tensor, op: Ops, *srcs: Tensor, dtype: DType | None = None) -> Tensor:
+        return self._wrap(UOp(op, dtype, (self.uop, *(s.uop for s in srcs))))
+
+    def _binop(self: Tensor, op: Ops, y: Any, reverse: bool = False) -> Tensor:
+        a, b = self._broadcasted(y, reverse)
+        return a._alu(op, b)
+
+    def _float(self: Tensor) -> Tensor:
+        return self.cast(least_upper_float(self.dtype))
+
+    def _check_int(self: Tensor, name: str) -> None:
+        if not (dtypes.is_int(self.dtype) or dtypes.is_bool(self.dtype)):
+            raise TensorRuntimeError(f"{name} needs an int or bool tensor, got {self.dtype}: cast it first")
+
+    # ---- arithmetic ----
+    def add(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        """self + x, broadcast."""
+        a, b = self._broadcasted(x, reverse)
+        return a._alu(Ops.OR, b) if a.dtype is dtypes.bool else a._alu(Ops.ADD, b)
+
+    def sub(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        """self - x, broadcast."""
+        a, b = self._broadcasted(x, reverse)
+        if a.dtype is dtypes.bool:
+            raise TensorRuntimeError("subtracting bool tensors is not supported: use logical_xor or cast to int")
+        return a._alu(Ops.SUB, b)
+
+    def mul(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        """self * x, broadcast."""
+        a, b = self._broadcasted(x, reverse)
+        return a._alu(Ops.AND, b) if a.dtype is dtypes.bool else a._alu(Ops.MUL, b)
+
+    def div(self: Tensor, x: Any, reverse: bool = False, rounding_mode: str | None = None) -> Tensor:
+        """self / x: true division in a float dtype; rounding_mode "trunc" or "floor" rounds the quotient."""
+        a, b = self._broadcasted(x, reverse)
+        if rounding_mode is not None and dtypes.is_int(a.dtype):
+            return a._alu(Ops.CDIV, b._opaque_divisor()) if rounding_mode == "trunc" else a._floor_divmod(b)[0]
+        q = a._float()._alu(Ops.FDIV, b._float())
+        if rounding_mode == "trunc":
+            return q.trunc()
+        if rounding_mode == "floor":
+            return q.floor()
+        if rounding_mode is not None:
+            raise TensorRuntimeError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+        return q
+
+    def _opaque_divisor(self: Tensor) -> Tensor:
+        """A constant divisor moved into a one-element buffer.
+
+        uopir's kernel lowering rewrites a C division whose operands are provably non-negative into a floor division
+        and then cannot render it; a divisor read from memory has unknown bounds, so the C division stays as is.
+        """
+        if self.uop.base.op is not Ops.CONST:
+            return self
+        value = type(self)([self.uop.base.arg], dtype=self.dtype, device=self.device)
+        return value.reshape(()).expand(self.shape)
+
+    def _floor_divmod(self: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+        """Python // and % on same-shape int tensors, from C's truncating division (kernels have no floor division)."""
+        b = b._opaque_divisor()
+        q, r = self._alu(Ops.CDIV, b), self._alu(Ops.CMOD, b)
+        if dtypes.is_unsigned(self.dtype):
+            return q, r
+        # truncation rounded toward zero; step one down when the remainder and divisor have opposite signs
+        zero = self._const(0, self.dtype)
+        off = r._alu(Ops.CMPNE, zero)._alu(Ops.AND, r._alu(Ops.CMPLT, zero)._alu(Ops.CMPNE, b._alu(Ops.CMPLT, zero)))
+        return off._alu(Ops.WHERE, q.sub(1), q), off._alu(Ops.WHERE, r._alu(Ops.ADD, b), r)
+
+    def idiv(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        """Integer division rounding toward zero (C semantics)."""
+        a, b = self._broadcasted(x, reverse)
+        a._check_int("idiv")
+        return a._alu(Ops.CDIV, b._opaque_divisor())
+
+    def floordiv(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        """self // x: floor division (Python semantics)."""
+        a, b = self._broadcasted(x, reverse)
+        if dtypes.is_int(a.dtype):
+            return a._floor_divmod(b)[0]
+        return a.div(b).floor().cast(a.dtype)
+
+    def mod(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        """self % x with the sign of the divisor (Python semantics)."""
+        a, b = self._broadcasted(x, reverse)
+        if dtypes.is_int(a.dtype):
+            return a._floor_divmod(b)[1]
+        return a.sub(a.div(b).floor().mul(b))
+
+    def pow(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        """self ** x (C pow; int tensors are computed in float64 and converted back)."""
+        a, b = self._broadcasted(x, reverse)
+        if dtypes.is_float(a.dtype):
+            return a._alu(Ops.POW, b)
+        return a.cast(dtypes.float64)._alu(Ops.POW, b.cast(dtypes.float64)).cast(a.dtype)
+
+    def maximum(self: Tensor, x: Any) -> Tensor:
+        """Elementwise max (NaN propagates)."""
+        a, b = self._broadcasted(x)
+        return a._alu(Ops.MAX, b)
+
+    def minimum(self: Tensor, x: Any) -> Tensor:
+        """Elementwise min (NaN propagates)."""
+        a, b = self._broadcasted(x)
+        if dtypes.is_float(a.dtype) or a.dtype in dtypes.sints:
+            return a.neg()._alu(Ops.MAX, b.neg()).neg()
+        return (a < b).where(a, b)
+
+    def neg(self: Tensor) -> Tensor:
+        """-self (logical not for bool)."""
+        if self.dtype is dtypes.bool:
+            return self.logical_not()
+        return self._alu(Ops.MUL, self._const(-1, self.dtype))
+
+    def where(self: Tensor, x: Any, y: Any) -> Tensor:
+        """x where self is true, else y (broadcast, promoted)."""
+        cond: Tensor = self.cast(dtypes.bool)
+        if isinstance(x, ElementwiseMixin):
+            x, y = x._broadcasted(y)
+        elif isinstance(y, ElementwiseMixin):
+            y, x = y._broadcasted(x)
+        else:
+            x, y = type(self)(x, device=self.device)._broadcasted(y)
+        shape = broadcast_shape(cond.shape, x.shape, y.shape)
+        cond, x, y = cond._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
+        return cond._alu(Ops.WHERE, x, y)
+
+    def __add__(self: Tensor, x: Any) -> Tensor:
+        return NotImplemented if _defers(x) else self.add(x)
+
+    def __radd__(self: Tensor, x: Any) -> Tensor:
+        return self.add(x, True)
+
+    def __sub__(self: Tensor, x: Any) -> Tensor:
+        return NotImplemented if _defers(x) else self.sub(x)
+
+    def __rsub__(self: Tensor, x: Any) -> Tensor:
+        return self.sub(x, True)
+
+    def __mul__(self: Tensor, x: Any) -> Tensor:
+        return NotImplemented if _defers(x) else self.mul(x)
+
+    def __rmul__(self: Tensor, x: Any) -> Tensor:
+        return self.mul(x, True)
+
+    def __truediv__(self: Tensor, x: Any) -> Tensor:
+        return NotImplemented if _defers(x) else self.div(x)
+
+    def __rtruediv__(self: Tensor, x: Any) -> Tensor:
+        return self.div(x, True)
+
+    def __floordiv__(self: Tensor, x: Any) -> Tensor:
+        return self.floordiv(x)
+
+    def __rfloordiv__(self: Tensor, x: Any) -> Tensor:
+        return self.floordiv(x, True)
+
+    def __mod__(self: Tensor, x: Any) -> Tensor:
+        return self.mod(x)
+
+    def __rmod__(self: Tensor, x: Any) -> Tensor:
+        return self.mod(x, True)
+
+    def __pow__(self: Tensor, x: Any) -> Tensor:
+        return self.pow(x)
+
+    def __rpow__(self: Tensor, x: Any) -> Tensor:
+        return self.pow(x, True)
+
+    def __neg__(self: Tensor) -> Tensor:
+        return self.neg()
+
+    # ---- bitwise and logical ----
+    def bitwise_and(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        """self & x (int or bool)."""
+        a, b = self._broadcasted(x, reverse)
+        a._check_int("bitwise_and")
+        return a._alu(Ops.AND, b)
+
+    def bitwise_or(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        """self | x (int or bool)."""
+        a, b = self._broadcasted(x, reverse)
+        a._check_int("bitwise_or")
+        return a._alu(Ops.OR, b)
+
+    def bitwise_xor(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
+        """self ^ x (int or bool)."""
+        a, b = self._broadcasted(x, reverse)
+        a._check_int("bitwise_xor")
+        return a._alu(Ops.XOR, b)
+
+    def bitwise_not(self: Tensor) -> Tensor:
+        """~self (logical not for bool)."""
+        self._check_int("bitwise_not")
+        if self.dtype is dtypes.bool:
+            return self.logical_not()
+        return self._alu(Ops.XOR, self._const(-1 if self.dtype in dtypes.sints else self.dtype.max, self.dtype))
+
+    def lshift(self: Tensor, x: int) -> Tensor:
+        """self << x."""
+        self._check_int("lshift")
+        return self._alu(Ops.SHL, self._const(x, self.dtype))
+
+    def rshift(self: Tensor, x: int) -> Tensor:
+        """self >> x (arithmetic for signed ints)."""
+        self._check_int("rshift")
+        return self._alu(Ops.SHR, self._const(x, self.dtype))
+
+    def logical_not(self: Tensor) -> Tensor:
+        """not self, as bool."""
+        b = self.cast(dtypes.bool)
+        return b._alu(Ops.CMPNE, b._const(True, dtypes.bool))
+
+    def __and__(self: Tensor, x: Any) -> Tensor:
+        return self.bitwise_and(x)
+
+    def __rand__(self: Tensor, x: Any) -> Tensor:
+        return self.bitwise_and(x, True)
+
+    def __or__(self: Tensor, x: Any) -> Tensor:
+        return self.bitwise_or(x)
+
+    def __ror__(self: Tensor, x: Any) -> Tensor:
+        return self.bitwise_or(x, True)
+
+    def __xor__(self: Tensor, x: Any) -> Tensor:
+        return self.bitwise_xor(x)
+
+    def __rxor__(self: Tensor, x: Any) -> Tensor:
+        return self.bitwise_xor(x, True)
+
+    def __invert__(self: Tensor) -> Tensor:
+        return self.bitwise_not()
+
+    def __lshift__(self: Tensor, x: int) -> Tensor:
+        return self.lshift(x)
+
+    def __rshift__(self: Tensor, x: int) -> Tensor:
+        return self.rshift(x)
+
+    # ---- comparisons ----
+    def __lt__(self: Tensor, x: Any) -> Tensor:
+        return self._binop(Ops.CMPLT, x)
+
+    def __gt__(self: Tensor, x: Any) -> Tensor:
+        return self._binop(Ops.CMPLT, x, True)
+
+    def __le__(self: Tensor, x: Any) -> Tensor:
+        a, b = self._broadcasted(x)
+        # not (b < a) would be True for NaN
+        return a._alu(Ops.CMPLT, b)._alu(Ops.OR, a._alu(Ops.CMPEQ, b))
+
+    def __ge__(self: Tensor, x: Any) -> Tensor:
+        a, b = self._broadcasted(x)
+        return b._alu(Ops.CMPLT, a)._alu(Ops.OR, a._alu(Ops.CMPEQ, b))
+
+    def __eq__(self: Tensor, x: Any) -> Tensor:
+        return self._binop(Ops.CMPEQ, x)
+
+    def __ne__(self: Tensor, x: Any) -> Tensor:
+        return self._binop(Ops.CMPNE, x)
+
+    def eq(self: Tensor, x: Any) -> Tensor:
+        """Elementwise ==."""
+        return self._binop(Ops.CMPEQ, x)
+
+    def ne(self: Tensor, x: Any) -> Tensor:
+        """Elementwise !=."""
+        return self._binop(Ops.CMPNE, x)
+
+    # ---- unary math ----
+    def exp2(self: Tensor) -> Tensor:
+        """2 ** self."""
+        return self._float()._alu(Ops.EXP2)
+
+    def log2(self: Tensor) -> Tensor:
+        """log2(self)."""
+        return self._float()._alu(Ops.LOG2)
+
+    def exp(self: Tensor) -> Tensor:
+        """e ** self."""
+        return self._float().mul(1 / math.log(2)).exp2()
+
+    def log(self: Tensor) -> Tensor:
+        """Natural log."""
+        return self.log2().mul(math.log(2))
+
+    def sqrt(self: Tensor) -> Tensor:
+        """Square root."""
+        return self._float()._alu(Ops.SQRT)
+
+    def reciprocal(self: Tensor) -> Tensor:
+        """1 / self."""
+        return self._float()._alu(Ops.RECIPROCAL)
+
+    def rsqrt(self: Tensor) -> Tensor:
+        """1 / sqrt(self)."""
+        return self.sqrt().reciprocal()
+
+    def square(self: Tensor) -> Tensor:
+        """self * self."""
+        return self.mul(self)
+
+    def sin(self: Tensor) -> Tensor:
+        """sin(self)."""
+        return self._float()._alu(Ops.SIN)
+
+    def cos(self: Tensor) -> Tensor:
+        """cos(self), as sin(pi/2 - self)."""
+        return self._float().sub(math.pi / 2, True).sin()
+
+    def tan(self: Tensor) -> Tensor:
+        """tan(self)."""
+        return self.sin().div(self.cos())
+
+    def sigmoid(self: Tensor) -> Tensor:
+        """1 / (1 + e**-self)."""
+        return self._float().mul(-1 / math.log(2)).exp2().add(1).reciprocal()
+
+    def tanh(self: Tensor) -> Tensor:
+        """tanh(self), as 2*sigmoid(2*self) - 1."""
+        return self.mul(2.0).sigmoid().mul(2.0).sub(1.0)
+
+    def relu(self: Tensor) -> Tensor:
+        """max(self, 0)."""
+        return (self > 0).where(self, 0)
+
+    def leaky_relu(self: Tensor, neg_slope: float = 0.01) -> Tensor:
+        """self where self >= 0, else neg_slope * self."""
+        return (self < 0).where(self.mul(neg_slope), self)
+
+    def gelu(self: Tensor) -> Tensor:
+        """GELU, tanh approximation."""
+        return self.mul(0.5).mul(self.add(self.mul(self).mul(self).mul(0.044715)).mul(math.sqrt(2 / math.pi)).tanh().add(1))
+
+    def quick_gelu(self: Tensor) -> Tensor:
+        """self * sigmoid(1.702 * self)."""
+        return self.mul(self.mul(1.702).sigmoid())
+
+    def silu(self: Tensor) -> Tensor:
+        """self * sigmoid(self)."""
+        return self.mul(self.sigmoid())
+
+    def swish(self: Tensor) -> Tensor:
+        """Same as silu."""
+        return self.silu()
+
+    def softplus(self: Tensor, beta: float = 1.0) -> Tensor:
+        """log(1 + e**(beta*self)) / beta, computed without overflow."""
+        x = self._float().mul(beta)
+        return x.relu().add(x.abs().neg().exp().add(1).log()).mul(1 / beta)
+
+    def erf(self: Tensor) -> Tensor:
+        """The error function (Abramowitz-Stegun 7.1.26, absolute error below 1.5e-7)."""
+        x = self._float()
+        t = x.abs().mul(0.3275911).add(1.0).reciprocal()
+        poly = t.mul(1.061405429).add(-1.453152027).mul(t).add(1.421413741).mul(t).add(-0.284496736).mul(t).add(0.254829592).mul(t)
+        return x.sign().mul(poly.mul(x.square().neg().exp()).sub(1.0, True))
+
+    def abs(self: Tensor) -> Tensor:
+        """|self|."""
+        if dtypes.is_unsigned(self.dtype) or self.dtype is dtypes.bool:
+            return self
+        return (self < 0).where(self.neg(), self)
+
+    def sign(self: Tensor) -> Tensor:
+        """-1, 0 or 1 by the sign of self (NaN stays NaN)."""
+        ret = self.ne(0).where((self < 0).where(self._const(-1, self.dtype), self._const(1, self.dtype)), self._const(0, self.dtype))
+        return ret.add(self.mul(0)) if dtypes.is_float(self.dtype) else ret
+
+    def clip(self: Tensor, min_: Any = None, max_: Any = None) -> Tensor:
+        """self limited to [min_, max_]."""
+        if min_ is None and max_ is None:
+            raise TensorRuntimeError("clip needs at least one of min_ or max_")
+        ret: Tensor = self
+        if min_ is not None:
+            ret = ret.maximum(min_)
+        if max_ is not None:
+            ret = ret.minimum(max_)
+        return ret
+
+    def clamp(self: Tensor, min_: Any = None, max_: Any = None) -> Tensor:
+        """Same as clip."""
+        return self.clip(min_, max_)
+
+    def trunc(self: Tensor) -> Tensor:
+        """Round toward zero."""
+        return self._alu(Ops.TRUNC) if dtypes.is_float(self.dtype) else self
+
+    def floor(self: Tensor) -> Tensor:
+        """Round toward -inf."""
+        if not dtypes.is_float(self.dtype):
+            return self
+        t = self.trunc()
+        return (self < t).where(t.sub(1), t)
+
+    def ceil(self: Tensor) -> Tensor:
+        """Round toward +inf."""
+        if not dtypes.is_float(self.dtype):
+            return self
+        t = self.trunc()
+        return (self > t).where(t.add(1), t)
+
+    def round(self: Tensor) -> Tensor:
+        """Round to nearest, ties to even (as numpy)."""
+        if not dtypes.is_float(self.dtype):
+            return self
+        f = self.floor()
+        frac = self.sub(f)
+        odd = f.sub(f.mul(0.5).floor().mul(2)).ne(0)
+        return (frac > 0.5).where(f.add(1), (frac < 0.5).where(f, odd.where(f.add(1), f)))
+
+    def isnan(self: Tensor) -> Tensor:
+        """True where self is NaN."""
+        return self.ne(self)
+
+    def isinf(self: Tensor, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
+        """True where self is +inf (detect_positive) or -inf (detect_negative)."""
+        pos = self.eq(math.inf) if detect_positive else self._const(False, dtypes.bool)
+        neg = self.eq(-math.inf) if detect_negative else self._const(False, dtypes.bool)
+        return pos.bitwise_or(neg)
+
+    def lerp(self: Tensor, end: Any, weight: Any) -> Tensor:
+        """self + (end - self) * weight."""
+        return self.add(self.sub(end, True).mul(weight))

@@ -1,0 +1,31 @@
+"""Exceptions raised by uop_scheduler.
+
+Each class also derives from the builtin exception tinygrad raises in the same situation, so code written against
+tinygrad's Tensor (`except ValueError`, `except IndexError`, ...) keeps working.
+"""
+
+from __future__ import annotations
+
+
+class SchedulerError(Exception):
+    """Base class of every uop_scheduler error."""
+
+
+class ShapeError(SchedulerError, ValueError):
+    """A shape does not fit the operation (bad reshape, bad expand, bad padding, bad axis)."""
+
+
+class BroadcastError(SchedulerError, IndexError, ValueError):
+    """Operand shapes cannot be broadcast together (tinygrad raises IndexError here)."""
+
+
+class TensorIndexError(SchedulerError, IndexError):
+    """An index or axis is out of range, or an indexing form is not supported."""
+
+
+class TensorTypeError(SchedulerError, TypeError):
+    """A value of the wrong Python type was passed (e.g. indexing with a float, bool() of a tensor)."""
+
+
+class TensorRuntimeError(SchedulerError, RuntimeError):
+    """An operation cannot run as asked: bad dtype for the op, mismatched devices, un-multipliable shapes."""

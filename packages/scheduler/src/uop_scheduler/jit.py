@@ -1,0 +1,140 @@
+"""`TinyJit`: capture the kernels a function runs once, then replay them as one native call.
+
+Call 0 runs the function eagerly. Call 1 runs it again while recording every LINEAR the scheduler executes, with the
+call's input tensors as parameters; the recorded calls are linked into one native batch program
+(`hcq_runtime.link_linear`): buffers the step creates keep the addresses they got at capture (link time), while the
+input buffers and fresh output buffers are passed per call (run time). Calls 2+ only check the inputs, allocate the
+outputs and make that one call: no scheduling, no compiling, no per-kernel Python.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from hcq_runtime import LinkedLinear, buffer_for, link_linear
+from uopir import Ops, UOp, dtypes
+
+from .errors import SchedulerError
+from .realize import capture_linears
+from .tensor import Tensor
+
+ReturnType = TypeVar("ReturnType")
+
+
+class JitError(SchedulerError, RuntimeError):
+    """A TinyJit was called in a way its capture cannot serve (changed inputs, unsupported return values)."""
+
+
+def _input_tensors(args: tuple, kwargs: dict) -> list[Tensor]:
+    return [t for t in (*args, *kwargs.values()) if isinstance(t, Tensor)]
+
+
+def _signature(tensors: list[Tensor]) -> tuple:
+    return tuple((t.shape, t.dtype, t.device) for t in tensors)
+
+
+def _buffer_of(t: Tensor) -> UOp:
+    base = t.uop.base
+    if base.op is not Ops.BUFFER:
+        raise JitError(f"a TinyJit input or output must be realized to a buffer, got {base.op.name}")
+    return base
+
+
+@dataclass
+class _Captured:
+    signature: tuple
+    linked: LinkedLinear
+    n_inputs: int
+    outputs: list[tuple[tuple[int, ...], Any, str, int]]  # shape, dtype, device, size of each returned tensor
+    structure: Callable[[list[Tensor]], Any]
+
+
+class TinyJit(Generic[ReturnType]):
+    """Wrap a function of Tensors; see the module docstring. `reset()` forgets the capture."""
+
+    def __init__(self, fn: Callable[..., ReturnType]):
+        self.fn = fn
+        self.cnt = 0
+        self.captured: _Captured | None = None
+        functools.update_wrapper(self, fn)
+
+    def reset(self) -> None:
+        """Drop the capture (and the buffers it owns); the next call runs eagerly again."""
+        self.cnt, self.captured = 0, None
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        return self if obj is None else functools.partial(self.__call__, obj)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
+        inputs = _input_tensors(args, kwargs)
+        if inputs:
+            inputs[0].realize(*inputs[1:])
+        if self.captured is not None:
+            return self._replay(inputs)
+        if self.cnt == 0:
+            self.cnt = 1
+            ret = self.fn(*args, **kwargs)
+            outs = _returned_tensors(ret)
+            if outs:
+                outs[0].realize(*outs[1:])
+            return ret
+        return self._capture(inputs, args, kwargs)
+
+    def _capture(self, inputs: list[Tensor], args: tuple, kwargs: dict) -> ReturnType:
+        input_buffers = [_buffer_of(t) for t in inputs]
+        with capture_linears() as linears:
+            ret = self.fn(*args, **kwargs)
+            outs = _returned_tensors(ret)
+            if outs:
+                outs[0].realize(*outs[1:])
+        output_buffers = [_buffer_of(t) for t in outs]
+        if any(b in input_buffers for b in output_buffers):
+            raise JitError("a jitted function must not return one of its inputs unchanged: return a new tensor (e.g. x + 0)")
+        calls = tuple(call for linear in linears for call in linear.src)
+        linked = link_linear(UOp(Ops.LINEAR, dtypes.void, calls), inputs=[*input_buffers, *output_buffers])
+        self.captured = _Captured(_signature(inputs), linked, len(inputs),
+                                  [(t.shape, t.dtype, t.device, b.arg.size) for t, b in zip(outs, output_buffers)],
+                                  _restructure(ret))
+        self.cnt = 2
+        return ret
+
+    def _replay(self, inputs: list[Tensor]) -> ReturnType:
+        cap = self.captured
+        assert cap is not None
+        if (signature := _signature(inputs)) != cap.signature:
+            raise JitError(f"TinyJit inputs changed: captured with {cap.signature}, called with {signature} "
+                           "(same shapes, dtypes and devices are required; call .reset() to capture again)")
+        outputs = [UOp.new_buffer(device, size, dtype) for _, dtype, device, size in cap.outputs]
+        cap.linked([buffer_for(_buffer_of(t)) for t in inputs] + [buffer_for(b).ensure_allocated() for b in outputs])
+        self.cnt += 1
+        return cap.structure([Tensor(b.reshape(shape), device=device) for b, (shape, _, device, _) in zip(outputs, cap.outputs)])
+
+
+def _returned_tensors(ret: Any) -> list[Tensor]:
+    if isinstance(ret, Tensor):
+        return [ret]
+    if isinstance(ret, (tuple, list)):
+        return [t for t in ret if isinstance(t, Tensor)]
+    if ret is None:
+        return []
+    raise JitError(f"a jitted function returns Tensors, tuples or lists of them, or None; got {type(ret).__name__}")
+
+
+def _restructure(ret: Any) -> Callable[[list[Tensor]], Any]:
+    """How to rebuild the function's return value from its tensors, in order."""
+    if isinstance(ret, Tensor):
+        return lambda ts: ts[0]
+    if ret is None:
+        return lambda ts: None
+    kind = type(ret)
+    positions = [isinstance(x, Tensor) for x in ret]
+    others = list(ret)
+
+    def rebuild(ts: list[Tensor]) -> Any:
+        it = iter(ts)
+        return kind(next(it) if is_tensor else other for is_tensor, other in zip(positions, others))
+
+    return rebuild

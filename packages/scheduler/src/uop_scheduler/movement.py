@@ -1,0 +1,348 @@
+"""Movement ops: reshape, permute, expand, pad, shrink, flip and what is built from them (getitem, cat, split, ...).
+
+They only change how a value is viewed; the scheduler turns each into index math inside the kernels that read it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from uopir import DType, Ops, UOp, dtypes, least_upper_dtype
+
+from .elementwise import broadcast_shape
+from .errors import ShapeError, TensorIndexError, TensorRuntimeError
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+
+def argfix(*x: Any) -> tuple[Any, ...]:
+    """`f((1, 2))` and `f(1, 2)` both as (1, 2)."""
+    if x and isinstance(x[0], (tuple, list)):
+        if len(x) != 1:
+            raise TensorRuntimeError(f"bad arg {x}: pass a tuple or separate ints, not both")
+        return tuple(x[0])
+    return x
+
+
+class MovementMixin:
+    """Movement ops of Tensor."""
+
+    __slots__ = ()
+    uop: UOp
+    dtype: DType
+    shape: tuple[int, ...]
+    ndim: int
+    device: str
+
+    # ---- the basic six ----
+    def reshape(self: Tensor, shape: Any, *args: Any) -> Tensor:
+        """The same elements in row-major order viewed as `shape` (one dim may be -1; None keeps a dim)."""
+        new = tuple(self.shape[i] if s is None else int(s) for i, s in enumerate(argfix(shape, *args)))
+        if new.count(-1) > 1:
+            raise TensorRuntimeError(f"only one dimension can be inferred using -1, getting {new}")
+        numel = math.prod(self.shape)
+        if -1 in new:
+            rest = -math.prod(new)
+            if rest == 0 or numel % rest:
+                raise ShapeError(f"size mismatch, can't reshape ({self.shape}) -> ({new})")
+            new = tuple(numel // rest if s == -1 else s for s in new)
+        if any(s < 0 for s in new):
+            raise ShapeError(f"shape can't contain negative numbers {new}")
+        if math.prod(new) != numel:
+            raise ShapeError(f"size mismatch, can't reshape ({self.shape}) -> ({new})")
+        return self._wrap(self.uop.reshape(new))
+
+    def view(self: Tensor, shape: Any, *args: Any) -> Tensor:
+        """Same as reshape."""
+        return self.reshape(shape, *args)
+
+    def permute(self: Tensor, order: Any, *args: Any) -> Tensor:
+        """The axes reordered: output axis i is input axis order[i]."""
+        resolved = tuple(self._resolve_dim(d) for d in argfix(order, *args))
+        if sorted(resolved) != list(range(self.ndim)):
+            raise TensorRuntimeError(f"order is not a valid permutation, getting {resolved} for shape {self.shape}")
+        return self._wrap(self.uop.permute(resolved))
+
+    def expand(self: Tensor, shape: Any, *args: Any) -> Tensor:
+        """Size-1 dims broadcast to `shape` (-1 keeps a dim); new leading dims are added."""
+        new = argfix(shape, *args)
+        if len(new) < self.ndim:
+            raise ShapeError(f"cannot broadcast tensor to fewer dimensions. shape={self.shape} to new_shape={new}")
+        lead = len(new) - self.ndim
+        resolved = tuple(self.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(new))
+        return self._broadcast_to(resolved)
+
+    def shrink(self: Tensor, arg: Sequence[tuple[int, int] | None]) -> Tensor:
+        """Keep [begin, end) of each axis (None keeps the whole axis)."""
+        if len(arg) != self.ndim:
+            raise ShapeError(f"shrink {tuple(arg)} needs one (begin, end) or None per axis of {self.shape}")
+        pairs = tuple((0, s) if p is None else (int(p[0]), int(p[1])) for p, s in zip(arg, self.shape))
+        for (b, e), s in zip(pairs, self.shape):
+            if not 0 <= b <= e <= s:
+                raise ShapeError(f"shrink {pairs} is out of bounds for shape {self.shape}")
+        return self._wrap(self.uop.shrink(pairs))
+
+    def flip(self: Tensor, axis: Any, *args: Any) -> Tensor:
+        """Reverse the order along `axis`."""
+        axes = {self._resolve_dim(a) for a in argfix(axis, *args)}
+        return self._wrap(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
+
+    def pad(self: Tensor, padding: Sequence[Any], mode: str = "constant", value: float = 0.0) -> Tensor:
+        """Pad with `value` (mode "constant") or by "reflect", "replicate" or "circular".
+
+        `padding` is either flat torch-style (last axis first: (left, right, top, bottom, ...)) or one (before, after)
+        pair or None per axis. Negative amounts cut elements off.
+        """
+        if mode not in ("constant", "reflect", "replicate", "circular"):
+            raise NotImplementedError(f"mode={mode!r} is not supported: use constant, reflect, replicate or circular")
+        if all(isinstance(p, int) for p in padding):
+            if len(padding) % 2 or len(padding) // 2 > self.ndim:
+                raise ShapeError(f"padding length is improper, padding={tuple(padding)} ndim={self.ndim}")
+            flat = tuple(padding)
+            pairs = ((0, 0),) * (self.ndim - len(flat) // 2) + tuple(zip(flat[-2::-2], flat[::-2]))
+        else:
+            if len(padding) != self.ndim:
+                raise ShapeError(f"padding {tuple(padding)} needs one pair per axis of {self.shape}")
+            pairs = tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)
+        x: Tensor = self
+        if any(b < 0 or e < 0 for b, e in pairs):
+            x = x.shrink(tuple((-min(b, 0), s + min(e, 0)) for (b, e), s in zip(pairs, x.shape)))
+            pairs = tuple((max(b, 0), max(e, 0)) for b, e in pairs)
+        if mode == "constant":
+            padded = x._wrap(x.uop.pad(pairs))
+            if value == 0 or not any(b or e for b, e in pairs):
+                return padded
+            inside = x._wrap(x._const(True, dtypes.bool).uop.pad(pairs))
+            return inside.where(padded, value)
+        for axis, (b, e) in enumerate(pairs):
+            if b or e:
+                x = x._pad_axis(axis, b, e, mode)
+        return x
+
+    def _pad_axis(self: Tensor, axis: int, b: int, e: int, mode: str) -> Tensor:
+        s = self.shape[axis]
+
+        def part(lo: int, hi: int) -> Tensor:
+            return self.shrink(tuple((lo, hi) if i == axis else None for i in range(self.ndim)))
+
+        if mode == "reflect":
+            if b >= s or e >= s:
+                raise ShapeError(f"Padding ({b}, {e}) should be less than the input size={s} for dim={axis}.")
+            before, after = part(1, b + 1).flip(axis), part(s - e - 1, s - 1).flip(axis)
+        elif mode == "replicate":
+            before = part(0, 1).expand(*(b if i == axis else d for i, d in enumerate(self.shape)))
+            after = part(s - 1, s).expand(*(e if i == axis else d for i, d in enumerate(self.shape)))
+        else:
+            if b > s or e > s:
+                raise ShapeError("Padding value causes wrapping around more than once.")
+            before, after = part(s - b, s), part(0, e)
+        return before.cat(self, after, dim=axis)
+
+    # ---- derived ----
+    def transpose(self: Tensor, dim0: int = 1, dim1: int = 0) -> Tensor:
+        """Swap two axes."""
+        order = list(range(self.ndim))
+        a, b = self._resolve_dim(dim0), self._resolve_dim(dim1)
+        order[a], order[b] = order[b], order[a]
+        return self.permute(order)
+
+    @property
+    def T(self: Tensor) -> Tensor:  # noqa: N802 -- tinygrad's name
+        """transpose() (the first two axes swapped)."""
+        return self.transpose()
+
+    def flatten(self: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        """Merge axes start_dim..end_dim into one."""
+        if self.ndim == 0:
+            return self.reshape(1)
+        s, e = self._resolve_dim(start_dim), self._resolve_dim(end_dim)
+        return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+
+    def unflatten(self: Tensor, dim: int, sizes: tuple[int, ...]) -> Tensor:
+        """Split axis `dim` into `sizes`."""
+        d = self._resolve_dim(dim)
+        return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+
+    def squeeze(self: Tensor, dim: int | None = None) -> Tensor:
+        """Drop size-1 axes (only `dim` when given)."""
+        if dim is None:
+            return self.reshape(tuple(s for s in self.shape if s != 1))
+        d = self._resolve_dim(dim)
+        return self if not self.ndim or self.shape[d] != 1 else self.reshape(self.shape[:d] + self.shape[d + 1:])
+
+    def unsqueeze(self: Tensor, dim: int) -> Tensor:
+        """Insert a size-1 axis at `dim`."""
+        d = self._resolve_dim(dim, extra=True)
+        return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+
+    def repeat(self: Tensor, repeats: Any, *args: Any) -> Tensor:
+        """Tile the tensor `repeats[i]` times along each axis (new leading axes when repeats is longer)."""
+        reps = argfix(repeats, *args)
+        if len(reps) < self.ndim:
+            raise ShapeError(f"repeat {reps} needs at least one entry per axis of {self.shape}")
+        base = (1,) * (len(reps) - self.ndim) + self.shape
+        x = self.reshape(tuple(v for d in base for v in (1, d)))
+        x = x.expand(tuple(v for r, d in zip(reps, base) for v in (r, d)))
+        return x.reshape(tuple(r * d for r, d in zip(reps, base)))
+
+    def cat(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:
+        """Concatenate along `dim` (dtypes promoted)."""
+        tensors: list[Tensor] = [self, *args]
+        d = self._resolve_dim(dim)
+        for t in tensors:
+            if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
+                raise ShapeError(f"cat needs equal shapes except along dim {d}, got {[x.shape for x in tensors]}")
+        out_dt = least_upper_dtype(*[t.dtype for t in tensors])
+        total = sum(t.shape[d] for t in tensors)
+        ret: UOp | None = None
+        offset = 0
+        for t in tensors:
+            pairs = tuple((offset, total - offset - t.shape[d]) if i == d else (0, 0) for i in range(self.ndim))
+            padded = t.cast(out_dt).uop.pad(pairs)
+            offset += t.shape[d]
+            if ret is None:
+                ret = padded
+            else:
+                ret = UOp(Ops.OR if out_dt is dtypes.bool else Ops.ADD, out_dt, (ret, padded))
+        return self._wrap(ret)
+
+    def stack(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:
+        """Stack along a new axis `dim`."""
+        tensors: list[Tensor] = [self, *args]
+        if any(t.shape != self.shape for t in tensors):
+            raise ShapeError(f"all shapes must match for stack, got {[t.shape for t in tensors]}")
+        d = self._resolve_dim(dim, extra=True)
+        first, *rest = [t.unsqueeze(d) for t in tensors]
+        return first.cat(*rest, dim=d)
+
+    def split(self: Tensor, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+        """Pieces of `sizes` elements (or equal pieces of `sizes`) along `dim`."""
+        d = self._resolve_dim(dim)
+        n = self.shape[d]
+        if isinstance(sizes, int):
+            if sizes <= 0:
+                raise ShapeError(f"split size must be positive, got {sizes}")
+            sizes = [min(sizes, n - i) for i in range(0, max(1, n), max(1, sizes))]
+        if sum(sizes) != n:
+            raise ShapeError(f"split sizes {list(sizes)} must add up to {n}, the size of dim {d} of {self.shape}")
+        out, start = [], 0
+        for s in sizes:
+            out.append(self.shrink(tuple((start, start + s) if i == d else None for i in range(self.ndim))))
+            start += s
+        return tuple(out)
+
+    def chunk(self: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        """`chunks` near-equal pieces along `dim`."""
+        if chunks <= 0:
+            raise ShapeError(f"chunks must be positive, got {chunks}")
+        n = self.shape[self._resolve_dim(dim)]
+        return self.split(math.ceil(n / chunks) if n else 1, dim)
+
+    # ---- indexing ----
+    def _slice_axis(self: Tensor, axis: int, start: int, count: int, step: int) -> Tensor:
+        """Elements start, start+step, ... (count of them) along `axis`."""
+        x: Tensor = self
+        n = x.shape[axis]
+        if count == 0:
+            return x.shrink(tuple((0, 0) if i == axis else None for i in range(x.ndim)))
+        if step < 0:
+            x, start, step = x.flip(axis), n - 1 - start, -step
+        x = x.shrink(tuple((start, start + (count - 1) * step + 1) if i == axis else None for i in range(x.ndim)))
+        if step == 1:
+            return x
+        # every step-th element: pad to count*step, split the axis into (count, step), keep column 0
+        x = x.pad(tuple((0, count * step - x.shape[axis]) if i == axis else None for i in range(x.ndim)))
+        x = x.reshape(x.shape[:axis] + (count, step) + x.shape[axis + 1:])
+        x = x.shrink(tuple((0, 1) if i == axis + 1 else None for i in range(x.ndim)))
+        return x.reshape(x.shape[:axis] + (count,) + x.shape[axis + 2:])
+
+    def __getitem__(self: Tensor, indices: Any) -> Tensor:
+        """numpy-style indexing: ints, slices (any step), None, Ellipsis, and int tensors / lists."""
+        if not isinstance(indices, tuple):
+            indices = (indices,)
+        tensor_cls = type(self)
+        indices = tuple(tensor_cls(i, device=self.device) if isinstance(i, (list, np.ndarray)) else i for i in indices)
+        if len(ell := [i for i, x in enumerate(indices) if x is Ellipsis]) > 1:
+            raise TensorIndexError("indices can only have a single ellipsis")
+        num_real = sum(1 for x in indices if x is not None and x is not Ellipsis)
+        if num_real > self.ndim:
+            raise TensorIndexError(f"too many indices ({num_real}) for {self.ndim}D")
+        fill = (slice(None),) * (self.ndim - num_real)
+        indices = indices[:ell[0]] + fill + indices[ell[0] + 1:] if ell else indices + fill
+        x: Tensor = self
+        out_shape: list[int] = []
+        tensor_pos: list[tuple[int, Tensor]] = []
+        axis = 0
+        for idx in indices:
+            if idx is None:
+                out_shape.append(1)
+                continue
+            size = self.shape[axis]
+            if isinstance(idx, (bool, np.bool_)):
+                raise TensorIndexError(f"bool indexing with {idx!r} is not supported: use a bool mask with where()")
+            if isinstance(idx, (int, np.integer)):
+                if idx >= size or idx < -size:
+                    raise TensorIndexError(f"index={int(idx)} is out of bounds with size={size} for dim {axis} of {self.shape}")
+                x = x._slice_axis(axis, int(idx) % size, 1, 1)
+            elif isinstance(idx, slice):
+                if idx.step == 0:
+                    raise ValueError(f"index={idx} cannot have 0 as step")
+                rng = range(*idx.indices(size))
+                x = x._slice_axis(axis, rng.start, len(rng), rng.step)
+                out_shape.append(len(rng))
+            elif isinstance(idx, tensor_cls):
+                if not dtypes.is_int(idx.dtype):
+                    raise TensorIndexError(f"index dtype {idx.dtype} is not supported: index with an int tensor")
+                tensor_pos.append((len(out_shape), idx))
+                out_shape.append(size)
+            else:
+                raise TensorIndexError(f"{type(idx).__name__} indexing is not supported")
+            axis += 1
+        x = x.reshape(tuple(out_shape))
+        return x._index_with_tensors(tensor_pos) if tensor_pos else x
+
+    def _index_with_tensors(self: Tensor, tensor_pos: list[tuple[int, Tensor]]) -> Tensor:
+        """Advanced indexing: axes picked by int tensors (broadcast together), by one-hot masks and a sum."""
+        positions = [p for p, _ in tensor_pos]
+        sizes = [self.shape[p] for p in positions]
+        bshape = broadcast_shape(*[t.shape for _, t in tensor_pos])
+        others = [i for i in range(self.ndim) if i not in positions]
+        nb, k = len(bshape), len(positions)
+        x = self.permute(others + positions)
+        x = x.reshape(tuple(self.shape[i] for i in others) + (1,) * nb + tuple(sizes))
+        mask: Tensor | None = None
+        arange = type(self).arange
+        for j, ((_, t), s) in enumerate(zip(tensor_pos, sizes)):
+            t = t._broadcast_to(bshape)
+            t = (t < 0).where(t.add(s), t)
+            one_hot = t.reshape(bshape + (1,) * k) == arange(s, device=self.device).reshape((1,) * (nb + j) + (s,) + (1,) * (k - j - 1))
+            mask = one_hot if mask is None else mask.bitwise_and(one_hot)
+        assert mask is not None
+        mask = mask.reshape((1,) * len(others) + mask.shape)
+        picked = mask.where(x, x._const(0, x.dtype, ()))
+        out = (picked.any if x.dtype is dtypes.bool else picked.sum)(tuple(range(-k, 0)))
+        out = out.cast(self.dtype)
+        first = positions[0]
+        if positions != list(range(first, first + k)):
+            # separated tensor indices put the broadcast axes first, as numpy does
+            return out.permute(list(range(len(others), len(others) + nb)) + list(range(len(others))))
+        no = len(others)
+        return out.permute(list(range(first)) + list(range(no, no + nb)) + list(range(first, no)))
+
+    def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
+        """out[i][j][k] = self[i][index[i][j][k]][k] (for dim=1): pick along `dim` by an int tensor."""
+        d = self._resolve_dim(dim)
+        if index.ndim != self.ndim:
+            raise TensorRuntimeError(f"self.ndim must equal index.ndim, self.ndim={self.ndim}, index.ndim={index.ndim}")
+        if any(s < i for a, (s, i) in enumerate(zip(self.shape, index.shape)) if a != d):
+            raise ShapeError(f"gather needs self.shape[d] >= index.shape[d] for d != {d}, got {self.shape} and {index.shape}")
+        n = self.shape[d]
+        x = self.shrink(tuple(None if a == d else (0, i) for a, i in enumerate(index.shape)))
+        x = x.unsqueeze(-1).transpose(d, -1)
+        one_hot = index.unsqueeze(-1) == type(self).arange(n, device=self.device)
+        picked = one_hot.where(x, x._const(0, x.dtype, ()))
+        return (picked.any(-1) if x.dtype is dtypes.bool else picked.sum(-1)).cast(self.dtype)

@@ -1,0 +1,285 @@
+"""Multi-device tensors: `Tensor.shard(devices, axis)` splits a tensor across devices; ops run per shard.
+
+A `ShardedTensor` holds one lazy `Tensor` per device and the axis they split (None: every device holds the whole
+value). Elementwise ops run shard by shard; a reduction over the sharded axis reduces each shard and then combines
+the partial results on every device (an all-reduce through COPYs), leaving a replicated result; matmul picks the
+schedule that keeps the contraction local (batch-sharded x, or column-sharded w) or all-reduces partial products
+when both operands split the contraction axis.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from hcq_runtime import canonicalize
+from uopir import DType, dtypes
+
+from .elementwise import ElementwiseMixin, broadcast_shape
+from .errors import ShapeError, TensorRuntimeError
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+_UNARY = ("exp", "log", "exp2", "log2", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "leaky_relu", "gelu", "silu",
+          "softplus", "erf", "abs", "sign", "floor", "ceil", "round", "trunc", "isnan", "isinf", "reciprocal", "square", "neg",
+          "logical_not", "cast", "contiguous", "clip", "clamp")
+_BINARY = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": "div", "__pow__": "pow", "__lt__": "__lt__",
+           "__gt__": "__gt__", "__le__": "__le__", "__ge__": "__ge__", "__eq__": "eq", "__ne__": "ne", "maximum": "maximum",
+           "minimum": "minimum", "add": "add", "sub": "sub", "mul": "mul", "div": "div"}
+
+
+def split_sizes(size: int, n: int) -> list[int]:
+    """Shard sizes along an axis of `size` over `n` devices: ceil(size/n) each, the last ones smaller or empty."""
+    step = math.ceil(size / n) if size else 0
+    return [max(0, min(step, size - i * step)) for i in range(n)]
+
+
+def shard(t: Tensor, devices: Sequence[str], axis: int | None = None) -> ShardedTensor:
+    """`t` split along `axis` over `devices` (copied whole to each device when axis is None)."""
+    devs = tuple(canonicalize(d) for d in devices)
+    if len(set(devs)) != len(devs):
+        raise TensorRuntimeError(f"shard devices must be distinct, got {devs}")
+    if axis is None:
+        return ShardedTensor(tuple(t.to(d) for d in devs), None)
+    ax = t._resolve_dim(axis)
+    start, pieces = 0, []
+    for d, size in zip(devs, split_sizes(t.shape[ax], len(devs))):
+        pieces.append(t.shrink(tuple((start, start + size) if i == ax else None for i in range(t.ndim))).to(d))
+        start += size
+    return ShardedTensor(tuple(pieces), ax)
+
+
+class ShardedTensor:
+    """One lazy Tensor per device; `axis` is the split axis, None when each device holds the whole value."""
+
+    def __init__(self, shards: tuple[Tensor, ...], axis: int | None):
+        self.shards, self.axis = shards, axis
+
+    # ---- properties ----
+    @property
+    def device(self) -> tuple[str, ...]:
+        """The devices, one per shard."""
+        return tuple(s.device for s in self.shards)
+
+    @property
+    def dtype(self) -> DType:
+        """The element dtype."""
+        return self.shards[0].dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The logical (whole) shape."""
+        first = self.shards[0].shape
+        if self.axis is None:
+            return first
+        return tuple(sum(s.shape[self.axis] for s in self.shards) if i == self.axis else d for i, d in enumerate(first))
+
+    @property
+    def ndim(self) -> int:
+        """The number of dims."""
+        return len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"<ShardedTensor {self.shape} {self.dtype} on {self.device} axis={self.axis}>"
+
+    # ---- realization ----
+    def realize(self) -> ShardedTensor:
+        """Compute every shard."""
+        for s in self.shards:
+            s.realize()
+        return self
+
+    def numpy(self) -> np.ndarray:
+        """The whole value on the host."""
+        if self.axis is None:
+            return self.shards[0].numpy()
+        return np.concatenate([s.numpy() for s in self.shards], axis=self.axis)
+
+    def tolist(self) -> Any:
+        """The whole value as Python lists."""
+        return self.numpy().tolist()
+
+    def item(self) -> Any:
+        """The value of a one-element tensor."""
+        return self.numpy().reshape(()).item()
+
+    def to(self, device: str) -> Tensor:
+        """The whole value gathered on one device."""
+        if self.axis is None:
+            return self.shards[0].to(device)
+        first, *rest = [s.to(device) for s in self.shards]
+        return first.cat(*rest, dim=self.axis)
+
+    # ---- per-shard application ----
+    def _map(self, fn: Callable[[Tensor], Tensor], axis: int | None = None) -> ShardedTensor:
+        return ShardedTensor(tuple(fn(s) for s in self.shards), self.axis if axis is None else axis)
+
+    def _matching(self, other: Any) -> list[Any]:
+        """`other` split like self: one operand per shard (scalars pass through)."""
+        if isinstance(other, ShardedTensor):
+            if other.device != self.device:
+                raise TensorRuntimeError(f"sharded operands are on different devices: {self.device} and {other.device}")
+            if other.axis == self.axis:
+                return list(other.shards)
+            other = other.to(self.device[0]) if other.axis is not None else other.shards[0]
+        if not isinstance(other, ElementwiseMixin):
+            return [other] * len(self.shards)
+        full = broadcast_shape(self.shape, other.shape)
+        if full != self.shape:
+            raise ShapeError(f"a sharded tensor of shape {self.shape} cannot grow to {full} by broadcasting: expand it first")
+        whole = other._broadcast_to(full)
+        return list(shard(whole, self.device, self.axis).shards) if self.axis is not None else [whole.to(d) for d in self.device]
+
+    def _binary(self, name: str, other: Any, reverse: bool = False) -> ShardedTensor:
+        others = self._matching(other)
+        outs = []
+        for s, o in zip(self.shards, others):
+            a, b = (o, s) if reverse else (s, o)
+            outs.append(getattr(a, name)(b) if isinstance(a, ElementwiseMixin) else getattr(s, name)(b, True))
+        return ShardedTensor(tuple(outs), self.axis)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _UNARY:
+            return lambda *args, **kwargs: self._map(lambda s: getattr(s, name)(*args, **kwargs))
+        if name in _BINARY:
+            return lambda other: self._binary(_BINARY[name], other)
+        raise AttributeError(f"ShardedTensor has no {name!r}: gather it with .to(device) first")
+
+    def __add__(self, x: Any) -> ShardedTensor:
+        return self._binary("add", x)
+
+    def __radd__(self, x: Any) -> ShardedTensor:
+        return self._binary("add", x, True)
+
+    def __sub__(self, x: Any) -> ShardedTensor:
+        return self._binary("sub", x)
+
+    def __rsub__(self, x: Any) -> ShardedTensor:
+        return self._binary("sub", x, True)
+
+    def __mul__(self, x: Any) -> ShardedTensor:
+        return self._binary("mul", x)
+
+    def __rmul__(self, x: Any) -> ShardedTensor:
+        return self._binary("mul", x, True)
+
+    def __truediv__(self, x: Any) -> ShardedTensor:
+        return self._binary("div", x)
+
+    def __neg__(self) -> ShardedTensor:
+        return self._map(lambda s: s.neg())
+
+    def __lt__(self, x: Any) -> ShardedTensor:
+        return self._binary("__lt__", x)
+
+    def __gt__(self, x: Any) -> ShardedTensor:
+        return self._binary("__gt__", x)
+
+    def __eq__(self, x: Any) -> ShardedTensor:  # type: ignore[override]
+        return self._binary("eq", x)
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    # ---- reductions ----
+    def _allreduce(self, partials: list[Tensor], combine: Callable[[Tensor, Tensor], Tensor]) -> ShardedTensor:
+        """Combine per-device partial results on every device: a replicated result."""
+        outs = []
+        for dev in self.device:
+            acc: Tensor | None = None
+            for p in partials:
+                q = p.to(dev)
+                acc = q if acc is None else combine(acc, q)
+            assert acc is not None
+            outs.append(acc)
+        return ShardedTensor(tuple(outs), None)
+
+    def _reduce(self, name: str, combine: Callable[[Tensor, Tensor], Tensor], axis: Any, keepdim: bool) -> ShardedTensor:
+        axes = self.shards[0]._axes(axis)
+        if self.axis is None or self.axis not in axes:
+            new_axis = None if self.axis is None else (self.axis if keepdim else self.axis - sum(1 for a in axes if a < self.axis))
+            return self._map(lambda s: getattr(s, name)(axes, keepdim=keepdim), axis=new_axis)
+        # an empty shard (the split did not divide evenly) has nothing to contribute, and max/min have no identity
+        partials = [getattr(s, name)(axes, keepdim=True) for s in self.shards if s.shape[self.axis] > 0]
+        ret = self._allreduce(partials, combine)
+        if keepdim:
+            return ret
+        return ret._map(lambda s: s.reshape(tuple(d for i, d in enumerate(s.shape) if i not in axes)))
+
+    def sum(self, axis: Any = None, keepdim: bool = False) -> ShardedTensor:
+        """Sum over `axis`; over the sharded axis it all-reduces."""
+        return self._reduce("sum", lambda a, b: a + b, axis, keepdim)
+
+    def max(self, axis: Any = None, keepdim: bool = False) -> ShardedTensor:
+        """Max over `axis`."""
+        return self._reduce("max", lambda a, b: a.maximum(b), axis, keepdim)
+
+    def min(self, axis: Any = None, keepdim: bool = False) -> ShardedTensor:
+        """Min over `axis`."""
+        return self._reduce("min", lambda a, b: a.minimum(b), axis, keepdim)
+
+    def mean(self, axis: Any = None, keepdim: bool = False) -> ShardedTensor:
+        """Mean over `axis`."""
+        count = math.prod(self.shape[a] for a in self.shards[0]._axes(axis))
+        total = self.cast(self.dtype if dtypes.is_float(self.dtype) else dtypes.float32).sum(axis, keepdim)
+        return total / count
+
+    # ---- movement and per-row ops ----
+    def permute(self, *order: Any) -> ShardedTensor:
+        """Reorder the axes; the sharded axis moves with them."""
+        dims = order[0] if len(order) == 1 and isinstance(order[0], (tuple, list)) else order
+        resolved = tuple(self.shards[0]._resolve_dim(d) for d in dims)
+        new_axis = None if self.axis is None else resolved.index(self.axis)
+        return self._map(lambda s: s.permute(resolved), axis=new_axis)
+
+    def transpose(self, dim0: int = 1, dim1: int = 0) -> ShardedTensor:
+        """Swap two axes."""
+        order = list(range(self.ndim))
+        a, b = self.shards[0]._resolve_dim(dim0), self.shards[0]._resolve_dim(dim1)
+        order[a], order[b] = order[b], order[a]
+        return self.permute(order)
+
+    @property
+    def T(self) -> ShardedTensor:  # noqa: N802 -- tinygrad's name
+        """transpose()."""
+        return self.transpose()
+
+    def _along(self, name: str, axis: int) -> ShardedTensor:
+        ax = self.shards[0]._resolve_dim(axis)
+        if ax == self.axis:
+            whole = getattr(self.to(self.device[0]), name)(ax)
+            return shard(whole, self.device, self.axis)
+        return self._map(lambda s: getattr(s, name)(ax))
+
+    def softmax(self, axis: int = -1) -> ShardedTensor:
+        """softmax along `axis` (per shard unless it is the sharded axis, which is gathered first)."""
+        return self._along("softmax", axis)
+
+    def log_softmax(self, axis: int = -1) -> ShardedTensor:
+        """log_softmax along `axis`."""
+        return self._along("log_softmax", axis)
+
+    # ---- matmul ----
+    def matmul(self, w: Any) -> ShardedTensor:
+        """self @ w with at least one sharded operand."""
+        n = self.ndim
+        if isinstance(w, ElementwiseMixin):
+            w = ShardedTensor(tuple(w.to(d) for d in self.device), None)
+        if self.axis is not None and self.axis < n - 1 and w.axis is None:
+            return ShardedTensor(tuple(s @ ws for s, ws in zip(self.shards, w.shards)), self.axis)
+        if self.axis is None and w.axis is not None and w.axis == w.ndim - 1:
+            return ShardedTensor(tuple(s @ ws for s, ws in zip(self.shards, w.shards)), max(n, w.ndim) - 1)
+        if self.axis == n - 1 and w.axis == w.ndim - 2:
+            return self._allreduce([s @ ws for s, ws in zip(self.shards, w.shards)], lambda a, b: a + b)
+        # any other layout: gather both on the first device and replicate the result
+        whole = self.to(self.device[0]) @ w.to(self.device[0])
+        return ShardedTensor(tuple(whole.to(d) for d in self.device), None)
+
+    def __matmul__(self, w: Any) -> ShardedTensor:
+        return self.matmul(w)
+
+    def __rmatmul__(self, x: Tensor) -> ShardedTensor:
+        return ShardedTensor(tuple(x.to(d) for d in self.device), None).matmul(self)

@@ -1,0 +1,284 @@
+"""Composite ops: matmul and friends, convolution and pooling (im2col by movement ops), normalization, attention.
+
+Every op here is built from elementwise, reduce and movement ops, so the scheduler fuses it like any other graph:
+a matmul is one kernel (a broadcast multiply fused into its sum), a convolution is pooling views plus one reduce.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from uopir import DType, UOp, dtypes, least_upper_dtype, to_dtype
+
+from .errors import ShapeError, TensorRuntimeError
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+
+def make_tuple(x: int | Sequence[int], n: int) -> tuple[int, ...]:
+    """`x` repeated n times, or `x` itself when it is already a sequence."""
+    return (x,) * n if isinstance(x, int) else tuple(x)
+
+
+def _conv_padding(padding: int | Sequence[int], ndims: int) -> tuple[tuple[int, int], ...]:
+    """Per spatial axis (before, after) from an int, one int per axis, or flat torch-style pairs (last axis first)."""
+    if isinstance(padding, int):
+        return ((padding, padding),) * ndims
+    pad = tuple(padding)
+    if len(pad) == ndims:
+        return tuple((p, p) for p in pad)
+    if len(pad) == 2 * ndims:
+        return tuple(zip(pad[-2::-2], pad[::-2]))
+    raise ShapeError(f"padding {pad} must be an int, {ndims} ints or {2 * ndims} ints")
+
+
+class NNMixin:
+    """Composite ops of Tensor."""
+
+    __slots__ = ()
+    uop: UOp
+    dtype: DType
+    shape: tuple[int, ...]
+    ndim: int
+    device: str
+
+    # ---- matrix products ----
+    def dot(self: Tensor, w: Tensor, dtype: Any = None) -> Tensor:
+        """Matrix product with numpy's broadcasting rules for batch axes and 1-D operands."""
+        x: Tensor = self
+        n1, n2 = x.ndim, w.ndim
+        if n1 == 0 or n2 == 0:
+            raise TensorRuntimeError(f"both tensors need to be at least 1D, got {n1}D and {n2}D")
+        axis_w = -min(n2, 2)
+        if x.shape[-1] != w.shape[axis_w]:
+            raise TensorRuntimeError(f"cannot dot {x.shape} and {w.shape}")
+        extra = min(n1 - 1, n2 - 1, 1)
+        x = x.reshape(*x.shape[0:-1], *[1] * extra, x.shape[-1])
+        w = w.reshape(*w.shape[0:-2], *[1] * extra, *w.shape[axis_w:]).transpose(-1, axis_w)
+        out_dt = least_upper_dtype(x.dtype, w.dtype) if dtype is None else to_dtype(dtype)
+        return x.mul(w).sum(-1, dtype=dtype).cast(out_dt)
+
+    def matmul(self: Tensor, x: Tensor, reverse: bool = False, dtype: Any = None) -> Tensor:
+        """self @ x (x @ self when reverse)."""
+        return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
+
+    def __matmul__(self: Tensor, x: Tensor) -> Tensor:
+        return NotImplemented if hasattr(x, "shards") else self.matmul(x)
+
+    def __rmatmul__(self: Tensor, x: Tensor) -> Tensor:
+        return self.matmul(x, True)
+
+    def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None, dtype: Any = None) -> Tensor:
+        """self @ weight + bias (an elementwise product for a 1-D weight)."""
+        x = self.mul(weight) if weight.ndim == 1 else self.dot(weight, dtype=dtype)
+        return x if bias is None else x.add(bias)
+
+    @staticmethod
+    def einsum(formula: str, *operands: Any) -> Tensor:
+        """Einstein summation like "ij,jk->ik" or "bij,bjk" (implicit output: letters seen once, sorted).
+
+        Each operand's axes are permuted to one shared letter order and broadcast-multiplied, then the letters absent
+        from the output are summed. A letter repeated within one operand (a diagonal) is not supported.
+        """
+        tensors = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)
+        spec = formula.replace(" ", "")
+        lhs, arrow, out = spec.partition("->")
+        inputs = lhs.split(",")
+        if not arrow:
+            out = "".join(sorted(c for c in set(lhs.replace(",", "")) if lhs.count(c) == 1))
+        if len(inputs) != len(tensors):
+            raise ShapeError(f"einsum {formula!r} names {len(inputs)} operands but got {len(tensors)}")
+        sizes: dict[str, int] = {}
+        for sub, t in zip(inputs, tensors):
+            if len(sub) != t.ndim or len(set(sub)) != len(sub):
+                raise ShapeError(f"einsum operand {sub!r} does not match shape {t.shape} (one distinct letter per axis)")
+            for c, d in zip(sub, t.shape):
+                if sizes.setdefault(c, d) != d and d != 1 and sizes[c] != 1:
+                    raise ShapeError(f"einsum letter {c!r} has sizes {sizes[c]} and {d} in {formula!r}")
+                sizes[c] = max(sizes[c], d)
+        letters = list(out) + sorted(set(sizes) - set(out))
+
+        def align(t: Tensor, sub: str) -> Tensor:
+            t = t.permute([sub.index(c) for c in letters if c in sub]) if t.ndim else t
+            return t.reshape(tuple(t.shape[[c for c in letters if c in sub].index(c)] if c in sub else 1 for c in letters))
+
+        prod = align(tensors[0], inputs[0])
+        for t, sub in zip(tensors[1:], inputs[1:]):
+            prod = prod.mul(align(t, sub))
+        summed = tuple(range(len(out), len(letters)))
+        return prod.sum(summed) if summed else prod.expand(tuple(sizes[c] for c in out))
+
+    # ---- pooling and convolution ----
+    def _pool(self: Tensor, kernel: tuple[int, ...], stride: int | tuple[int, ...] = 1, dilation: int | tuple[int, ...] = 1) -> Tensor:
+        """Sliding windows over the last len(kernel) axes: (..., *out_spatial, *kernel)."""
+        x: Tensor = self
+        nk = len(kernel)
+        if x.ndim < nk:
+            raise ShapeError(f"can't pool {x.shape} with {kernel}")
+        s_, d_ = make_tuple(stride, nk), make_tuple(dilation, nk)
+        lead = x.ndim - nk
+        for j, (k, s, d) in enumerate(zip(kernel, s_, d_)):
+            # axis lead+j holds the spatial dim; earlier spatial dims are already (out, k) pairs at the end
+            axis = lead + j
+            i = x.shape[axis]
+            o = (i - d * (k - 1) - 1) // s + 1
+            if o <= 0:
+                raise ShapeError(f"kernel {kernel} with dilation {d_} does not fit the spatial shape {self.shape[lead:]}")
+            y = x.permute([a for a in range(x.ndim) if a != axis] + [axis])
+            rest = y.ndim - 1
+            if k <= s and d == 1:
+                # windows do not overlap: cut the axis into (o, s) rows and keep the first k of each
+                y = y.pad(tuple((0, 0) for _ in y.shape[:-1]) + ((0, max(0, o * s - i)),))
+                y = y.shrink(tuple(None for _ in y.shape[:-1]) + ((0, o * s),)).reshape(*y.shape[:-1], o, s)
+                y = y.shrink(tuple(None for _ in y.shape[:-1]) + ((0, k),))
+                x = y.permute(list(range(axis)) + [rest] + list(range(axis, rest)) + [rest + 1])
+                continue
+            if s > 1 + d * k:
+                raise ShapeError(f"stride {s_} is larger than dilation*kernel+1 for kernel {kernel}: not supported")
+            # overlapping windows: repeat the axis and view it as (k, i+d) rows, so row r starts at element r*d
+            reps = math.ceil(k * (i + d) / i)
+            y = y.repeat(*[1] * (y.ndim - 1), reps)
+            y = y.shrink(tuple(None for _ in y.shape[:-1]) + ((0, k * (i + d)),)).reshape(*y.shape[:-1], k, i + d)
+            y = y.shrink(tuple(None for _ in y.shape[:-1]) + ((0, o * s),)).reshape(*y.shape[:-1], o, s)
+            y = y.shrink(tuple(None for _ in y.shape[:-1]) + ((0, 1),)).reshape(*y.shape[:-2], o)
+            # y is (rest..., k, o): o goes back to `axis`, k to the end
+            x = y.permute(list(range(axis)) + [rest + 1] + list(range(axis, rest)) + [rest])
+        # each step put its window axis last, in spatial order: x is (lead..., o1, o2, ..., k1, k2, ...)
+        return x
+
+    def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, ...] = 1,
+               dilation: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0, dtype: Any = None) -> Tensor:
+        """N-d convolution (cross-correlation) of (bs, cin, *spatial) with weight (cout, cin/groups, *kernel)."""
+        x: Tensor = self
+        (bs, cin_), (cout, cin), hw = x.shape[:2], weight.shape[:2], weight.shape[2:]
+        if groups * cin != cin_ or len(x.shape) != len(weight.shape):
+            raise TensorRuntimeError(f"Input Tensor shape {x.shape} does not match the shape of the weights {weight.shape}. "
+                                     f"({groups * cin} vs. {cin_})")
+        pads = _conv_padding(padding, len(hw))
+        x = x.pad(((0, 0), (0, 0), *pads))._pool(hw, stride, dilation)
+        oyx = x.shape[2:-len(hw)]
+        rcout = cout // groups
+        nsp = len(oyx)
+        x = x.reshape(bs, groups, cin, 1, *oyx, *hw).expand(bs, groups, cin, rcout, *oyx, *hw)
+        x = x.permute(0, 1, 3, *[4 + i for i in range(nsp)], 2, *[4 + nsp + i for i in range(len(hw))])
+        w = weight.reshape(1, groups, rcout, *[1] * nsp, cin, *hw)
+        ret = x.mul(w).sum([-1 - i for i in range(1 + len(hw))], keepdim=True, dtype=dtype).reshape(bs, cout, *oyx)
+        ret = ret.cast(least_upper_dtype(self.dtype, weight.dtype) if dtype is None else to_dtype(dtype))
+        return ret if bias is None else ret.add(bias.reshape(1, -1, *[1] * len(hw)))
+
+    def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, ...] = 1,
+                         dilation: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0,
+                         output_padding: int | tuple[int, ...] = 0) -> Tensor:
+        """Transposed convolution, weight (cin, cout/groups, *kernel): a conv2d over the stride-dilated input."""
+        x: Tensor = self
+        hw = weight.shape[2:]
+        nsp = len(hw)
+        w = weight.unflatten(0, (groups, -1)).transpose(1, 2).flip(*range(3, weight.ndim + 1))
+        s_, d_, p_, op_ = (make_tuple(v, nsp) for v in (stride, dilation, padding, output_padding))
+        if any(s > 1 for s in s_):
+            # insert s-1 zeros between input elements: (n) -> (n, 1) -> pad (n, s) -> (n*s) -> cut the trailing zeros
+            x = x.reshape(*x.shape[:2], *[v for n in x.shape[2:] for v in (n, 1)])
+            x = x.pad(((0, 0), (0, 0), *[p for s in s_ for p in ((0, 0), (0, s - 1))]))
+            x = x.reshape(*x.shape[:2], *[n * s for n, s in zip(x.shape[2::2], s_)])
+            x = x.shrink((None, None, *[(0, n - (s - 1)) for n, s in zip(x.shape[2:], s_)]))
+        pads = tuple(((k - 1) * d - p, (k - 1) * d - p + o) for k, d, p, o in zip(hw, d_, p_, op_))
+        x = x.pad(((0, 0), (0, 0), *[(max(b, 0), max(e, 0)) for b, e in pads]))
+        x = x.shrink((None, None, *[(-min(b, 0), n + min(e, 0)) for (b, e), n in zip(pads, x.shape[2:])]))
+        return x.conv2d(w.flatten(end_dim=1), bias=bias, groups=groups, dilation=d_)
+
+    def _pool_args(self: Tensor, kernel_size: int | tuple[int, ...], stride: Any, padding: Any) -> tuple[tuple[int, ...], Any, Any]:
+        k = make_tuple(kernel_size, 2)
+        return k, k if stride is None else stride, _conv_padding(padding, len(k))
+
+    def avg_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: Any = None, dilation: int | tuple[int, ...] = 1,
+                   padding: int | tuple[int, ...] = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
+        """Average over windows of the last two axes."""
+        if ceil_mode:
+            raise NotImplementedError("avg_pool2d ceil_mode=True is not supported: pad the input instead")
+        k, s, pads = self._pool_args(kernel_size, stride, padding)
+        axes = tuple(range(-len(k), 0))
+        lead = ((0, 0),) * (self.ndim - len(k))
+        windows = self.pad((*lead, *pads))._pool(k, s, dilation)
+        if count_include_pad:
+            return windows.mean(axes)
+        counts = self.ones_like().pad((*lead, *pads))._pool(k, s, dilation).sum(axes)
+        return windows.sum(axes).div(counts)
+
+    def max_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: Any = None, dilation: int | tuple[int, ...] = 1,
+                   padding: int | tuple[int, ...] = 0, ceil_mode: bool = False) -> Tensor:
+        """Max over windows of the last two axes (padding counts as -inf)."""
+        if ceil_mode:
+            raise NotImplementedError("max_pool2d ceil_mode=True is not supported: pad the input instead")
+        k, s, pads = self._pool_args(kernel_size, stride, padding)
+        lead = ((0, 0),) * (self.ndim - len(k))
+        if any(b or e for b, e in pads):
+            inside = self.ones_like(dtype=dtypes.bool).pad((*lead, *pads))
+            self = inside.where(self.pad((*lead, *pads)), self._lowest())
+        return self._pool(k, s, dilation).max(tuple(range(-len(k), 0)))
+
+    # ---- normalization and friends ----
+    def layernorm(self: Tensor, axis: int | tuple[int, ...] = -1, eps: float = 1e-5) -> Tensor:
+        """(self - mean) / sqrt(var + eps) over `axis` (no affine part)."""
+        y = self.sub(self.mean(axis, keepdim=True))
+        return y.mul(y.mul(y).mean(axis, keepdim=True).add(eps).rsqrt())
+
+    def batchnorm(self: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor,
+                  axis: int | tuple[int, ...] = 1) -> Tensor:
+        """(self - mean) * invstd * weight + bias, with the statistics laid along `axis`."""
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        axes = tuple(self._resolve_dim(a) for a in axes)
+        shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
+        x = self.sub(mean.reshape(shape))
+        if weight is not None:
+            x = x.mul(weight.reshape(shape))
+        ret = x.mul(invstd.reshape(shape) if invstd.ndim == len(axes) else invstd)
+        return ret.add(bias.reshape(shape)) if bias is not None else ret
+
+    def dropout(self: Tensor, p: float = 0.5) -> Tensor:
+        """Zero elements with probability p and scale the rest by 1/(1-p), only when Tensor.training is set."""
+        if not type(self).training or p == 0:
+            return self
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        keep = type(self).rand(*self.shape, device=self.device) >= p
+        return keep.where(self.mul(1 / (1 - p)) if p < 1 else self.mul(0), 0).cast(self.dtype)
+
+    def one_hot(self: Tensor, num_classes: int = -1) -> Tensor:
+        """Int tensor -> (..., num_classes) of 0/1 (num_classes from the max value when -1)."""
+        if not dtypes.is_int(self.dtype):
+            raise TensorRuntimeError(f"expect integer dtype, getting self.dtype={self.dtype}")
+        if num_classes == -1:
+            num_classes = int(self.max().item()) + 1
+        hot = self.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)
+        return hot.where(1, 0).cast(self.dtype)
+
+    def _tri(self: Tensor, diagonal: int, upper: bool) -> Tensor:
+        if self.ndim < 2:
+            raise ShapeError(f"triu/tril needs at least 2 dims, got shape {self.shape}")
+        r, c = self.shape[-2:]
+        arange = type(self).arange
+        rows, cols = arange(r, device=self.device).reshape(r, 1), arange(c, device=self.device).reshape(1, c)
+        keep = (cols - rows >= diagonal) if upper else (cols - rows <= diagonal)
+        return keep.where(self, self._const(0, self.dtype, ()))
+
+    def triu(self: Tensor, diagonal: int = 0) -> Tensor:
+        """Keep the elements on and above the `diagonal`-th diagonal."""
+        return self._tri(diagonal, True)
+
+    def tril(self: Tensor, diagonal: int = 0) -> Tensor:
+        """Keep the elements on and below the `diagonal`-th diagonal."""
+        return self._tri(diagonal, False)
+
+    def scaled_dot_product_attention(self: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                                     is_causal: bool = False) -> Tensor:
+        """softmax(self @ key^T / sqrt(d) + mask) @ value (a bool mask keeps where True)."""
+        qk = self.matmul(key.transpose(-2, -1)).div(math.sqrt(self.shape[-1]))
+        if is_causal:
+            keep = type(self).ones(qk.shape[-2], qk.shape[-1], dtype=dtypes.bool, device=self.device).tril()
+            attn_mask = keep if attn_mask is None else keep.bitwise_and(attn_mask)
+        if attn_mask is not None:
+            qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype is dtypes.bool else qk.add(attn_mask)
+        return qk.softmax(-1).dropout(dropout_p).matmul(value)

@@ -1,0 +1,90 @@
+"""Random tensors from a counter-based hash: every element is a pure function of (seed, call number, position).
+
+The hash is MurmurHash3's 32-bit finalizer over `position * golden + key`, built from integer ALU ops, so it runs
+inside kernels on every device and gives the same numbers wherever it runs. `manual_seed` resets the key sequence.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from uopir import dtypes, to_dtype
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+_GOLDEN = 0x9E3779B1
+
+
+class RandomMixin:
+    """Random creation functions of Tensor."""
+
+    __slots__ = ()
+    _seed: ClassVar[int] = 0
+    _calls: ClassVar[int] = 0
+
+    @staticmethod
+    def manual_seed(seed: int = 0) -> None:
+        """Make the following random tensors reproducible from `seed`."""
+        RandomMixin._seed, RandomMixin._calls = seed & 0xFFFFFFFF, 0
+
+    @classmethod
+    def _next_key(cls) -> int:
+        RandomMixin._calls += 1
+        return (RandomMixin._seed * 0x85EBCA6B + RandomMixin._calls * 0xC2B2AE35) & 0xFFFFFFFF
+
+    @classmethod
+    def _random_bits(cls, n: int, device: str | None) -> Tensor:
+        """`n` pseudo-random uint32s."""
+        tensor_cls: Any = cls
+        key = cls._next_key()
+        x = tensor_cls.arange(n, dtype=dtypes.uint32, device=device).mul(_GOLDEN).add(key)
+        x = x.bitwise_xor(x.rshift(16)).mul(0x85EBCA6B)
+        x = x.bitwise_xor(x.rshift(13)).mul(0xC2B2AE35)
+        return x.bitwise_xor(x.rshift(16))
+
+    @classmethod
+    def rand(cls, *shape: Any, device: str | None = None, dtype: Any = None, **kwargs: Any) -> Tensor:
+        """Uniform samples in [0, 1)."""
+        tensor_cls: Any = cls
+        dims = tensor_cls._shape_arg(shape)
+        dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+        bits = cls._random_bits(math.prod(dims), device)
+        # the top 24 bits are exactly representable in float32: the result is < 1 even after rounding
+        unit = bits.rshift(8).cast(dtypes.float32).mul(1.0 / (1 << 24))
+        return tensor_cls(unit.reshape(dims).cast(dt).uop, device=device, **kwargs)
+
+    @classmethod
+    def randn(cls, *shape: Any, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:
+        """Standard normal samples (Box-Muller)."""
+        tensor_cls: Any = cls
+        dims = tensor_cls._shape_arg(shape)
+        u = cls.rand(2, *dims, device=device)
+        radius = u[0].sub(1.0, True).log().mul(-2.0).sqrt()
+        ret = radius.mul(u[1].mul(2 * math.pi).cos())
+        return tensor_cls(ret.cast(to_dtype(dtype) if dtype is not None else dtypes.default_float).uop, device=device, **kwargs)
+
+    @classmethod
+    def uniform(cls, *shape: Any, low: float = 0.0, high: float = 1.0, dtype: Any = None, **kwargs: Any) -> Tensor:
+        """Uniform samples in [low, high)."""
+        dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+        return cls.rand(*shape, **kwargs).mul(high - low).add(low).cast(dt)
+
+    @classmethod
+    def normal(cls, *shape: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
+        """Normal samples with `mean` and `std`."""
+        return cls.randn(*shape, **kwargs).mul(std).add(mean)
+
+    @classmethod
+    def randint(cls, *shape: Any, low: int = 0, high: int = 10, dtype: Any = None, **kwargs: Any) -> Tensor:
+        """Uniform integers in [low, high)."""
+        dt = to_dtype(dtype) if dtype is not None else dtypes.int32
+        return cls.rand(*shape, **kwargs).mul(high - low).floor().add(low).cast(dt)
+
+    def rand_like(self: Tensor, **kwargs: Any) -> Tensor:
+        """Uniform samples shaped like this tensor."""
+        me: Any = self
+        kwargs.setdefault("device", me.device)
+        kwargs.setdefault("dtype", me.dtype if dtypes.is_float(me.dtype) else None)
+        return type(self).rand(*me.shape, **kwargs)

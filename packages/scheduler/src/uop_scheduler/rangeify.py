@@ -1,0 +1,250 @@
+"""Rangeify: lower a tensor-level UOp expression to a kernel value over loop ranges.
+
+A view is a function from output indices to an input index plus a validity gate: each movement op maps the
+indices it is asked for to indices of its source (RESHAPE regroups, PERMUTE reorders, EXPAND pins broadcast axes to 0,
+SHRINK offsets, FLIP mirrors, PAD offsets and narrows the gate). Elementwise ops lower their sources at the same
+indices; a tensor-form REDUCE opens fresh REDUCE ranges for its reduced axes. Realized values are leaves: they become
+LOADs from a PARAM at the flat (row-major) index, gated when a PAD is on the path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from uopir import AxisType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, symbolic
+
+from .errors import SchedulerError
+
+Index = tuple[UOp, ...]
+Key = tuple[UOp, Index, "UOp | None"]
+Step = tuple[list[Key], Callable[[list[UOp]], UOp]]
+
+
+def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """Element strides of a contiguous row-major array of `shape`."""
+    strides, acc = [], 1
+    for d in reversed(shape):
+        strides.append(acc)
+        acc *= d
+    return tuple(reversed(strides))
+
+
+def flat_index(idx: Index, shape: tuple[int, ...]) -> UOp:
+    """The row-major offset of `idx` in an array of `shape` (size-1 axes contribute nothing)."""
+    ret: UOp = UOp.const(0)
+    for i, d, st in zip(idx, shape, row_major_strides(shape)):
+        if d != 1:
+            ret = ret + i * st
+    return ret
+
+
+def reshape_index(idx: Index, new_shape: tuple[int, ...], old_shape: tuple[int, ...]) -> Index:
+    """Indices into `old_shape` for indices `idx` into the reshape of it to `new_shape`.
+
+    Axes are split into the smallest groups whose sizes match on both sides, so a reshape that only splits or merges
+    some axes gives index math local to those axes (no global flatten that the codegen would have to untangle).
+    Size-1 axes are dropped first: their index is always 0.
+    """
+    zero = UOp.const(0)
+    if 0 in new_shape:
+        return (zero,) * len(old_shape)  # an empty view: its loop never runs, so nothing is read
+    new = [(i, d) for i, d in zip(idx, new_shape) if d != 1]
+    old_pos = [k for k, d in enumerate(old_shape) if d != 1]
+    out: list[UOp] = [zero] * len(old_shape)
+    ni = oi = 0
+    while ni < len(new) or oi < len(old_pos):
+        group_new, group_old = [new[ni]], [old_pos[oi]]
+        pn, po = new[ni][1], old_shape[old_pos[oi]]
+        ni, oi = ni + 1, oi + 1
+        while pn != po:
+            if pn < po:
+                group_new.append(new[ni])
+                pn *= new[ni][1]
+                ni += 1
+            else:
+                group_old.append(old_pos[oi])
+                po *= old_shape[old_pos[oi]]
+                oi += 1
+        if len(group_new) == 1 and len(group_old) == 1:
+            out[group_old[0]] = group_new[0][0]
+            continue
+        flat: UOp = zero
+        for i, d in group_new:
+            flat = flat * d + i
+        stride = po
+        for n, k in enumerate(group_old):
+            stride //= old_shape[k]
+            part = flat if stride == 1 else flat // stride
+            out[k] = part if n == 0 else part % old_shape[k]
+    return tuple(out)
+
+
+def _magic_floordiv(x: UOp, c: int) -> UOp | None:
+    """x // c for a positive constant c as a multiply and a shift (Granlund-Montgomery), or None if it could overflow.
+
+    With x < 2**n and l = ceil(log2 c), m = ceil(2**(n+l) / c) gives x // c == (x * m) >> (n + l) exactly.
+    """
+    if c & (c - 1) == 0:
+        return x if c == 1 else x.alu(Ops.SHR, x.const_like(c.bit_length() - 1))
+    n = max(abs(int(x.vmin)), int(x.vmax)).bit_length()
+    if x.vmin < 0 or 2 * n + c.bit_length() + 1 > 62:
+        return None
+    shift = n + (c - 1).bit_length()
+    m = -((-(1 << shift)) // c)
+    return (x * m).alu(Ops.SHR, x.const_like(shift))
+
+
+def _lower_divmod(d: UOp, x: UOp, y: UOp) -> UOp | None:
+    if d.dtype is not dtypes.weakint or not isinstance(y.arg, int) or y.arg <= 0:
+        return None
+    q = _magic_floordiv(x, y.arg)
+    if q is None:
+        return None
+    return q if d.op is Ops.FLOORDIV else x - q * y.arg
+
+
+# uopir's kernel lowering turns provably non-negative C divisions back into floor divisions and does not render
+# those, so index division by a constant leaves here as a multiply-shift that no later rule changes back
+pm_index_divmod = PatternMatcher([
+    (UPat((Ops.FLOORDIV, Ops.FLOORMOD), name="d", src=(UPat.var("x"), UPat.cvar("y"))), _lower_divmod),
+])
+
+
+def _and(a: UOp | None, b: UOp | None) -> UOp | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a & b
+
+
+class KernelLowering:
+    """Lowers the expressions of one kernel; `leaves` maps realized tensor nodes to buffer numbers.
+
+    After lowering, `buffers` lists the buffer number of each PARAM slot (slot 0 is the output).
+    """
+
+    def __init__(self, leaves: dict[UOp, int], output: int):
+        self.leaves = leaves
+        self.buffers: list[int] = [output]
+        self._params: dict[int, UOp] = {}
+        self._memo: dict[Key, UOp] = {}
+        self._steps: dict[Key, Step] = {}
+        self.next_axis = 0
+
+    def new_range(self, size: int, axis_type: AxisType) -> UOp:
+        """A fresh range with a kernel-unique axis id (a constant 0 for size-1 axes)."""
+        if size == 1:
+            return UOp.const(0)
+        self.next_axis += 1
+        return UOp.range(size, self.next_axis - 1, axis_type)
+
+    def param_for(self, bufnum: int, dtype, size: int) -> UOp:
+        """The PARAM standing for buffer `bufnum` in this kernel (slots in first-use order)."""
+        if (p := self._params.get(bufnum)) is None:
+            self.buffers.append(bufnum)
+            p = self._params[bufnum] = UOp.param(len(self.buffers) - 1, dtype.ptr(size))
+        return p
+
+    def load_leaf(self, node: UOp, idx: Index, valid: UOp | None) -> UOp:
+        shape = node.shape
+        size = 1
+        for d in shape:
+            size *= d
+        param = self.param_for(self.leaves[node], node.dtype, size)
+        flat = flat_index(idx, shape).simplify() if idx else UOp.const(0)
+        return param.index(flat, valid).load() if valid is not None else param.index(flat).load()
+
+    def lower(self, node: UOp, idx: Index, valid: UOp | None = None) -> UOp:
+        """The kernel value of tensor node `node` at indices `idx` (one per axis), loads gated by `valid`.
+
+        Iterative (an explicit stack, children first) so that long elementwise chains do not hit Python's recursion
+        limit; each (node, idx, valid) is lowered once.
+        """
+        root: Key = (node, idx, valid)
+        stack = [root]
+        while stack:
+            key = stack[-1]
+            if key in self._memo:
+                stack.pop()
+                continue
+            if (step := self._steps.get(key)) is None:
+                step = self._steps[key] = self._step(*key)
+            deps, build = step
+            missing = [d for d in deps if d not in self._memo]
+            if missing:
+                stack.extend(missing)
+                continue
+            self._memo[key] = build([self._memo[d] for d in deps])
+            del self._steps[key]
+            stack.pop()
+        return self._memo[root]
+
+    def _step(self, node: UOp, idx: Index, valid: UOp | None) -> Step:
+        """What lowering `node` at `idx` needs (child keys) and how it combines their values."""
+        if node in self.leaves:
+            return [], lambda _: self.load_leaf(node, idx, valid)
+        op = node.op
+        if op is Ops.CONST:
+            return [], lambda _: node
+        if op in (Ops.CONTIGUOUS, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD):
+            return [(node.src[0], idx, valid)], lambda vals: vals[0]
+        if op in GroupOp.Movement:
+            return self._movement_step(node, idx, valid)
+        if op is Ops.REDUCE:
+            reduce_op, axes = node.arg
+            in_shape = node.src[0].shape
+            ranges = {a: self.new_range(in_shape[a], AxisType.REDUCE) for a in axes}
+            inner_idx = tuple(ranges.get(k, i) for k, i in enumerate(idx))
+            real = [r for r in ranges.values() if r.op is Ops.RANGE]
+            return [(node.src[0], inner_idx, valid)], lambda vals: vals[0].reduce(*real, arg=reduce_op) if real else vals[0]
+        if op in GroupOp.ALU or op in (Ops.CAST, Ops.BITCAST):
+            return [(s, idx, valid) for s in node.src], lambda vals: UOp(op, node.dtype, tuple(vals), node.arg)
+        raise SchedulerError(f"cannot lower {op!r} inside a kernel: realize its source first")
+
+    def _movement_step(self, node: UOp, idx: Index, valid: UOp | None) -> Step:
+        src = node.src[0]
+        op, in_shape, out_shape = node.op, src.shape, node.shape
+
+        def same(vals: list[UOp]) -> UOp:
+            return vals[0]
+
+        if op is Ops.RESHAPE:
+            return [(src, reshape_index(idx, out_shape, in_shape), valid)], same
+        if op is Ops.EXPAND:
+            return [(src, tuple(UOp.const(0) if s == 1 and o != 1 else i for i, s, o in zip(idx, in_shape, out_shape)), valid)], same
+        if op is Ops.PERMUTE:
+            inner: list[UOp] = [UOp.const(0)] * len(idx)
+            for out_axis, in_axis in enumerate(node.marg):
+                inner[in_axis] = idx[out_axis]
+            return [(src, tuple(inner), valid)], same
+        if op is Ops.SHRINK:
+            return [(src, tuple(i + b if b else i for i, (b, _) in zip(idx, node.marg)), valid)], same
+        if op is Ops.FLIP:
+            return [(src, tuple((d - 1) - i if f else i for i, d, f in zip(idx, in_shape, node.marg)), valid)], same
+        # PAD: the source is read only where every padded axis is inside it; elsewhere the value is 0
+        gate: UOp | None = None
+        inner_idx = []
+        for i, d, (b, e) in zip(idx, in_shape, node.marg):
+            if b:
+                gate = _and(gate, i >= b)
+            if e:
+                gate = _and(gate, i < b + d)
+            inner_idx.append(i - b if b else i)
+        if gate is None:
+            return [(src, tuple(inner_idx), valid)], same
+        zero = UOp.const(0 if not dtypes.is_bool(node.dtype) else False, node.dtype)
+        return [(src, tuple(inner_idx), _and(valid, gate))], lambda vals: gate.where(vals[0], zero)
+
+    def kernel(self, node: UOp, body: UOp) -> UOp:
+        """The kernel SINK storing `body` (lowered over fresh LOOP ranges) into slot 0 with `node`'s shape."""
+        shape = node.shape
+        size = 1
+        for d in shape:
+            size *= d
+        ranges = tuple(self.new_range(d, AxisType.LOOP) for d in shape)
+        value = self.lower(body, ranges)
+        out = UOp.param(0, node.dtype.ptr(size))
+        store = out.index(flat_index(ranges, shape).simplify() if ranges else UOp.const(0)).store(value)
+        ast = UOp.sink(store.end(*[r for r in ranges if r.op is Ops.RANGE]))
+        return graph_rewrite(graph_rewrite(ast, symbolic), pm_index_divmod)

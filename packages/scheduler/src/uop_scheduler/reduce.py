@@ -1,0 +1,213 @@
+"""Reductions: sum, prod, max, min, mean, var, std, argmax, any/all, logsumexp, softmax, cumulative ops.
+
+Each builds a tensor-form REDUCE (`UOp.r`) that keeps the reduced axes as size 1, then drops them unless keepdim.
+Sums accumulate in `sum_acc_dtype` (ints widen to int32/uint32, small floats to float32) as tinygrad does.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from uopir import DType, Ops, UOp, dtypes, sum_acc_dtype, to_dtype
+
+from .errors import TensorIndexError, TensorRuntimeError
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+Axis = int | tuple[int, ...] | list[int] | None
+_UNSIGNED_OF = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
+
+
+class ReduceMixin:
+    """Reduction ops of Tensor."""
+
+    __slots__ = ()
+    uop: UOp
+    dtype: DType
+    shape: tuple[int, ...]
+    ndim: int
+    device: str
+
+    def _resolve_dim(self: Tensor, dim: int, *, extra: bool = False) -> int:
+        total = self.ndim + int(extra)
+        if not -max(1, total) <= dim <= max(1, total) - 1:
+            raise TensorIndexError(f"dim={dim} out of range {[-max(1, total), max(1, total) - 1]}")
+        return dim + total if dim < 0 else dim
+
+    def _axes(self: Tensor, axis: Axis) -> tuple[int, ...]:
+        if axis is None:
+            return tuple(range(self.ndim))
+        if isinstance(axis, int):
+            axis = (axis,)
+        return tuple(sorted({self._resolve_dim(a) for a in axis}))
+
+    def _reduce(self: Tensor, op: Ops, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        axes = self._axes(axis)
+        if any(self.shape[a] == 0 for a in axes) and op is not Ops.ADD:
+            raise TensorRuntimeError(f"cannot reduce an empty axis of shape {self.shape} with {op.name.lower()}: it has no identity")
+        ret = self._wrap(self.uop.r(op, axes)) if axes else self
+        if keepdim:
+            return ret
+        return ret.reshape(tuple(d for i, d in enumerate(self.shape) if i not in axes))
+
+    def _lowest(self: Tensor) -> Tensor | float:
+        """The smallest value of the dtype, as an operand (the identity of max)."""
+        if dtypes.is_float(self.dtype):
+            return -math.inf
+        if self.dtype not in dtypes.sints:
+            return self.dtype.min
+        # uopir's C renderer drops the minus sign of a signed int's minimum literal; a value loaded from memory is exact
+        return type(self)([self.dtype.min], dtype=self.dtype, device=self.device).reshape(())
+
+    def _inverse(self: Tensor) -> Tensor:
+        """A order-reversing map (min via max): negation for floats and signed ints, complement otherwise."""
+        if dtypes.is_float(self.dtype) or self.dtype in dtypes.sints:
+            return self.neg()
+        return self.bitwise_not()
+
+    def sum(self: Tensor, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+        """Sum over `axis` (all axes when None)."""
+        acc = sum_acc_dtype(self.dtype) if dtype is None else to_dtype(dtype)
+        ret = self.cast(acc)._reduce(Ops.ADD, axis, keepdim)
+        small_float = self.dtype in (dtypes.float16, dtypes.bfloat16, *dtypes.fp8s)
+        return ret.cast(self.dtype) if dtype is None and small_float else ret
+
+    def prod(self: Tensor, axis: Axis = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
+        """Product over `axis`."""
+        return self.cast(self.dtype if dtype is None else to_dtype(dtype))._reduce(Ops.MUL, axis, keepdim)
+
+    def max(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        """Max over `axis` (NaN propagates)."""
+        if self.dtype in dtypes.sints:
+            # uopir's C renderer writes a signed MAX-reduce identity (the dtype's min) without its minus sign, so signed
+            # ints are reduced as order-preserving unsigned keys (sign bit flipped), whose identity is 0
+            unsigned = _UNSIGNED_OF[self.dtype]
+            sign = 1 << (self.dtype.itemsize * 8 - 1)
+            keys = self.bitcast(unsigned).bitwise_xor(sign)
+            return keys._reduce(Ops.MAX, axis, keepdim).bitwise_xor(sign).bitcast(self.dtype)
+        return self._reduce(Ops.MAX, axis, keepdim)
+
+    def min(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        """Min over `axis`."""
+        return self._inverse().max(axis, keepdim)._inverse()
+
+    def any(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        """True where any element along `axis` is nonzero."""
+        return self.bool().max(axis, keepdim)
+
+    def all(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        """True where every element along `axis` is nonzero."""
+        return self.logical_not().any(axis, keepdim).logical_not()
+
+    def _count(self: Tensor, axis: Axis) -> int:
+        return math.prod(self.shape[a] for a in self._axes(axis))
+
+    def mean(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        """Mean over `axis` (float result)."""
+        out_dt = self.dtype if dtypes.is_float(self.dtype) else dtypes.float32
+        total = self.cast(sum_acc_dtype(self.dtype)).sum(axis, keepdim)
+        n = self._count(axis)
+        return (total.div(n) if n else total.div(math.nan)).cast(out_dt)
+
+    def var(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        """Variance over `axis` with Bessel's `correction`."""
+        squares = self.sub(self.mean(axis, keepdim=True)).square()
+        return squares.sum(axis, keepdim).div(max(0, self._count(axis) - correction))
+
+    def std(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        """Standard deviation over `axis`."""
+        return self.var(axis, keepdim, correction).sqrt()
+
+    def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        """Index of the first maximum along `axis` (of the flattened tensor when None), as int32."""
+        if axis is None:
+            return self.flatten().argmax(0)
+        axis = self._resolve_dim(axis)
+        n = self.shape[axis]
+        is_max = self.eq(self.max(axis, keepdim=True))
+        # counting down from n: the largest matching weight is the first maximum
+        weights = type(self).arange(n, 0, -1, device=self.device).reshape(n, *[1] * (self.ndim - axis - 1))
+        idx = is_max.where(weights, 0).max(axis, keepdim)
+        return idx.sub(n, True).cast(dtypes.int32)
+
+    def argmin(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        """Index of the first minimum along `axis`."""
+        return self._inverse().argmax(axis, keepdim)
+
+    def logsumexp(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
+        """log(sum(exp(self))) over `axis`, computed stably."""
+        m = self.max(axis, keepdim=True)
+        m = m.isinf().where(0, m)
+        ret = self.sub(m).exp().sum(axis, keepdim=True).log().add(m)
+        return ret if keepdim else ret.reshape(tuple(d for i, d in enumerate(self.shape) if i not in self._axes(axis)))
+
+    def softmax(self: Tensor, axis: int = -1, dtype: Any = None) -> Tensor:
+        """exp(self) / sum(exp(self)) along `axis`, with the max subtracted first."""
+        x = self.cast(to_dtype(dtype)) if dtype is not None else self
+        shifted = x.sub(x.max(axis, keepdim=True))
+        e = shifted.exp()
+        return e.div(e.sum(axis, keepdim=True))
+
+    def log_softmax(self: Tensor, axis: int = -1, dtype: Any = None) -> Tensor:
+        """log(softmax(self)) along `axis`."""
+        x = self.cast(to_dtype(dtype)) if dtype is not None else self
+        shifted = x.sub(x.max(axis, keepdim=True))
+        return shifted.sub(shifted.exp().sum(axis, keepdim=True).log())
+
+    def _cumulative(self: Tensor, op: Ops, axis: int) -> Tensor:
+        axis = self._resolve_dim(axis)
+        x = self.transpose(axis, -1)
+        n = x.shape[-1]
+        # out[..., i] = op over j <= i of x[..., j]: a lower-triangular mask over an (n, n) expansion
+        mask = type(self).arange(n, device=self.device).reshape(n, 1) >= type(self).arange(n, device=self.device).reshape(1, n)
+        wide = x.unsqueeze(-2)
+        if op is Ops.ADD:
+            ret = mask.where(wide, 0).sum(-1, dtype=None if not dtypes.is_float(self.dtype) else self.dtype)
+        else:
+            ret = mask.where(wide, self._lowest()).max(-1)
+        return ret.transpose(axis, -1)
+
+    def _ranks(self: Tensor, axis: int, descending: bool) -> tuple[Tensor, Tensor]:
+        """The stable sorted position of every element along `axis` (moved last), and the moved tensor.
+
+        rank[i] = #{j : x[j] before x[i]} + #{j < i : x[j] == x[i]}: an O(n^2) comparison count, two fused kernels.
+        """
+        x = self.transpose(axis, -1)
+        n = x.shape[-1]
+        xi, xj = x.unsqueeze(-1), x.unsqueeze(-2)
+        before = (xj > xi) if descending else (xj < xi)
+        arange = type(self).arange
+        j_lt_i = arange(n, device=self.device).reshape(1, n) < arange(n, device=self.device).reshape(n, 1)
+        ties = xj.eq(xi).bitwise_and(j_lt_i)
+        return before.bitwise_or(ties).sum(-1), x
+
+    def sort(self: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
+        """(values, indices) sorted along `dim`, stable (equal elements keep their order)."""
+        axis = self._resolve_dim(dim)
+        rank, x = self._ranks(axis, descending)
+        n = x.shape[-1]
+        arange = type(self).arange
+        # one-hot of rank: hit[..., i, k] is True when element i lands at position k
+        hit = rank.unsqueeze(-1).eq(arange(n, device=self.device))
+        values = hit.where(x.unsqueeze(-1), x._const(0, x.dtype, ())).sum(-2).cast(self.dtype)
+        indices = hit.where(arange(n, device=self.device).reshape(n, 1), 0).sum(-2).cast(dtypes.int32)
+        return values.transpose(axis, -1), indices.transpose(axis, -1)
+
+    def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True) -> tuple[Tensor, Tensor]:
+        """The k largest (or smallest) elements along `dim` and their indices, in sorted order."""
+        axis = self._resolve_dim(dim)
+        if k > self.shape[axis]:
+            raise ValueError(f"selected index k={k} is out of range for dim {axis} of size {self.shape[axis]}")
+        values, indices = self.sort(axis, descending=largest)
+        keep = tuple((0, k) if i == axis else None for i in range(self.ndim))
+        return values.shrink(keep), indices.shrink(keep)
+
+    def cumsum(self: Tensor, axis: int = 0) -> Tensor:
+        """Running sum along `axis`."""
+        return self._cumulative(Ops.ADD, axis)
+
+    def cummax(self: Tensor, axis: int = 0) -> Tensor:
+        """Running max along `axis`."""
+        return self._cumulative(Ops.MAX, axis)

@@ -1,0 +1,186 @@
+"""The scheduler: a lazy tensor graph becomes a plan of kernels and copies over numbered buffers.
+
+Which nodes get their own buffer ("realized"):
+- the targets being realized, CONTIGUOUS nodes, COPY nodes and the sources of COPYs;
+- a REDUCE, unless it reaches a realized node through single-consumer elementwise or one-to-one movement ops only
+  (then it is computed inside that node's kernel, as in `x.sum() + 1`). So a reduce feeding another reduce, a reduce read through a
+  movement op (softmax's `x - x.max()` broadcast) and a reduce with several consumers are materialized once instead
+  of being recomputed per output element.
+Everything else (elementwise chains, movement ops, constants) is fused into each kernel that reads it.
+
+A plan refers to buffers by number (the graph's inputs first, then the buffers it creates), so it does not depend on
+which buffers the graph reads: `schedule_key` describes the graph up to its input buffers, and graphs with the same
+key reuse one cached plan.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from uopir import DType, GroupOp, Ops, UOp
+
+from .rangeify import KernelLowering
+
+# ops a reduce can be computed through without being recomputed: each output element reads at most one reduce
+# element (EXPAND would read one many times, another REDUCE would loop over it)
+_ONE_TO_ONE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.CONTIGUOUS, Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP, Ops.PAD}
+
+
+@dataclass(frozen=True)
+class KernelStep:
+    """Run kernel `ast`; `args[slot]` is the buffer number bound to PARAM `slot` (slot 0 is the output)."""
+
+    ast: UOp
+    args: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class CopyStep:
+    """Copy buffer `src` into buffer `dest` (they are on different devices)."""
+
+    dest: int
+    src: int
+
+
+@dataclass(frozen=True)
+class NewBuffer:
+    """A buffer the plan creates."""
+
+    device: str
+    size: int
+    dtype: DType
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Steps in dependency order; buffers 0..n_inputs-1 are the graph's inputs, then `new_buffers` in order."""
+
+    n_inputs: int
+    new_buffers: tuple[NewBuffer, ...]
+    steps: tuple[KernelStep | CopyStep, ...]
+    outputs: tuple[int, ...]
+
+
+def _arg_key(arg: Any) -> Any:
+    # floats by their bits: nan would never equal itself and 0.0 == -0.0 would merge two different constants
+    return struct.pack("<d", arg) if type(arg) is float else arg
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    ret = 1
+    for d in shape:
+        ret *= d
+    return ret
+
+
+@dataclass
+class GraphWalk:
+    """The nodes under the targets in topological order, the input leaves, and the structural key."""
+
+    nodes: list[UOp]
+    inputs: list[UOp]
+    key: tuple
+
+
+def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device: str) -> GraphWalk:
+    """Toposort the graph under `targets`, stopping at BUFFERs and at nodes in `leaves` (already realized)."""
+    sink = UOp.sink(*targets)
+    order = sink.toposort(gate=lambda n: n.op is not Ops.BUFFER and n not in leaves)
+    position: dict[UOp, int] = {}
+    nodes: list[UOp] = []
+    inputs: list[UOp] = []
+    key: list[Any] = [default_device]
+    for node in order:
+        if node is sink:
+            continue
+        position[node] = len(nodes)
+        nodes.append(node)
+        if node.op is Ops.BUFFER or node in leaves:
+            inputs.append(node)
+            key.append(("in", node.dtype, node.shape, node.device))
+        else:
+            key.append((node.op, node.dtype, _arg_key(node.arg), tuple(position[s] for s in node.src)))
+    key.append(tuple(position[t] for t in targets))
+    return GraphWalk(nodes, inputs, tuple(key))
+
+
+def _is_leaf_view(node: UOp, leaf_set: set[UOp]) -> UOp | None:
+    """The leaf under `node` when `node` is only a full-size reshape of it (a contiguous view), else None."""
+    while node.op is Ops.RESHAPE:
+        node = node.src[0]
+    return node if node in leaf_set else None
+
+
+def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str) -> Plan:
+    """Decide the realized nodes and build one step per realized node (see the module docstring)."""
+    leaf_set = set(walk.inputs)
+    consumers: dict[UOp, list[UOp]] = {n: [] for n in walk.nodes}
+    for node in walk.nodes:
+        if node in leaf_set:
+            continue
+        for s in dict.fromkeys(node.src):
+            if s in consumers:
+                consumers[s].append(node)
+    realized: set[UOp] = set(targets)
+    for node in walk.nodes:
+        if node.op in (Ops.CONTIGUOUS, Ops.COPY) and node not in leaf_set:
+            realized.add(node)
+            if node.op is Ops.COPY and _is_leaf_view(node.src[0], leaf_set) is None:
+                realized.add(node.src[0])
+    for node in walk.nodes:
+        if node.op is Ops.REDUCE and node not in leaf_set and not _fuses_into_consumer(node, consumers, realized):
+            realized.add(node)
+    realized -= leaf_set
+
+    bufnum: dict[UOp, int] = {leaf: i for i, leaf in enumerate(walk.inputs)}
+    new_buffers: list[NewBuffer] = []
+    steps: list[KernelStep | CopyStep] = []
+    for node in walk.nodes:
+        if node not in realized:
+            continue
+        device = node.device if isinstance(node.device, str) else default_device
+        out = bufnum[node] = len(walk.inputs) + len(new_buffers)
+        new_buffers.append(NewBuffer(device, _size(node.shape), node.dtype))
+        if node.op is Ops.COPY:
+            src_leaf = _is_leaf_view(node.src[0], leaf_set)
+            steps.append(CopyStep(out, bufnum[src_leaf if src_leaf is not None else node.src[0]]))
+            continue
+        if _size(node.shape) == 0:
+            continue
+        lowering = KernelLowering({n: bufnum[n] for n in bufnum if n is not node}, out)
+        ast = lowering.kernel(node, node.src[0] if node.op is Ops.CONTIGUOUS else node)
+        steps.append(KernelStep(ast, tuple(lowering.buffers)))
+    return Plan(len(walk.inputs), tuple(new_buffers), tuple(steps), tuple(bufnum[t] for t in targets))
+
+
+def _fuses_into_consumer(node: UOp, consumers: dict[UOp, list[UOp]], realized: set[UOp]) -> bool:
+    """True when `node` reaches a realized node through single-consumer one-to-one ops only."""
+    cur = node
+    while cur not in realized:
+        users = consumers[cur]
+        if len(users) != 1 or users[0].op not in _ONE_TO_ONE:
+            return False
+        cur = users[0]
+    return True
+
+
+_plan_cache: dict[tuple, Plan] = {}
+# plans are small, but a program that keeps building new structures must not grow the cache without end
+PLAN_CACHE_SIZE = 4096
+
+
+def cached_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str) -> tuple[Plan, bool]:
+    """The plan for `walk` and whether it came from the cache (graphs with the same structural key share it)."""
+    if (plan := _plan_cache.get(walk.key)) is not None:
+        return plan, True
+    if len(_plan_cache) >= PLAN_CACHE_SIZE:
+        del _plan_cache[next(iter(_plan_cache))]  # the oldest entry
+    plan = _plan_cache[walk.key] = build_plan(walk, targets, default_device)
+    return plan, False
+
+
+def clear_schedule_cache() -> None:
+    """Forget every cached plan (the next realize of each structure schedules again)."""
+    _plan_cache.clear()

@@ -1,0 +1,362 @@
+"""The lazy `Tensor`: a handle on a tensor-level UOp graph, computed by the scheduler on `realize()`.
+
+Construction, properties, conversion and realization live here; the op families are mixins in their own modules
+(elementwise, reductions, movement, nn-style ops). Names, signatures, defaults and dtype rules follow tinygrad's
+Tensor, so tinygrad code runs after changing the import.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+from hcq_runtime import Device, buffer_for, canonicalize, numpy_dtype
+from uopir import DType, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8_to_float, strong_dtype, to_dtype
+
+from .elementwise import ElementwiseMixin
+from .errors import TensorRuntimeError, TensorTypeError
+from .movement import MovementMixin
+from .multi import ShardedTensor, shard
+from .nn_ops import NNMixin
+from .random import RandomMixin
+from .realize import realize_uops, realized_buffers
+from .reduce import ReduceMixin
+
+_UINT_OF_SIZE = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
+_NUMPY_TO_DTYPE = {np.dtype(d.fmt): d for d in dtypes.all if d.fmt is not None}
+
+
+def dtype_of_numpy(dt: np.dtype) -> DType:
+    """The uopir dtype of a numpy dtype."""
+    if (ret := _NUMPY_TO_DTYPE.get(np.dtype(dt))) is None:
+        raise TensorTypeError(f"numpy dtype {dt} has no Tensor dtype: convert the array to a numeric or bool dtype first")
+    return ret
+
+
+def _shape_of_list(data: Any) -> tuple[int, ...]:
+    if not isinstance(data, (list, tuple)):
+        return ()
+    if not data:
+        return (0,)
+    subs = [_shape_of_list(x) for x in data]
+    if any(s != subs[0] for s in subs):
+        raise ValueError(f"inhomogeneous shape from {data}")
+    return (len(data), *subs[0])
+
+
+def to_storage(arr: np.ndarray, dt: DType) -> np.ndarray:
+    """Host values as the bytes a buffer of `dt` holds (bfloat16 and fp8, which numpy lacks, as their bit patterns)."""
+    if dt.fmt is not None:
+        return np.ascontiguousarray(arr.astype(numpy_dtype(dt), copy=False))
+    values = np.asarray(arr, dtype=np.float64)
+    if dt is dtypes.bfloat16:
+        return np.vectorize(float_to_bf16_bits, otypes=[np.uint16])(values).reshape(arr.shape)
+    return np.vectorize(lambda v: float_to_fp8(float(v), dt), otypes=[np.uint8])(values).reshape(arr.shape)
+
+
+def from_storage(raw: np.ndarray, dt: DType) -> np.ndarray:
+    """Buffer contents as numpy values: bfloat16 and fp8 bit patterns become float32."""
+    if dt.fmt is not None:
+        return raw
+    if dt is dtypes.bfloat16:
+        return (raw.astype(np.uint32) << 16).view(np.float32)
+    return np.vectorize(lambda code: fp8_to_float(int(code), dt), otypes=[np.float32])(raw)
+
+
+def _is_buffer_view(u: UOp) -> bool:
+    """True when `u` is a BUFFER or a full-size reshape of one (its value is the buffer, no kernel needed)."""
+    return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
+
+
+def _norm_dtype(dtype: Any) -> DType | None:
+    return None if dtype is None else to_dtype(dtype)
+
+
+class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin):
+    """A lazy n-dimensional array on a device.
+
+    `Tensor(data)` accepts a Python scalar, a (nested) list or tuple, a numpy array, bytes, or a tensor-level UOp.
+    Ops build a graph; `realize()` / `numpy()` / `tolist()` / `item()` run it.
+    """
+
+    __slots__ = ("uop", "_device", "requires_grad", "__weakref__")
+    training: ClassVar[bool] = False
+
+    def __init__(self, data: Any, device: str | None = None, dtype: Any = None, requires_grad: bool | None = None):
+        dt = _norm_dtype(dtype)
+        dev = canonicalize(device) if device is not None else Device.DEFAULT
+        self.requires_grad = requires_grad
+        self._device = dev
+        if isinstance(data, UOp):
+            self.uop = data if dt is None or data.dtype is dt else data.cast(dt)
+            return
+        if isinstance(data, Tensor):
+            raise TensorTypeError("Tensor(Tensor) is not supported: use .clone(), .to(device) or .cast(dtype)")
+        if isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
+            out = dt if dt is not None else strong_dtype(dtypes.from_py(data))
+            self.uop = UOp.const(out.const(data), out)
+            return
+        if isinstance(data, bytes):
+            data = np.frombuffer(data, dtype=np.uint8)
+            dt = dt or dtypes.uint8
+        if isinstance(data, (list, tuple)):
+            shape = _shape_of_list(data)
+            out = dt if dt is not None else (dtypes.from_py(data) if shape != (0,) else dtypes.default_float)
+            host = numpy_dtype(out) if out.fmt is not None else np.float64
+            data = np.array(data, dtype=host).reshape(shape) if shape != (0,) else np.zeros((0,), host)
+            dt = out
+        if isinstance(data, np.generic):
+            data = np.asarray(data)
+        if not isinstance(data, np.ndarray):
+            raise TensorTypeError(f"can't create Tensor from {data!r} with type {type(data)}")
+        out = dt if dt is not None else dtype_of_numpy(data.dtype)
+        arr = to_storage(data, out)
+        buf = UOp.new_buffer(dev, arr.size, out)
+        if arr.size:
+            buffer_for(buf).copyin(arr)
+        self.uop = buf.reshape(arr.shape)
+
+    # ---- wrapping ----
+    def _wrap(self, u: UOp, device: str | None = None) -> Tensor:
+        return Tensor(u, device=device or self._device)
+
+    # ---- properties ----
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The dims, as a tuple of ints."""
+        return tuple(self.uop.shape)
+
+    @property
+    def dtype(self) -> DType:
+        """The element dtype."""
+        return self.uop.dtype
+
+    @property
+    def device(self) -> str:
+        """The device the values live on (canonical name: "CPU", "CPU:1", ...)."""
+        return self._device
+
+    @property
+    def ndim(self) -> int:
+        """The number of dims."""
+        return len(self.shape)
+
+    def numel(self) -> int:
+        """The number of elements."""
+        return math.prod(self.shape)
+
+    def element_size(self) -> int:
+        """Bytes per element."""
+        return self.dtype.itemsize
+
+    def nbytes(self) -> int:
+        """Bytes of all elements."""
+        return self.numel() * self.element_size()
+
+    def size(self, dim: int | None = None) -> int | tuple[int, ...]:
+        """The shape, or one dim of it."""
+        return self.shape if dim is None else self.shape[self._resolve_dim(dim)]
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TensorTypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        raise TensorTypeError("__bool__ on Tensor is not defined: use .item(), .any() or .all()")
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        return f"<Tensor {self.shape} {self.dtype} on {self.device}>"
+
+    # ---- realization and conversion ----
+    def realize(self, *lst: Tensor) -> Tensor:
+        """Compute this tensor (and `lst`) now, in one schedule; afterwards each refers to its buffer."""
+        pending = [t for t in (self, *lst) if not _is_buffer_view(t.uop)]
+        for t in pending:
+            if (buf := realized_buffers.get(t.uop)) is not None:
+                t.uop = buf.reshape(t.shape)
+        by_device: dict[str, list[Tensor]] = {}
+        for t in pending:
+            if not _is_buffer_view(t.uop):
+                by_device.setdefault(t.device, []).append(t)
+        # one schedule per target device: a target with no buffer below it (a constant) belongs to its tensor's device
+        for device, group in by_device.items():
+            bufs = realize_uops(tuple(t.uop for t in group), device)
+            for t, buf in zip(group, bufs):
+                t.uop = buf.reshape(t.shape)
+        return self
+
+    def numpy(self) -> np.ndarray:
+        """The values as a numpy array (realizing first)."""
+        self.realize()
+        base = self.uop.base
+        if self.numel() == 0:
+            return from_storage(np.zeros(self.shape, numpy_dtype(self.dtype)), self.dtype)
+        return from_storage(buffer_for(base).numpy(), self.dtype).reshape(self.shape)
+
+    def tolist(self) -> Any:
+        """The values as (nested) Python lists, or a scalar for a 0-d tensor."""
+        return self.numpy().tolist()
+
+    def item(self) -> Any:
+        """The value of a one-element tensor as a Python scalar."""
+        if self.numel() != 1:
+            raise TensorRuntimeError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def data(self) -> memoryview:
+        """The values as a memoryview in row-major order."""
+        return memoryview(self.numpy())
+
+    def to(self, device: str | None) -> Tensor:
+        """This tensor on `device` (a lazy COPY when it differs)."""
+        dev = canonicalize(device) if device is not None else Device.DEFAULT
+        if dev == self.device:
+            return self
+        return Tensor(self.uop.copy_to_device(dev), device=dev, requires_grad=self.requires_grad)
+
+    def shard(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> ShardedTensor:
+        """This tensor split along `axis` over `devices` (copied whole to each when axis is None)."""
+        return shard(self, devices, axis)
+
+    def cast(self, dtype: Any) -> Tensor:
+        """The values converted to `dtype` (C conversion rules)."""
+        dt = to_dtype(dtype)
+        return self if dt is self.dtype else self._wrap(UOp(Ops.CAST, dt, (self.uop,)))
+
+    def bitcast(self, dtype: Any) -> Tensor:
+        """The same bits read as `dtype`; a different item size splits or joins elements of the last axis."""
+        dt = to_dtype(dtype)
+        if dt is self.dtype:
+            return self
+        if dt.itemsize == self.dtype.itemsize:
+            return self._wrap(UOp(Ops.BITCAST, dt, (self.uop,)))
+        if dtypes.bool in (dt, self.dtype) or not self.shape:
+            raise TensorRuntimeError(f"bitcast from {self.dtype} to {dt} needs numeric dtypes and at least one axis")
+        if (self.shape[-1] * self.dtype.itemsize) % dt.itemsize:
+            raise TensorRuntimeError(f"unsupported size in bitcast: last axis of {self.shape} x {self.dtype} does not fill whole {dt}s")
+        src_u, dst_u = _UINT_OF_SIZE[self.dtype.itemsize], _UINT_OF_SIZE[dt.itemsize]
+        bits = self.bitcast(src_u)
+        # little-endian: element k of a group holds bits [8*size*k, 8*size*(k+1)) of the wide value
+        if dt.itemsize < self.dtype.itemsize:
+            r = self.dtype.itemsize // dt.itemsize
+            scale = Tensor([1 << (8 * dt.itemsize * k) for k in range(r)], device=self.device, dtype=src_u)
+            parts = bits.unsqueeze(-1).idiv(scale).cast(dst_u)
+            return parts.reshape(*self.shape[:-1], self.shape[-1] * r).bitcast(dt)
+        r = dt.itemsize // self.dtype.itemsize
+        scale = Tensor([1 << (8 * self.dtype.itemsize * k) for k in range(r)], device=self.device, dtype=dst_u)
+        grouped = bits.reshape(*self.shape[:-1], self.shape[-1] // r, r).cast(dst_u).mul(scale)
+        return grouped.sum(-1, dtype=dst_u).bitcast(dt)
+
+    def float(self) -> Tensor:
+        """Cast to float32."""
+        return self.cast(dtypes.float32)
+
+    def half(self) -> Tensor:
+        """Cast to float16."""
+        return self.cast(dtypes.float16)
+
+    def int(self) -> Tensor:
+        """Cast to int32."""
+        return self.cast(dtypes.int32)
+
+    def bool(self) -> Tensor:
+        """Cast to bool."""
+        return self.cast(dtypes.bool)
+
+    def contiguous(self) -> Tensor:
+        """Mark this value to be materialized in its own buffer when realized."""
+        return self._wrap(self.uop.contiguous())
+
+    def clone(self) -> Tensor:
+        """A copy in a new buffer."""
+        return self.contiguous()
+
+    def detach(self) -> Tensor:
+        """The same value, cut off from gradients."""
+        return Tensor(self.uop, device=self.device, requires_grad=False)
+
+    # ---- creation ----
+    @staticmethod
+    def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return tuple(int(s) for s in shape)
+
+    @staticmethod
+    def empty(*shape: Any, device: str | None = None, dtype: Any = None, **kwargs: Any) -> Tensor:
+        """An uninitialized tensor."""
+        dims, dt = Tensor._shape_arg(shape), _norm_dtype(dtype) or dtypes.default_float
+        dev = canonicalize(device) if device is not None else Device.DEFAULT
+        return Tensor(UOp.new_buffer(dev, math.prod(dims), dt).reshape(dims), device=dev, **kwargs)
+
+    @staticmethod
+    def full(shape: tuple[int, ...] | int, fill_value: Any, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:
+        """A tensor of `shape` filled with `fill_value` (a lazy broadcast constant, no buffer)."""
+        dims = (shape,) if isinstance(shape, int) else tuple(shape)
+        dt = _norm_dtype(dtype) or strong_dtype(dtypes.from_py(fill_value))
+        const = UOp.const(dt.const(fill_value), dt)
+        return Tensor(const.reshape((1,) * len(dims)).expand(dims), device=device, **kwargs)
+
+    @staticmethod
+    def zeros(*shape: Any, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:
+        """A tensor of zeros (float32 unless `dtype`)."""
+        return Tensor.full(Tensor._shape_arg(shape), 0.0, dtype=dtype or dtypes.default_float, device=device, **kwargs)
+
+    @staticmethod
+    def ones(*shape: Any, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:
+        """A tensor of ones (float32 unless `dtype`)."""
+        return Tensor.full(Tensor._shape_arg(shape), 1.0, dtype=dtype or dtypes.default_float, device=device, **kwargs)
+
+    @staticmethod
+    def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:
+        """`start, start+step, ...` below `stop` (int32 when all arguments are ints, else float32)."""
+        if stop is None:
+            start, stop = 0, start
+        if step == 0:
+            raise ValueError("arange step cannot be 0")
+        dt = _norm_dtype(dtype) or (dtypes.default_int if all(isinstance(x, int) for x in (start, stop, step)) else dtypes.default_float)
+        n = max(0, math.ceil((stop - start) / step))
+        # computed in float64/int64 on the host so every element is exact before the final conversion
+        values = start + np.arange(n, dtype=np.float64 if dtypes.is_float(dt) else np.int64) * step
+        return Tensor(values, device=device, dtype=dt, **kwargs)
+
+    @staticmethod
+    def linspace(start: float, stop: float, steps: int, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:
+        """`steps` evenly spaced values from `start` to `stop` inclusive."""
+        dt = _norm_dtype(dtype) or dtypes.default_float
+        if dt is dtypes.bool:
+            raise ValueError("linspace with bool dtype is not supported")
+        return Tensor(np.linspace(start, stop, steps), device=device, dtype=dt, **kwargs)
+
+    @staticmethod
+    def eye(n: int, m: int | None = None, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:
+        """An n x m tensor with ones on the diagonal."""
+        if n < 0 or (m is not None and m < 0):
+            raise ValueError(f"cannot have negative {n=}, {m=}")
+        dt = _norm_dtype(dtype) or dtypes.default_float
+        return Tensor(np.eye(n, m if m is not None else n), device=device, dtype=dt, **kwargs)
+
+    def full_like(self, fill_value: Any, **kwargs: Any) -> Tensor:
+        """A tensor like this one (shape, dtype, device unless given) filled with `fill_value`."""
+        kwargs.setdefault("dtype", self.dtype)
+        kwargs.setdefault("device", self.device)
+        return Tensor.full(self.shape, fill_value, **kwargs)
+
+    def zeros_like(self, **kwargs: Any) -> Tensor:
+        """Zeros like this tensor."""
+        return self.full_like(0, **kwargs)
+
+    def ones_like(self, **kwargs: Any) -> Tensor:
+        """Ones like this tensor."""
+        return self.full_like(1, **kwargs)
+
+    def empty_like(self, **kwargs: Any) -> Tensor:
+        """An uninitialized tensor like this one."""
+        kwargs.setdefault("dtype", self.dtype)
+        kwargs.setdefault("device", self.device)
+        return Tensor.empty(self.shape, **kwargs)

@@ -1,0 +1,142 @@
+"""Creation, properties and conversion, against numpy."""
+
+import os
+
+import numpy as np
+import pytest
+from uop_scheduler import Context, Tensor, dtypes
+
+
+def test_from_list_infers_dtype():
+    assert Tensor([1, 2, 3]).dtype is dtypes.int32
+    assert Tensor([1.0, 2]).dtype is dtypes.float32
+    assert Tensor([True, False]).dtype is dtypes.bool
+    assert Tensor([[1, 2], [3, 4]]).tolist() == [[1, 2], [3, 4]]
+
+
+def test_from_scalar():
+    assert Tensor(3).item() == 3 and Tensor(3).dtype is dtypes.int32
+    assert Tensor(2.5).item() == 2.5 and Tensor(2.5).shape == ()
+    assert Tensor(True).item() is True
+    assert Tensor(7, dtype=dtypes.int8).dtype is dtypes.int8
+
+
+@pytest.mark.parametrize("np_dtype", [np.float32, np.float64, np.int8, np.uint8, np.int16, np.int32, np.int64, np.uint32, np.bool_])
+def test_numpy_roundtrip(rng, np_dtype):
+    arr = (rng.standard_normal((3, 4)) * 50).astype(np_dtype)
+    t = Tensor(arr)
+    assert t.shape == (3, 4) and t.ndim == 2 and t.numel() == 12
+    np.testing.assert_array_equal(t.numpy(), arr)
+    assert t.numpy().dtype == arr.dtype
+
+
+def test_properties():
+    t = Tensor.ones(2, 3, 4)
+    assert t.shape == (2, 3, 4) and t.device == "CPU" and t.dtype is dtypes.float32
+    assert t.size() == (2, 3, 4) and t.size(-1) == 4 and len(t) == 2
+    assert t.element_size() == 4 and t.nbytes() == 96
+    with pytest.raises(TypeError):
+        bool(t)
+
+
+def test_creation_functions(close):
+    close(Tensor.zeros(2, 3), np.zeros((2, 3), np.float32))
+    close(Tensor.ones((3,), dtype=dtypes.int16), np.ones(3, np.int16))
+    close(Tensor.full((2, 2), 7), np.full((2, 2), 7, np.int32))
+    close(Tensor.full((2, 2), 1.5), np.full((2, 2), 1.5, np.float32))
+    close(Tensor.arange(5), np.arange(5, dtype=np.int32))
+    close(Tensor.arange(2, 11, 3), np.arange(2, 11, 3, dtype=np.int32))
+    close(Tensor.arange(0, 1, 0.25), np.arange(0, 1, 0.25, dtype=np.float32))
+    close(Tensor.arange(5, 0, -2), np.arange(5, 0, -2, dtype=np.int32))
+    close(Tensor.linspace(-1, 1, 5), np.linspace(-1, 1, 5, dtype=np.float32))
+    close(Tensor.eye(3), np.eye(3, dtype=np.float32))
+    close(Tensor.eye(2, 4), np.eye(2, 4, dtype=np.float32))
+    assert Tensor.empty(4, 5).shape == (4, 5)
+
+
+def test_like_functions(close):
+    t = Tensor([[1, 2, 3]], dtype=dtypes.int16)
+    close(t.zeros_like(), np.zeros((1, 3), np.int16))
+    close(t.ones_like(), np.ones((1, 3), np.int16))
+    close(t.full_like(9), np.full((1, 3), 9, np.int16))
+    assert t.empty_like().shape == (1, 3) and t.empty_like().dtype is dtypes.int16
+
+
+def test_cast_and_bitcast(close):
+    x = np.array([-1.5, 0.25, 3.75, 100.0], np.float32)
+    close(Tensor(x).cast(dtypes.int32), x.astype(np.int32))
+    close(Tensor(x).cast(dtypes.float16), x.astype(np.float16))
+    close(Tensor(x).bitcast(dtypes.uint32), x.view(np.uint32))
+    close(Tensor(x).int().float(), x.astype(np.int32).astype(np.float32))
+    close(Tensor(x).bitcast(dtypes.uint8), x.view(np.uint8))
+    close(Tensor(x).bitcast(dtypes.int16), x.view(np.int16))
+    close(Tensor(x).bitcast(dtypes.float64), x.view(np.float64))
+    b = (np.arange(16, dtype=np.uint8) * 17).reshape(2, 8)
+    close(Tensor(b).bitcast(dtypes.int32), b.view(np.int32))
+    close(Tensor(b).bitcast(dtypes.uint64), b.view(np.uint64))
+    with pytest.raises(RuntimeError, match="unsupported size in bitcast"):
+        Tensor(x[:3]).bitcast(dtypes.float64)
+
+
+def test_bad_dtype_is_rejected():
+    with pytest.raises(ValueError, match="unknown dtype name"):
+        Tensor([1]).cast("float33")
+
+
+def test_contiguous_clone_detach(close, rng):
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    t = Tensor(x)
+    close(t.T.contiguous(), x.T)
+    close(t.clone(), x)
+    close(t.detach() * 2, x * 2)
+
+
+def test_context_sets_and_restores_knobs():
+    before = os.environ.get("DEBUG")
+    with Context(DEBUG=0, SOME_KNOB="x"):
+        assert os.environ["SOME_KNOB"] == "x" and os.environ["DEBUG"] == "0"
+    assert os.environ.get("DEBUG") == before and "SOME_KNOB" not in os.environ
+
+
+def test_realize_rebinds_and_keeps_value(close):
+    a = Tensor([1.0, 2.0])
+    b = a + 1
+    b.realize()
+    close(b, [2.0, 3.0])
+    close(b * 2, [4.0, 6.0])
+
+
+def test_to_other_device_copies(close):
+    a = Tensor([1.0, 2.0, 3.0])
+    b = (a * 2).to("CPU:1")
+    assert b.device == "CPU:1"
+    close(b + 1, [3.0, 5.0, 7.0])
+    close(b.to("CPU") - a, [1.0, 2.0, 3.0])
+
+
+def test_random_is_reproducible_and_in_range():
+    Tensor.manual_seed(42)
+    a = Tensor.rand(1000).numpy()
+    Tensor.manual_seed(42)
+    b = Tensor.rand(1000).numpy()
+    np.testing.assert_array_equal(a, b)
+    assert a.min() >= 0 and a.max() < 1
+    assert abs(a.mean() - 0.5) < 0.05 and not np.array_equal(a, Tensor.rand(1000).numpy())
+    n = Tensor.randn(4000).numpy()
+    assert abs(n.mean()) < 0.1 and abs(n.std() - 1) < 0.1
+    r = Tensor.randint(500, low=3, high=7).numpy()
+    assert set(np.unique(r)) == {3, 4, 5, 6}
+    u = Tensor.uniform(300, low=-2.0, high=-1.0).numpy()
+    assert u.min() >= -2 and u.max() < -1
+
+
+def test_bfloat16_and_fp8_values():
+    # oracle: bfloat16 keeps the top 16 bits of float32 (round to nearest even); these inputs need no rounding
+    vals = np.array([1.0, -2.5, 3.25, 0.0078125], np.float32)
+    b = Tensor(vals, dtype=dtypes.bfloat16)
+    assert b.dtype is dtypes.bfloat16
+    np.testing.assert_array_equal(b.numpy(), vals)
+    np.testing.assert_array_equal((b * 2).float().numpy(), vals * 2)
+    np.testing.assert_array_equal(Tensor.linspace(0, 1, 5, dtype=dtypes.bfloat16).numpy(), np.linspace(0, 1, 5, dtype=np.float32))
+    f = Tensor([0.5, -1.25, 448.0], dtype=dtypes.fp8e4m3)  # all exactly representable in e4m3
+    np.testing.assert_array_equal(f.float().numpy(), np.array([0.5, -1.25, 448.0], np.float32))

@@ -1,0 +1,159 @@
+"""Elementwise ops with broadcasting and dtype promotion, against numpy."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from uop_scheduler import Tensor, dtypes
+
+FLOAT_BINOPS = [
+    ("add", lambda a, b: a + b, np.add), ("sub", lambda a, b: a - b, np.subtract), ("mul", lambda a, b: a * b, np.multiply),
+    ("div", lambda a, b: a / b, np.divide), ("max", lambda a, b: a.maximum(b), np.maximum), ("min", lambda a, b: a.minimum(b), np.minimum),
+    ("lt", lambda a, b: a < b, np.less), ("gt", lambda a, b: a > b, np.greater), ("le", lambda a, b: a <= b, np.less_equal),
+    ("ge", lambda a, b: a >= b, np.greater_equal), ("eq", lambda a, b: a == b, np.equal), ("ne", lambda a, b: a != b, np.not_equal),
+]
+SHAPES = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((5,), ())]
+
+
+@pytest.mark.parametrize("name,op,ref", FLOAT_BINOPS, ids=[n for n, _, _ in FLOAT_BINOPS])
+@pytest.mark.parametrize("shapes", SHAPES)
+def test_float_binops_broadcast(rng, close, name, op, ref, shapes):
+    a = rng.standard_normal(shapes[0]).astype(np.float32)
+    b = rng.standard_normal(shapes[1]).astype(np.float32)
+    close(op(Tensor(a), Tensor(b)), ref(a, b))
+
+
+INT_DTYPES = [np.int8, np.uint8, np.int16, np.int32, np.int64, np.uint32]
+
+
+@pytest.mark.parametrize("np_dtype", INT_DTYPES)
+def test_int_binops(rng, close, np_dtype):
+    a = rng.integers(-50, 50, (4, 5)).astype(np_dtype)
+    b = rng.integers(1, 20, (5,)).astype(np_dtype)
+    ta, tb = Tensor(a), Tensor(b)
+    close(ta + tb, a + b)
+    close(ta * tb, a * b)
+    close(ta - tb, a - b)
+    close(ta // tb, a // b)
+    close(ta % tb, a % b)
+    close(ta & tb, a & b)
+    close(ta | tb, a | b)
+    close(ta ^ tb, a ^ b)
+    close(ta.maximum(tb), np.maximum(a, b))
+    close(ta.minimum(tb), np.minimum(a, b))
+    close(ta < tb, a < b)
+
+
+def test_promotion_rules():
+    i8, u8 = Tensor([1], dtype=dtypes.int8), Tensor([1], dtype=dtypes.uint8)
+    assert (i8 + 1).dtype is dtypes.int8  # weak int literal adopts the tensor's type
+    assert (i8 + 1.5).dtype is dtypes.float32
+    assert (i8 + u8).dtype is dtypes.int16
+    assert (Tensor([1], dtype=dtypes.float16) + Tensor([1.0])).dtype is dtypes.float32
+    assert (Tensor([1], dtype=dtypes.float16) * 2.0).dtype is dtypes.float16
+    assert (Tensor([True]) + 1).dtype is dtypes.int32
+    assert (Tensor([1, 2]) / 2).dtype is dtypes.float32
+    assert (Tensor([1, 2]) < 2).dtype is dtypes.bool
+    assert (Tensor([1], dtype=dtypes.int32) + Tensor([1], dtype=dtypes.int64)).dtype is dtypes.int64
+
+
+def test_scalar_operands(close):
+    x = np.array([[1.0, -2.0, 3.5]], np.float32)
+    t = Tensor(x)
+    close(t + 1, x + 1)
+    close(2 - t, 2 - x)
+    close(3 * t, 3 * x)
+    close(1 / t, 1 / x)
+    close(t ** 2, x ** 2)
+    close(2 ** t, 2 ** x, rtol=1e-5)
+    close(-t, -x)
+    close(Tensor([7, -7]) // 2, np.array([3, -4], np.int32))
+    close(Tensor([7, -7]) % 3, np.array([1, 2], np.int32))
+    close(Tensor([7.5, -7.5]) % 2, np.array([1.5, 0.5], np.float32))
+
+
+UNARY = [
+    ("exp", lambda t: t.exp(), np.exp, (-5, 5)), ("log", lambda t: t.log(), np.log, (0.01, 50)),
+    ("exp2", lambda t: t.exp2(), np.exp2, (-5, 5)), ("log2", lambda t: t.log2(), np.log2, (0.01, 50)),
+    ("sqrt", lambda t: t.sqrt(), np.sqrt, (0, 50)), ("rsqrt", lambda t: t.rsqrt(), lambda x: 1 / np.sqrt(x), (0.1, 50)),
+    ("sin", lambda t: t.sin(), np.sin, (-6, 6)), ("cos", lambda t: t.cos(), np.cos, (-6, 6)),
+    ("tan", lambda t: t.tan(), np.tan, (-1.2, 1.2)), ("tanh", lambda t: t.tanh(), np.tanh, (-5, 5)),
+    ("sigmoid", lambda t: t.sigmoid(), lambda x: 1 / (1 + np.exp(-x)), (-8, 8)),
+    ("relu", lambda t: t.relu(), lambda x: np.maximum(x, 0), (-3, 3)),
+    ("leaky_relu", lambda t: t.leaky_relu(0.1), lambda x: np.where(x < 0, 0.1 * x, x), (-3, 3)),
+    ("gelu", lambda t: t.gelu(), lambda x: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))), (-4, 4)),
+    ("silu", lambda t: t.silu(), lambda x: x / (1 + np.exp(-x)), (-6, 6)),
+    ("softplus", lambda t: t.softplus(), lambda x: np.logaddexp(0, x), (-30, 30)),
+    ("erf", lambda t: t.erf(), np.vectorize(math.erf), (-3, 3)),
+    ("abs", lambda t: t.abs(), np.abs, (-3, 3)), ("sign", lambda t: t.sign(), np.sign, (-3, 3)),
+    ("floor", lambda t: t.floor(), np.floor, (-5, 5)), ("ceil", lambda t: t.ceil(), np.ceil, (-5, 5)),
+    ("trunc", lambda t: t.trunc(), np.trunc, (-5, 5)), ("round", lambda t: t.round(), np.round, (-5, 5)),
+    ("reciprocal", lambda t: t.reciprocal(), lambda x: 1 / x, (0.5, 5)), ("square", lambda t: t.square(), np.square, (-3, 3)),
+]
+
+
+@pytest.mark.parametrize("name,op,ref,bounds", UNARY, ids=[u[0] for u in UNARY])
+def test_unary_float32(rng, close, name, op, ref, bounds):
+    x = rng.uniform(*bounds, size=(4, 6)).astype(np.float32)
+    if name == "round":
+        x[0, :4] = [0.5, 1.5, 2.5, -0.5]  # ties go to even, as numpy
+    close(op(Tensor(x)), ref(x).astype(np.float32), rtol=2e-5, atol=2e-6)
+
+
+def test_unary_on_ints_and_float64(close):
+    close(Tensor([1, 4, 9]).sqrt(), np.sqrt(np.array([1, 4, 9], np.float32)))
+    x = np.linspace(-2, 2, 7)
+    close(Tensor(x).exp(), np.exp(x), rtol=1e-12)
+    close(Tensor([-3, 0, 5], dtype=dtypes.int8).abs(), np.array([3, 0, 5], np.int8))
+
+
+def test_where_clip_isnan_isinf(close):
+    x = np.array([1.0, -2.0, np.nan, np.inf, -np.inf, 0.5], np.float32)
+    t = Tensor(x)
+    close(t.isnan(), np.isnan(x))
+    close(t.isinf(), np.isinf(x))
+    close(t.isinf(detect_negative=False), np.isposinf(x))
+    y = np.array([1.0, -2.0, 3.0, 4.0], np.float32)
+    close(Tensor(y).clip(-1, 2), np.clip(y, -1, 2))
+    close((Tensor(y) > 0).where(Tensor(y), 10.0), np.where(y > 0, y, 10.0))
+    close((Tensor(y) > 0).where(1, 0), np.where(y > 0, 1, 0).astype(np.int32))
+
+
+def test_bitwise_shift_and_logical(close):
+    a = np.array([1, 6, 255, 16], np.uint8)
+    close(Tensor(a) << 1, a << 1)
+    close(Tensor(a) >> 2, a >> 2)
+    close(~Tensor(a), ~a)
+    close(~Tensor(np.array([3, -4], np.int32)), np.array([-4, 3], np.int32))
+    b = np.array([True, False, True])
+    close(Tensor(b).logical_not(), ~b)
+    close(Tensor(b) & Tensor(~b), np.zeros(3, bool))
+    with pytest.raises(RuntimeError):
+        Tensor([1.0]) & Tensor([2.0])
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(st.lists(st.integers(1, 3), min_size=1, max_size=3), st.lists(st.integers(1, 3), min_size=1, max_size=3), st.integers(0, 2**31))
+def test_broadcast_property(shape_a, shape_b, seed):
+    # numpy decides whether the shapes broadcast; when they do, the values must agree
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(shape_a).astype(np.float32)
+    b = rng.standard_normal(shape_b).astype(np.float32)
+    try:
+        expected = a * b + a
+    except ValueError:
+        with pytest.raises(IndexError):
+            Tensor(a) * Tensor(b)
+        return
+    np.testing.assert_allclose((Tensor(a) * Tensor(b) + Tensor(a)).numpy(), expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("np_dtype", [np.uint8, np.uint16, np.uint32, np.int32, np.int64])
+def test_division_by_python_constant(close, np_dtype):
+    a = np.array([0, 1, 7, 8, 100, 255], np_dtype)
+    close(Tensor(a) // 3, a // 3)
+    close(Tensor(a) % 3, a % 3)
+    close(Tensor(a).idiv(4), a // 4)
+    close(Tensor(a) / 2, (a / 2).astype(np.float32))

@@ -1,0 +1,94 @@
+"""TinyJit: eager call, capture, replay as one native call with new inputs and fresh outputs."""
+
+import gc
+import weakref
+
+import numpy as np
+import pytest
+from hcq_runtime import CCompiler, counters
+from uop_scheduler import JitError, Tensor, TinyJit
+
+
+def chain(x: Tensor, n: int) -> Tensor:
+    for _ in range(n):
+        x = (x * 1.5 + 1).contiguous()  # contiguous: one kernel per step
+    return x
+
+
+def chain_reference(x: np.ndarray, n: int) -> np.ndarray:
+    for _ in range(n):
+        x = (x * np.float32(1.5) + np.float32(1)).astype(np.float32)
+    return x
+
+
+def test_eager_then_capture_then_replay_with_new_inputs():
+    @TinyJit
+    def f(a: Tensor, b: Tensor) -> Tensor:
+        return (a @ b).relu() + a.sum()
+
+    rng = np.random.default_rng(0)
+    compiles = None
+    for call in range(6):
+        a, b = rng.standard_normal((8, 8), dtype=np.float32), rng.standard_normal((8, 8), dtype=np.float32)
+        kernels_before = counters.kernels
+        out = f(Tensor(a), Tensor(b))
+        np.testing.assert_allclose(out.numpy(), np.maximum(a @ b, 0) + a.sum(), rtol=1e-4, atol=1e-4)
+        if call == 2:
+            compiles = CCompiler.invocations
+        if call >= 2:  # replays: no kernel goes through run_linear, nothing is compiled
+            assert counters.kernels == kernels_before
+            assert CCompiler.invocations == compiles
+    assert f.cnt == 6
+
+
+def test_a_hundred_kernels_replay_as_one_call():
+    @TinyJit
+    def f(x: Tensor) -> Tensor:
+        return chain(x, 100)
+
+    for call in range(4):
+        x = np.full(16, call, dtype=np.float32)
+        np.testing.assert_allclose(f(Tensor(x)).numpy(), chain_reference(x, 100), rtol=1e-5)
+    assert f.captured is not None and f.captured.linked.n_kernels == 100
+
+
+def test_outputs_are_fresh_each_call():
+    @TinyJit
+    def f(x: Tensor) -> tuple[Tensor, Tensor]:
+        return x + 1, x * 2
+
+    outs = [f(Tensor(np.full(4, i, dtype=np.float32))) for i in range(5)]
+    for i, (plus, times) in enumerate(outs):
+        np.testing.assert_array_equal(plus.numpy(), i + 1)
+        np.testing.assert_array_equal(times.numpy(), i * 2)
+
+
+def test_changed_inputs_are_refused_and_reset_recaptures():
+    @TinyJit
+    def f(x: Tensor) -> Tensor:
+        return x * 3
+
+    for _ in range(3):
+        f(Tensor(np.ones(4, dtype=np.float32)))
+    with pytest.raises(JitError, match=r"TinyJit inputs changed: captured with .*\(4,\).*called with .*\(5,\)"):
+        f(Tensor(np.ones(5, dtype=np.float32)))
+    with pytest.raises(JitError, match="inputs changed"):
+        f(Tensor(np.ones(4, dtype=np.int32)))
+    f.reset()
+    assert f.cnt == 0 and f.captured is None
+    for _ in range(3):
+        np.testing.assert_array_equal(f(Tensor(np.ones(5, dtype=np.float32))).numpy(), 3)
+
+
+def test_intermediate_buffers_are_freed_with_the_jit():
+    @TinyJit
+    def f(x: Tensor) -> Tensor:
+        return chain(x, 3)
+
+    for _ in range(3):
+        f(Tensor(np.zeros(8, dtype=np.float32)))
+    owned = [weakref.ref(b) for b in f.captured.linked.owned_buffers]
+    assert owned, "the linked step owns its intermediate buffers"
+    del f
+    gc.collect()
+    assert all(ref() is None for ref in owned)

@@ -1,0 +1,34 @@
+"""Index math of rangeify, evaluated numerically against Python's own integer arithmetic."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from uop_scheduler.rangeify import _magic_floordiv, reshape_index
+from uopir import UOp
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.integers(1, 5000), st.integers(1, 1000), st.integers(0, 999))
+def test_magic_floordiv_matches_python(n, c, pick):
+    # x ranges over [0, n): the multiply-shift must equal x // c everywhere, checked at both ends and one inside
+    x = UOp.range(n, 0)
+    q = _magic_floordiv(x, c)
+    assert q is not None
+    for v in {0, n - 1, pick % n}:
+        assert q.sym_infer({"r0": v}) == v // c
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=4), st.data())
+def test_reshape_index_matches_numpy_unravel(old_shape, data):
+    # a flat position decomposed over the new shape must land on the same element of the old shape as numpy says
+    size = int(np.prod(old_shape))
+    new_shape = data.draw(st.permutations(old_shape))
+    new_shape = tuple(new_shape) if int(np.prod(new_shape)) == size else tuple(old_shape)
+    ranges = tuple(UOp.range(d, i) for i, d in enumerate(new_shape))
+    idx = reshape_index(ranges, new_shape, tuple(old_shape))
+    flat = data.draw(st.integers(0, size - 1))
+    new_pos = np.unravel_index(flat, new_shape)
+    env = {f"r{i}": int(p) for i, p in enumerate(new_pos)}
+    got = tuple(e.sym_infer(env) if isinstance(e, UOp) else e for e in idx)
+    assert got == tuple(int(p) for p in np.unravel_index(flat, old_shape))

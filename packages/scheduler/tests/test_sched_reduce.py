@@ -1,0 +1,114 @@
+"""Reductions against numpy, over several shapes, axes and dtypes."""
+
+import numpy as np
+import pytest
+from uop_scheduler import Tensor, dtypes
+
+AXES = [None, 0, 1, -1, (0, 2)]
+
+
+@pytest.mark.parametrize("axis", AXES)
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_float_reductions(rng, close, axis, keepdim):
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    t = Tensor(x)
+    close(t.sum(axis, keepdim), x.sum(axis, keepdims=keepdim), rtol=1e-5, atol=1e-5)
+    close(t.max(axis, keepdim), x.max(axis, keepdims=keepdim))
+    close(t.min(axis, keepdim), x.min(axis, keepdims=keepdim))
+    close(t.mean(axis, keepdim), x.mean(axis, keepdims=keepdim), rtol=1e-5, atol=1e-6)
+    close(t.prod(axis, keepdim), x.prod(axis, keepdims=keepdim), rtol=1e-4, atol=1e-6)
+    close(t.var(axis, keepdim), x.var(axis, keepdims=keepdim, ddof=1), rtol=1e-4, atol=1e-6)
+    close(t.std(axis, keepdim, correction=0), x.std(axis, keepdims=keepdim), rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("np_dtype", [np.int8, np.uint8, np.int16, np.int32, np.int64, np.uint32])
+def test_int_reductions(rng, close, np_dtype):
+    lo = 0 if np.dtype(np_dtype).kind == "u" else -100
+    x = rng.integers(lo, 100, (4, 6)).astype(np_dtype)
+    t = Tensor(x)
+    acc = np.uint32 if np.dtype(np_dtype).kind == "u" and np.dtype(np_dtype).itemsize <= 4 else np.int32
+    acc = np.int64 if np_dtype is np.int64 else acc
+    close(t.sum(1), x.sum(1).astype(acc))
+    assert t.sum().dtype.itemsize >= 4
+    close(t.max(0), x.max(0))
+    close(t.min(1), x.min(1))
+    close(t.argmax(1), x.argmax(1).astype(np.int32))
+    close(t.argmin(0), x.argmin(0).astype(np.int32))
+
+
+def test_sum_dtype_rules():
+    assert Tensor([1, 2], dtype=dtypes.int8).sum().dtype is dtypes.int32
+    assert Tensor([1, 2], dtype=dtypes.uint8).sum().dtype is dtypes.uint32
+    assert Tensor([True, True]).sum().dtype is dtypes.int32
+    assert Tensor([1, 2], dtype=dtypes.float16).sum().dtype is dtypes.float16
+    assert Tensor([1, 2]).mean().dtype is dtypes.float32
+    assert Tensor([True, True, False]).sum().item() == 2
+
+
+def test_argmax_first_occurrence_and_flat(close):
+    x = np.array([[1, 5, 5], [7, 7, 0]], np.float32)
+    close(Tensor(x).argmax(1), np.array([1, 0], np.int32))
+    close(Tensor(x).argmax(), np.array(3, np.int32))
+    close(Tensor(x).argmax(0, keepdim=True), np.array([[1, 1, 0]], np.int32))
+
+
+def test_any_all(close):
+    x = np.array([[0, 1, 0], [0, 0, 0]], np.int32)
+    close(Tensor(x).any(1), x.any(1))
+    close(Tensor(x).all(0), x.all(0))
+    close(Tensor(x == 0).all(), np.array((x == 0).all()))
+
+
+@pytest.mark.parametrize("shape,axis", [((4, 7), -1), ((3, 4, 5), 1), ((6,), 0)])
+def test_softmax_family(rng, close, shape, axis):
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    e = np.exp(x - x.max(axis, keepdims=True))
+    soft = e / e.sum(axis, keepdims=True)
+    close(Tensor(x).softmax(axis), soft, rtol=1e-5, atol=1e-6)
+    close(Tensor(x).log_softmax(axis), np.log(soft), rtol=1e-5, atol=1e-5)
+    lse = np.log(np.exp(x.astype(np.float64)).sum(axis))
+    close(Tensor(x).logsumexp(axis), lse.astype(np.float32), rtol=1e-5, atol=1e-5)
+
+
+def test_cumulative(rng, close):
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    close(Tensor(x).cumsum(1), x.cumsum(1), rtol=1e-5, atol=1e-6)
+    close(Tensor(x).cumsum(0), x.cumsum(0), rtol=1e-5, atol=1e-6)
+    close(Tensor(x).cummax(1), np.maximum.accumulate(x, 1))
+    i = np.array([3, -1, 4, 1, -5], np.int32)
+    close(Tensor(i).cumsum(), i.cumsum().astype(np.int32))
+    close(Tensor(i).cummax(), np.maximum.accumulate(i))
+
+
+def test_nan_propagates_through_max():
+    assert np.isnan(Tensor([1.0, float("nan"), 3.0]).max().item())
+
+
+@pytest.mark.parametrize("shape,dim", [((7,), 0), ((3, 6), -1), ((4, 3, 2), 1)])
+@pytest.mark.parametrize("descending", [False, True])
+def test_sort_stable_against_numpy(rng, close, shape, dim, descending):
+    x = rng.integers(-3, 4, shape).astype(np.float32)  # many ties: stability matters
+    values, indices = Tensor(x).sort(dim, descending)
+    order = np.argsort(-x if descending else x, axis=dim, kind="stable")
+    close(indices, order.astype(np.int32))
+    close(values, np.take_along_axis(x, order, dim))
+
+
+def test_topk(rng, close):
+    x = rng.standard_normal((3, 8)).astype(np.float32)
+    values, indices = Tensor(x).topk(3)
+    order = np.argsort(-x, axis=-1, kind="stable")[:, :3]
+    close(indices, order.astype(np.int32))
+    close(values, np.take_along_axis(x, order, -1))
+    small, _ = Tensor(x).topk(2, dim=0, largest=False)
+    close(small, np.sort(x, axis=0)[:2])
+    with pytest.raises(ValueError):
+        Tensor(x).topk(9)
+
+
+def test_empty_reductions(close):
+    close(Tensor.zeros(0, 3).sum(0), np.zeros(3, np.float32))
+    close(Tensor.zeros(0, 3).reshape(3, 0).sum(1), np.zeros(3, np.float32))
+    assert Tensor.ones(2, 0).sum().item() == 0
+    with pytest.raises(RuntimeError, match="empty axis"):
+        Tensor.ones(2, 0).max(1)

@@ -1,0 +1,155 @@
+"""Scheduling: fusion decided by kernel counts, the schedule cache, device copies, and error types and messages."""
+
+import numpy as np
+import pytest
+from hcq_runtime import counters
+from uop_scheduler import Tensor, clear_schedule_cache
+from uop_scheduler.schedule import cached_plan, walk_graph
+
+
+def kernels_for(t: Tensor) -> int:
+    counters.reset()
+    t.realize()
+    return counters.kernels
+
+
+def test_elementwise_chain_fuses_into_its_reduce():
+    a, b = Tensor.ones(16, 16), Tensor.ones(16, 16).contiguous().realize()
+    assert kernels_for((a + b).sum()) == 1
+    assert kernels_for(((a * 2 + b).exp() - 1).sum(1)) == 1
+
+
+def test_reduce_feeds_elementwise_in_one_kernel():
+    x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    t = x.sum(1) * 2 + 1
+    assert kernels_for(t) == 1
+    np.testing.assert_allclose(t.numpy(), np.arange(12).reshape(3, 4).sum(1) * 2 + 1)
+
+
+def test_softmax_is_at_most_three_kernels():
+    x = Tensor(np.random.default_rng(0).standard_normal((8, 32)).astype(np.float32))
+    assert kernels_for(x.softmax(-1)) <= 3
+    assert kernels_for(x.log_softmax(-1)) <= 3
+
+
+def test_matmul_is_one_kernel():
+    a, b = Tensor.ones(8, 4).contiguous().realize(), Tensor.ones(4, 8).contiguous().realize()
+    assert kernels_for(a @ b) == 1
+
+
+def test_reduce_into_reduce_materializes():
+    x = Tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    t = (x.sum(2) * x.sum(2)).sum()  # the inner sum is read by another reduce: one kernel for it, one for the outer
+    assert kernels_for(t) == 2
+    inner = np.arange(24, dtype=np.float32).reshape(2, 3, 4).sum(2)
+    assert t.item() == (inner * inner).sum()
+
+
+def test_contiguous_forces_a_buffer():
+    x = Tensor.ones(4, 4)
+    assert kernels_for((x + 1).contiguous() * 2) == 2
+
+
+def test_schedule_cache_reuses_plan_for_new_buffers():
+    clear_schedule_cache()
+    rng = np.random.default_rng(0)
+    graphs = []
+    for _ in range(2):
+        a, b = Tensor(rng.standard_normal((4, 4)).astype(np.float32)), Tensor(rng.standard_normal(4).astype(np.float32))
+        graphs.append(((a * b).sum(0) + 1, a.numpy(), b.numpy()))
+    hits = []
+    for t, _, _ in graphs:
+        walk = walk_graph((t.uop,), set(), "CPU")
+        hits.append(cached_plan(walk, (t.uop,), "CPU")[1])
+    assert hits == [False, True]
+    for t, a, b in graphs:
+        np.testing.assert_allclose(t.numpy(), (a * b).sum(0) + 1, rtol=1e-6)
+    counters.reset()
+    a2 = Tensor(rng.standard_normal((4, 4)).astype(np.float32))
+    b2 = Tensor(rng.standard_normal(4).astype(np.float32))
+    ((a2 * b2).sum(0) + 1).realize()
+    assert counters.compiles == 0  # the same structure: no new kernel source
+
+
+def test_different_structure_misses_cache():
+    clear_schedule_cache()
+    a = Tensor.ones(4).contiguous().realize()
+    w1 = walk_graph(((a + 1).uop,), set(), "CPU")
+    w2 = walk_graph(((a * 1).uop,), set(), "CPU")
+    assert w1.key != w2.key
+
+
+def test_value_semantics_across_realize_order():
+    a = Tensor([1.0, 2.0, 3.0])
+    b = a * 2
+    c = b + a
+    b.realize()
+    np.testing.assert_allclose(c.numpy(), [3.0, 6.0, 9.0])
+    np.testing.assert_allclose(b.numpy(), [2.0, 4.0, 6.0])
+
+
+def test_realize_several_at_once():
+    x = Tensor([1.0, 2.0])
+    a, b = x + 1, x * 3
+    counters.reset()
+    a.realize(b)
+    assert counters.kernels == 2
+    assert a.tolist() == [2.0, 3.0] and b.tolist() == [3.0, 6.0]
+
+
+def test_copy_between_devices_is_a_copy_call():
+    x = Tensor([1.0, 2.0]) + 1
+    counters.reset()
+    y = x.to("CPU:1").realize()
+    assert counters.copies == 1 and y.tolist() == [2.0, 3.0]
+
+
+# ---- errors ----
+def test_broadcast_error_names_shapes():
+    with pytest.raises(IndexError, match=r"\(2, 3\).*\(4,\)"):
+        Tensor.ones(2, 3) + Tensor.ones(4)
+
+
+def test_reshape_errors():
+    with pytest.raises(ValueError, match=r"size mismatch.*\(2, 3\).*\(4, 2\)"):
+        Tensor.ones(2, 3).reshape(4, 2)
+    with pytest.raises(RuntimeError, match="only one dimension can be inferred"):
+        Tensor.ones(2, 3).reshape(-1, -1)
+    with pytest.raises(ValueError, match="size mismatch"):
+        Tensor.ones(2, 3).reshape(4, -1)
+
+
+def test_index_errors():
+    with pytest.raises(IndexError, match="index=3 is out of bounds with size=3"):
+        Tensor.ones(2, 3)[0, 3]
+    with pytest.raises(IndexError, match=r"too many indices \(3\) for 2D"):
+        Tensor.ones(2, 3)[0, 0, 0]
+    with pytest.raises(IndexError, match="single ellipsis"):
+        Tensor.ones(2, 3)[..., ...]
+    with pytest.raises(IndexError, match=r"dim=2 out of range"):
+        Tensor.ones(2, 3).sum(2)
+    with pytest.raises(IndexError):
+        Tensor.ones(2, 3)[1.5]
+
+
+def test_matmul_and_dtype_errors():
+    with pytest.raises(RuntimeError, match=r"cannot dot \(2, 3\) and \(2, 3\)"):
+        Tensor.ones(2, 3) @ Tensor.ones(2, 3)
+    with pytest.raises(RuntimeError, match="float32"):
+        Tensor.ones(2) ^ Tensor.ones(2)
+    with pytest.raises(TypeError):
+        Tensor({"a": 1})
+    with pytest.raises(ValueError):
+        Tensor([[1, 2], [3]])
+    with pytest.raises(RuntimeError, match="different devices"):
+        Tensor.ones(2) + Tensor.ones(2, device="CPU:1")
+
+
+def test_long_elementwise_chain_is_one_kernel():
+    # the scheduler lowers iteratively; 100 steps stay inside the C renderer's one-expression nesting limit (256)
+    x = Tensor([1.0, 2.0])
+    ref = np.array([1.0, 2.0], np.float32)
+    for _ in range(100):
+        x, ref = x * 0.5 + 1, ref * np.float32(0.5) + np.float32(1)
+    assert kernels_for(x) == 1
+    np.testing.assert_allclose(x.numpy(), ref, rtol=1e-6)
