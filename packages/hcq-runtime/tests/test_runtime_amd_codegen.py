@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from amd_isa import emu
 from hcq_runtime import AMDCompiler, CompileError
-from uopir import AMDOpenCLRenderer, AxisType, UOp, dtypes, to_program
+from uopir import AMDOpenCLRenderer, AxisType, Ops, Opt, OptOps, UOp, dtypes, to_program
 
 try:
     COMPILER = AMDCompiler("gfx1100")
@@ -15,8 +15,9 @@ except CompileError:
 pytestmark = pytest.mark.skipif(COMPILER is None, reason="clang-15 and ld.lld-15 are needed to build AMD kernels")
 
 
-def run_on_emulator(ast: UOp, out: np.ndarray, *inputs: np.ndarray, var_vals: dict[str, int] | None = None) -> tuple[np.ndarray, UOp]:
-    program = to_program(ast, AMDOpenCLRenderer("gfx1100"))
+def run_on_emulator(ast: UOp, out: np.ndarray, *inputs: np.ndarray, var_vals: dict[str, int] | None = None,
+                    opts: list[Opt] | None = None) -> tuple[np.ndarray, UOp]:
+    program = to_program(ast, AMDOpenCLRenderer("gfx1100"), opts=opts)
     info = program.arg
     code = COMPILER.compile(program.src[2].arg)
     memory = emu.Memory()
@@ -77,3 +78,41 @@ def test_integer_math_and_variables():
     result, _ = run_on_emulator(ast, np.zeros(n, np.int32), x, var_vals={"scale": 7})
     quotient = np.trunc(x / 3).astype(np.int32)
     np.testing.assert_array_equal(result, quotient * 7 + (x - quotient * 3))
+
+
+def sum_and_max_kernel(shape: tuple[int, int, int]) -> UOp:
+    """out[i] = a[i].sum((1,2)) + a[i].max((1,2)) -- the seed's grouped-reduce case."""
+    n, h, w = shape
+    out, a = UOp.param(0, dtypes.float32.ptr(n)), UOp.param(1, dtypes.float32.ptr(n * h * w))
+    i, y, x = UOp.range(n, 0), UOp.range(h, 1, AxisType.REDUCE), UOp.range(w, 2, AxisType.REDUCE)
+    y2, x2 = UOp.range(h, 3, AxisType.REDUCE), UOp.range(w, 4, AxisType.REDUCE)
+    total = a.index(i * h * w + y * w + x).load().reduce(y, x)
+    largest = a.index(i * h * w + y2 * w + x2).load().reduce(y2, x2, arg=Ops.MAX)
+    return UOp.sink(out.index(i).store(total + largest).end(i))
+
+
+@pytest.mark.parametrize("opts", [
+    [],
+    [Opt(OptOps.GROUP, 2, 13)],
+    [Opt(OptOps.GROUP, 1, 11), Opt(OptOps.UNROLL, 2, 13)],
+    [Opt(OptOps.PADTO, 2, 16), Opt(OptOps.GROUP, 2, 8)],
+    [Opt(OptOps.PADTO, 0, 8), Opt(OptOps.LOCAL, 0, 4), Opt(OptOps.GROUP, 2, 13)],
+], ids=lambda o: ",".join(f"{x.op.name}{x.axis}:{x.arg}" for x in o) or "none")
+def test_grouped_reduce_with_local_upcast_and_padto(opts):
+    shape = (7, 11, 13)
+    x = np.random.default_rng(3).standard_normal(shape, dtype=np.float32)
+    result, program = run_on_emulator(sum_and_max_kernel(shape), np.zeros(7, np.float32), x.ravel(), opts=opts)
+    np.testing.assert_allclose(result, x.sum((1, 2)) + x.max((1, 2)), rtol=1e-5, atol=1e-5)
+    if any(o.op is OptOps.GROUP for o in opts):
+        assert "__local float" in program.src[2].arg and "__builtin_amdgcn_s_barrier" in program.src[2].arg
+
+
+def test_gpu_heuristic_groups_a_long_reduction():
+    n, k = 4, 256
+    out, a = UOp.param(0, dtypes.float32.ptr(n)), UOp.param(1, dtypes.float32.ptr(n * k))
+    i, r = UOp.range(n, 0), UOp.range(k, 1, AxisType.REDUCE)
+    ast = UOp.sink(out.index(i).store(a.index(i * k + r).load().reduce(r)).end(i))
+    x = np.random.default_rng(4).standard_normal((n, k), dtype=np.float32)
+    result, program = run_on_emulator(ast, np.zeros(n, np.float32), x.ravel())
+    assert program.arg.local_size == (32, 1, 1)
+    np.testing.assert_allclose(result, x.sum(1), rtol=1e-5, atol=1e-5)

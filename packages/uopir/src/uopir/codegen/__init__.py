@@ -2,7 +2,7 @@
 
 from .kernel import CodegenError
 from .linearize import linearize
-from .opts import Opt, OptOps, apply_opts, heuristic_opts
+from .opts import Opt, OptOps, apply_opts, gpu_heuristic_opts, heuristic_opts
 from .program import kernel_name, to_program
 
-__all__ = ["CodegenError", "Opt", "OptOps", "apply_opts", "heuristic_opts", "kernel_name", "linearize", "to_program"]
+__all__ = ["CodegenError", "Opt", "OptOps", "apply_opts", "gpu_heuristic_opts", "heuristic_opts", "kernel_name", "linearize", "to_program"]

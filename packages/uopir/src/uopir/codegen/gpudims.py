@@ -1,29 +1,58 @@
-"""GPU launch dimensions: the innermost output loops become workgroup and work-item indices.
+"""GPU launch dimensions: output loops become workgroup indices, LOCAL and GROUP axes become work-item indices.
 
-Up to three output axes, innermost first, map to dimensions x, y, z. The innermost one is split into workgroups of
-`local_size` work-items when the size allows (the largest power of two up to local_size that divides it); the others
-get one work-item per workgroup. Remaining output axes stay loops inside each work-item.
+Up to three output loop axes, innermost first, map to workgroup dimensions x, y, z; remaining output axes stay loops
+inside each work-item. Work-item dimensions come from the opts: LOCAL axes (split off loop axes) and the GROUP axis
+(split off a reduce axis; its REDUCE keeps the work-item index in its range list, and the linearizer combines the
+work-items' partial results through local memory). Without either, the innermost output axis is split into
+work-groups of up to `local_size` work-items (the largest power of two that divides it).
+With a GROUP axis every work-item of a group computes the same outputs, so only work-item 0 stores them.
 """
 
 from __future__ import annotations
 
-from uopir.ops import Ops
+from uopir.ops import AxisType, Ops
 from uopir.uop import UOp
 
-from .kernel import REDUCE_AXES, REGISTER_AXES, axis_type, kernel_ranges
+from .kernel import DERIVED_AXES, REDUCE_AXES, CodegenError, axis_type, kernel_ranges
 from .opts import replace_ranges
 
 
 def add_gpu_dims(ast: UOp, local_size: int) -> UOp:
-    loops = [r for r in kernel_ranges(ast) if axis_type(r) not in REDUCE_AXES | REGISTER_AXES and r.src[0].op is Ops.CONST]
+    ranges = kernel_ranges(ast)
+    loops = [r for r in ranges if axis_type(r) not in REDUCE_AXES | DERIVED_AXES and r.src[0].op is Ops.CONST]
+    lanes = [r for r in reversed(ranges) if axis_type(r) is AxisType.LOCAL] + [r for r in ranges if axis_type(r) is AxisType.GROUP_REDUCE]
+    if len(lanes) > 3:
+        raise CodegenError(f"a GPU kernel has at most 3 work-item dimensions, these opts make {len(lanes)}")
     subs: dict[UOp, tuple[UOp, tuple[UOp, ...]]] = {}
     for dim, r in enumerate(reversed(loops[-3:])):
         end = int(r.src[0].arg)
-        local = next((size for size in _powers_of_two_down(local_size) if end % size == 0), 1) if dim == 0 else 1
+        local = 1
+        if dim == 0 and not lanes:
+            local = next((size for size in _powers_of_two_down(local_size) if end % size == 0), 1)
         group = UOp.special(end // local, f"gidx{dim}", r.dtype)
-        value = group * local + UOp.special(local, f"lidx{dim}", r.dtype) if local > 1 else group
-        subs[r] = (value, ())
-    return replace_ranges(ast, subs) if subs else ast
+        subs[r] = (group * local + UOp.special(local, "lidx0", r.dtype) if local > 1 else group, ())
+    group_lanes = []
+    for dim, r in enumerate(lanes):
+        lane = UOp.special(int(r.src[0].arg), f"lidx{dim}", r.dtype)
+        is_group = axis_type(r) is AxisType.GROUP_REDUCE
+        subs[r] = (lane, (lane,) if is_group else ())
+        if is_group:
+            group_lanes.append(lane)
+    ast = replace_ranges(ast, subs) if subs else ast
+    return _store_from_first_lane(ast, group_lanes[0]) if group_lanes else ast
+
+
+def _store_from_first_lane(ast: UOp, lane: UOp) -> UOp:
+    first = lane.eq(0)
+
+    def gate(node: UOp) -> UOp:
+        if node.op is Ops.END:
+            return node.replace(src=(gate(node.src[0]), *node.src[1:]))
+        index = node.src[0]
+        condition = first if len(index.src) < 3 else index.src[2] & first
+        return node.replace(src=(index.replace(src=(*index.src[:2], condition)), *node.src[1:]))
+
+    return ast.replace(src=tuple(gate(store) for store in ast.src))
 
 
 def _powers_of_two_down(n: int) -> list[int]:

@@ -17,6 +17,8 @@ from uopir.uop import UOp
 #: axis kinds that are small constant loops kept in registers rather than real loops
 REGISTER_AXES = frozenset({AxisType.UPCAST, AxisType.UNROLL})
 REDUCE_AXES = frozenset({AxisType.REDUCE, AxisType.UNROLL, AxisType.GROUP_REDUCE})
+#: axes that opts split off an existing axis; they are numbered after the kernel's own axes
+DERIVED_AXES = REGISTER_AXES | {AxisType.LOCAL, AxisType.GROUP_REDUCE}
 
 
 class CodegenError(GraphError):
@@ -62,9 +64,10 @@ def kernel_stores(ast: UOp) -> list[UOp]:
 
 
 def kernel_ranges(ast: UOp) -> list[UOp]:
-    """Every RANGE of the kernel: loop axes, then reduce axes, then register axes, each by axis id."""
+    """Every RANGE of the kernel: loop axes, then reduce axes, then the axes opts split off (registers, locals,
+    groups), each by axis id."""
     ranges = {u for u in ast.toposort() if u.op is Ops.RANGE}
-    return sorted(ranges, key=lambda r: (axis_type(r) in REGISTER_AXES, axis_type(r) in REDUCE_AXES, r.arg[0]))
+    return sorted(ranges, key=lambda r: (axis_type(r) in DERIVED_AXES, axis_type(r) in REDUCE_AXES, r.arg[0]))
 
 
 def buffer_params(ast: UOp) -> list[UOp]:

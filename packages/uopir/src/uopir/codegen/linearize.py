@@ -45,7 +45,8 @@ class Linearizer:
         self.scopes: list[set[UOp]] = [set()]
         self.open: list[UOp] = []
         self.reduce_value: dict[UOp, UOp] = {}
-        self.n_accs = 0
+        self.n_accs = self.n_locals = 0
+        self.next_axis = 1 + max((u.arg[0] for u in ast.toposort() if u.op is Ops.RANGE), default=-1)
         self._deps: dict[UOp, frozenset[UOp]] = {}
 
     # ---- analysis ----
@@ -126,7 +127,7 @@ class Linearizer:
     def emit_reductions(self, values: list[UOp]) -> None:
         groups: dict[tuple[UOp, ...], list[UOp]] = {}
         for red in self.top_level_reduces(values):
-            groups.setdefault(tuple(sorted(red.src[1:], key=lambda r: r.arg[0])), []).append(red)
+            groups.setdefault(tuple(sorted(red.src[1:], key=lambda r: (r.op is Ops.SPECIAL, str(r.arg)))), []).append(red)
         for ranges, group in groups.items():
             self.emit_reduce_group(ranges, group)
 
@@ -151,15 +152,50 @@ class Linearizer:
         inits = [acc.index(flat).store(UOp.const(reduce_identity(red.arg, red.dtype), red.dtype)) for red, acc in zip(group, accs)]
         self.emit_block(inits)
         # accumulate: real reduce loops outside, register axes (outputs and unrolled reduce axes) inside
-        loops = [r for r in ranges if axis_type(r) not in REGISTER_AXES]
+        loops = [r for r in ranges if r.op is Ops.RANGE and axis_type(r) not in REGISTER_AXES]
         for r in loops:
             self.open_range(r)
         updates = [acc.index(flat).store(accumulate(red, acc.index(flat).load())) for red, acc in zip(group, accs)]
         self.emit_block(updates)
         for _ in loops:
             self.close_range()
+        lanes = [r for r in ranges if r.op is Ops.SPECIAL]
+        if lanes:
+            self.combine_across_lanes(group, accs, lanes[0], flat, size)
+            return
         for red, acc in zip(group, accs):
             self.reduce_value[red] = acc.index(flat).load()
+
+    def combine_across_lanes(self, group: list[UOp], accs: list[UOp], lane: UOp, flat: UOp, size: int) -> None:
+        """A grouped reduce: each work-item's partial result goes to local memory, then every work-item sums them."""
+        count = int(lane.src[0].arg)
+        # the other work-item dimensions of the group (LOCAL axes) each get their own slice of local memory
+        others = sorted((u for u in self.ast.toposort() if u.op is Ops.SPECIAL and u.arg.startswith("lidx") and u is not lane),
+                        key=lambda u: u.arg)
+        base = UOp.const(0, dtypes.weakint)
+        for other in others:
+            base = base * int(other.src[0].arg) + other
+        slices = math.prod(int(other.src[0].arg) for other in others)
+        register_flat, flat = flat, (base * (count * size) + flat).simplify()
+        partials, stores = [], []
+        for red, acc in zip(group, accs):
+            ptr = red.dtype.ptr(slices * count * size, AddrSpace.LOCAL)
+            local = UOp(Ops.PARAM, ptr, (), ParamArg(self.n_locals, ptr, addrspace=AddrSpace.LOCAL))
+            self.n_locals += 1
+            self.out.append(local)
+            self.scopes[0].add(local)
+            partials.append(local)
+            stores.append(local.index(lane * size + flat).store(acc.index(register_flat).load()))
+        self.emit_block(stores)
+        self.out.append(UOp(Ops.BARRIER, dtypes.void))
+        step = UOp.range(count, self.next_axis, AxisType.REDUCE)
+        self.next_axis += 1
+        finals = [local.index(step * size + flat).load().reduce(step, arg=red.arg) for red, local in zip(group, partials)]
+        self.emit_reductions(finals)
+        # nobody may overwrite the partials (a later iteration of an enclosing loop) before every work-item has read them
+        self.out.append(UOp(Ops.BARRIER, dtypes.void))
+        for red, final in zip(group, finals):
+            self.reduce_value[red] = self.reduce_value[final]
 
 
 def linearize(ast: UOp) -> list[UOp]:

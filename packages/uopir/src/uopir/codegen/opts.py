@@ -17,7 +17,7 @@ from enum import Enum, auto
 from uopir.ops import AxisType, Ops
 from uopir.uop import UOp
 
-from .kernel import REDUCE_AXES, REGISTER_AXES, CodegenError, axis_type, kernel_ranges, kernel_stores, range_end, reduce_identity
+from .kernel import DERIVED_AXES, REDUCE_AXES, CodegenError, axis_type, kernel_ranges, kernel_stores, range_end, reduce_identity
 
 
 class OptOps(Enum):
@@ -25,6 +25,8 @@ class OptOps(Enum):
     UNROLL = auto()  # unroll a reduce axis by `arg`
     THREAD = auto()  # split a loop axis across `arg` CPU cores
     PADTO = auto()  # round an axis up to a multiple of `arg`, gating the extra iterations
+    LOCAL = auto()  # GPU: split `arg` work-items of a work group off a loop axis
+    GROUP = auto()  # GPU: split a reduce axis across `arg` work-items, combined through local memory
 
     def __repr__(self) -> str:
         return f"OptOps.{self.name}"
@@ -112,8 +114,8 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
         raise CodegenError(f"{opt} names axis {opt.axis}, but the kernel has {len(ranges)} axes")
     r = ranges[opt.axis]
     kind = axis_type(r)
-    if kind in REGISTER_AXES:
-        raise CodegenError(f"{opt}: axis {opt.axis} is already a register axis")
+    if kind in DERIVED_AXES:
+        raise CodegenError(f"{opt}: axis {opt.axis} was split off by an earlier opt; apply opts to the kernel's own axes")
     is_reduce = kind in REDUCE_AXES
     if opt.op is OptOps.UPCAST:
         if is_reduce:
@@ -129,6 +131,16 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
         return _thread(ast, r, opt.arg)
     if opt.op is OptOps.PADTO:
         return _padto(ast, r, opt.arg)
+    if opt.op is OptOps.LOCAL:
+        if is_reduce:
+            raise CodegenError(f"{opt}: LOCAL splits a loop axis; use GROUP for a reduce axis")
+        return _split(ast, r, opt.arg, AxisType.LOCAL)
+    if opt.op is OptOps.GROUP:
+        if not is_reduce:
+            raise CodegenError(f"{opt}: GROUP splits a reduce axis; use LOCAL for a loop axis")
+        if any(axis_type(x) is AxisType.GROUP_REDUCE for x in ranges):
+            raise CodegenError(f"{opt}: the kernel already has a grouped reduce axis")
+        return _split(ast, r, opt.arg, AxisType.GROUP_REDUCE)
     raise CodegenError(f"unknown opt {opt}")
 
 
@@ -184,3 +196,17 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Op
                     opts.append(Opt(OptOps.THREAD, i, cores))
                     return opts
     return opts
+
+
+def gpu_heuristic_opts(ast: UOp, local_size: int = 32) -> list[Opt]:
+    """Opts for GPU kernels: a reduction over many elements feeding few outputs is split across a work group."""
+    ranges = kernel_ranges(ast)
+    if any(r.src[0].op is not Ops.CONST for r in ranges):
+        return []
+    outputs = math.prod(range_end(r) for r in ranges if axis_type(r) not in REDUCE_AXES)
+    for i, r in reversed(list(enumerate(ranges))):
+        if axis_type(r) is AxisType.REDUCE and outputs <= 4096:
+            for group in (local_size, 16, 8):
+                if range_end(r) % group == 0 and range_end(r) >= 4 * group:
+                    return [Opt(OptOps.GROUP, i, group)]
+    return []

@@ -15,7 +15,7 @@ from .decompose import decompose
 from .gpudims import add_gpu_dims, launch_dims
 from .kernel import REDUCE_AXES, axis_type, buffer_access, buffer_params, kernel_ranges, kernel_stores, kernel_variables
 from .linearize import linearize
-from .opts import Opt, apply_opts, heuristic_opts
+from .opts import Opt, apply_opts, gpu_heuristic_opts, heuristic_opts
 
 
 def kernel_name(ast: UOp) -> str:
@@ -43,7 +43,10 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | tuple[Opt, ...] |
     access = buffer_access(ast)
     lowered = lower_kernel(ast)
     if opts is None:
-        opts = [] if renderer.global_dims else heuristic_opts(lowered, n_cores if renderer.has_threads else 1, renderer.vector_width)
+        if renderer.global_dims:
+            opts = gpu_heuristic_opts(lowered, renderer.local_size)
+        else:
+            opts = heuristic_opts(lowered, n_cores if renderer.has_threads else 1, renderer.vector_width)
     optimized = decompose(apply_opts(lowered, opts), renderer.code_for_op)
     if renderer.global_dims:
         optimized = add_gpu_dims(optimized, renderer.local_size)

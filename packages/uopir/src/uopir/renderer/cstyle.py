@@ -102,6 +102,12 @@ class CRenderer(Renderer):
         loop = f"for ({self.index_type} {name} = 0; {name} < {end}; {name}++) {{"
         return f"_Pragma(\"GCC unroll {unroll}\") {loop}" if unroll else loop
 
+    def barrier(self) -> str:
+        raise CodegenError("the C renderer has no work groups to synchronize: GROUP and LOCAL opts are for GPU renderers")
+
+    def local_array(self, ctype: str, name: str, size: int) -> str:
+        raise CodegenError("the C renderer has no local memory: GROUP and LOCAL opts are for GPU renderers")
+
     def special(self, name: str) -> str:
         """The expression for a SPECIAL index (the CPU has only the THREAD core index)."""
         if name != "core_id":
@@ -236,7 +242,12 @@ class _CProgram:
     def render_node(self, node: UOp) -> None:
         op = node.op
         srcs = [self.names.get(s, "") for s in node.src]
+        if op is Ops.BARRIER:
+            self.line(self.r.barrier())
+            return
         if op is Ops.PARAM:
+            if node.arg.addrspace is AddrSpace.LOCAL:
+                return  # declared at the top of the function by `render`
             if node.arg.addrspace is AddrSpace.REG:
                 name = self.names[node] = f"acc{node.arg.slot}"
                 self.line(f"{self.r.value_type(node.dtype.base)} {name}[{node.dtype.size}];")
@@ -356,7 +367,7 @@ class _CProgram:
         return value
 
     def render(self) -> str:
-        buffers = sorted((u for u in self.linear if u.op is Ops.PARAM and u.arg.addrspace is not AddrSpace.REG
+        buffers = sorted((u for u in self.linear if u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.GLOBAL
                           and isinstance(u.dtype, PtrDType)), key=lambda u: u.arg.slot)
         variables = sorted({u for u in self.linear if u.op is Ops.DEFINE_VAR or (u.op is Ops.PARAM and not isinstance(u.dtype, PtrDType))},
                            key=variable_name)
@@ -367,6 +378,9 @@ class _CProgram:
         for u in self.linear:
             if u.op is Ops.SPECIAL:
                 self.names[u] = self.r.special(u.arg)
+            elif u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.LOCAL and u not in self.names:
+                self.names[u] = f"lds{u.arg.slot}"
+                self.line(self.r.local_array(self.r.value_type(u.dtype.base), self.names[u], u.dtype.size))
         self.block: VectorBlock | None = None
         vector_ends: set[int] = set()
         for i, node in enumerate(self.linear):

@@ -55,6 +55,14 @@ class AMDOpenCLRenderer(CRenderer):
             raise CodegenError(f"the AMD OpenCL renderer has no index {name}")
         return f"((long){_DIM_BUILTIN[kind]}{'xyz'[int(dim)]}())"
 
+    def barrier(self) -> str:
+        # a workgroup barrier with the LDS fences OpenCL's barrier(CLK_LOCAL_MEM_FENCE) implies (no opencl-c.h here)
+        return ('__builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup"); __builtin_amdgcn_s_barrier(); '
+                '__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");')
+
+    def local_array(self, ctype: str, name: str, size: int) -> str:
+        return f"__local {ctype} {name}[{size}];"
+
     def function(self, name: str, helpers: str, body: list[str], buffers: list[UOp], variables: list[UOp], names: dict[UOp, str]) -> str:
         params = [f"__global {self.storage_type(b.dtype.base)} *restrict {names[b]}" for b in buffers]
         params += [f"long {names[v]}" for v in variables]
