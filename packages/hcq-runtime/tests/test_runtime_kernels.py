@@ -238,3 +238,25 @@ def test_contiguous_upcasts_become_gcc_vectors_and_gathers_stay_loops(rng):
     assert "vector_size" not in program.src[2].arg and "GCC unroll 8" in program.src[2].arg
     x = rng.standard_normal((n, n), dtype=np.float32)
     np.testing.assert_array_equal(run(program, (n * n, dtypes.float32), x).reshape(n, n), x.T)
+
+
+def test_regressions_found_by_the_tensor_layer():
+    n = 4
+    out, a = UOp.param(0, dtypes.int32.ptr(n)), UOp.param(1, dtypes.int32.ptr(n))
+    i = UOp.range(n, 0)
+    # the most negative int32 as a literal (a max-reduce identity)
+    values = np.array([-5, 3, -(2**31), 0], np.int32)
+    lowest = run(UOp.sink(out.index(i).store(a.index(i).load().maximum(-(2**31))).end(i)), (n, dtypes.int32), values)
+    np.testing.assert_array_equal(lowest, [-5, 3, -(2**31), 0])
+    # Python floor division in index math is lowered to something C can render
+    j, k = UOp.range(4, 0), UOp.range(3, 1)
+    out12, a12 = UOp.param(0, dtypes.float32.ptr(12)), UOp.param(1, dtypes.float32.ptr(4))
+    floor_idx = UOp.sink(out12.index(j * 3 + k).store(a12.index((j * 2 + k) // 3).load()).end(j, k))
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(run(floor_idx, (12, dtypes.float32), x), [x[(jj * 2 + kk) // 3] for jj in range(4) for kk in range(3)])
+    # a chain of thousands of ops: no recursion limit in the linearizer, no bracket limit in the C compiler
+    value = a12.index(i).load()
+    for step in range(3000):
+        value = value * 1.0 + (1.0 if step % 2 else -1.0)
+    chain = UOp.sink(param(0, dtypes.float32, n).index(i).store(value).end(i))
+    np.testing.assert_array_equal(run(chain, (n, dtypes.float32), x), x)

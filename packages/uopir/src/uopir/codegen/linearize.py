@@ -85,23 +85,42 @@ class Linearizer:
 
     # ---- emission ----
     def emit(self, node: UOp) -> UOp:
-        """Make `node` available in the current scope; returns the node the program uses for it."""
-        if node.op is Ops.REDUCE:
-            if node not in self.reduce_value:
-                raise CodegenError("internal: a REDUCE was used before its loop was emitted")
-            return self.emit(self.reduce_value[node])
-        if node.op is Ops.RANGE:
-            if node not in self.open:
-                raise CodegenError(f"range {node.arg[0]} is used outside its loop: the kernel AST is malformed")
-            return node
-        if self.visible(node):
-            return node
-        srcs = tuple(self.emit(s) for s in node.src)
-        lowered = node.replace(src=srcs)
-        if not self.visible(lowered):
-            self.out.append(lowered)
-            self.scopes[-1].add(lowered)
-        return lowered
+        """Make `node` available in the current scope; returns the node the program uses for it.
+
+        Iterative (an explicit stack), so a chain of thousands of ops does not hit Python's recursion limit."""
+        done: dict[UOp, UOp] = {}
+        stack: list[tuple[UOp, bool]] = [(node, False)]
+        while stack:
+            cur, srcs_ready = stack.pop()
+            if cur in done:
+                continue
+            if cur.op is Ops.REDUCE:
+                if cur not in self.reduce_value:
+                    raise CodegenError("internal: a REDUCE was used before its loop was emitted")
+                value = self.reduce_value[cur]
+                if value in done:
+                    done[cur] = done[value]
+                else:
+                    stack += [(cur, False), (value, False)]
+                continue
+            if cur.op is Ops.RANGE:
+                if cur not in self.open:
+                    raise CodegenError(f"range {cur.arg[0]} is used outside its loop: the kernel AST is malformed")
+                done[cur] = cur
+                continue
+            if self.visible(cur):
+                done[cur] = cur
+                continue
+            if not srcs_ready:
+                stack.append((cur, True))
+                stack += [(s, False) for s in reversed(cur.src) if s not in done]
+                continue
+            lowered = cur.replace(src=tuple(done[s] for s in cur.src))
+            if not self.visible(lowered):
+                self.out.append(lowered)
+                self.scopes[-1].add(lowered)
+            done[cur] = lowered
+        return done[node]
 
     def emit_block(self, values: list[UOp]) -> list[UOp]:
         """Emit `values` (computing the reductions they need first) inside loops over their register axes."""

@@ -27,8 +27,11 @@ def kernel_name(ast: UOp) -> str:
 
 
 def lower_kernel(ast: UOp) -> UOp:
-    """Index math simplified and Python floor division lowered to C division (what every renderer expects)."""
-    return graph_rewrite(ast, symbolic + pm_lower_floor_ops, name="lower kernel")
+    """Index math simplified, then Python floor division lowered to C division (what every renderer expects).
+
+    Two passes: symbolic turns C division of non-negative values back into floor division, so running both rule sets
+    together would undo the lowering."""
+    return graph_rewrite(graph_rewrite(ast, symbolic, name="simplify kernel"), pm_lower_floor_ops, name="lower floor division")
 
 
 def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | tuple[Opt, ...] | None = None, n_cores: int = 1) -> UOp:

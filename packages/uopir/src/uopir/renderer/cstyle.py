@@ -86,7 +86,7 @@ class CRenderer(Renderer):
         unsigned = dtypes.is_unsigned(dt)
         suffix = self.int_suffix(bits, unsigned)
         if not unsigned and value == -(1 << (bits - 1)):
-            return f"({-(value + 1)}{suffix}-1)"  # the most negative value has no literal of its own
+            return f"({value + 1}{suffix}-1)"  # the most negative value has no literal of its own
         text = f"{value}{suffix}"
         return f"(({self.types[dt]}){text})" if dt.itemsize < 4 and dt != dtypes.weakint else text
 
@@ -136,6 +136,7 @@ class _CProgram:
         self.uses = Counter(s for node in linear for s in node.src)
         self.counter = Counter[str]()
         self.helpers: dict[str, str] = {}
+        self.inline_depth: dict[UOp, int] = {}
         self.body: list[str] = []
         self.depth = 1
 
@@ -295,7 +296,7 @@ class _CProgram:
             expr = self.alu(node, srcs)
         else:
             raise CodegenError(f"the C renderer cannot render {op!r} in a linear program")
-        if self.uses[node] > 1:
+        if self.uses[node] > 1 or self.too_deep(node):
             self.define(node, expr, "alu" if op in GroupOp.ALU else "cast")
         else:
             self.names[node] = expr
@@ -344,10 +345,18 @@ class _CProgram:
             expr = f"{name}({', '.join(args)})"
         else:
             expr = f"({args[0]} {_INFIX[op]} {args[1]})"
-        if self.uses[node] > 1:
+        if self.uses[node] > 1 or self.too_deep(node):
             self.define_vector(node, expr, "alu")
         else:
             self.names[node] = expr
+
+    def too_deep(self, node: UOp) -> bool:
+        """Whether inlining `node` would nest expressions deeper than compilers like (clang stops at 256 brackets)."""
+        depth = 1 + max((self.inline_depth.get(s, 0) for s in node.src), default=0)
+        if depth > 64:
+            return True
+        self.inline_depth[node] = depth
+        return False
 
     def define_vector(self, node: UOp, expr: str, prefix: str) -> None:
         name = self.fresh(prefix)
