@@ -16,6 +16,7 @@ from uopir import DType, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8
 
 from .elementwise import ElementwiseMixin
 from .errors import TensorRuntimeError, TensorTypeError
+from .gradient import GradientMixin, requires_grad_tensors
 from .movement import MovementMixin
 from .multi import ShardedTensor, shard
 from .nn_ops import NNMixin
@@ -73,19 +74,20 @@ def _norm_dtype(dtype: Any) -> DType | None:
     return None if dtype is None else to_dtype(dtype)
 
 
-class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin):
+class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin, GradientMixin):
     """A lazy n-dimensional array on a device.
 
     `Tensor(data)` accepts a Python scalar, a (nested) list or tuple, a numpy array, bytes, or a tensor-level UOp.
     Ops build a graph; `realize()` / `numpy()` / `tolist()` / `item()` run it.
     """
 
-    __slots__ = ("uop", "_device", "requires_grad", "__weakref__")
+    __slots__ = ("uop", "_device", "_requires_grad", "grad", "__weakref__")
     training: ClassVar[bool] = False
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None, requires_grad: bool | None = None):
         dt = _norm_dtype(dtype)
         dev = canonicalize(device) if device is not None else Device.DEFAULT
+        self.grad: Tensor | None = None
         self.requires_grad = requires_grad
         self._device = dev
         if isinstance(data, UOp):
@@ -116,6 +118,20 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin)
         if arr.size:
             buffer_for(buf).copyin(arr)
         self.uop = buf.reshape(arr.shape)
+
+    # ---- autodiff ----
+    @property
+    def requires_grad(self) -> bool | None:
+        """True: `backward` computes this tensor's `.grad`; None (the default) and False: it does not."""
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool | None) -> None:
+        self._requires_grad = value
+        if value:
+            requires_grad_tensors.add(self)
+        else:
+            requires_grad_tensors.discard(self)
 
     # ---- wrapping ----
     def _wrap(self, u: UOp, device: str | None = None) -> Tensor:
@@ -278,7 +294,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin)
 
     def detach(self) -> Tensor:
         """The same value, cut off from gradients."""
-        return Tensor(self.uop, device=self.device, requires_grad=False)
+        return Tensor(self.uop.detach(), device=self.device, requires_grad=False)
 
     # ---- creation ----
     @staticmethod

@@ -1,0 +1,142 @@
+"""Reverse-mode autodiff over tensor-level UOp graphs: one gradient rule per op, beside the op it differentiates.
+
+`compute_gradient(root, root_grad, targets)` walks the graph from `root` back to `targets`, only through nodes that
+lead to a target, applies each op's rule to the gradient flowing into it and sums the contributions per node. Rules
+return one gradient per source (None where the source gets none: comparisons, bit ops, indices, DETACH).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from collections.abc import Callable
+
+from uopir import Ops, UOp
+
+Rule = Callable[[UOp, UOp], tuple[UOp | None, ...]]
+_LN2 = math.log(2)
+
+
+def _reduce_grad(g: UOp, ret: UOp) -> tuple[UOp | None, ...]:
+    x = ret.src[0]
+    op, axes = ret.arg
+    if op is Ops.ADD:
+        return (g.expand(x.shape),)
+    if op is Ops.MAX:
+        # the gradient goes to the maxima, split evenly between ties
+        is_max = x.eq(ret.expand(x.shape)).cast(g.dtype)
+        count = is_max.r(Ops.ADD, axes)
+        return (is_max * (g / count).expand(x.shape),)
+    if op is Ops.MUL:
+        return ((g * ret).expand(x.shape) / x,)
+    raise NotImplementedError(f"no gradient for a {op.name} reduction")
+
+
+def _max_grad(g: UOp, ret: UOp) -> tuple[UOp | None, ...]:
+    a, b = ret.src
+    bigger, equal = (b < a).cast(g.dtype), a.eq(b).cast(g.dtype)
+    share = bigger + equal * 0.5
+    return (g * share, g * (1.0 - share))
+
+
+def _argsort(order: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(sorted(range(len(order)), key=order.__getitem__))
+
+
+def _expand_grad(g: UOp, ret: UOp) -> tuple[UOp | None, ...]:
+    x = ret.src[0]
+    axes = tuple(i for i, (a, b) in enumerate(zip(x.shape, ret.shape)) if a != b)
+    return (g.r(Ops.ADD, axes) if axes else g, *[None] * (len(ret.src) - 1))
+
+
+def _movement(fn: Callable[[UOp, UOp], UOp]) -> Rule:
+    # movement ops keep their parameters as extra sources: those get no gradient
+    return lambda g, ret: (fn(g, ret), *[None] * (len(ret.src) - 1))
+
+
+GRADIENT_RULES: dict[Ops, Rule] = {
+    Ops.ADD: lambda g, ret: (g, g),
+    Ops.SUB: lambda g, ret: (g, -g),
+    Ops.MUL: lambda g, ret: (g * ret.src[1], g * ret.src[0]),
+    Ops.NEG: lambda g, ret: (-g,),
+    Ops.FDIV: lambda g, ret: (g / ret.src[1], -g * ret.src[0] / (ret.src[1] * ret.src[1])),
+    Ops.RECIPROCAL: lambda g, ret: (-g * ret * ret,),
+    Ops.EXP2: lambda g, ret: (g * ret * _LN2,),
+    Ops.LOG2: lambda g, ret: (g / (ret.src[0] * _LN2),),
+    Ops.SIN: lambda g, ret: (g * (ret.src[0].const_like(math.pi / 2) - ret.src[0]).sin(),),
+    Ops.SQRT: lambda g, ret: (g / (ret * 2),),
+    Ops.POW: lambda g, ret: (g * ret.src[1] * ret.src[0].alu(Ops.POW, ret.src[1] - 1), g * ret * ret.src[0].log2() * _LN2),
+    Ops.MULACC: lambda g, ret: (g * ret.src[1], g * ret.src[0], g),
+    Ops.MAX: _max_grad,
+    Ops.WHERE: lambda g, ret: (None, ret.src[0].where(g, g.const_like(0)), ret.src[0].where(g.const_like(0), g)),
+    Ops.CAST: lambda g, ret: (g.cast(ret.src[0].dtype),),
+    Ops.TRUNC: lambda g, ret: (g.const_like(0),),
+    Ops.REDUCE: _reduce_grad,
+    Ops.RESHAPE: _movement(lambda g, ret: g.reshape(ret.src[0].shape)),
+    Ops.EXPAND: _expand_grad,
+    Ops.PERMUTE: _movement(lambda g, ret: g.permute(_argsort(ret.marg))),
+    Ops.PAD: _movement(lambda g, ret: g.shrink(tuple((b, b + s) for (b, _), s in zip(ret.marg, ret.src[0].shape)))),
+    Ops.SHRINK: _movement(lambda g, ret: g.pad(tuple((b, s - e) for (b, e), s in zip(ret.marg, ret.src[0].shape)))),
+    Ops.FLIP: _movement(lambda g, ret: g.flip(ret.marg)),
+    Ops.CONTIGUOUS: lambda g, ret: (g,),
+    Ops.CONTIGUOUS_BACKWARD: lambda g, ret: (g.contiguous(),),
+    Ops.COPY: lambda g, ret: (g.copy_to_device(ret.src[0].device),),
+}
+# no gradient flows through these: their results are not differentiable functions of their inputs
+NON_DIFFERENTIABLE = frozenset({Ops.DETACH, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR,
+                                Ops.CDIV, Ops.CMOD, Ops.FLOORDIV, Ops.FLOORMOD, Ops.BITCAST, Ops.THREEFRY})
+
+
+def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
+    """d(root)/d(t) for each t in `targets` reachable from `root` (missing when no path leads there)."""
+    order = list(root.toposort())
+    leads: set[UOp] = set()
+    for node in order:  # sources come first, so one pass finds every node with a target below it
+        if node in targets or any(s in leads for s in node.src):
+            leads.add(node)
+    grads: dict[UOp, UOp] = {root: root_grad}
+    for node in reversed(order):
+        g = grads.get(node)
+        if g is None or node not in leads or node in targets and not node.src:
+            continue
+        if node.op in NON_DIFFERENTIABLE or not node.src:
+            continue
+        rule = GRADIENT_RULES.get(node.op)
+        if rule is None:
+            raise NotImplementedError(f"no gradient rule for {node.op.name}")
+        for src, src_grad in zip(node.src, rule(g, node)):
+            if src_grad is None or src not in leads:
+                continue
+            grads[src] = src_grad if src not in grads else grads[src] + src_grad
+    return {t: grads[t] for t in targets if t in grads}
+
+
+class GradientMixin:
+    """`Tensor.gradient`, `Tensor.backward` and the `requires_grad` registry they read."""
+
+    def gradient(self, *targets, gradient=None) -> list:
+        """d(self)/d(target) for each target, as new tensors; `gradient` seeds d(self) (ones for a scalar)."""
+        if gradient is None:
+            if self.shape != ():
+                raise RuntimeError(f"gradient of a non-scalar tensor of shape {self.shape} needs an explicit `gradient=`")
+            seed = self.uop.const_like(1.0)
+        else:
+            seed = gradient.uop
+        grads = compute_gradient(self.uop, seed, {t.uop for t in targets})
+        missing = [i for i, t in enumerate(targets) if t.uop not in grads]
+        if missing:
+            raise RuntimeError(f"targets {missing} are not part of the graph of this tensor: no gradient flows to them")
+        return [self._wrap(grads[t.uop]) for t in targets]
+
+    def backward(self, gradient=None):
+        """Accumulate d(self)/d(t) into `t.grad` for every tensor `t` with `requires_grad` that self depends on."""
+        nodes = set(self.uop.toposort())
+        targets = [t for t in list(requires_grad_tensors) if t.uop in nodes]
+        if not targets:
+            raise RuntimeError("backward found no tensor with requires_grad=True in this graph")
+        for t, g in zip(targets, self.gradient(*targets, gradient=gradient)):
+            t.grad = g if t.grad is None else t.grad + g
+        return self
+
+
+requires_grad_tensors: weakref.WeakSet = weakref.WeakSet()

@@ -1,0 +1,117 @@
+"""Autodiff: analytic gradients from the rules checked against finite differences of independent numpy functions."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from uop_scheduler import Tensor
+
+
+def numeric_grad(fn, x: np.ndarray, eps: float = 1e-6) -> np.ndarray:
+    """Central differences of sum(fn(x) * w) in float64 (w fixed inside fn)."""
+    x = x.astype(np.float64)
+    grad = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        plus, minus = x.copy(), x.copy()
+        plus[idx] += eps
+        minus[idx] -= eps
+        grad[idx] = (fn(plus) - fn(minus)) / (2 * eps)
+    return grad
+
+
+def check(tensor_fn, numpy_fn, *inputs: np.ndarray, rtol: float = 2e-3, atol: float = 2e-4) -> None:
+    rng = np.random.default_rng(len(inputs))
+    out_shape = numpy_fn(*[x.astype(np.float64) for x in inputs]).shape
+    weight = rng.standard_normal(out_shape)  # a random projection, so every output element matters differently
+    tensors = [Tensor(x.astype(np.float32), requires_grad=True) for x in inputs]
+    (tensor_fn(*tensors) * Tensor(weight.astype(np.float32))).sum().backward()
+    for i, (t, x) in enumerate(zip(tensors, inputs)):
+        def scalar(v, i=i):
+            args = [v if j == i else inputs[j].astype(np.float64) for j in range(len(inputs))]
+            return float((numpy_fn(*args) * weight).sum())
+        np.testing.assert_allclose(t.grad.numpy(), numeric_grad(scalar, x), rtol=rtol, atol=atol, err_msg=f"input {i}")
+
+
+UNARY = {
+    "exp": (lambda t: t.exp(), np.exp, (-2, 2)),
+    "log": (lambda t: t.log(), np.log, (0.5, 3)),
+    "sqrt": (lambda t: t.sqrt(), np.sqrt, (0.5, 3)),
+    "sin": (lambda t: t.sin(), np.sin, (-3, 3)),
+    "cos": (lambda t: t.cos(), np.cos, (-3, 3)),
+    "tanh": (lambda t: t.tanh(), np.tanh, (-2, 2)),
+    "sigmoid": (lambda t: t.sigmoid(), lambda x: 1 / (1 + np.exp(-x)), (-3, 3)),
+    "relu": (lambda t: t.relu(), lambda x: np.maximum(x, 0), (0.1, 2)),
+    "reciprocal": (lambda t: t.reciprocal(), lambda x: 1 / x, (0.5, 2)),
+    "square": (lambda t: t.square(), np.square, (-2, 2)),
+    "silu": (lambda t: t.silu(), lambda x: x / (1 + np.exp(-x)), (-3, 3)),
+}
+
+
+@pytest.mark.parametrize("name", list(UNARY))
+@settings(max_examples=4, deadline=None, derandomize=True)
+@given(shape=st.sampled_from([(3,), (2, 3)]))
+def test_unary_ops(name, shape):
+    tensor_fn, numpy_fn, (lo, hi) = UNARY[name]
+    x = np.random.default_rng(list(UNARY).index(name)).uniform(lo, hi, shape)
+    check(tensor_fn, numpy_fn, x)
+
+
+BINARY = {
+    "add": (lambda a, b: a + b, np.add),
+    "sub": (lambda a, b: a - b, np.subtract),
+    "mul": (lambda a, b: a * b, np.multiply),
+    "div": (lambda a, b: a / b, np.divide),
+    "maximum": (lambda a, b: a.maximum(b), np.maximum),
+    "pow": (lambda a, b: a.pow(b), np.power),
+}
+
+
+@pytest.mark.parametrize("name", list(BINARY))
+def test_binary_ops_with_broadcasting(name):
+    rng = np.random.default_rng(5)
+    a, b = rng.uniform(0.5, 2, (2, 3)), rng.uniform(0.5, 2, (3,))
+    check(*BINARY[name], a, b)
+
+
+@pytest.mark.parametrize("axis", [None, 0, 1])
+def test_reductions(axis):
+    x = np.random.default_rng(6).permutation(12).reshape(3, 4).astype(np.float64)  # distinct: no max ties
+    check(lambda t: t.sum(axis), lambda v: np.sum(v, axis=axis), x)
+    check(lambda t: t.max(axis), lambda v: np.max(v, axis=axis), x)
+    check(lambda t: t.mean(axis), lambda v: np.mean(v, axis=axis), x)
+
+
+def test_movement_ops():
+    x = np.random.default_rng(7).standard_normal((2, 3, 4))
+    check(lambda t: t.reshape(6, 4), lambda v: v.reshape(6, 4), x)
+    check(lambda t: t.permute(2, 0, 1), lambda v: v.transpose(2, 0, 1), x)
+    check(lambda t: t.pad(((0, 0), (1, 2), (0, 1))), lambda v: np.pad(v, ((0, 0), (1, 2), (0, 1))), x)
+    check(lambda t: t[:, 1:, ::2], lambda v: v[:, 1:, ::2], x)
+    check(lambda t: t.flip(1), lambda v: v[:, ::-1], x)
+    check(lambda t: t.expand(5, 2, 3, 4), lambda v: np.broadcast_to(v, (5, 2, 3, 4)), x)
+
+
+def test_composite_ops_against_analytic_numpy():
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+    check(lambda x, y: x @ y, lambda x, y: x @ y, a, b)
+
+    def np_softmax(v):
+        e = np.exp(v - v.max(-1, keepdims=True))
+        return e / e.sum(-1, keepdims=True)
+
+    check(lambda t: t.softmax(-1), np_softmax, a)
+    check(lambda t: t.log_softmax(-1), lambda v: np.log(np_softmax(v)), a)
+
+
+def test_detach_stops_gradients_and_backward_accumulates():
+    x = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+    (x * x.detach()).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [1, 2, 3])  # d/dx of x*c is c: the detached factor is a constant
+    (x * 2).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [3, 4, 5])
+    y = Tensor([1.0, 2.0])
+    with pytest.raises(RuntimeError, match="not part of the graph"):
+        (x * 2).sum().gradient(y)
+    with pytest.raises(RuntimeError, match="non-scalar"):
+        (x * 2).gradient(x)
