@@ -121,7 +121,7 @@ class ElementwiseMixin:
         """self / x: true division in a float dtype; rounding_mode "trunc" or "floor" rounds the quotient."""
         a, b = self._broadcasted(x, reverse)
         if rounding_mode is not None and dtypes.is_int(a.dtype):
-            return a._alu(Ops.CDIV, b._opaque_divisor()) if rounding_mode == "trunc" else a._floor_divmod(b)[0]
+            return a._alu(Ops.CDIV, b) if rounding_mode == "trunc" else a._floor_divmod(b)[0]
         q = a._float()._alu(Ops.FDIV, b._float())
         if rounding_mode == "trunc":
             return q.trunc()
@@ -131,20 +131,9 @@ class ElementwiseMixin:
             raise TensorRuntimeError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
         return q
 
-    def _opaque_divisor(self: Tensor) -> Tensor:
-        """A constant divisor moved into a one-element buffer.
-
-        uopir's kernel lowering rewrites a C division whose operands are provably non-negative into a floor division
-        and then cannot render it; a divisor read from memory has unknown bounds, so the C division stays as is.
-        """
-        if self.uop.base.op is not Ops.CONST:
-            return self
-        value = type(self)([self.uop.base.arg], dtype=self.dtype, device=self.device)
-        return value.reshape(()).expand(self.shape)
-
     def _floor_divmod(self: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
         """Python // and % on same-shape int tensors, from C's truncating division (kernels have no floor division)."""
-        b = b._opaque_divisor()
+        b = b
         q, r = self._alu(Ops.CDIV, b), self._alu(Ops.CMOD, b)
         if dtypes.is_unsigned(self.dtype):
             return q, r
@@ -157,7 +146,7 @@ class ElementwiseMixin:
         """Integer division rounding toward zero (C semantics)."""
         a, b = self._broadcasted(x, reverse)
         a._check_int("idiv")
-        return a._alu(Ops.CDIV, b._opaque_divisor())
+        return a._alu(Ops.CDIV, b)
 
     def floordiv(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
         """self // x: floor division (Python semantics)."""

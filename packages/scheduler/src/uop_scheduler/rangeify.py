@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from uopir import AxisType, GroupOp, Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite, symbolic
+from uopir import AxisType, GroupOp, Ops, UOp, dtypes, graph_rewrite, symbolic
 
 from .errors import SchedulerError
 
@@ -79,35 +79,6 @@ def reshape_index(idx: Index, new_shape: tuple[int, ...], old_shape: tuple[int, 
     return tuple(out)
 
 
-def _magic_floordiv(x: UOp, c: int) -> UOp | None:
-    """x // c for a positive constant c as a multiply and a shift (Granlund-Montgomery), or None if it could overflow.
-
-    With x < 2**n and l = ceil(log2 c), m = ceil(2**(n+l) / c) gives x // c == (x * m) >> (n + l) exactly.
-    """
-    if c & (c - 1) == 0:
-        return x if c == 1 else x.alu(Ops.SHR, x.const_like(c.bit_length() - 1))
-    n = max(abs(int(x.vmin)), int(x.vmax)).bit_length()
-    if x.vmin < 0 or 2 * n + c.bit_length() + 1 > 62:
-        return None
-    shift = n + (c - 1).bit_length()
-    m = -((-(1 << shift)) // c)
-    return (x * m).alu(Ops.SHR, x.const_like(shift))
-
-
-def _lower_divmod(d: UOp, x: UOp, y: UOp) -> UOp | None:
-    if d.dtype is not dtypes.weakint or not isinstance(y.arg, int) or y.arg <= 0:
-        return None
-    q = _magic_floordiv(x, y.arg)
-    if q is None:
-        return None
-    return q if d.op is Ops.FLOORDIV else x - q * y.arg
-
-
-# uopir's kernel lowering turns provably non-negative C divisions back into floor divisions and does not render
-# those, so index division by a constant leaves here as a multiply-shift that no later rule changes back
-pm_index_divmod = PatternMatcher([
-    (UPat((Ops.FLOORDIV, Ops.FLOORMOD), name="d", src=(UPat.var("x"), UPat.cvar("y"))), _lower_divmod),
-])
 
 
 def _and(a: UOp | None, b: UOp | None) -> UOp | None:
@@ -247,4 +218,4 @@ class KernelLowering:
         out = UOp.param(0, node.dtype.ptr(size))
         store = out.index(flat_index(ranges, shape).simplify() if ranges else UOp.const(0)).store(value)
         ast = UOp.sink(store.end(*[r for r in ranges if r.op is Ops.RANGE]))
-        return graph_rewrite(graph_rewrite(ast, symbolic), pm_index_divmod)
+        return graph_rewrite(ast, symbolic)

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from .tensor import Tensor
 
 Axis = int | tuple[int, ...] | list[int] | None
-_UNSIGNED_OF = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
 
 
 class ReduceMixin:
@@ -52,14 +51,11 @@ class ReduceMixin:
             return ret
         return ret.reshape(tuple(d for i, d in enumerate(self.shape) if i not in axes))
 
-    def _lowest(self: Tensor) -> Tensor | float:
+    def _lowest(self: Tensor) -> float | int:
         """The smallest value of the dtype, as an operand (the identity of max)."""
         if dtypes.is_float(self.dtype):
             return -math.inf
-        if self.dtype not in dtypes.sints:
-            return self.dtype.min
-        # uopir's C renderer drops the minus sign of a signed int's minimum literal; a value loaded from memory is exact
-        return type(self)([self.dtype.min], dtype=self.dtype, device=self.device).reshape(())
+        return self.dtype.min
 
     def _inverse(self: Tensor) -> Tensor:
         """A order-reversing map (min via max): negation for floats and signed ints, complement otherwise."""
@@ -80,13 +76,6 @@ class ReduceMixin:
 
     def max(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
         """Max over `axis` (NaN propagates)."""
-        if self.dtype in dtypes.sints:
-            # uopir's C renderer writes a signed MAX-reduce identity (the dtype's min) without its minus sign, so signed
-            # ints are reduced as order-preserving unsigned keys (sign bit flipped), whose identity is 0
-            unsigned = _UNSIGNED_OF[self.dtype]
-            sign = 1 << (self.dtype.itemsize * 8 - 1)
-            keys = self.bitcast(unsigned).bitwise_xor(sign)
-            return keys._reduce(Ops.MAX, axis, keepdim).bitwise_xor(sign).bitcast(self.dtype)
         return self._reduce(Ops.MAX, axis, keepdim)
 
     def min(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
