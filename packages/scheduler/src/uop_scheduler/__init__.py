@@ -3,6 +3,7 @@
 from hcq_runtime import Device
 from uopir import dtypes
 
+from . import nn
 from .context import Context
 from .errors import BroadcastError, SchedulerError, ShapeError, TensorIndexError, TensorRuntimeError, TensorTypeError
 from .jit import JitError, TinyJit
@@ -16,6 +17,7 @@ __all__ = [
     "__version__",
     "Tensor",
     "TinyJit",
+    "nn",
     "JitError",
     "ShardedTensor",
     "dtypes",

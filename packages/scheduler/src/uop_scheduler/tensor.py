@@ -206,6 +206,20 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin,
                 t.uop = buf.reshape(t.shape)
         return self
 
+    def assign(self, x: Any) -> Tensor:
+        """Give this tensor the value of `x` (same dtype and device; broadcast to this shape). Expressions built from
+        the old value keep it: nothing is overwritten in place, the tensor is rebound to the new value."""
+        if not isinstance(x, Tensor):
+            x = Tensor(x, device=self.device, dtype=self.dtype)
+        if x.device != self.device:
+            raise TensorRuntimeError(f"assign device mismatch: {self.device} <- {x.device}; move the value with .to() first")
+        if x.dtype != self.dtype:
+            raise TensorRuntimeError(f"assign dtype mismatch {self.dtype} != {x.dtype}: cast the value explicitly")
+        if x.shape != self.shape:
+            x = x.expand(self.shape)
+        self.uop = x.uop
+        return self
+
     def numpy(self) -> np.ndarray:
         """The values as a numpy array (realizing first)."""
         self.realize()
