@@ -57,19 +57,22 @@ class AdamW(Optimizer):
     def __init__(self, params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01):
         super().__init__(params, lr)
         self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
-        self.t = 0
         self.m = [Tensor.zeros(*p.shape, device=p.device) for p in self.params]
         self.v = [Tensor.zeros(*p.shape, device=p.device) for p in self.params]
-        self.state = [*self.m, *self.v]
+        # b1**t and b2**t live in tensors rather than constants, so every step has the same graph: one schedule and
+        # one set of kernels for the whole run instead of new ones per step
+        self.b1_t, self.b2_t = Tensor([1.0]), Tensor([1.0])
+        self.state = [*self.m, *self.v, self.b1_t, self.b2_t]
 
     def step(self) -> None:
-        self.t += 1
+        self.b1_t.assign(self.b1_t * self.b1)
+        self.b2_t.assign(self.b2_t * self.b2)
         super().step()
 
     def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
         m = self.m[i].assign(self.b1 * self.m[i] + (1 - self.b1) * g)
         v = self.v[i].assign(self.b2 * self.v[i] + (1 - self.b2) * g * g)
-        m_hat, v_hat = m / (1 - self.b1**self.t), v / (1 - self.b2**self.t)
+        m_hat, v_hat = m / (1 - self.b1_t.to(p.device)), v / (1 - self.b2_t.to(p.device))
         update = m_hat / (v_hat.sqrt() + self.eps)
         if self.weight_decay:
             update = update + self.weight_decay * p
