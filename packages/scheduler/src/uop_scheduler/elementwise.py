@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from uopir import DType, Ops, UOp, dtypes, least_upper_dtype, least_upper_float, strong_dtype
 
 from .errors import BroadcastError, TensorRuntimeError
+from .fields import TensorFields
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -42,15 +43,10 @@ def _const_dtype(x: Scalar) -> DType:
     return dtypes.from_py(x)
 
 
-class ElementwiseMixin:
+class ElementwiseMixin(TensorFields):
     """Elementwise ops of Tensor."""
 
     __slots__ = ()
-    uop: UOp
-    dtype: DType
-    shape: tuple[int, ...]
-    ndim: int
-    device: str
 
     # ---- broadcasting and promotion ----
     def _broadcast_to(self: Tensor, shape: tuple[int, ...]) -> Tensor:

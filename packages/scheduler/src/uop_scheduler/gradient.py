@@ -114,6 +114,8 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
 class GradientMixin:
     """`Tensor.gradient`, `Tensor.backward` and the `requires_grad` registry they read."""
 
+    __slots__ = ()
+
     def gradient(self, *targets, gradient=None) -> list:
         """d(self)/d(target) for each target, as new tensors; `gradient` seeds d(self) (ones for a scalar)."""
         if gradient is None:

@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from uopir import DType, Ops, UOp, dtypes, least_upper_dtype
+from uopir import Ops, UOp, dtypes, least_upper_dtype
 
 from .elementwise import broadcast_shape
 from .errors import ShapeError, TensorIndexError, TensorRuntimeError
+from .fields import TensorFields
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -28,15 +29,10 @@ def argfix(*x: Any) -> tuple[Any, ...]:
     return x
 
 
-class MovementMixin:
+class MovementMixin(TensorFields):
     """Movement ops of Tensor."""
 
     __slots__ = ()
-    uop: UOp
-    dtype: DType
-    shape: tuple[int, ...]
-    ndim: int
-    device: str
 
     # ---- the basic six ----
     def reshape(self: Tensor, shape: Any, *args: Any) -> Tensor:

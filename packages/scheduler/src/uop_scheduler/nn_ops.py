@@ -10,9 +10,10 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from uopir import DType, UOp, dtypes, least_upper_dtype, to_dtype
+from uopir import dtypes, least_upper_dtype, to_dtype
 
 from .errors import ShapeError, TensorRuntimeError
+from .fields import TensorFields
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -35,15 +36,10 @@ def _conv_padding(padding: int | Sequence[int], ndims: int) -> tuple[tuple[int, 
     raise ShapeError(f"padding {pad} must be an int, {ndims} ints or {2 * ndims} ints")
 
 
-class NNMixin:
+class NNMixin(TensorFields):
     """Composite ops of Tensor."""
 
     __slots__ = ()
-    uop: UOp
-    dtype: DType
-    shape: tuple[int, ...]
-    ndim: int
-    device: str
 
     # ---- matrix products ----
     def dot(self: Tensor, w: Tensor, dtype: Any = None) -> Tensor:

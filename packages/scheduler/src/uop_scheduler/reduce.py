@@ -9,9 +9,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from uopir import DType, Ops, UOp, dtypes, sum_acc_dtype, to_dtype
+from uopir import Ops, dtypes, sum_acc_dtype, to_dtype
 
 from .errors import TensorIndexError, TensorRuntimeError
+from .fields import TensorFields
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -19,15 +20,10 @@ if TYPE_CHECKING:
 Axis = int | tuple[int, ...] | list[int] | None
 
 
-class ReduceMixin:
+class ReduceMixin(TensorFields):
     """Reduction ops of Tensor."""
 
     __slots__ = ()
-    uop: UOp
-    dtype: DType
-    shape: tuple[int, ...]
-    ndim: int
-    device: str
 
     def _resolve_dim(self: Tensor, dim: int, *, extra: bool = False) -> int:
         total = self.ndim + int(extra)
