@@ -1,5 +1,6 @@
 """Devices, buffers, allocators and compile caches; running a LINEAR of CALLs; the hcq2 command-queue engine."""
 
+from . import amd
 from .allocator import Allocator, LRUAllocator
 from .batch import LinkedLinear, link_linear
 from .buffer import Buffer, numpy_dtype
@@ -9,12 +10,17 @@ from .cpu import CPUDevice, CPUProgram
 from .device import Device, canonicalize
 from .disk import DiskDevice
 from .errors import AllocationError, CompileError, DeviceError, RuntimeErrorBase
+from .ffi import FFIError, ccall, cstruct
 from .realize import CompiledKernel, Counters, bind_buffer, buffer_for, compile_body, counters, run_call, run_linear
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "amd",
+    "FFIError",
+    "ccall",
+    "cstruct",
     "AMDCompiler",
     "Allocator",
     "AllocationError",

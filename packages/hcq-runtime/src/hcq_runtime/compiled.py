@@ -12,7 +12,9 @@ class CompiledDevice:
     """A device with memory, a renderer (kernel AST → source), a compiler (source → binary) and a program loader.
 
     `run_linear` needs exactly this: `renderer` for `uopir.to_program`, `compiler.compile`, `program(name, binary)`
-    returning a callable `(addresses, values, n_cores=...)`, and `n_cores` for THREAD opts (1 when the device has none)."""
+    returning an object with `launch(addresses, values, global_size, local_size)` (buffer addresses in the program's
+    globals order, variable values in its vars order, the ProgramInfo launch dims), and `n_cores` for THREAD opts
+    (1 when the device has none)."""
 
     name: str
     allocator: Allocator
@@ -21,7 +23,7 @@ class CompiledDevice:
     n_cores: int = 1
 
     def program(self, name: str, binary: bytes) -> Any:
-        """Load `binary` and return its entry point `name` as a callable program."""
+        """Load `binary` and return its entry point `name` as a program with `launch(...)`."""
         raise NotImplementedError
 
     def synchronize(self) -> None:

@@ -153,6 +153,10 @@ class CPUProgram:
         elif self.device.launcher(ctypes.cast(self.fn, ctypes.c_void_p), bufs, values, n_cores) != 0:
             raise DeviceError(f"could not start {n_cores} threads for {self.name}")
 
+    def launch(self, addresses: list[int], values: list[int], global_size: tuple[int, int, int], local_size: tuple[int, int, int]) -> None:
+        """The CompiledDevice launch: a THREAD kernel's global size is its core count."""
+        self(addresses, values, n_cores=global_size[0])
+
 
 class CPUDevice(CompiledDevice):
     """`CPU`, `CPU:1`, ...: each name is a separate device with its own allocator."""

@@ -19,6 +19,8 @@ from .errors import DeviceError
 BUILTIN_BACKENDS: dict[str, str] = {
     "CPU": "hcq_runtime.cpu:CPUDevice",
     "DISK": "hcq_runtime.disk:DiskDevice",
+    "AMD": "hcq_runtime.amd:AMDDevice",
+    "MOCKAMD": "hcq_runtime.amd:AMDDevice",
 }
 
 

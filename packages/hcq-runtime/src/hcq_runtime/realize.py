@@ -137,9 +137,13 @@ def run_call(call: UOp, var_vals: dict[str, int]) -> None:
         device = _device_for_body(body, args)
         kernel = compile_body(body, device)
         info = kernel.info
-        addresses = [buffer_for(args[slot]).ensure_allocated().address for slot in info.globals]
+        buffers = [buffer_for(args[slot]) for slot in info.globals]
+        if strangers := sorted({b.device for b in buffers} - {device}):
+            raise DeviceError(f"kernel {info.function_name} runs on {device} but reads or writes buffers on {', '.join(strangers)}: "
+                              "a program can only address its own device's memory; copy the data first")
+        addresses = [b.ensure_allocated().address for b in buffers]
         values = [_variable_value(v, args, var_vals) for v in info.vars]
-        kernel.program(addresses, values, n_cores=info.global_size[0])
+        kernel.program.launch(addresses, values, info.global_size, info.local_size)
         counters.kernels += 1
         label = info.function_name
     else:

@@ -113,6 +113,17 @@ def _is_leaf_view(node: UOp, leaf_set: set[UOp]) -> UOp | None:
     return node if node in leaf_set else None
 
 
+def _device_of(node: UOp, default_device: str) -> str:
+    """Where a node is computed: its own device, else the device of the buffers below it (`UOp.device` follows only
+    the first source, and a graph such as a gradient can start from a device-less constant), else the default."""
+    if isinstance(node.device, str):
+        return node.device
+    for below in node.toposort(gate=lambda n: n.op is not Ops.COPY):
+        if below.op is Ops.BUFFER and isinstance(below.device, str):
+            return below.device
+    return default_device
+
+
 def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str) -> Plan:
     """Decide the realized nodes and build one step per realized node (see the module docstring)."""
     leaf_set = set(walk.inputs)
@@ -140,7 +151,7 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str) -
     for node in walk.nodes:
         if node not in realized:
             continue
-        device = node.device if isinstance(node.device, str) else default_device
+        device = _device_of(node, default_device)
         out = bufnum[node] = len(walk.inputs) + len(new_buffers)
         new_buffers.append(NewBuffer(device, _size(node.shape), node.dtype))
         if node.op is Ops.COPY:

@@ -1,0 +1,337 @@
+"""`AMDDevice`: queues, signals, memory and programs of one AMD GPU, over any `Driver` (mock or /dev/kfd).
+
+The same code drives `MOCKAMD` (a `MockKFD`) and `AMD` (the real KFD): it allocates rings and pointers through the
+driver, writes command words into the rings, publishes the write pointer and rings the doorbell, and waits on
+signals in host-visible memory with a timeout that reports where each queue stands.
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from uopir import AMDOpenCLRenderer
+
+from ..allocator import LRUAllocator
+from ..compiled import CompiledDevice
+from ..compiler import AMDCompiler
+from ..errors import AllocationError
+from . import pm4, regs
+from .cmdbuf import CommandBuffer
+from .driver import Driver, GPUMemory, QueueDesc, QueueKind
+from .errors import AMDError, QueueHangError
+from .kfd import KFDDriver
+from .loader import load_image
+from .mock_kfd import MockKFD
+from .queue import AMDComputeQueue, AMDCopyQueue, ProgramInfo
+
+SIGNAL_SIZE = 16  # value (u64), timestamp (u64)
+KERNARG_ALIGN = 256
+DEFAULT_TIMEOUT_MS = 30_000
+GFX11_RSRC1_PRIV = 1 << 20  # set on gfx11 to work around CWSR (as tinygrad does)
+
+
+@dataclass
+class Signal:
+    """A 16-byte signal in host-visible GPU memory: the value at `address`, a timestamp 8 bytes on."""
+
+    address: int
+    words: np.ndarray  # uint64 view of the two words
+
+    @property
+    def value(self) -> int:
+        """The signal's current value (the GPU writes it; the host may too)."""
+        return int(self.words[0])
+
+    @value.setter
+    def value(self, new: int) -> None:
+        self.words[0] = new
+
+    @property
+    def timestamp_address(self) -> int:
+        """Where timestamps for this signal are written."""
+        return self.address + 8
+
+    @property
+    def timestamp(self) -> int:
+        """The last timestamp written (GPU clock ticks, 100 MHz)."""
+        return int(self.words[1])
+
+
+@dataclass
+class HWQueue:
+    """A hardware queue of the device: the driver's descriptor, its ring and pointer memory, the host's put pointer."""
+
+    desc: QueueDesc
+    ring: GPUMemory
+    pointers: GPUMemory
+    put: int = 0
+
+
+@dataclass
+class BoundCommands:
+    """A command buffer uploaded to GPU memory: `words` is the host view to patch, `dwords` its length."""
+
+    memory: GPUMemory
+    dwords: int
+
+    @property
+    def words(self) -> np.ndarray:
+        assert self.memory.view is not None
+        return self.memory.view[:4 * self.dwords]
+
+
+class AMDAllocator(LRUAllocator[GPUMemory]):
+    """GPU memory through the driver; host-visible, so copies in and out go through the host mapping."""
+
+    def __init__(self, device: AMDDevice):
+        super().__init__()
+        self.device = device
+
+    def _alloc(self, nbytes: int, options: object) -> GPUMemory:
+        return self.device.driver.alloc(nbytes, host_visible=True)
+
+    def _free(self, opaque: GPUMemory, nbytes: int, options: object) -> None:
+        self.device.synchronize()  # the GPU may still be using it
+        self.device.driver.free(opaque)
+
+    def _view(self, opaque: GPUMemory) -> np.ndarray:
+        if opaque.view is None:
+            raise AllocationError("this allocation is not host-visible; copy through the SDMA queue instead")
+        return opaque.view
+
+    def copyin(self, dest: GPUMemory, src: memoryview) -> None:
+        self.device.synchronize()
+        self._view(dest)[:src.nbytes] = np.frombuffer(src, np.uint8)
+
+    def copyout(self, dest: memoryview, src: GPUMemory) -> None:
+        self.device.synchronize()
+        np.frombuffer(dest, np.uint8)[:] = self._view(src)[:dest.nbytes]
+
+    def offset(self, opaque: GPUMemory, offset: int, nbytes: int) -> GPUMemory:
+        return opaque.offset(offset, nbytes)
+
+    def address(self, opaque: GPUMemory) -> int:
+        return opaque.va
+
+
+class AMDProgram:
+    """A kernel loaded into GPU memory: its image (descriptor + code) and the dispatch settings of its descriptor."""
+
+    def __init__(self, device: AMDDevice, binary: bytes, name: str | None = None):
+        loaded = load_image(binary, name)
+        self.device, self.name, kd = device, loaded.name, loaded.descriptor
+        self.image = device.driver.alloc(len(loaded.image), host_visible=True)
+        assert self.image.view is not None
+        self.image.view[:len(loaded.image)] = np.frombuffer(loaded.image, np.uint8)
+        lds_blocks = ((kd.group_segment_fixed_size + 511) // 512) & 0x1FF
+        self.info = ProgramInfo(address=self.image.va + loaded.entry_offset,
+                                rsrc1=kd.compute_pgm_rsrc1 | (GFX11_RSRC1_PRIV if device.target[0] == 11 else 0),
+                                rsrc2=kd.compute_pgm_rsrc2 | (lds_blocks << 15), rsrc3=kd.compute_pgm_rsrc3, wave32=kd.wave32,
+                                user_sgprs=tuple(kd.user_sgprs), kernarg_size=kd.kernarg_size)
+        self.private_segment_size = kd.private_segment_fixed_size
+
+    def __call__(self, kernargs: bytes, groups: tuple[int, int, int], local: tuple[int, int, int], *, wait: bool = True) -> None:
+        """Dispatch with argument bytes `kernargs` over `groups` workgroups of `local` work-items."""
+        self.device.exec(self, kernargs, groups, local, wait=wait)
+
+    def launch(self, addresses: list[int], values: list[int], global_size: tuple[int, int, int], local_size: tuple[int, int, int]) -> None:
+        """The CompiledDevice launch: the HSA kernarg layout of the AMD OpenCL renderer (8-byte buffer addresses in
+        globals order, then the variables as 8-byte signed ints), `global_size` workgroups of `local_size` items."""
+        kernargs = struct.pack(f"<{len(addresses)}Q{len(values)}q", *addresses, *values)
+        self(kernargs, tuple(global_size), tuple(local_size))
+
+
+class AMDDevice(CompiledDevice):
+    """One AMD GPU: a compute queue, an SDMA copy queue, a timeline signal, an allocator, program loading; kernels are
+    rendered as OpenCL C and compiled with clang-15 for the device's target (`renderer`, `compiler`)."""
+
+    def __init__(self, name: str = "MOCKAMD", driver: Driver | None = None, *, ring_size: int = 1 << 20, kernarg_size: int = 1 << 20):
+        self.name = name
+        self.driver = driver if driver is not None else open_driver(name)
+        major, minor = self.driver.version()
+        if major != 1:
+            raise AMDError(f"KFD interface {major}.{minor} is not supported (need 1.x); update the kernel driver")
+        self.driver.acquire_vm()
+        self.target = self.driver.target
+        self.arch = regs.target_name(self.target)
+        self.compute = self._create_queue(QueueKind.COMPUTE, ring_size)
+        self.copy_queue = self._create_queue(QueueKind.SDMA, ring_size)
+        self._signal_page = self.driver.alloc(0x1000, uncached=True)
+        self._signals_used = 0
+        self.timeline = self.new_signal()
+        self.timeline_value = 1
+        self._kernargs = self.driver.alloc(kernarg_size)
+        self._kernarg_put = 0
+        self.allocator = AMDAllocator(self)
+        self.renderer = AMDOpenCLRenderer(self.arch)
+
+    @functools.cached_property
+    def compiler(self) -> AMDCompiler:  # type: ignore[override]
+        """clang-15 for this target, found on first compile (so a device opens on machines without it)."""
+        return AMDCompiler(self.arch)
+
+    def _create_queue(self, kind: QueueKind, ring_size: int) -> HWQueue:
+        ring = self.driver.alloc(ring_size, uncached=True)
+        pointers = self.driver.alloc(0x1000, uncached=True)
+        return HWQueue(self.driver.create_queue(kind, ring, pointers), ring, pointers)
+
+    # -- signals --------------------------------------------------------------------------------------------
+
+    def new_signal(self, value: int = 0) -> Signal:
+        """A fresh signal in the device's signal page."""
+        if (self._signals_used + 1) * SIGNAL_SIZE > self._signal_page.size:
+            raise AMDError(f"all {self._signal_page.size // SIGNAL_SIZE} signals of the device are in use")
+        mem = self._signal_page.offset(self._signals_used * SIGNAL_SIZE, SIGNAL_SIZE)
+        assert mem.view is not None
+        self._signals_used += 1
+        signal = Signal(mem.va, mem.view.view(np.uint64))
+        signal.value = value
+        return signal
+
+    def next_timeline(self) -> int:
+        """The timeline value the next submit signals (and advances the counter)."""
+        self.timeline_value += 1
+        return self.timeline_value - 1
+
+    def wait(self, signal: Signal, value: int, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+        """Spin until `signal` reaches `value`; QueueHangError (saying where each queue stands) after `timeout_ms`."""
+        deadline = time.perf_counter() + timeout_ms / 1000
+        while signal.value < value:
+            self.driver.poll()
+            if signal.value >= value:
+                break
+            if time.perf_counter() > deadline:
+                states = "; ".join(self.driver.queue_state(q.desc) for q in (self.compute, self.copy_queue))
+                raise QueueHangError(f"{self.name}: signal at {signal.address:#x} is {signal.value}, waited {timeout_ms} ms for {value}: {states}")
+
+    def synchronize(self, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+        """Wait until everything submitted so far has finished."""
+        self.wait(self.timeline, self.timeline_value - 1, timeout_ms)
+
+    # -- submission -----------------------------------------------------------------------------------------
+
+    def submit(self, cmd: CommandBuffer, kind: QueueKind = QueueKind.COMPUTE, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+        """Write `cmd`'s words into the queue's ring, publish the write pointer and ring the doorbell."""
+        words = np.frombuffer(bytes(cmd.data), np.uint32)
+        queue = self.compute if kind is QueueKind.COMPUTE else self.copy_queue
+        ring = queue.desc.ring
+        size = len(ring)
+        if len(words) >= size:
+            raise AMDError(f"a submit of {len(words)} dwords does not fit a ring of {size}; split it or use a larger ring_size")
+        if kind is QueueKind.COMPUTE:  # PM4 pointers count dwords and packets may wrap around the ring
+            start = self._reserve(queue, len(words), 1, timeout_ms)
+            first = min(len(words), size - start)
+            ring[start:start + first] = words[:first]
+            ring[:len(words) - first] = words[first:]
+            queue.put += len(words)
+        else:  # SDMA pointers count bytes and a packet must not straddle the end of the ring: pad with NOPs (zeros)
+            start = (queue.put // 4) % size
+            if start + len(words) > size:
+                self._reserve(queue, size - start, 4, timeout_ms)
+                ring[start:] = 0
+                queue.put += 4 * (size - start)
+                start = 0
+            self._reserve(queue, len(words), 4, timeout_ms)
+            ring[start:start + len(words)] = words
+            queue.put += 4 * len(words)
+        queue.desc.write_ptr[0] = queue.put
+        queue.desc.doorbell.ring(queue.put)
+
+    def _reserve(self, queue: HWQueue, dwords: int, unit: int, timeout_ms: int) -> int:
+        """Wait until `dwords` fit behind the engine's read pointer; return the ring index to write at."""
+        size = len(queue.desc.ring)
+        deadline = time.perf_counter() + timeout_ms / 1000
+        while (queue.put - int(queue.desc.read_ptr[0])) // unit + dwords > size:
+            self.driver.poll()
+            if time.perf_counter() > deadline:
+                raise QueueHangError(f"{self.name}: the ring stays full: {self.driver.queue_state(queue.desc)}")
+        return (queue.put // unit) % size
+
+    # -- programs and work ----------------------------------------------------------------------------------
+
+    def program(self, name: str | None, binary: bytes) -> AMDProgram:
+        """Load kernel `name` (None: the only one) of a code object."""
+        return AMDProgram(self, binary, name)
+
+    def bind(self, cmd: CommandBuffer) -> BoundCommands:
+        """Upload a compute command buffer to GPU memory, to be run by reference (INDIRECT_BUFFER) any number of times.
+
+        Patch it in place with `cmd.link(values, into=bound.words)` / `cmd.patch(values, into=bound.words)`."""
+        if not cmd.data:
+            raise AMDError("cannot bind an empty command buffer")
+        mem = self.driver.alloc(len(cmd.data))
+        assert mem.view is not None
+        mem.view[:len(cmd.data)] = np.frombuffer(bytes(cmd.data), np.uint8)
+        return BoundCommands(mem, len(cmd.data) // 4)
+
+    def submit_bound(self, bound: BoundCommands, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+        """Run a bound command buffer: one INDIRECT_BUFFER packet goes through the compute ring."""
+        ib = CommandBuffer()
+        ib.emit(pm4.indirect_buffer(bound.memory.va, bound.dwords))
+        self.submit(ib, QueueKind.COMPUTE, timeout_ms)
+
+    def kernargs(self, data: bytes, size: int) -> int:
+        """Place kernel arguments (zero-padded to `size`) in the kernarg ring; return their GPU address."""
+        need = -(-max(size, len(data), 1) // KERNARG_ALIGN) * KERNARG_ALIGN
+        if need > self._kernargs.size:
+            raise AMDError(f"{need} bytes of kernel arguments exceed the kernarg area of {self._kernargs.size}")
+        if self._kernarg_put + need > self._kernargs.size:
+            self.synchronize()  # wrapping: earlier dispatches must have read their arguments
+            self._kernarg_put = 0
+        start, self._kernarg_put = self._kernarg_put, self._kernarg_put + need
+        view = self._kernargs.view
+        assert view is not None
+        view[start:start + need] = 0
+        view[start:start + len(data)] = np.frombuffer(data, np.uint8)
+        return self._kernargs.va + start
+
+    def exec(self, program: AMDProgram, kernargs: bytes, groups: tuple[int, int, int], local: tuple[int, int, int], *,
+             wait: bool = True) -> None:
+        """Run one dispatch and signal the timeline; with `wait`, return when it has finished."""
+        if program.private_segment_size:
+            raise AMDError(f"kernel {program.name!r} needs {program.private_segment_size} bytes of scratch per lane, which is not set up yet")
+        dispatch = None
+        address = self.kernargs(kernargs, program.info.kernarg_size)
+        if "dispatch_ptr" in program.info.user_sgprs:
+            dispatch = self.kernargs(_dispatch_packet(groups, local, address), 64)
+        queue = AMDComputeQueue(self.target).exec(program.info, address, groups, local, dispatch_packet=dispatch)
+        queue.signal(self.timeline.address, self.next_timeline())
+        self.submit(queue.cmd, QueueKind.COMPUTE)
+        if wait:
+            self.synchronize()
+
+    def copy(self, dst: int, src: int, nbytes: int, *, wait: bool = True) -> None:
+        """Copy `nbytes` between GPU addresses on the SDMA queue, after all prior work."""
+        queue = AMDCopyQueue().wait(self.timeline.address, self.timeline_value - 1).copy(dst, src, nbytes)
+        queue.signal(self.timeline.address, self.next_timeline())
+        self.submit(queue.cmd, QueueKind.SDMA)
+        if wait:
+            self.synchronize()
+
+    def close(self) -> None:
+        """Destroy the queues (the driver frees the rest with the process)."""
+        for queue in (self.compute, self.copy_queue):
+            self.driver.destroy_queue(queue.desc)
+
+
+def _dispatch_packet(groups: tuple[int, int, int], local: tuple[int, int, int], kernarg_address: int) -> bytes:
+    """hsa_kernel_dispatch_packet_t for kernels that read their sizes through the dispatch pointer."""
+    packet = bytearray(64)
+    np.frombuffer(packet, np.uint16)[2:5] = local
+    np.frombuffer(packet, np.uint32)[3:6] = [g * s for g, s in zip(groups, local, strict=True)]
+    np.frombuffer(packet, np.uint64)[5] = kernarg_address
+    return bytes(packet)
+
+
+def open_driver(name: str) -> Driver:
+    """The driver for a device name: `MOCKAMD...` gets a `MockKFD`, `AMD`/`AMD:N` the real /dev/kfd."""
+    prefix, _, index = name.upper().partition(":")
+    if prefix == "MOCKAMD":
+        return MockKFD()
+    if prefix == "AMD":
+        return KFDDriver(int(index or 0))
+    raise AMDError(f"{name!r} is not an AMD device name; use AMD, AMD:N or MOCKAMD")

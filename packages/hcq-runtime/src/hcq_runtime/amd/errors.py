@@ -1,0 +1,27 @@
+"""Exception types of the AMD backend."""
+
+from ..errors import DeviceError
+
+
+class AMDError(DeviceError):
+    """Base class of the AMD backend's errors."""
+
+
+class PatchError(AMDError):
+    """A command buffer was patched without a value it needs, or with one that does not fit."""
+
+
+class MalformedPacketError(AMDError):
+    """The (mock) GPU met a PM4 or SDMA packet it cannot execute; the message names the packet and its ring offset."""
+
+
+class QueueHangError(AMDError):
+    """A signal did not reach its value in time: a queue is stuck (the message says which and at what packet)."""
+
+
+class KFDError(AMDError):
+    """The KFD driver (real or mock) refused a request."""
+
+
+class GPUFaultError(AMDError):
+    """Work on the (mock) GPU faulted: an unmapped address, or a kernel the emulator cannot run."""

@@ -1,0 +1,42 @@
+"""A representative subset of Tensor programs on MOCKAMD (AMD backend over the mock KFD GPU, kernels in the amd-isa
+emulator), compared with numpy."""
+
+import shutil
+
+import numpy as np
+import pytest
+from uop_scheduler import Tensor
+
+pytestmark = pytest.mark.skipif(shutil.which("clang-15") is None or shutil.which("ld.lld-15") is None,
+                                reason="clang-15 and ld.lld-15 are needed to build AMD kernels")
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((6, 16)).astype(np.float32)
+W = RNG.standard_normal((16, 8)).astype(np.float32)
+
+def np_softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+CASES = {
+    "elementwise": (lambda t, w: (t * 2 + 1).relu().exp(), lambda x, w: np.exp(np.maximum(x * 2 + 1, 0))),
+    "broadcast": (lambda t, w: t - t.mean(1, keepdim=True), lambda x, w: x - x.mean(1, keepdims=True)),
+    "reductions": (lambda t, w: t.sum(0) + t.max(0), lambda x, w: x.sum(0) + x.max(0)),
+    "matmul": (lambda t, w: t @ w, lambda x, w: x @ w),
+    "softmax": (lambda t, w: t.softmax(-1), lambda x, w: np_softmax(x)),
+    "movement": (lambda t, w: t.reshape(4, 24).permute(1, 0)[::2].flip(0).pad(((1, 0), (0, 2))),
+                 lambda x, w: np.pad(x.reshape(4, 24).T[::2][::-1], ((1, 0), (0, 2)))),
+}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_tensor_ops_on_mockamd(name):
+    tensor_fn, numpy_fn = CASES[name]
+    got = tensor_fn(Tensor(X, device="MOCKAMD"), Tensor(W, device="MOCKAMD")).numpy()
+    np.testing.assert_allclose(got, numpy_fn(X, W), rtol=2e-5, atol=2e-5)
+
+
+def test_gradients_and_copies_to_and_from_mockamd():
+    t = Tensor(X, device="MOCKAMD", requires_grad=True)
+    ((t @ Tensor(W, device="MOCKAMD")).square().sum()).backward()
+    np.testing.assert_allclose(t.grad.to("CPU").numpy(), 2 * (X @ W) @ W.T, rtol=1e-4, atol=1e-4)
