@@ -3,6 +3,7 @@ mock KFD GPU, executed in the amd-isa emulator; results against numpy."""
 
 import numpy as np
 import pytest
+from amd_isa import sqtt
 from hcq_runtime import AMDCompiler, CompileError, Device, buffer_for, run_linear
 from uopir import AxisType, Ops, UOp, dtypes
 
@@ -51,3 +52,22 @@ def test_copies_between_cpu_and_mockamd_are_bit_exact():
     calls = (UOp(Ops.CALL, dtypes.void, (copy, gpu, cpu)), UOp(Ops.CALL, dtypes.void, (copy, back, gpu)))
     run_linear(UOp(Ops.LINEAR, dtypes.void, calls))
     np.testing.assert_array_equal(buffer_for(back).numpy(), data)
+
+
+def test_profile_records_an_sqtt_trace_per_dispatch(monkeypatch):
+    monkeypatch.setenv("PROFILE", "1")
+    dev = Device["MOCKAMD:7"]  # a device opened with profiling on
+    n = 64
+    out, a = UOp.param(0, dtypes.float32.ptr(n)), UOp.param(1, dtypes.float32.ptr(n))
+    i = UOp.range(n, 0)
+    ast = UOp.sink(out.index(i).store(a.index(i).load() * 3.0).end(i))
+    x = np.arange(n, dtype=np.float32)
+    for _ in range(2):
+        np.testing.assert_array_equal(run(ast, n, x, device="MOCKAMD:7"), x * 3)
+    traces = dev.profile_traces()
+    assert [t.name for t in traces] == ["E_64", "E_64 n2"]
+    for trace in traces:
+        mapped = [info for _, info in sqtt.map_insts(trace.sqtt, trace.code, "gfx1100") if info is not None]
+        assert mapped, "the trace maps back to the kernel's instructions"
+        assert mapped[-1].inst.mnemonic == "s_endpgm"
+        assert all(trace.code.text_addr <= info.pc < trace.code.text_addr + len(trace.code.text) for info in mapped)

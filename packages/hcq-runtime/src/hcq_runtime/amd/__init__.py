@@ -8,7 +8,7 @@ from .driver import Doorbell, Driver, GPUMemory, QueueDesc, QueueKind
 from .errors import AMDError, GPUFaultError, KFDError, MalformedPacketError, PatchError, QueueHangError
 from .kfd import KFDDriver
 from .loader import LoadedImage, load_image
-from .mock_gpu import MockGPU
+from .mock_gpu import MockGPU, TraceEvent
 from .mock_kfd import MockKFD
 from .queue import AMDComputeQueue, AMDCopyQueue, ProgramInfo
 
@@ -18,6 +18,6 @@ __all__ = [
     "AMDAllocator", "AMDDevice", "AMDProgram", "BoundCommands", "Signal", "open_driver",
     "Doorbell", "Driver", "GPUMemory", "QueueDesc", "QueueKind",
     "AMDError", "GPUFaultError", "KFDError", "MalformedPacketError", "PatchError", "QueueHangError",
-    "KFDDriver", "LoadedImage", "load_image", "MockGPU", "MockKFD",
+    "KFDDriver", "LoadedImage", "load_image", "MockGPU", "MockKFD", "TraceEvent",
     "AMDComputeQueue", "AMDCopyQueue", "ProgramInfo",
 ]

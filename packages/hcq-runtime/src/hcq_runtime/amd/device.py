@@ -7,6 +7,7 @@ signals in host-visible memory with a timeout that reports where each queue stan
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import struct
 import time
@@ -25,6 +26,7 @@ from .driver import Driver, GPUMemory, QueueDesc, QueueKind
 from .errors import AMDError, QueueHangError
 from .kfd import KFDDriver
 from .loader import load_image
+from .mock_gpu import TraceEvent
 from .mock_kfd import MockKFD
 from .queue import AMDComputeQueue, AMDCopyQueue, ProgramInfo
 
@@ -168,6 +170,7 @@ class AMDDevice(CompiledDevice):
         self._kernarg_put = 0
         self.allocator = AMDAllocator(self)
         self.renderer = AMDOpenCLRenderer(self.arch)
+        self._program_names: dict[int, str] = {}
 
     @functools.cached_property
     def compiler(self) -> AMDCompiler:  # type: ignore[override]
@@ -253,9 +256,25 @@ class AMDDevice(CompiledDevice):
 
     # -- programs and work ----------------------------------------------------------------------------------
 
+    def profile_traces(self) -> list[TraceEvent]:
+        """The SQTT trace of every dispatch so far (MOCKAMD opened with PROFILE=1), named after the launched program,
+        with ` n2`, ` n3`, ... for its repeated runs."""
+        gpu = getattr(self.driver, "gpu", None)
+        if gpu is None:
+            raise AMDError("profiling traces come from the mock GPU: open MOCKAMD with PROFILE=1")
+        runs: dict[str, int] = {}
+        events = []
+        for event in gpu.traces:
+            name = self._program_names.get(event.base, event.name)
+            runs[name] = runs.get(name, 0) + 1
+            events.append(dataclasses.replace(event, name=name if runs[name] == 1 else f"{name} n{runs[name]}"))
+        return events
+
     def program(self, name: str | None, binary: bytes) -> AMDProgram:
         """Load kernel `name` (None: the only one) of a code object."""
-        return AMDProgram(self, binary, name)
+        program = AMDProgram(self, binary, name)
+        self._program_names[program.info.address] = program.name
+        return program
 
     def bind(self, cmd: CommandBuffer) -> BoundCommands:
         """Upload a compute command buffer to GPU memory, to be run by reference (INDIRECT_BUFFER) any number of times.

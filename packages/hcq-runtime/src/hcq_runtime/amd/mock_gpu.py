@@ -15,6 +15,7 @@ runs synchronously on the host thread.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -67,8 +68,22 @@ class _Kernel:
     descriptor: KernelDescriptor
 
 
+@dataclass(frozen=True)
+class TraceEvent:
+    """The SQTT stream of one emulated dispatch (RDNA3 layout, decode with `amd_isa.sqtt`), tied to its program:
+    `name` names the kernel (the device renames it after the launched program), `code` the code object, `base` the
+    program address the dispatch ran."""
+
+    name: str
+    code: CodeObject
+    base: int
+    sqtt: bytes
+
+
 class MockGPU:
-    """The engines behind a `MockKFD`: one PM4 compute processor and one SDMA engine per queue."""
+    """The engines behind a `MockKFD`: one PM4 compute processor and one SDMA engine per queue.
+
+    With `profile` on, every dispatch also records a `TraceEvent` in `traces` (the emulator's SQTT trace mode)."""
 
     def __init__(self, kfd: MockKFD):
         self.kfd = kfd
@@ -76,6 +91,8 @@ class MockGPU:
         self._kernels: dict[int, _Kernel] = {}
         #: kernels dispatched and packets executed so far (tests and the benchmark read them)
         self.dispatches = 0
+        self.profile = os.environ.get("PROFILE", "0") not in ("", "0")
+        self.traces: list[TraceEvent] = []
 
     def add_queue(self, desc: QueueDesc) -> None:
         """Start fetching from a new queue (its pointers start at 0)."""
@@ -304,10 +321,13 @@ class MockGPU:
         for mem in self.kfd.allocations():
             memory.map(mem.view, address=mem.va)
         try:
-            emu.run_kernel(kernel.code, kernargs, tuple(g * s for g, s in zip(groups, local, strict=True)), local, memory, kernel=kernel.name)
+            run = emu.run_kernel(kernel.code, kernargs, tuple(g * s for g, s in zip(groups, local, strict=True)), local, memory,
+                                 kernel=kernel.name, trace=self.profile)
         except AmdIsaError as e:
             raise GPUFaultError(f"{where}: the kernel at {program:#x} faulted: {e}") from None
         self.dispatches += 1
+        if self.profile:
+            self.traces.append(TraceEvent(kernel.name, kernel.code, program, run.sqtt))
 
     def _kernel(self, program: int, where: str) -> _Kernel:
         """The kernel whose code starts at `program`, with the descriptor loaded before it in the same allocation."""
