@@ -134,3 +134,21 @@ def test_state_dict_names_and_loading():
     load_state_dict(other, state)
     x = Tensor(np.ones((1, 2), dtype=np.float32))
     np.testing.assert_array_equal(other(x).numpy(), model(x).numpy())
+
+
+def test_assign_value_semantics_and_refusals():
+    a = Tensor.ones(4).contiguous().realize()
+    before = a * 3
+    a.assign(Tensor.full((4,), 2.0))
+    np.testing.assert_array_equal((a + (before - 1)).numpy(), 4)  # the earlier read keeps the old value
+    x, y = Tensor.full((4,), 2.0).contiguous().realize(), Tensor.full((4,), 3.0).contiguous().realize()
+    c = x + 9
+    x += y
+    y += c
+    Tensor.realize(x, y)
+    np.testing.assert_array_equal(x.numpy(), 5)
+    np.testing.assert_array_equal(y.numpy(), 14)
+    with pytest.raises(RuntimeError, match="assign dtype mismatch"):
+        a.assign(Tensor([1, 2, 3, 4]))
+    with pytest.raises(RuntimeError, match="assign into a view"):
+        a[0:2].assign(Tensor([5.0, 6.0]))

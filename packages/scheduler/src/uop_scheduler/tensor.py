@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from hcq_runtime import Device, buffer_for, canonicalize, numpy_dtype
-from uopir import DType, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8_to_float, strong_dtype, to_dtype
+from uopir import DType, GroupOp, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8_to_float, strong_dtype, to_dtype
 
 from .elementwise import ElementwiseMixin
 from .errors import TensorRuntimeError, TensorTypeError
@@ -68,6 +68,16 @@ def from_storage(raw: np.ndarray, dt: DType) -> np.ndarray:
 def _is_buffer_view(u: UOp) -> bool:
     """True when `u` is a BUFFER or a full-size reshape of one (its value is the buffer, no kernel needed)."""
     return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
+
+
+def _is_assignable(u: UOp) -> bool:
+    """Whether a tensor's value can simply be rebound: it is not a view (a movement op) of some other value, except
+    the forms the constructors make (a reshaped buffer, a broadcast constant)."""
+    if u.op not in GroupOp.Movement or _is_buffer_view(u):
+        return True
+    if u.op is Ops.RESHAPE:
+        return u.src[0].op is Ops.CONST
+    return u.op is Ops.EXPAND and (u.src[0].op is Ops.CONST or (u.src[0].op is Ops.RESHAPE and u.src[0].src[0].op is Ops.CONST))
 
 
 def _norm_dtype(dtype: Any) -> DType | None:
@@ -209,6 +219,11 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin,
     def assign(self, x: Any) -> Tensor:
         """Give this tensor the value of `x` (same dtype and device; broadcast to this shape). Expressions built from
         the old value keep it: nothing is overwritten in place, the tensor is rebound to the new value."""
+        if not _is_assignable(self.uop):
+            # tinygrad writes an assign to a view through to the viewed storage; rebinding the view would silently
+            # leave that storage unchanged, so refuse until view writes exist
+            raise TensorRuntimeError(f"assign into a view ({self.uop.op.name} of shape {self.shape}) is not supported yet: "
+                                     "compute the whole new value and assign it to the base tensor")
         if not isinstance(x, Tensor):
             x = Tensor(x, device=self.device, dtype=self.dtype)
         if x.device != self.device:
