@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import pytest
-from llm_bench import BackendUnavailableError, NumpyBackend, available_devices, backends, get_backend, register_backend
+from llm_bench import BackendUnavailableError, NumpyBackend, TensorBackend, available_devices, backends, get_backend, register_backend
+from uop_scheduler import Device
 
 
-def test_numpy_is_available_and_tensor_devices_say_what_is_missing():
-    assert "numpy" in available_devices()
+def test_numpy_and_cpu_are_available_and_missing_devices_say_so():
+    assert {"numpy", "CPU"} <= set(available_devices())
     assert isinstance(get_backend("NumPy"), NumpyBackend)
-    for device in ("CPU", "AMD", "CPU:1", "MOCKAMD"):
-        with pytest.raises(BackendUnavailableError, match="uop_scheduler backend, which is not available yet"):
+    for device, name in (("cpu", "CPU"), ("CPU:1", "CPU:1")):
+        backend = get_backend(device)
+        assert isinstance(backend, TensorBackend) and backend.name == name
+    # stack devices hcq_runtime cannot open here (which ones depends on the installed backends)
+    for device in [d for d in backends.TENSOR_DEVICES if d not in Device.backends()]:
+        with pytest.raises(BackendUnavailableError, match="no hcq_runtime backend in this installation"):
             get_backend(device)
 
 

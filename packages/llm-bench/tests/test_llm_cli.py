@@ -73,7 +73,6 @@ def test_make_tiny_command(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--device", "CPU", "--benchmark"], "not available yet; use --device numpy"),
     (["--device", "TPU"], "unknown device 'TPU'"),
     (["-m", "no-such-model"], "unknown model"),
     (["--benchmark", "0"], "--benchmark must be at least 1"),

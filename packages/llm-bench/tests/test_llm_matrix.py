@@ -83,10 +83,11 @@ def test_a_hanging_cell_times_out(tmp_path, monkeypatch):
 def test_matrix_command_runs_real_cells(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("LLM_BENCH_CACHE", str(tmp_path / "cache"))
     spec = tmp_path / "m.toml"
-    spec.write_text("[matrix]\nmodel = ['tiny-llama']\ndev = ['numpy', 'CPU']\n[run]\nargs = ['--benchmark', '2']\n")
-    assert main(["matrix", str(spec), "--log-dir", str(tmp_path / "logs")]) == 1  # the CPU cell fails: no Tensor backend yet
-    summary = capsys.readouterr().out.splitlines()[-2:]
+    spec.write_text("[matrix]\nmodel = ['tiny-llama']\ndev = ['numpy', 'CPU', 'TPU']\n[run]\nargs = ['--benchmark', '2']\n")
+    assert main(["matrix", str(spec), "--log-dir", str(tmp_path / "logs")]) == 1  # the TPU cell fails: no such device
+    summary = capsys.readouterr().out.splitlines()[-3:]
     assert summary[0].split()[:3] == ["tiny-llama", "numpy", "ok"]
-    assert summary[1].split()[:5] == ["tiny-llama", "CPU", "failed", summary[1].split()[3], "s"]
+    assert summary[1].split()[:3] == ["tiny-llama", "CPU", "ok"]
+    assert summary[2].split()[:5] == ["tiny-llama", "TPU", "failed", summary[2].split()[3], "s"]
     records = [json.loads(line) for line in (tmp_path / "logs" / "tiny-llama.jsonl").read_text().splitlines()]
-    assert [(r["device"], r["test"]) for r in records] == [("numpy", "tg2")]
+    assert [(r["device"], r["test"]) for r in records] == [("numpy", "tg2"), ("CPU", "tg2")]

@@ -1,6 +1,6 @@
-"""GGUF LLMs (llama, qwen3, olmoe) and the llm-bench benchmark harness: GGUF, tokenizer, numpy reference models, matrix runner."""
+"""GGUF LLMs (llama, qwen3, olmoe) on the uop_scheduler Tensor stack and the llm-bench harness: GGUF, tokenizer, numpy reference, matrix runner."""
 
-from .backends import available_devices, get_backend, register_backend
+from .backends import available_devices, get_backend, register_backend, register_device_family
 from .bpe_train import LearnedVocab, learn_bpe
 from .dequant import DEQUANTIZABLE_TYPES, dequantize
 from .errors import (
@@ -25,6 +25,7 @@ from .reference_model import NumpyBackend, NumpyModel
 from .registry import DEFAULT_MODEL, MODELS, cache_dir, download, resolve_model
 from .report import TestResult, append_log, format_step_line, format_summary_table, log_records
 from .sampling import sample
+from .tensor_model import TensorBackend, TensorModel
 from .tiny_models import SYNTHETIC_SPECS, TINY_SPECS, TinySpec, make_tiny, write_random_model
 from .tokenizer import Tokenizer, TokenType
 
@@ -57,6 +58,8 @@ __all__ = [
     "NumpyBackend",
     "NumpyModel",
     "RegistryError",
+    "TensorBackend",
+    "TensorModel",
     "TestResult",
     "TokenType",
     "TinySpec",
@@ -79,6 +82,7 @@ __all__ = [
     "read_gguf",
     "read_matrix",
     "register_backend",
+    "register_device_family",
     "resolve_model",
     "run_cell",
     "sample",

@@ -1,24 +1,37 @@
-"""Which backend runs a `--device`: numpy today; the uop_scheduler Tensor backend is registered here once it exists."""
+"""Which backend runs a `--device`: `numpy` (the reference) or a uop_scheduler device (`CPU`, `CPU:1`, ...) via the Tensor backend."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+
+from uop_scheduler import Device
 
 from .errors import BackendUnavailableError
 from .model_api import Backend
 from .reference_model import NumpyBackend
+from .tensor_model import TensorBackend
 
-# device name -> backend factory; devices of the Tensor stack are listed so their error can say what is missing
-_BACKENDS: dict[str, type[Backend]] = {"numpy": NumpyBackend}
+# exact device name (lower case) -> backend factory
+_BACKENDS: dict[str, Callable[[], Backend]] = {"numpy": NumpyBackend}
+# device family prefix (upper case) -> factory taking the full device name, for `CPU`, `CPU:1`, ...
+_FAMILIES: dict[str, Callable[[str], Backend]] = {}
+# devices the Tensor stack targets; those hcq_runtime cannot open in this installation get an error saying so
 TENSOR_DEVICES = ("CPU", "AMD", "QCOM", "MOCKAMD", "MOCKQCOM")
 
 
-def register_backend(device: str, factory: type[Backend]) -> None:
-    """Make `--device DEVICE` (case-insensitive) load models with `factory()`; the Tensor backend registers itself here."""
+def register_backend(device: str, factory: Callable[[], Backend]) -> None:
+    """Make `--device DEVICE` (case-insensitive, exact name) load models with `factory()`."""
     _BACKENDS[device.lower()] = factory
 
 
+def register_device_family(prefix: str, factory: Callable[[str], Backend]) -> None:
+    """Make `--device PREFIX` and `--device PREFIX:N` (case-insensitive) load models with `factory(device_name)`."""
+    _FAMILIES[prefix.upper()] = factory
+
+
 def available_devices() -> list[str]:
-    """The `--device` values that work in this installation."""
-    return sorted(_BACKENDS)
+    """The `--device` values that work in this installation (a family `CPU` also accepts `CPU:N`)."""
+    return sorted(_BACKENDS) + sorted(_FAMILIES)
 
 
 def get_backend(device: str) -> Backend:
@@ -26,6 +39,20 @@ def get_backend(device: str) -> Backend:
     factory = _BACKENDS.get(device.lower())
     if factory is not None:
         return factory()
-    if device.split(":")[0].upper() in TENSOR_DEVICES:
-        raise BackendUnavailableError(f"device {device!r} needs the uop_scheduler backend, which is not available yet; use --device numpy")
+    prefix = device.split(":")[0].upper()
+    if prefix in _FAMILIES:
+        return _FAMILIES[prefix](device)
+    if prefix in TENSOR_DEVICES:
+        raise BackendUnavailableError(f"device {device!r} has no hcq_runtime backend in this installation; use --device CPU or numpy")
     raise BackendUnavailableError(f"unknown device {device!r}; available: {', '.join(available_devices())}")
+
+
+def _register_tensor_devices() -> None:
+    """Register the Tensor backend for every stack device hcq_runtime can open here (CPU always)."""
+    known = set(Device.backends())
+    for prefix in TENSOR_DEVICES:
+        if prefix in known:
+            register_device_family(prefix, TensorBackend)
+
+
+_register_tensor_devices()

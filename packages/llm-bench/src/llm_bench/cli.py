@@ -46,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-m", "--model", default=DEFAULT_MODEL, help=f"a model name ({', '.join(model_names())}) or a GGUF path")
     parser.add_argument("--benchmark", nargs="?", type=int, const=DEFAULT_STEPS, metavar="N", help=f"time N decode steps (default {DEFAULT_STEPS})")
     parser.add_argument("--warmup", action="store_true", help="run untimed steps first")
-    parser.add_argument("--device", default=os.environ.get("DEV", "numpy"), help=f"where to run (default $DEV or numpy; available: "
-                        f"{', '.join(available_devices())})")
+    parser.add_argument("--device", default=os.environ.get("DEV", "CPU"), help=f"where to run (default $DEV or CPU; available: "
+                        f"{', '.join(available_devices())}; numpy is the reference)")
     parser.add_argument("--max-context", type=int, default=DEFAULT_CONTEXT, help=f"KV cache length (default {DEFAULT_CONTEXT}, capped by the model)")
     parser.add_argument("--prompt", default=None, help="prompt text (default: just the BOS token when benchmarking, else 'The')")
     parser.add_argument("--prefill", type=int, default=0, metavar="N", help="also time the prefill of N prompt tokens (test ppN)")

@@ -1,0 +1,126 @@
+"""The uop_scheduler Tensor backend against the numpy reference (the oracle): logits, jitted vs eager decoding, the CLI."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from llm_bench import ModelError, NumpyModel, TensorModel, Tokenizer, make_tiny, read_gguf, resolve_model
+from llm_bench.cli import main
+
+STEP_LINE = re.compile(r"^ *\d+\.\d\d ms, +\d+\.\d\d tok/s, +\d+\.\d\d GB/s, \d+/\d+ MB  --  .*$")
+
+
+@pytest.fixture(autouse=True)
+def cache(tmp_path_factory, monkeypatch):
+    folder = tmp_path_factory.getbasetemp() / "llm-cache"
+    monkeypatch.setenv("LLM_BENCH_CACHE", str(folder))
+    monkeypatch.delenv("BENCHMARK_LOG", raising=False)
+    monkeypatch.delenv("DEV", raising=False)
+    return folder
+
+
+def _gguf(name: str):
+    return read_gguf(resolve_model(name))
+
+
+@pytest.mark.parametrize(("name", "device"), [("tiny-llama", "CPU"), ("tiny-qwen3", "CPU"), ("tiny-olmoe", "CPU"), ("tiny-llama", "CPU:1")])
+def test_logits_match_the_numpy_reference(name, device):
+    gguf = _gguf(name)
+    ref, model = NumpyModel(gguf, 24), TensorModel(gguf, 24, device=device)
+    prompt = [1, 17, 42, 5, 99]
+    np.testing.assert_allclose(model.forward(prompt, 0), ref.forward(prompt, 0), rtol=1e-4, atol=1e-4)
+    pos = len(prompt)
+    for token in (3, 250, 7):
+        np.testing.assert_allclose(model.forward([token], pos), ref.forward([token], pos), rtol=1e-4, atol=1e-4)
+        pos += 1
+    # the later steps replayed the captured graph rather than tracing again
+    assert model._step_fn.cnt > 2
+
+
+@pytest.fixture(scope="module")
+def olmoe_pair(tmp_path_factory):
+    gguf = read_gguf(make_tiny("tiny-olmoe", tmp_path_factory.mktemp("olmoe") / "tiny-olmoe.gguf"))
+    return NumpyModel(gguf, 12), TensorModel(gguf, 12)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True)
+@given(prompt=st.lists(st.integers(0, 255), min_size=1, max_size=6), start=st.integers(0, 5))
+def test_any_prompt_at_any_position_matches_the_reference(olmoe_pair, prompt, start):
+    # the mixture of experts picks experts per token, so different tokens exercise different top-k selections
+    ref, model = olmoe_pair
+    ref.reset()
+    model.reset()
+    prefix = [1] * start
+    if prefix:
+        ref.forward(prefix, 0)
+        model.forward(prefix, 0)
+    np.testing.assert_allclose(model.forward(prompt, start), ref.forward(prompt, start), rtol=1e-4, atol=1e-4)
+
+
+def test_sizes_follow_the_stored_types():
+    gguf = _gguf("tiny-llama")
+    ref, model = NumpyModel(gguf, 16), TensorModel(gguf, 16)
+    assert model.param_count == ref.param_count
+    assert model.cache_bytes == ref.cache_bytes
+
+    def device_bytes(name: str) -> int:
+        # F16 matrices stay float16 on the device; everything else is float32
+        t = gguf.tensors[name]
+        return t.n_elements * (2 if t.ggml_type.name == "F16" and len(t.shape) == 2 else 4)
+
+    embd = gguf.tensors["token_embd.weight"]
+    tied = "output.weight" not in gguf.tensors
+    # the embedding table is looked up on the host (float32); a tied output projection also puts it on the device
+    want = embd.n_elements * 4 + sum(device_bytes(n) for n in gguf.tensors if n != "token_embd.weight")
+    assert model.weight_bytes == want + (device_bytes("token_embd.weight") if tied else 0)
+
+
+def test_jitted_decoding_gives_the_eager_tokens():
+    gguf = _gguf("tiny-qwen3")
+    jitted, eager = TensorModel(gguf, 8), TensorModel(gguf, 8, jit=False)
+    prompt = [1, 30]
+    want = [t for _, t in zip(range(4), eager.generate(prompt))]
+    assert [t for _, t in zip(range(4), jitted.generate(prompt))] == want
+    # and the same again after a reset: the capture survives a new cache
+    assert [t for _, t in zip(range(4), jitted.generate(prompt))] == want
+
+
+def test_temperature_sampling_matches_the_reference():
+    gguf = _gguf("tiny-llama")
+    ref, model = NumpyModel(gguf, 16), TensorModel(gguf, 16)
+    draw = [t for _, t in zip(range(6), ref.generate([1, 9], temperature=0.8, seed=3))]
+    assert [t for _, t in zip(range(6), model.generate([1, 9], temperature=0.8, seed=3))] == draw
+
+
+def test_decoding_fills_the_whole_context():
+    model = TensorModel(_gguf("tiny-llama"), 4)
+    assert len(list(model.generate([1, 2]))) == 3
+    with pytest.raises(ModelError, match="context of 4"):
+        model.forward([1], 4)
+    with pytest.raises(ModelError, match="token ids must be in"):
+        model.forward([10**6], 0)
+
+
+def test_cli_benchmark_on_cpu(capsys):
+    assert main(["-m", "tiny-llama", "--benchmark", "3", "--warmup", "--prefill", "4", "--device", "CPU", "--max-context", "64"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith('using model "tiny-llama" with ') and out[0].endswith("on CPU")
+    assert all(STEP_LINE.match(line) for line in out[1:4]), out[1:4]
+    table = [line for line in out if line.startswith("| tiny-llama")]
+    assert [row.split("|")[4].strip() for row in table] == ["CPU", "CPU"]
+    assert [row.split("|")[5].strip() for row in table] == ["pp4", "tg3"]
+
+
+def test_cpu_is_the_default_device(capsys):
+    assert main(["-m", "tiny-llama", "--prompt", "The robot", "--max-tokens", "3", "--max-context", "32"]) == 0
+    gguf = _gguf("tiny-llama")
+    tok, ref = Tokenizer.from_metadata(gguf.metadata), NumpyModel(gguf, 32)
+    prompt = tok.encode("The robot", add_bos=True)
+    tokens = [t for _, t in zip(range(3), ref.generate(prompt))]
+    captured = capsys.readouterr()
+    assert "on CPU" in captured.err
+    assert captured.out == "The robot" + tok.decode(tokens) + "\n"
