@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from uopir import dtypes, least_upper_dtype, to_dtype
+from uopir import dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
 
 from .errors import ShapeError, TensorRuntimeError
 from .fields import TensorFields
@@ -55,6 +55,11 @@ class NNMixin(TensorFields):
         x = x.reshape(*x.shape[0:-1], *[1] * extra, x.shape[-1])
         w = w.reshape(*w.shape[0:-2], *[1] * extra, *w.shape[axis_w:]).transpose(-1, axis_w)
         out_dt = least_upper_dtype(x.dtype, w.dtype) if dtype is None else to_dtype(dtype)
+        if out_dt in (dtypes.float16, dtypes.bfloat16):
+            # products of half-precision inputs are formed in float32, where the sum accumulates anyway: more exact,
+            # and it lets the kernel load half vectors and widen them instead of rounding every product to half
+            acc = sum_acc_dtype(out_dt)
+            return x.cast(acc).mul(w.cast(acc)).sum(-1).cast(out_dt)
         return x.mul(w).sum(-1, dtype=dtype).cast(out_dt)
 
     def matmul(self: Tensor, x: Tensor, reverse: bool = False, dtype: Any = None) -> Tensor:

@@ -18,6 +18,8 @@ from uopir.uop import UOp
 from ..codegen.opts import replace_ranges
 
 VECTOR_DTYPES = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64})
+#: loaded, stored and converted as vectors, but not computed with (each op would need its own rounding to half)
+STORAGE_ONLY_DTYPES = frozenset({dtypes.float16})
 _FLOAT_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MULACC, Ops.RECIPROCAL})
 _INT_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.AND, Ops.OR, Ops.XOR})
 _LANES = (2, 4, 8, 16, 32, 64)
@@ -64,11 +66,11 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
                 return None
             kind[node] = "access"
         elif node.op is Ops.LOAD:
-            if kind.get(node.src[0]) != "access" or node.dtype not in VECTOR_DTYPES or len(node.src) != 1:
+            if kind.get(node.src[0]) != "access" or node.dtype not in VECTOR_DTYPES | STORAGE_ONLY_DTYPES or len(node.src) != 1:
                 return None
             kind[node] = "value"
         elif node.op is Ops.STORE:
-            if kind.get(node.src[0]) != "access" or _element(node.src[0]) not in VECTOR_DTYPES:
+            if kind.get(node.src[0]) != "access" or _element(node.src[0]) not in VECTOR_DTYPES | STORAGE_ONLY_DTYPES:
                 return None
             kind[node] = "store"
         elif all(kind.get(s) in (None, "index") for s in node.src) and dtypes.is_int(node.dtype) and node.op in GroupOp.ALU:
@@ -91,10 +93,12 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
 
 
 def _vectorizable(node: UOp, kind: dict[UOp, str]) -> bool:
-    if node.dtype not in VECTOR_DTYPES or any(kind.get(s) == "index" for s in node.src):
+    if any(kind.get(s) == "index" for s in node.src):
         return False
-    if node.op is Ops.CAST:
-        return node.src[0].dtype in VECTOR_DTYPES
+    if node.op is Ops.CAST:  # conversions may also go to or from a storage-only dtype
+        return {node.dtype, node.src[0].dtype} <= VECTOR_DTYPES | STORAGE_ONLY_DTYPES
+    if node.dtype not in VECTOR_DTYPES:
+        return False
     if node.op is Ops.BITCAST:
         return node.src[0].dtype in VECTOR_DTYPES and node.src[0].dtype.itemsize == node.dtype.itemsize
     return node.op in (_FLOAT_OPS if dtypes.is_float(node.dtype) else _INT_OPS)
