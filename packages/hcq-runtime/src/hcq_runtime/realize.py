@@ -143,6 +143,7 @@ def run_call(call: UOp, var_vals: dict[str, int]) -> None:
                               "a program can only address its own device's memory; copy the data first")
         addresses = [b.ensure_allocated().address for b in buffers]
         values = [_variable_value(v, args, var_vals) for v in info.vars]
+        start = time.perf_counter()  # the launch alone: compiling (first use) is not the kernel's time
         kernel.program.launch(addresses, values, info.global_size, info.local_size)
         counters.kernels += 1
         label = info.function_name
