@@ -190,11 +190,14 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Op
             sizes[other] //= rows
     # cores: split the outermost loop axis that divides evenly, when there is enough work to pay for the threads
     if n_cores > 1 and work >= 1 << 16:
-        for i in loops:
-            for cores in range(n_cores, 1, -1):
-                if sizes[i] % cores == 0:
-                    opts.append(Opt(OptOps.THREAD, i, cores))
-                    return opts
+        threaded = next(((i, c) for i in loops for c in range(n_cores, 1, -1) if sizes[i] % c == 0), None)
+        if threaded is not None:
+            opts.append(Opt(OptOps.THREAD, *threaded))
+            sizes[threaded[0]] //= threaded[1]
+    # matrix-vector: with one output row, keep the whole row's accumulators (up to 16 KiB of them) so the reduce loop
+    # runs outside and each step streams one contiguous weight row, instead of striding across rows per output tile
+    if reduces and inner is not None and all(sizes[i] == 1 for i in loops if i != inner) and 1 < sizes[inner] <= 128:
+        opts.append(Opt(OptOps.UPCAST, inner, sizes[inner]))
     return opts
 
 

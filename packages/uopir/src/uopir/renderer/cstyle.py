@@ -261,7 +261,8 @@ class _CProgram:
         if op is Ops.RANGE:
             name = self.names[node] = f"{'u' if node.arg[1] in REGISTER_AXES else 'r'}idx{node.arg[0]}"
             end = self.names[node.src[0]]
-            unroll = int(node.src[0].arg) if node.arg[1] in REGISTER_AXES else None
+            # small register loops are unrolled; a long one (a matrix-vector accumulator row) stays a loop
+            unroll = int(node.src[0].arg) if node.arg[1] in REGISTER_AXES and int(node.src[0].arg) <= 64 else None
             self.line(self.r.loop_header(name, end, unroll))
             self.depth += 1
             return
