@@ -5,7 +5,7 @@ import shutil
 
 import numpy as np
 import pytest
-from uop_scheduler import Tensor
+from uop_scheduler import Tensor, TinyJit
 
 pytestmark = pytest.mark.skipif(shutil.which("clang-15") is None or shutil.which("ld.lld-15") is None,
                                 reason="clang-15 and ld.lld-15 are needed to build AMD kernels")
@@ -40,3 +40,15 @@ def test_gradients_and_copies_to_and_from_mockamd():
     t = Tensor(X, device="MOCKAMD", requires_grad=True)
     ((t @ Tensor(W, device="MOCKAMD")).square().sum()).backward()
     np.testing.assert_allclose(t.grad.to("CPU").numpy(), 2 * (X @ W) @ W.T, rtol=1e-4, atol=1e-4)
+
+
+def test_tinyjit_replays_on_mockamd():
+    @TinyJit
+    def step(x: Tensor, w: Tensor) -> Tensor:
+        return (x @ w).relu() + 1
+
+    w = Tensor(W, device="MOCKAMD")
+    for i in range(4):
+        x = X + i
+        np.testing.assert_allclose(step(Tensor(x, device="MOCKAMD"), w).numpy(), np.maximum(x @ W, 0) + 1, rtol=1e-4, atol=1e-4)
+    assert step.captured is not None and step.captured.linked is None  # MOCKAMD replays through run_linear

@@ -94,6 +94,8 @@ class _Linker:
         if body.op not in (Ops.SINK, Ops.PROGRAM):
             raise DeviceError(f"cannot link a CALL whose body is {body.op.name}")
         device = next((buffer_for(_resolve(a)).device for a in args if _resolve(a).op is Ops.BUFFER), Device.DEFAULT)
+        if not isinstance(Device[device], CPUDevice):
+            raise DeviceError(f"link_linear links CPU programs into one native call; a {device} kernel runs through run_linear")
         kernel = compile_body(body, device)
         self.keep.append(kernel.program)
         info = kernel.info

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from hcq_runtime import LinkedLinear, buffer_for, link_linear
+from hcq_runtime import DeviceError, LinkedLinear, buffer_for, link_linear, run_linear
 from uopir import Ops, UOp, dtypes
 
 from .errors import SchedulerError
@@ -46,7 +46,9 @@ def _buffer_of(t: Tensor) -> UOp:
 @dataclass
 class _Captured:
     signature: tuple
-    linked: LinkedLinear
+    linked: LinkedLinear | None  # None: a device without native batches; replays substitute buffers into `linear`
+    linear: UOp
+    buffers: list[UOp]  # the captured input buffers, then the captured output buffers
     n_inputs: int
     outputs: list[tuple[tuple[int, ...], Any, str, int]]  # shape, dtype, device, size of each returned tensor
     structure: Callable[[list[Tensor]], Any]
@@ -93,9 +95,12 @@ class TinyJit(Generic[ReturnType]):
         output_buffers = [_buffer_of(t) for t in outs]
         if any(b in input_buffers for b in output_buffers):
             raise JitError("a jitted function must not return one of its inputs unchanged: return a new tensor (e.g. x + 0)")
-        calls = tuple(call for linear in linears for call in linear.src)
-        linked = link_linear(UOp(Ops.LINEAR, dtypes.void, calls), inputs=[*input_buffers, *output_buffers])
-        self.captured = _Captured(_signature(inputs), linked, len(inputs),
+        linear = UOp(Ops.LINEAR, dtypes.void, tuple(call for recorded in linears for call in recorded.src))
+        try:
+            linked = link_linear(linear, inputs=[*input_buffers, *output_buffers])
+        except DeviceError:
+            linked = None  # e.g. MOCKAMD: replay the recorded calls through run_linear instead
+        self.captured = _Captured(_signature(inputs), linked, linear, [*input_buffers, *output_buffers], len(inputs),
                                   [(t.shape, t.dtype, t.device, b.arg.size) for t, b in zip(outs, output_buffers)],
                                   _restructure(ret))
         self.cnt = 2
@@ -108,7 +113,10 @@ class TinyJit(Generic[ReturnType]):
             raise JitError(f"TinyJit inputs changed: captured with {cap.signature}, called with {signature} "
                            "(same shapes, dtypes and devices are required; call .reset() to capture again)")
         outputs = [UOp.new_buffer(device, size, dtype) for _, dtype, device, size in cap.outputs]
-        cap.linked([buffer_for(_buffer_of(t)) for t in inputs] + [buffer_for(b).ensure_allocated() for b in outputs])
+        if cap.linked is not None:
+            cap.linked([buffer_for(_buffer_of(t)) for t in inputs] + [buffer_for(b).ensure_allocated() for b in outputs])
+        else:
+            run_linear(cap.linear.substitute(dict(zip(cap.buffers, [*(_buffer_of(t) for t in inputs), *outputs]))))
         self.cnt += 1
         return cap.structure([Tensor(b.reshape(shape), device=device) for b, (shape, _, device, _) in zip(outputs, cap.outputs)])
 
