@@ -1,4 +1,4 @@
-"""Devices, buffers, allocators and compile caches; running a LINEAR of CALLs; the hcq2 command-queue engine."""
+"""Devices, buffers, allocators and compile caches; running a LINEAR of CALLs; linked native batches; the AMD backend."""
 
 from . import amd
 from .allocator import Allocator, LRUAllocator

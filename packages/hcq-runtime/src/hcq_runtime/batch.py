@@ -19,7 +19,7 @@ from .buffer import Buffer
 from .cpu import CPUDevice
 from .device import Device
 from .errors import DeviceError
-from .realize import buffer_for, compile_body
+from .realize import buffer_for, compile_body, device_for_call, strip_after
 
 _ENTRY = "uop_batch"
 
@@ -51,21 +51,15 @@ class LinkedLinear:
         self.fn(self._addresses, self._values)
 
 
-def _resolve(uop: UOp) -> UOp:
-    while uop.op is Ops.AFTER:
-        uop = uop.src[0]
-    return uop
-
-
 class _Linker:
     def __init__(self, inputs: Sequence[UOp]):
-        self.input_index = {_resolve(u): i for i, u in enumerate(inputs)}
+        self.input_index = {strip_after(u): i for i, u in enumerate(inputs)}
         self.variables: dict[str, int] = {}
         self.keep: list[Any] = []
         self.lines: list[str] = []
 
     def address(self, arg: UOp) -> str:
-        arg = _resolve(arg)
+        arg = strip_after(arg)
         if arg in self.input_index:
             return f"ins[{self.input_index[arg]}]"
         buf = buffer_for(arg).ensure_allocated()
@@ -85,15 +79,15 @@ class _Linker:
         raise DeviceError(f"a scalar call argument must be a CONST, BIND or variable, got {arg.op.name}")
 
     def add_call(self, call: UOp) -> None:
-        call = _resolve(call)
+        call = strip_after(call)
         body, args = call.src[0], call.src[1:]
         if body.op is Ops.COPY:
-            dest, src = buffer_for(_resolve(args[0])), buffer_for(_resolve(args[1]))
+            dest, src = buffer_for(strip_after(args[0])), buffer_for(strip_after(args[1]))
             self.lines.append(f"  __builtin_memcpy({self.address(args[0])}, {self.address(args[1])}, {min(dest.nbytes, src.nbytes)});")
             return
         if body.op not in (Ops.SINK, Ops.PROGRAM):
             raise DeviceError(f"cannot link a CALL whose body is {body.op.name}")
-        device = next((buffer_for(_resolve(a)).device for a in args if _resolve(a).op is Ops.BUFFER), Device.DEFAULT)
+        device = device_for_call(args)
         if not isinstance(Device[device], CPUDevice):
             raise DeviceError(f"link_linear links CPU programs into one native call; a {device} kernel runs through run_linear")
         kernel = compile_body(body, device)

@@ -28,10 +28,16 @@ from .errors import DeviceError
 _buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
 
 
-def buffer_for(uop: UOp) -> Buffer:
-    """The storage of a BUFFER UOp (allocated lazily, freed when the UOp is); a view when the UOp is an AFTER."""
+def strip_after(uop: UOp) -> UOp:
+    """The node under any AFTERs (an AFTER is a later version of the same buffer or call)."""
     while uop.op is Ops.AFTER:
         uop = uop.src[0]
+    return uop
+
+
+def buffer_for(uop: UOp) -> Buffer:
+    """The storage of a BUFFER UOp (allocated lazily, freed when the UOp is); AFTERs on it are looked through."""
+    uop = strip_after(uop)
     if uop.op is not Ops.BUFFER:
         raise DeviceError(f"a call argument must be a BUFFER, got {uop.op.name}")
     if (buf := _buffers.get(uop)) is None:
@@ -122,8 +128,7 @@ def _variable_value(var: UOp, args: tuple[UOp, ...], var_vals: dict[str, int]) -
 
 
 def run_call(call: UOp, var_vals: dict[str, int]) -> None:
-    while call.op is Ops.AFTER:
-        call = call.src[0]
+    call = strip_after(call)
     if call.op is not Ops.CALL:
         raise DeviceError(f"a LINEAR holds CALLs, got {call.op.name}")
     body, args = call.src[0], call.src[1:]
@@ -134,7 +139,7 @@ def run_call(call: UOp, var_vals: dict[str, int]) -> None:
         counters.copies += 1
         label = f"copy {src.nbytes} bytes {src.device} -> {dest.device}"
     elif body.op in (Ops.SINK, Ops.PROGRAM):
-        device = _device_for_body(body, args)
+        device = device_for_call(args)
         kernel = compile_body(body, device)
         info = kernel.info
         buffers = [buffer_for(args[slot]) for slot in info.globals]
@@ -155,14 +160,9 @@ def run_call(call: UOp, var_vals: dict[str, int]) -> None:
         print(f"*** {label:<40s} {elapsed * 1e6:10.1f} us")
 
 
-def _device_for_body(body: UOp, args: tuple[UOp, ...]) -> str:
-    for a in args:
-        inner = a
-        while inner.op is Ops.AFTER:
-            inner = inner.src[0]
-        if inner.op is Ops.BUFFER:
-            return buffer_for(inner).device
-    return Device.DEFAULT
+def device_for_call(args: tuple[UOp, ...]) -> str:
+    """Where a call runs: the device of its first buffer argument (the default device when it has none)."""
+    return next((buffer_for(a).device for a in args if strip_after(a).op is Ops.BUFFER), Device.DEFAULT)
 
 
 def run_linear(linear: UOp, var_vals: dict[str, int] | None = None) -> None:

@@ -49,7 +49,6 @@ class _Captured:
     linked: LinkedLinear | None  # None: a device without native batches; replays substitute buffers into `linear`
     linear: UOp
     buffers: list[UOp]  # the captured input buffers, then the captured output buffers
-    n_inputs: int
     outputs: list[tuple[tuple[int, ...], Any, str, int]]  # shape, dtype, device, size of each returned tensor
     structure: Callable[[list[Tensor]], Any]
 
@@ -100,7 +99,7 @@ class TinyJit(Generic[ReturnType]):
             linked = link_linear(linear, inputs=[*input_buffers, *output_buffers])
         except DeviceError:
             linked = None  # e.g. MOCKAMD: replay the recorded calls through run_linear instead
-        self.captured = _Captured(_signature(inputs), linked, linear, [*input_buffers, *output_buffers], len(inputs),
+        self.captured = _Captured(_signature(inputs), linked, linear, [*input_buffers, *output_buffers],
                                   [(t.shape, t.dtype, t.device, b.arg.size) for t, b in zip(outs, output_buffers)],
                                   _restructure(ret))
         self.cnt = 2

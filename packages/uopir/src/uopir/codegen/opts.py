@@ -150,14 +150,16 @@ def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...]) -> UOp:
     return ast
 
 
+def stride(offset: UOp, r: UOp) -> int | None:
+    """How much `offset` moves when the range `r` moves by one (None when that is not a constant)."""
+    step = (replace_ranges(offset, {r: (r + 1, (r,))}) - offset).simplify()
+    return int(step.arg) if step.op is Ops.CONST else None
+
+
 def _contiguous_in(ast: UOp, r: UOp) -> bool:
     """True when the first store's index moves by exactly 1 as `r` does (so upcasting r gives vector stores)."""
     idx = kernel_stores(ast)[0].src[0]
-    if idx.op is not Ops.INDEX or len(idx.src) < 2:
-        return False
-    offset = idx.src[1]
-    step = (replace_ranges(offset, {r: (r + 1, (r,))}) - offset).simplify()
-    return step.op is Ops.CONST and step.arg == 1
+    return idx.op is Ops.INDEX and len(idx.src) >= 2 and stride(idx.src[1], r) == 1
 
 
 def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Opt]:

@@ -15,7 +15,7 @@ from uopir.dtypes import DType, PtrDType, dtypes
 from uopir.ops import AxisType, GroupOp, Ops
 from uopir.uop import UOp
 
-from ..codegen.opts import replace_ranges
+from ..codegen.opts import stride
 
 VECTOR_DTYPES = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64})
 #: loaded, stored and converted as vectors, but not computed with (each op would need its own rounding to half)
@@ -35,12 +35,6 @@ class VectorBlock:
     width: int
     values: frozenset[UOp]
     accesses: frozenset[UOp]
-
-
-def stride(offset: UOp, lane: UOp) -> int | None:
-    """How much `offset` moves when `lane` moves by one (None when that is not a constant)."""
-    step = (replace_ranges(offset, {lane: (lane + 1, (lane,))}) - offset).simplify()
-    return int(step.arg) if step.op is Ops.CONST else None
 
 
 def _element(index: UOp) -> DType:
