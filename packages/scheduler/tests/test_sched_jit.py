@@ -92,3 +92,40 @@ def test_intermediate_buffers_are_freed_with_the_jit():
     del f
     gc.collect()
     assert all(ref() is None for ref in owned)
+
+
+def test_increment_of_an_input_replays_in_place():
+    @TinyJit
+    def step(x):
+        x += 1
+        return x
+
+    x = Tensor([0.0]).realize()
+    for _ in range(5):
+        ret = step(x)
+    assert x.item() == 5 and ret.item() == 5
+    y = Tensor([10.0]).realize()  # a new input: the write lands in it, not in x
+    step(y)
+    assert (y.item(), x.item()) == (11, 5)
+
+
+def test_batchnorm_statistics_update_on_every_replay():
+    from uop_scheduler import Context
+    from uop_scheduler.nn import BatchNorm
+
+    bn = BatchNorm(3)
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal((4, 3)).astype(np.float32) for _ in range(4)]
+
+    @TinyJit
+    def fwd(x):
+        return bn(x)
+
+    with Context(TRAINING=1):
+        for x in xs:
+            fwd(Tensor(x)).numpy()
+    assert bn.num_batches_tracked.item() == 4
+    mean = np.zeros(3, np.float32)
+    for x in xs:
+        mean = 0.9 * mean + 0.1 * x.mean(0)
+    np.testing.assert_allclose(bn.running_mean.numpy(), mean, rtol=1e-5, atol=1e-6)

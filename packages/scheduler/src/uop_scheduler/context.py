@@ -1,7 +1,8 @@
 """`Context(DEBUG=2)`: set the stack's documented knobs for a block (or a decorated function), then restore them.
 
 The knobs (`DEBUG`, `DEV`, `DISABLE_COMPILER_CACHE`, ...) are environment variables that the runtime reads when it
-acts, so a context sets them in `os.environ` and puts the previous values back on exit.
+acts, so a context sets them in `os.environ` and puts the previous values back on exit. `TRAINING` also sets
+`Tensor.training` (training-mode layers: BatchNorm statistics, Dropout) for the block.
 """
 
 from __future__ import annotations
@@ -19,13 +20,26 @@ class Context(contextlib.ContextDecorator):
         self._saved: list[dict[str, str | None]] = []
 
     def __enter__(self) -> Context:
-        self._saved.append({k: os.environ.get(k) for k in self.kwargs})
+        from .tensor import Tensor
+
+        saved: dict[str, Any] = {k: os.environ.get(k) for k in self.kwargs}
+        if "TRAINING" in self.kwargs:
+            saved[_TRAINING_ATTR] = Tensor.training
+            Tensor.training = self.kwargs["TRAINING"] not in ("", "0")
+        self._saved.append(saved)
         os.environ.update(self.kwargs)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        from .tensor import Tensor
+
         for k, v in self._saved.pop().items():
-            if v is None:
+            if k == _TRAINING_ATTR:
+                Tensor.training = v
+            elif v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+_TRAINING_ATTR = "Tensor.training"

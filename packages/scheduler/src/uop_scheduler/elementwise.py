@@ -309,6 +309,37 @@ class ElementwiseMixin(TensorFields):
     def __rshift__(self: Tensor, x: int) -> Tensor:
         return self.rshift(x)
 
+    # in-place forms write the result into this tensor (and whatever it views), as tinygrad's
+    def __iadd__(self: Tensor, x: Any) -> Tensor:
+        return self.assign(self.add(x))
+
+    def __isub__(self: Tensor, x: Any) -> Tensor:
+        return self.assign(self.sub(x))
+
+    def __imul__(self: Tensor, x: Any) -> Tensor:
+        return self.assign(self.mul(x))
+
+    def __itruediv__(self: Tensor, x: Any) -> Tensor:
+        return self.assign(self.div(x))
+
+    def __ipow__(self: Tensor, x: Any) -> Tensor:
+        return self.assign(self.pow(x))
+
+    def __iand__(self: Tensor, x: Any) -> Tensor:
+        return self.assign(self.bitwise_and(x))
+
+    def __ior__(self: Tensor, x: Any) -> Tensor:
+        return self.assign(self.bitwise_or(x))
+
+    def __ixor__(self: Tensor, x: Any) -> Tensor:
+        return self.assign(self.bitwise_xor(x))
+
+    def __ilshift__(self: Tensor, x: int) -> Tensor:
+        return self.assign(self.lshift(x))
+
+    def __irshift__(self: Tensor, x: int) -> Tensor:
+        return self.assign(self.rshift(x))
+
     # ---- comparisons ----
     def __lt__(self: Tensor, x: Any) -> Tensor:
         return self._binop(Ops.CMPLT, x)

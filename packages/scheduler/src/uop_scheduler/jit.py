@@ -5,6 +5,9 @@ call's input tensors as parameters; the recorded calls are linked into one nativ
 (`hcq_runtime.link_linear`): buffers the step creates keep the addresses they got at capture (link time), while the
 input buffers and fresh output buffers are passed per call (run time). Calls 2+ only check the inputs, allocate the
 outputs and make that one call: no scheduling, no compiling, no per-kernel Python.
+
+Writes replay as writes: a write into an input lands in that call's input (a returned written input is that input),
+and a write into other state (BatchNorm's statistics, an optimizer's moments) lands in that state's buffer each call.
 """
 
 from __future__ import annotations
@@ -49,7 +52,8 @@ class _Captured:
     linked: LinkedLinear | None  # None: a device without native batches; replays substitute buffers into `linear`
     linear: UOp
     buffers: list[UOp]  # the captured input buffers, then the captured output buffers
-    outputs: list[tuple[tuple[int, ...], Any, str, int]]  # shape, dtype, device, size of each returned tensor
+    outputs: list[tuple[tuple[int, ...], Any, str, int]]  # shape, dtype, device, size of each fresh returned tensor
+    aliased: list[int | None]  # per returned tensor: the input it is (written in place), or None for a fresh output
     structure: Callable[[list[Tensor]], Any]
 
 
@@ -92,16 +96,22 @@ class TinyJit(Generic[ReturnType]):
             if outs:
                 outs[0].realize(*outs[1:])
         output_buffers = [_buffer_of(t) for t in outs]
-        if any(b in input_buffers for b in output_buffers):
-            raise JitError("a jitted function must not return one of its inputs unchanged: return a new tensor (e.g. x + 0)")
         linear = UOp(Ops.LINEAR, dtypes.void, tuple(call for recorded in linears for call in recorded.src))
+        # writes into an input made new versions of its buffer (same storage): they are that input on every replay
+        storage = {id(buffer_for(b)): b for b in input_buffers}
+        versions = {a: storage[id(buffer_for(a))] for call in linear.src for a in call.src[1:]
+                    if a.op is Ops.BUFFER and a not in input_buffers and id(buffer_for(a)) in storage}
+        if versions:
+            linear = linear.substitute(versions)
+        aliased = [input_buffers.index(storage[id(buffer_for(b))]) if id(buffer_for(b)) in storage else None for b in output_buffers]
+        output_buffers = [b for b, a in zip(output_buffers, aliased) if a is None]
         try:
             linked = link_linear(linear, inputs=[*input_buffers, *output_buffers])
         except DeviceError:
             linked = None  # e.g. MOCKAMD: replay the recorded calls through run_linear instead
+        fresh = [t for t, a in zip(outs, aliased) if a is None]
         self.captured = _Captured(_signature(inputs), linked, linear, [*input_buffers, *output_buffers],
-                                  [(t.shape, t.dtype, t.device, b.arg.size) for t, b in zip(outs, output_buffers)],
-                                  _restructure(ret))
+                                  [(t.shape, t.dtype, t.device, b.arg.size) for t, b in zip(fresh, output_buffers)], aliased, _restructure(ret))
         self.cnt = 2
         return ret
 
@@ -117,7 +127,8 @@ class TinyJit(Generic[ReturnType]):
         else:
             run_linear(cap.linear.substitute(dict(zip(cap.buffers, [*(_buffer_of(t) for t in inputs), *outputs]))))
         self.cnt += 1
-        return cap.structure([Tensor(b.reshape(shape), device=device) for b, (shape, _, device, _) in zip(outputs, cap.outputs)])
+        fresh = iter(Tensor(b.reshape(shape), device=device) for b, (shape, _, device, _) in zip(outputs, cap.outputs))
+        return cap.structure([inputs[a] if a is not None else next(fresh) for a in cap.aliased])
 
 
 def _returned_tensors(ret: Any) -> list[Tensor]:

@@ -329,6 +329,21 @@ class MovementMixin(TensorFields):
         no = len(others)
         return out.permute(list(range(first)) + list(range(no, no + nb)) + list(range(first, no)))
 
+    def _scatter_index(self: Tensor, indices: Any, value: Tensor) -> Tensor:
+        """This tensor with `value` written at `self[indices]` (any index form; a repeated position takes the last
+        value, as numpy)."""
+        tensor_cls = type(self)
+        n = self.numel()
+        picked = tensor_cls.arange(n, device=self.device).reshape(self.shape)[indices]
+        m = picked.numel()
+        value = value._broadcast_to(picked.shape).reshape(1, m)
+        order = tensor_cls.arange(1, m + 1, device=self.device).reshape(1, m)
+        hit = tensor_cls.arange(n, device=self.device).reshape(n, 1) == picked.reshape(1, m)
+        last = hit.where(order, 0).max(1, keepdim=True)  # 1 + the last k writing each position, 0 when none does
+        chosen = (order == last).where(value, value._const(0, value.dtype, ()))
+        new = chosen.any(1) if value.dtype is dtypes.bool else chosen.sum(1).cast(value.dtype)
+        return (last.reshape(n) > 0).where(new, self.reshape(n)).reshape(self.shape)
+
     def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
         """out[i][j][k] = self[i][index[i][j][k]][k] (for dim=1): pick along `dim` by an int tensor."""
         d = self._resolve_dim(dim)

@@ -16,6 +16,7 @@ from uopir import AxisType, GroupOp, Ops, UOp, dtypes, graph_rewrite, symbolic
 from .errors import SchedulerError
 
 Index = tuple[UOp, ...]
+_UINT_OF_SIZE = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
 Key = tuple[UOp, Index, "UOp | None"]
 Step = tuple[list[Key], Callable[[list[UOp]], UOp]]
 
@@ -87,6 +88,35 @@ def _and(a: UOp | None, b: UOp | None) -> UOp | None:
     if b is None:
         return a
     return a & b
+
+
+def movement_inner(node: UOp, idx: Index) -> tuple[Index, UOp | None]:
+    """The indices into the source of movement op `node` for indices `idx` into it, and the gate under which the
+    source is read (only PAD has one: outside the source the value is padding)."""
+    src = node.src[0]
+    op, in_shape, out_shape = node.op, src.shape, node.shape
+    if op is Ops.RESHAPE:
+        return reshape_index(idx, out_shape, in_shape), None
+    if op is Ops.EXPAND:
+        return tuple(UOp.const(0) if s == 1 and o != 1 else i for i, s, o in zip(idx, in_shape, out_shape)), None
+    if op is Ops.PERMUTE:
+        inner: list[UOp] = [UOp.const(0)] * len(idx)
+        for out_axis, in_axis in enumerate(node.marg):
+            inner[in_axis] = idx[out_axis]
+        return tuple(inner), None
+    if op is Ops.SHRINK:
+        return tuple(i + b if b else i for i, (b, _) in zip(idx, node.marg)), None
+    if op is Ops.FLIP:
+        return tuple((d - 1) - i if f else i for i, d, f in zip(idx, in_shape, node.marg)), None
+    gate: UOp | None = None
+    pad_inner = []
+    for i, d, (b, e) in zip(idx, in_shape, node.marg):
+        if b:
+            gate = _and(gate, i >= b)
+        if e:
+            gate = _and(gate, i < b + d)
+        pad_inner.append(i - b if b else i)
+    return tuple(pad_inner), gate
 
 
 class KernelLowering:
@@ -169,53 +199,81 @@ class KernelLowering:
             inner_idx = tuple(ranges.get(k, i) for k, i in enumerate(idx))
             real = [r for r in ranges.values() if r.op is Ops.RANGE]
             return [(node.src[0], inner_idx, valid)], lambda vals: vals[0].reduce(*real, arg=reduce_op) if real else vals[0]
+        if op is Ops.BITCAST and node.dtype.itemsize != node.src[0].dtype.itemsize:
+            return self._bitcast_step(node, idx, valid)
         if op in GroupOp.ALU or op in (Ops.CAST, Ops.BITCAST):
             return [(s, idx, valid) for s in node.src], lambda vals: UOp(op, node.dtype, tuple(vals), node.arg)
         raise SchedulerError(f"cannot lower {op!r} inside a kernel: realize its source first")
 
     def _movement_step(self, node: UOp, idx: Index, valid: UOp | None) -> Step:
-        src = node.src[0]
-        op, in_shape, out_shape = node.op, src.shape, node.shape
-
-        def same(vals: list[UOp]) -> UOp:
-            return vals[0]
-
-        if op is Ops.RESHAPE:
-            return [(src, reshape_index(idx, out_shape, in_shape), valid)], same
-        if op is Ops.EXPAND:
-            return [(src, tuple(UOp.const(0) if s == 1 and o != 1 else i for i, s, o in zip(idx, in_shape, out_shape)), valid)], same
-        if op is Ops.PERMUTE:
-            inner: list[UOp] = [UOp.const(0)] * len(idx)
-            for out_axis, in_axis in enumerate(node.marg):
-                inner[in_axis] = idx[out_axis]
-            return [(src, tuple(inner), valid)], same
-        if op is Ops.SHRINK:
-            return [(src, tuple(i + b if b else i for i, (b, _) in zip(idx, node.marg)), valid)], same
-        if op is Ops.FLIP:
-            return [(src, tuple((d - 1) - i if f else i for i, d, f in zip(idx, in_shape, node.marg)), valid)], same
-        # PAD: the source is read only where every padded axis is inside it; elsewhere the value is 0
-        gate: UOp | None = None
-        inner_idx = []
-        for i, d, (b, e) in zip(idx, in_shape, node.marg):
-            if b:
-                gate = _and(gate, i >= b)
-            if e:
-                gate = _and(gate, i < b + d)
-            inner_idx.append(i - b if b else i)
+        inner, gate = movement_inner(node, idx)
         if gate is None:
-            return [(src, tuple(inner_idx), valid)], same
+            return [(node.src[0], inner, valid)], lambda vals: vals[0]
+        # PAD: the source is read only inside it; elsewhere the value is 0
         zero = UOp.const(0 if not dtypes.is_bool(node.dtype) else False, node.dtype)
-        return [(src, tuple(inner_idx), _and(valid, gate))], lambda vals: gate.where(vals[0], zero)
+        return [(node.src[0], inner, _and(valid, gate))], lambda vals: gate.where(vals[0], zero)
+
+    def _bitcast_step(self, node: UOp, idx: Index, valid: UOp | None) -> Step:
+        """A bitcast between item sizes: each wide element holds `r` narrow ones along the last axis, little-endian."""
+        src = node.src[0]
+        ssz, dsz = src.dtype.itemsize, node.dtype.itemsize
+        src_u, dst_u = _UINT_OF_SIZE[ssz], _UINT_OF_SIZE[dsz]
+        if dsz < ssz:  # split: narrow element j is bits [8*dsz*(j%r), ...) of wide element j//r
+            r = ssz // dsz
+            inner = (*idx[:-1], idx[-1] // r)
+
+            def split(vals: list[UOp]) -> UOp:
+                shift = (idx[-1] % r).cast(src_u) * (8 * dsz)
+                return (vals[0].bitcast(src_u) >> shift).cast(dst_u).bitcast(node.dtype)
+
+            return [(src, inner, valid)], split
+        r = dsz // ssz
+        keys = [(src, (*idx[:-1], idx[-1] * r + k), valid) for k in range(r)]
+
+        def join(vals: list[UOp]) -> UOp:
+            acc = vals[0].bitcast(src_u).cast(dst_u)
+            for k in range(1, r):
+                acc = acc | (vals[k].bitcast(src_u).cast(dst_u) << (8 * ssz * k))
+            return acc.bitcast(node.dtype)
+
+        return keys, join
 
     def kernel(self, node: UOp, body: UOp) -> UOp:
         """The kernel SINK storing `body` (lowered over fresh LOOP ranges) into slot 0 with `node`'s shape."""
-        shape = node.shape
-        size = 1
-        for d in shape:
-            size *= d
-        ranges = tuple(self.new_range(d, AxisType.LOOP) for d in shape)
+        ranges = tuple(self.new_range(d, AxisType.LOOP) for d in node.shape)
         value = self.lower(body, ranges)
-        out = UOp.param(0, node.dtype.ptr(size))
-        store = out.index(flat_index(ranges, shape).simplify() if ranges else UOp.const(0)).store(value)
+        out = UOp.param(0, node.dtype.ptr(_prod(node.shape)))
+        store = out.index(flat_index(ranges, node.shape).simplify() if ranges else UOp.const(0)).store(value)
+        return self._finish(store, ranges)
+
+    def store_kernel(self, store: UOp, base: UOp) -> UOp:
+        """The kernel of a tensor-level STORE(target view, value, previous version): loops over the target view's
+        shape and writes each value where the view places it in `base`, the BUFFER bound to slot 0. Reads of the
+        previous version (same storage) also go through slot 0, so the kernel never sees two aliasing pointers."""
+        target, value = store.src[0], store.src[1]
+        ranges = tuple(self.new_range(d, AxisType.LOOP) for d in target.shape)
+        out = self._params[self.buffers[0]] = UOp.param(0, base.dtype.ptr(_prod(base.shape)))
+        idx: Index = ranges
+        gate: UOp | None = None
+        node = target
+        while node is not base:
+            if node.op in GroupOp.Movement:
+                idx, g = movement_inner(node, idx)
+                gate = _and(gate, g)
+            node = node.src[0]
+        flat = flat_index(idx, base.shape).simplify() if idx else UOp.const(0)
+        val = self.lower(value, ranges)
+        ret = (out.index(flat, gate.simplify()) if gate is not None else out.index(flat)).store(val)
+        return self._finish(ret, ranges)
+
+    @staticmethod
+    def _finish(store: UOp, ranges: Index) -> UOp:
         ast = UOp.sink(store.end(*[r for r in ranges if r.op is Ops.RANGE]))
         return graph_rewrite(ast, symbolic)
+
+
+def _prod(shape: tuple[int, ...]) -> int:
+    ret = 1
+    for d in shape:
+        ret *= d
+    return ret

@@ -8,15 +8,18 @@ more, the entry (and the buffer with it) goes away.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from hcq_runtime import run_linear
+from hcq_runtime import bind_buffer, buffer_for, run_linear
 from uopir import Ops, UOp, dtypes
 
 from .schedule import CopyStep, KernelStep, Plan, cached_plan, walk_graph
 
 realized_buffers: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+# buffer versions made by writes that have run: AFTER(buffer, STORE) -> buffer (kept through TinyJit captures, unlike
+# realized_buffers: running a write twice would apply it twice)
+written_versions: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 _captures: list[list[UOp]] = []
 
 
@@ -36,8 +39,27 @@ def capture_linears() -> Iterator[list[UOp]]:
         realized_buffers.update(saved)
 
 
+class _Realized:
+    """The nodes whose value already sits in a buffer (a realized node or a buffer version a write made)."""
+
+    def __contains__(self, node: UOp) -> bool:
+        return node in realized_buffers or (node.op is Ops.AFTER and node in written_versions)
+
+
+done = _Realized()
+
+
+def version_of(node: UOp) -> UOp:
+    """The buffer holding a realized node or a written version (the node itself for a BUFFER or a pending version)."""
+    if node.op is Ops.BUFFER or node not in done:
+        return node
+    return _input_buffer(node)
+
+
 def _input_buffer(node: UOp) -> UOp:
-    return node if node.op is Ops.BUFFER else realized_buffers[node]
+    if node.op is Ops.BUFFER:
+        return node
+    return written_versions[node] if node.op is Ops.AFTER else realized_buffers[node]
 
 
 def linear_for(plan: Plan, inputs: list[UOp]) -> tuple[UOp, list[UOp]]:
@@ -55,17 +77,35 @@ def linear_for(plan: Plan, inputs: list[UOp]) -> tuple[UOp, list[UOp]]:
     return UOp(Ops.LINEAR, dtypes.void, tuple(calls)), buffers
 
 
-def realize_uops(targets: tuple[UOp, ...], default_device: str) -> list[UOp]:
-    """Compute every target node; returns the BUFFER UOp holding each (targets already in a buffer are not rerun)."""
-    walk = walk_graph(targets, realized_buffers, default_device)
-    plan, _ = cached_plan(walk, targets, default_device)
+def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Callable[[], set[UOp]] | None = None) -> list[UOp]:
+    """Compute every target node; returns the BUFFER UOp holding each (targets already in a buffer are not rerun).
+
+    `live_reads` lists the buffer versions values outside this schedule may still read; it is asked only when the
+    schedule overwrites a version in place, and those versions are kept (copied) for their readers."""
+    walk = walk_graph(targets, done, default_device)
+    live: frozenset[UOp] = frozenset()
+    alias: tuple[int, ...] = ()
+    stores = [n for n in walk.nodes if n.op is Ops.STORE]
+    if stores:
+        held = [_input_buffer(n) for n in walk.inputs]
+        first: dict[UOp, int] = {}
+        alias = tuple(first.setdefault(b, i) for i, b in enumerate(held))
+        if live_reads is not None:
+            version = {n: held[i] for i, n in enumerate(walk.inputs)}
+            reads = live_reads()
+            live = frozenset(st.src[2] for st in stores if version.get(st.src[2], st.src[2]) in reads)
+    plan, _ = cached_plan(walk, targets, default_device, live, alias)
     linear, buffers = linear_for(plan, walk.inputs)
     if linear.src:
         run_linear(linear)
         if _captures:
             _captures[-1].append(linear)
+    for old, copy in plan.preserved:
+        bind_buffer(buffers[old], buffer_for(buffers[copy]))
+    for pos, num in plan.afters:
+        written_versions[walk.nodes[pos]] = buffers[num]
     outs = [buffers[n] for n in plan.outputs]
     for t, buf in zip(targets, outs):
-        if t.op is not Ops.BUFFER:
+        if t.op not in (Ops.BUFFER, Ops.AFTER):
             realized_buffers[t] = buf
     return outs

@@ -21,6 +21,7 @@ from typing import Any
 
 from uopir import DType, GroupOp, Ops, UOp
 
+from .errors import SchedulerError
 from .rangeify import KernelLowering
 
 # ops a reduce can be computed through without being recomputed: each output element reads at most one reduce
@@ -61,6 +62,8 @@ class Plan:
     new_buffers: tuple[NewBuffer, ...]
     steps: tuple[KernelStep | CopyStep, ...]
     outputs: tuple[int, ...]
+    afters: tuple[tuple[int, int], ...] = ()  # (walk position of an AFTER, the buffer holding that version)
+    preserved: tuple[tuple[int, int], ...] = ()  # (old version's buffer, the copy that keeps its value for later readers)
 
 
 def _arg_key(arg: Any) -> Any:
@@ -124,9 +127,58 @@ def _device_of(node: UOp, default_device: str) -> str:
     return default_device
 
 
-def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str) -> Plan:
-    """Decide the realized nodes and build one step per realized node (see the module docstring)."""
+def _store_base(store: UOp) -> UOp:
+    """The BUFFER a tensor-level STORE writes: the node under its target view."""
+    node = store.src[0]
+    while node.op is not Ops.BUFFER:
+        node = node.src[0]
+    return node
+
+
+def _reads(node: UOp, realized: set[UOp], leaf_set: set[UOp]) -> set[UOp]:
+    """The values the kernel of realized `node` reads: leaves, AFTERs (buffer versions) and other realized nodes
+    reached through fused nodes. A STORE's target view is where it writes, not a read."""
+    srcs = [node.src[1]] if node.op is Ops.STORE else [node.src[0]] if node.op is Ops.CONTIGUOUS else list(node.src)
+    out: set[UOp] = set()
+    seen: set[UOp] = set()
+    while srcs:
+        n = srcs.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in leaf_set or n in realized or n.op is Ops.AFTER:
+            out.add(n)
+        else:
+            srcs.extend(n.src)
+    return out
+
+
+def _reaches(deps: dict[UOp, set[UOp]], start: UOp, goal: UOp) -> bool:
+    """Whether `goal` is among `start`'s transitive dependencies."""
+    stack, seen = [start], {start}
+    while stack:
+        for d in deps[stack.pop()]:
+            if d is goal:
+                return True
+            if d not in seen:
+                seen.add(d)
+                stack.append(d)
+    return False
+
+
+def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, live: frozenset[UOp] = frozenset(),
+               alias: tuple[int, ...] = ()) -> Plan:
+    """Decide the realized nodes and build one step per realized node (see the module docstring).
+
+    A STORE writes into an existing buffer version in place. Every other kernel that reads the version it overwrites
+    runs before it; when that cannot be (the reader also needs the STORE's result) or when values outside this
+    schedule (`live`) still read the old version, the old version is first copied to a buffer of its own.
+    `alias[i]` is the first input holding the same buffer as input i (one buffer version can be reached as several
+    realized nodes).
+    """
     leaf_set = set(walk.inputs)
+    canon = {leaf: walk.inputs[a] for leaf, a in zip(walk.inputs, alias)} if alias else {}
+    live = frozenset(canon.get(n, n) for n in live)
     consumers: dict[UOp, list[UOp]] = {n: [] for n in walk.nodes}
     for node in walk.nodes:
         if node in leaf_set:
@@ -136,34 +188,104 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str) -
                 consumers[s].append(node)
     realized: set[UOp] = set(targets)
     for node in walk.nodes:
-        if node.op in (Ops.CONTIGUOUS, Ops.COPY) and node not in leaf_set:
+        if node.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.STORE) and node not in leaf_set:
             realized.add(node)
             if node.op is Ops.COPY and _is_leaf_view(node.src[0], leaf_set) is None:
                 realized.add(node.src[0])
     for node in walk.nodes:
         if node.op is Ops.REDUCE and node not in leaf_set and not _fuses_into_consumer(node, consumers, realized):
             realized.add(node)
-    realized -= leaf_set
+    realized = {n for n in realized if n not in leaf_set and n.op is not Ops.AFTER}
+
+    order = [n for n in walk.nodes if n in realized]
+    reads = {n: {canon.get(r, r) for r in _reads(n, realized, leaf_set)} for n in order}
+    producer = {n: n for n in order}
+    for node in walk.nodes:
+        if node.op is Ops.AFTER and node not in leaf_set:
+            producer[node] = node.src[1]
+    deps = {n: {producer[r] for r in reads[n] if r in producer} for n in order}
+    # write-after-read: readers of the version a STORE overwrites go first, unless that would make a cycle
+    preserve: dict[UOp, set[UOp]] = {}  # old version -> the readers that read a copy of it instead
+    for st in order:
+        if st.op is not Ops.STORE:
+            continue
+        old = canon.get(st.src[2], st.src[2])
+        if old in producer:
+            deps[st].add(producer[old])
+        for reader in order:
+            if reader is st or old not in reads[reader]:
+                continue
+            if old in live or _reaches(deps, reader, st):
+                preserve.setdefault(old, set()).add(reader)
+            else:
+                deps[st].add(reader)
+        if old in live:
+            preserve.setdefault(old, set())
+    copies = {old: UOp(Ops.CONTIGUOUS, old.dtype, (old,)) for old in preserve}
+    for old, cp in copies.items():
+        deps[cp] = {producer[old]} if old in producer else set()
+        for st in order:
+            if st.op is Ops.STORE and canon.get(st.src[2], st.src[2]) is old:
+                deps[st].add(cp)
+    rank = {n: i for i, n in enumerate(walk.nodes)}
+    steps_order = _toposort([*order, *copies.values()], deps, lambda n: rank.get(n.src[0] if n in copies.values() else n, -1))
 
     bufnum: dict[UOp, int] = {leaf: i for i, leaf in enumerate(walk.inputs)}
     new_buffers: list[NewBuffer] = []
-    steps: list[KernelStep | CopyStep] = []
+
+    def new_buffer(node: UOp) -> int:
+        bufnum[node] = len(walk.inputs) + len(new_buffers)
+        new_buffers.append(NewBuffer(_device_of(node, default_device), _size(node.shape), node.dtype))
+        return bufnum[node]
+
     for node in walk.nodes:
-        if node not in realized:
-            continue
-        device = _device_of(node, default_device)
-        out = bufnum[node] = len(walk.inputs) + len(new_buffers)
-        new_buffers.append(NewBuffer(device, _size(node.shape), node.dtype))
+        if node.op is Ops.AFTER and node not in leaf_set:
+            bufnum[node] = bufnum[node.src[0]]
+    for node in steps_order:
+        if node.op is Ops.STORE:
+            bufnum[node] = bufnum[_store_base(node)]
+        else:
+            new_buffer(node)
+    steps: list[KernelStep | CopyStep] = []
+    for node in steps_order:
+        out = bufnum[node]
         if node.op is Ops.COPY:
             src_leaf = _is_leaf_view(node.src[0], leaf_set)
             steps.append(CopyStep(out, bufnum[src_leaf if src_leaf is not None else node.src[0]]))
             continue
         if _size(node.shape) == 0:
             continue
-        lowering = KernelLowering({n: bufnum[n] for n in bufnum if n is not node}, out)
-        ast = lowering.kernel(node, node.src[0] if node.op is Ops.CONTIGUOUS else node)
+        leaves = {n: bufnum[n] for n in bufnum if n is not node}
+        for old, readers in preserve.items():
+            if node in readers:
+                leaves.update((n, bufnum[copies[old]]) for n in leaves if canon.get(n, n) is old)
+        if node.op is Ops.STORE:
+            old = canon.get(node.src[2], node.src[2])
+            leaves.update((n, out) for n in list(leaves) if canon.get(n, n) is old)
+            lowering = KernelLowering(leaves, out)
+            ast = lowering.store_kernel(node, _store_base(node))
+        else:
+            lowering = KernelLowering(leaves, out)
+            ast = lowering.kernel(node, node.src[0] if node.op is Ops.CONTIGUOUS else node)
         steps.append(KernelStep(ast, tuple(lowering.buffers)))
-    return Plan(len(walk.inputs), tuple(new_buffers), tuple(steps), tuple(bufnum[t] for t in targets))
+    afters = tuple((i, bufnum[n]) for i, n in enumerate(walk.nodes) if n.op is Ops.AFTER and n not in leaf_set)
+    preserved = tuple((bufnum[old], bufnum[cp]) for old, cp in copies.items() if old in live)
+    return Plan(len(walk.inputs), tuple(new_buffers), tuple(steps), tuple(bufnum[t] for t in targets), afters, preserved)
+
+
+def _toposort(nodes: list[UOp], deps: dict[UOp, set[UOp]], rank) -> list[UOp]:
+    """`nodes` in an order where each comes after its `deps`, otherwise by `rank` (the graph's own order)."""
+    done: set[UOp] = set()
+    out: list[UOp] = []
+    pending = sorted(nodes, key=rank)
+    while pending:
+        ready = next((n for n in pending if deps[n] <= done), None)
+        if ready is None:
+            raise SchedulerError("cycle in the kernel order: a write and its readers cannot be ordered")
+        pending.remove(ready)
+        done.add(ready)
+        out.append(ready)
+    return out
 
 
 def _fuses_into_consumer(node: UOp, consumers: dict[UOp, list[UOp]], realized: set[UOp]) -> bool:
@@ -182,13 +304,19 @@ _plan_cache: dict[tuple, Plan] = {}
 PLAN_CACHE_SIZE = 4096
 
 
-def cached_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str) -> tuple[Plan, bool]:
-    """The plan for `walk` and whether it came from the cache (graphs with the same structural key share it)."""
-    if (plan := _plan_cache.get(walk.key)) is not None:
+def cached_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, live: frozenset[UOp] = frozenset(),
+                alias: tuple[int, ...] = ()) -> tuple[Plan, bool]:
+    """The plan for `walk` and whether it came from the cache (graphs with the same structural key share it).
+    `live`: old buffer versions that values outside this schedule still read (they are kept when overwritten);
+    `alias`: see `build_plan`."""
+    key: tuple = walk.key
+    if live or alias:
+        key = (key, tuple(i for i, n in enumerate(walk.nodes) if n in live), alias)
+    if (plan := _plan_cache.get(key)) is not None:
         return plan, True
     if len(_plan_cache) >= PLAN_CACHE_SIZE:
         del _plan_cache[next(iter(_plan_cache))]  # the oldest entry
-    plan = _plan_cache[walk.key] = build_plan(walk, targets, default_device)
+    plan = _plan_cache[key] = build_plan(walk, targets, default_device, live, alias)
     return plan, False
 
 

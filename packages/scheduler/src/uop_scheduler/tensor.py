@@ -8,11 +8,12 @@ Tensor, so tinygrad code runs after changing the import.
 from __future__ import annotations
 
 import math
+import weakref
 from typing import Any, ClassVar
 
 import numpy as np
 from hcq_runtime import Device, buffer_for, canonicalize, numpy_dtype
-from uopir import DType, GroupOp, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8_to_float, strong_dtype, to_dtype
+from uopir import DType, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8_to_float, strong_dtype, to_dtype
 
 from .elementwise import ElementwiseMixin
 from .errors import TensorRuntimeError, TensorTypeError
@@ -21,10 +22,10 @@ from .movement import MovementMixin
 from .multi import ShardedTensor, shard
 from .nn_ops import NNMixin
 from .random import RandomMixin
-from .realize import realize_uops, realized_buffers
+from .realize import done, realize_uops, realized_buffers, written_versions
 from .reduce import ReduceMixin
+from .writes import VIEW_OPS, ViewStep, all_tensors, live_reads, pending, rebind_views, storage_of, view_steps, write
 
-_UINT_OF_SIZE = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
 _NUMPY_TO_DTYPE = {np.dtype(d.fmt): d for d in dtypes.all if d.fmt is not None}
 
 
@@ -70,16 +71,6 @@ def _is_buffer_view(u: UOp) -> bool:
     return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
 
 
-def _is_assignable(u: UOp) -> bool:
-    """Whether a tensor's value can simply be rebound: it is not a view (a movement op) of some other value, except
-    the forms the constructors make (a reshaped buffer, a broadcast constant)."""
-    if u.op not in GroupOp.Movement or _is_buffer_view(u):
-        return True
-    if u.op is Ops.RESHAPE:
-        return u.src[0].op is Ops.CONST
-    return u.op is Ops.EXPAND and (u.src[0].op is Ops.CONST or (u.src[0].op is Ops.RESHAPE and u.src[0].src[0].op is Ops.CONST))
-
-
 def _norm_dtype(dtype: Any) -> DType | None:
     return None if dtype is None else to_dtype(dtype)
 
@@ -91,7 +82,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin,
     Ops build a graph; `realize()` / `numpy()` / `tolist()` / `item()` run it.
     """
 
-    __slots__ = ("uop", "_device", "_requires_grad", "grad", "__weakref__")
+    __slots__ = ("uop", "_device", "_requires_grad", "grad", "_root", "_chain", "_views", "__weakref__")
     training: ClassVar[bool] = False
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None, requires_grad: bool | None = None):
@@ -100,6 +91,11 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin,
         self.grad: Tensor | None = None
         self.requires_grad = requires_grad
         self._device = dev
+        # views (see writes.py): the root tensor this one views, the view steps from it, and a root's live views
+        self._root: Tensor | None = None
+        self._chain: tuple[ViewStep, ...] = ()
+        self._views: weakref.WeakSet[Tensor] | None = None
+        all_tensors.add(self)
         if isinstance(data, UOp):
             self.uop = data if dt is None or data.dtype is dt else data.cast(dt)
             return
@@ -145,7 +141,17 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin,
 
     # ---- wrapping ----
     def _wrap(self, u: UOp, device: str | None = None) -> Tensor:
-        return Tensor(u, device=device or self._device)
+        ret = Tensor(u, device=device or self._device)
+        if u.op in VIEW_OPS and (device is None or device == self._device) and (steps := view_steps(self.uop, u)) is not None:
+            ret._make_view_of(self, steps)
+        return ret
+
+    def _make_view_of(self, parent: Tensor, steps: tuple[ViewStep, ...]) -> None:
+        root = parent._root if parent._root is not None else parent
+        self._root, self._chain = root, parent._chain + steps
+        if root._views is None:
+            root._views = weakref.WeakSet()
+        root._views.add(self)
 
     # ---- properties ----
     @property
@@ -200,30 +206,41 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin,
 
     # ---- realization and conversion ----
     def realize(self, *lst: Tensor) -> Tensor:
-        """Compute this tensor (and `lst`) now, in one schedule; afterwards each refers to its buffer."""
-        pending = [t for t in (self, *lst) if not _is_buffer_view(t.uop)]
-        for t in pending:
-            if (buf := realized_buffers.get(t.uop)) is not None:
-                t.uop = buf.reshape(t.shape)
-        by_device: dict[str, list[Tensor]] = {}
-        for t in pending:
-            if not _is_buffer_view(t.uop):
-                by_device.setdefault(t.device, []).append(t)
+        """Compute this tensor (and `lst`) now, in one schedule together with every pending write; afterwards each
+        refers to its buffer. A view of a buffer stays a view of it."""
+        tensors = list({id(t): t for t in (self, *lst, *pending)}.values())
+        pending.clear()
+        by_device: dict[str, list[tuple[Tensor, UOp]]] = {}
+        for t in tensors:
+            u = t.uop
+            if (storage := storage_of(u)) is not None:
+                if storage.op is Ops.AFTER and storage not in done:
+                    by_device.setdefault(t.device, []).append((t, storage))
+                elif storage.op is Ops.AFTER:
+                    t._settle(storage, written_versions[storage])
+            elif (buf := realized_buffers.get(u)) is not None:
+                t._settle(u, buf.reshape(t.shape))
+            else:
+                by_device.setdefault(t.device, []).append((t, u))
+        exclude = {id(t) for t in tensors}
         # one schedule per target device: a target with no buffer below it (a constant) belongs to its tensor's device
         for device, group in by_device.items():
-            bufs = realize_uops(tuple(t.uop for t in group), device)
-            for t, buf in zip(group, bufs):
-                t.uop = buf.reshape(t.shape)
+            bufs = realize_uops(tuple(dict.fromkeys(u for _, u in group)), device, lambda: live_reads(exclude))
+            got = dict(zip(dict.fromkeys(u for _, u in group), bufs))
+            for t, u in group:
+                t._settle(u, got[u] if u.op is Ops.AFTER else got[u].reshape(t.shape))
         return self
 
+    def _settle(self, old: UOp, new: UOp) -> None:
+        """After a realize: the computed node `old` in this tensor's value is now `new` (a buffer or a view of one)."""
+        self.uop = new if self.uop is old else self.uop.substitute({old: new})
+        if self._views:
+            rebind_views(self)
+
     def assign(self, x: Any) -> Tensor:
-        """Give this tensor the value of `x` (same dtype and device; broadcast to this shape). Expressions built from
-        the old value keep it: nothing is overwritten in place, the tensor is rebound to the new value."""
-        if not _is_assignable(self.uop):
-            # tinygrad writes an assign to a view through to the viewed storage; rebinding the view would silently
-            # leave that storage unchanged, so refuse until view writes exist
-            raise TensorRuntimeError(f"assign into a view ({self.uop.op.name} of shape {self.shape}) is not supported yet: "
-                                     "compute the whole new value and assign it to the base tensor")
+        """Write the value of `x` into this tensor (same dtype and device; broadcast to this shape). Writing into a view
+        (a slice, permute, flip, reshape, detach or bitcast of a tensor) writes into the tensor it views. Values
+        computed from the old value before the write keep the old value."""
         if not isinstance(x, Tensor):
             x = Tensor(x, device=self.device, dtype=self.dtype)
         if x.device != self.device:
@@ -232,16 +249,28 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin,
             raise TensorRuntimeError(f"assign dtype mismatch {self.dtype} != {x.dtype}: cast the value explicitly")
         if x.shape != self.shape:
             x = x.expand(self.shape)
-        self.uop = x.uop
+        write(self, x)
         return self
+
+    def __setitem__(self, indices: Any, value: Any) -> None:
+        """`t[indices] = value`: write `value` (broadcast, same dtype; Python scalars are converted) into the
+        indexed elements. Basic indices (ints, slices with steps, None, Ellipsis) write through a view; tensor indices
+        write the picked elements."""
+        if not isinstance(value, Tensor):
+            value = Tensor(value, device=self.device, dtype=self.dtype)
+        if any(isinstance(i, (Tensor, list, np.ndarray)) for i in (indices if isinstance(indices, tuple) else (indices,))):
+            self.assign(self._scatter_index(indices, value))
+            return
+        self[indices].assign(value)
 
     def numpy(self) -> np.ndarray:
         """The values as a numpy array (realizing first)."""
-        self.realize()
-        base = self.uop.base
         if self.numel() == 0:
             return from_storage(np.zeros(self.shape, numpy_dtype(self.dtype)), self.dtype)
-        return from_storage(buffer_for(base).numpy(), self.dtype).reshape(self.shape)
+        self.realize()
+        if not _is_buffer_view(self.uop):
+            return Tensor(self.uop.contiguous(), device=self.device).numpy()
+        return from_storage(buffer_for(self.uop.base).numpy(), self.dtype).reshape(self.shape)
 
     def tolist(self) -> Any:
         """The values as (nested) Python lists, or a scalar for a 0-d tensor."""
@@ -284,18 +313,7 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin,
             raise TensorRuntimeError(f"bitcast from {self.dtype} to {dt} needs numeric dtypes and at least one axis")
         if (self.shape[-1] * self.dtype.itemsize) % dt.itemsize:
             raise TensorRuntimeError(f"unsupported size in bitcast: last axis of {self.shape} x {self.dtype} does not fill whole {dt}s")
-        src_u, dst_u = _UINT_OF_SIZE[self.dtype.itemsize], _UINT_OF_SIZE[dt.itemsize]
-        bits = self.bitcast(src_u)
-        # little-endian: element k of a group holds bits [8*size*k, 8*size*(k+1)) of the wide value
-        if dt.itemsize < self.dtype.itemsize:
-            r = self.dtype.itemsize // dt.itemsize
-            scale = Tensor([1 << (8 * dt.itemsize * k) for k in range(r)], device=self.device, dtype=src_u)
-            parts = bits.unsqueeze(-1).idiv(scale).cast(dst_u)
-            return parts.reshape(*self.shape[:-1], self.shape[-1] * r).bitcast(dt)
-        r = dt.itemsize // self.dtype.itemsize
-        scale = Tensor([1 << (8 * self.dtype.itemsize * k) for k in range(r)], device=self.device, dtype=dst_u)
-        grouped = bits.reshape(*self.shape[:-1], self.shape[-1] // r, r).cast(dst_u).mul(scale)
-        return grouped.sum(-1, dtype=dst_u).bitcast(dt)
+        return self._wrap(UOp(Ops.BITCAST, dt, (self.uop,)))
 
     def float(self) -> Tensor:
         """Cast to float32."""
@@ -323,7 +341,9 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin,
 
     def detach(self) -> Tensor:
         """The same value, cut off from gradients."""
-        return Tensor(self.uop.detach(), device=self.device, requires_grad=False)
+        ret = Tensor(self.uop.detach(), device=self.device, requires_grad=False)
+        ret._make_view_of(self, ((Ops.DETACH, None),))
+        return ret
 
     # ---- creation ----
     @staticmethod

@@ -1,0 +1,227 @@
+"""Writes with value semantics: `assign`, `__setitem__` and writes through views.
+
+A tensor made from another by view ops (movement ops, detach, bitcast) is a view of its root tensor: it remembers the
+chain of ops that made it, and when the root gets a new value every live view of it is rebuilt from the new value
+(numpy's aliasing: a write through `a[1:3]` is seen by `a` and by `a.T`). Values computed from a tensor are not views:
+`t = a * 3` keeps the value `a` had when `t` was built, whatever is written to `a` later.
+
+When the root's value sits in a buffer, a write happens in place: the root's value becomes a new version of the same
+storage, `AFTER(new_buffer, STORE(target view over new_buffer, value, old version))`, and the scheduler writes only the
+target elements into the storage. Readers of the old version keep it: the scheduler orders them before the write, or
+copies the old version first when they cannot run before it (they need the write's result too) or are realized later
+(`live_reads` finds them among the live tensors). Every write made before a realize runs in that realize, even one
+nothing reads (`pending`).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import TYPE_CHECKING, Any
+
+from hcq_runtime import bind_buffer, buffer_for
+from uopir import GroupOp, Ops, UOp, dtypes
+
+from .errors import TensorRuntimeError
+from .realize import done, version_of
+
+if TYPE_CHECKING:
+    from .tensor import Tensor
+
+VIEW_OPS = GroupOp.Movement | {Ops.DETACH, Ops.BITCAST}
+# one step of a view chain: (op, argument) where the argument is the movement arg, or the dtype of a BITCAST
+ViewStep = tuple[Ops, Any]
+
+all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+# roots whose value changed by a write that has not run yet (strong: the write must run even if nothing reads it)
+pending: dict[Tensor, None] = {}
+
+
+def apply_view(u: UOp, step: ViewStep) -> UOp:
+    """`u` seen through one view step."""
+    op, arg = step
+    if op is Ops.DETACH:
+        return u.detach()
+    if op is Ops.BITCAST:
+        return u if arg is u.dtype else UOp(Ops.BITCAST, arg, (u,))
+    return {Ops.RESHAPE: u.reshape, Ops.EXPAND: u.expand, Ops.PERMUTE: u.permute, Ops.PAD: u.pad, Ops.SHRINK: u.shrink,
+            Ops.FLIP: u.flip}[op](arg)
+
+
+def apply_chain(u: UOp, chain: tuple[ViewStep, ...]) -> UOp:
+    for step in chain:
+        u = apply_view(u, step)
+    return u
+
+
+def _step_of(node: UOp) -> ViewStep:
+    if node.op is Ops.DETACH:
+        return (Ops.DETACH, None)
+    if node.op is Ops.BITCAST:
+        return (Ops.BITCAST, node.dtype)
+    return (node.op, node.marg)
+
+
+def view_steps(parent: UOp, child: UOp) -> tuple[ViewStep, ...] | None:
+    """The view steps that turn `parent` into `child`, or None when `child` is not a view of `parent`."""
+    steps: list[ViewStep] = []
+    node = child
+    while node is not parent and node.op in VIEW_OPS:
+        steps.append(_step_of(node))
+        node = node.src[0]
+    if node is parent:
+        return tuple(reversed(steps))
+    # a reshape of a reshape is built as one reshape of the source below both
+    if (child.op is Ops.RESHAPE and parent.shape_or_none is not None and math.prod(parent.shape) == math.prod(child.shape)
+            and parent.reshape(child.shape) is child):
+        return ((Ops.RESHAPE, child.shape),)
+    return None
+
+
+def storage_of(u: UOp) -> UOp | None:
+    """The buffer version under `u`'s view ops (a BUFFER, or an AFTER made by a write), None for computed values."""
+    while u.op in GroupOp.Movement or u.op is Ops.DETACH:
+        u = u.src[0]
+    return u if u.op in (Ops.BUFFER, Ops.AFTER) else None
+
+
+def rebind_views(root: Tensor) -> None:
+    """Rebuild every live view of `root` from its current value."""
+    for v in list(root._views or ()):
+        v.uop = apply_chain(root.uop, v._chain)
+
+
+def _strip_bitcasts(chain: tuple[ViewStep, ...], dtype_below: list, value: Tensor) -> tuple[tuple[ViewStep, ...], Tensor]:
+    """Move the chain's bitcasts onto the value: writing v through bitcast(dt) writes v.bitcast(source dtype). (The
+    caller leaves no movement op above a bitcast that changes the item size.)"""
+    for k in reversed(range(len(chain))):
+        if chain[k][0] is Ops.BITCAST:
+            value = value.bitcast(dtype_below[k])
+    return tuple(step for step in chain if step[0] is not Ops.BITCAST), value
+
+
+def _scatter_through(chain: tuple[ViewStep, ...], value: UOp, whole: UOp) -> UOp:
+    """`whole` with `value` written through the view steps `chain` (a functional write: each step is undone on the
+    value and on a mask of the written elements)."""
+    below_each = []
+    u = whole
+    for step in chain:
+        below_each.append(u)
+        u = apply_view(u, step)
+    mask = UOp.const(True, dtypes.bool).reshape((1,) * len(value.shape)).expand(value.shape)
+    for step, under in zip(reversed(chain), reversed(below_each)):
+        op, arg, below = step[0], step[1], under.shape
+        if op is Ops.RESHAPE:
+            value, mask = value.reshape(below), mask.reshape(below)
+        elif op is Ops.PERMUTE:
+            inv = tuple(sorted(range(len(arg)), key=lambda i: arg[i]))
+            value, mask = value.permute(inv), mask.permute(inv)
+        elif op is Ops.FLIP:
+            value, mask = value.flip(arg), mask.flip(arg)
+        elif op is Ops.SHRINK:
+            pads = tuple((b, d - e) for (b, e), d in zip(arg, below))
+            value, mask = value.pad(pads), mask.pad(pads)
+        elif op is Ops.PAD:
+            keep = tuple((b, b + d) for (b, _), d in zip(arg, below))
+            value, mask = value.shrink(keep), mask.shrink(keep)
+        elif op is Ops.BITCAST:
+            if arg.itemsize != under.dtype.itemsize:
+                raise TensorRuntimeError("assign through two bitcasts that change the item size with movement ops between them is not supported")
+            value = UOp(Ops.BITCAST, under.dtype, (value,))
+    return UOp(Ops.WHERE, whole.dtype, (mask, value, whole))
+
+
+def _unsafe_self_read(value: UOp, version: UOp, aligned: UOp) -> bool:
+    """Whether computing `value` element by element while writing it through the view `aligned` of buffer version
+    `version` could read an element the same kernel already overwrote: a read of `version` other than through
+    `aligned`, or `aligned` read through a movement op or a reduction."""
+    tainted: dict[UOp, bool] = {}
+    stack = [value]
+    order: list[UOp] = []
+    seen: set[UOp] = set()
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        order.append(n)
+        if n is not aligned and n.op not in (Ops.BUFFER, Ops.AFTER):
+            stack.extend(n.src)
+    for n in reversed(order):  # sources before users
+        if n is aligned:
+            tainted[n] = True
+        elif n is version:
+            return True
+        else:
+            t = tainted[n] = any(tainted.get(s, False) for s in n.src)
+            if t and (n.op in GroupOp.Movement or n.op is Ops.REDUCE):
+                return True
+    return False
+
+
+def write(target: Tensor, value: Tensor) -> None:
+    """Write `value` (same dtype and device, broadcast to `target`'s shape) into `target` and everything it views."""
+    root = target._root if target._root is not None else target
+    chain = target._chain
+    if not chain and storage_of(root.uop) is None:
+        # a value not in a buffer yet: becomes (a copy of) the value, never an alias of the value's own buffer
+        root.uop = value.uop.contiguous()
+        rebind_views(root)
+        pending[root] = None
+        return
+    if storage_of(root.uop) is None:
+        root.realize()
+    storage = storage_of(root.uop)
+    assert storage is not None
+    # the chain from the storage: the root's own view ops (a reshape of the flat buffer), then the target's
+    node = root.uop
+    root_chain: list[ViewStep] = []
+    while node is not storage:
+        root_chain.append(_step_of(node))
+        node = node.src[0]
+    full_chain = (*reversed(root_chain), *chain)
+    dtypes_below = []
+    u = storage
+    for step in full_chain:
+        dtypes_below.append(u.dtype)
+        u = apply_view(u, step)
+    if any(step[0] is Ops.EXPAND for step in full_chain):
+        raise TensorRuntimeError("cannot assign into a view made with expand: its elements do not each have one place in memory")
+    resized = [k for k, step in enumerate(full_chain) if step[0] is Ops.BITCAST and step[1].itemsize != dtypes_below[k].itemsize]
+    if resized and any(step[0] in GroupOp.Movement for step in full_chain[resized[-1] + 1:]):
+        # movement ops above a bitcast that changes the item size: the whole bitcast view gets the value written in
+        k = resized[-1]
+        whole = apply_chain(storage, full_chain[:k + 1])
+        value = value._wrap(_scatter_through(full_chain[k + 1:], value.uop, whole))
+        full_chain, dtypes_below = full_chain[:k + 1], dtypes_below[:k + 1]
+    write_chain, value = _strip_bitcasts(full_chain, dtypes_below, value)
+    if _unsafe_self_read(value.uop, storage, apply_chain(storage, write_chain)):
+        value = value.contiguous()
+    base = storage.src[0] if storage.op is Ops.AFTER else storage
+    new = UOp.new_buffer(base.arg.device, base.arg.size, base.dtype)
+    bind_buffer(new, buffer_for(base))
+    st = UOp(Ops.STORE, dtypes.void, (apply_chain(new, write_chain), value.uop, storage))
+    root.uop = apply_chain(new.after(st), tuple(reversed(root_chain)))
+    rebind_views(root)
+    pending[root] = None
+
+
+def live_reads(exclude: set[int]) -> set[UOp]:
+    """The buffer versions that live tensors (other than those with ids in `exclude`) read: the BUFFERs and AFTERs in
+    their graphs (not looking into the writes under an AFTER: a write's own inputs are read when it runs)."""
+    out: set[UOp] = set()
+    seen: set[UOp] = set()
+    for t in list(all_tensors):
+        if id(t) in exclude:
+            continue
+        stack = [t.uop]
+        while stack:
+            n = stack.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            if n.op in (Ops.BUFFER, Ops.AFTER) or n in done:
+                out.add(version_of(n))
+            else:
+                stack.extend(n.src)
+    return out
