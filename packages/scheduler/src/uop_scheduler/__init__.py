@@ -9,6 +9,7 @@ from .errors import BroadcastError, SchedulerError, ShapeError, TensorIndexError
 from .jit import JitError, TinyJit
 from .multi import ShardedTensor
 from .schedule import CopyStep, KernelStep, Plan, clear_schedule_cache
+from .symbolic import Variable
 from .tensor import Tensor
 
 __version__ = "0.1.0"
@@ -17,6 +18,7 @@ __all__ = [
     "__version__",
     "Tensor",
     "TinyJit",
+    "Variable",
     "nn",
     "JitError",
     "ShardedTensor",

@@ -22,6 +22,7 @@ from uopir import Ops, UOp, dtypes
 
 from .errors import SchedulerError
 from .realize import capture_linears
+from .symbolic import bind_shape, bound_values, unbound_shape
 from .tensor import Tensor
 
 ReturnType = TypeVar("ReturnType")
@@ -36,7 +37,17 @@ def _input_tensors(args: tuple, kwargs: dict) -> list[Tensor]:
 
 
 def _signature(tensors: list[Tensor]) -> tuple:
-    return tuple((t.shape, t.dtype, t.device) for t in tensors)
+    """What a replay must match: shapes (bound variables stand for any of their values), dtypes, devices."""
+    return tuple((unbound_shape(t.shape), t.dtype, t.device) for t in tensors)
+
+
+def _var_vals(tensors: list[Tensor], args: tuple, kwargs: dict) -> dict[str, int]:
+    """The values of the variables bound in the inputs' shapes and in bound-variable arguments."""
+    ret: dict[str, int] = {}
+    for t in tensors:
+        ret.update(bound_values(t.shape))
+    ret.update(bound_values(tuple(a for a in (*args, *kwargs.values()) if isinstance(a, UOp) and a.op is Ops.BIND)))
+    return ret
 
 
 def _buffer_of(t: Tensor) -> UOp:
@@ -78,7 +89,7 @@ class TinyJit(Generic[ReturnType]):
         if inputs:
             inputs[0].realize(*inputs[1:])
         if self.captured is not None:
-            return self._replay(inputs)
+            return self._replay(inputs, _var_vals(inputs, args, kwargs))
         if self.cnt == 0:
             self.cnt = 1
             ret = self.fn(*args, **kwargs)
@@ -110,12 +121,12 @@ class TinyJit(Generic[ReturnType]):
         except DeviceError:
             linked = None  # e.g. MOCKAMD: replay the recorded calls through run_linear instead
         fresh = [t for t, a in zip(outs, aliased) if a is None]
-        self.captured = _Captured(_signature(inputs), linked, linear, [*input_buffers, *output_buffers],
-                                  [(t.shape, t.dtype, t.device, b.arg.size) for t, b in zip(fresh, output_buffers)], aliased, _restructure(ret))
+        out_info = [(unbound_shape(t.shape), t.dtype, t.device, b.arg.size) for t, b in zip(fresh, output_buffers)]
+        self.captured = _Captured(_signature(inputs), linked, linear, [*input_buffers, *output_buffers], out_info, aliased, _restructure(ret))
         self.cnt = 2
         return ret
 
-    def _replay(self, inputs: list[Tensor]) -> ReturnType:
+    def _replay(self, inputs: list[Tensor], var_vals: dict[str, int]) -> ReturnType:
         cap = self.captured
         assert cap is not None
         if (signature := _signature(inputs)) != cap.signature:
@@ -123,11 +134,11 @@ class TinyJit(Generic[ReturnType]):
                            "(same shapes, dtypes and devices are required; call .reset() to capture again)")
         outputs = [UOp.new_buffer(device, size, dtype) for _, dtype, device, size in cap.outputs]
         if cap.linked is not None:
-            cap.linked([buffer_for(_buffer_of(t)) for t in inputs] + [buffer_for(b).ensure_allocated() for b in outputs])
+            cap.linked([buffer_for(_buffer_of(t)) for t in inputs] + [buffer_for(b).ensure_allocated() for b in outputs], var_vals)
         else:
-            run_linear(cap.linear.substitute(dict(zip(cap.buffers, [*(_buffer_of(t) for t in inputs), *outputs]))))
+            run_linear(cap.linear.substitute(dict(zip(cap.buffers, [*(_buffer_of(t) for t in inputs), *outputs]))), var_vals)
         self.cnt += 1
-        fresh = iter(Tensor(b.reshape(shape), device=device) for b, (shape, _, device, _) in zip(outputs, cap.outputs))
+        fresh = iter(Tensor(b.reshape(bind_shape(shape, var_vals)), device=device) for b, (shape, _, device, _) in zip(outputs, cap.outputs))
         return cap.structure([inputs[a] if a is not None else next(fresh) for a in cap.aliased])
 
 

@@ -37,7 +37,11 @@ class MovementMixin(TensorFields):
     # ---- the basic six ----
     def reshape(self: Tensor, shape: Any, *args: Any) -> Tensor:
         """The same elements in row-major order viewed as `shape` (one dim may be -1; None keeps a dim)."""
-        new = tuple(self.shape[i] if s is None else int(s) for i, s in enumerate(argfix(shape, *args)))
+        new = tuple(self.shape[i] if s is None else s if isinstance(s, UOp) else int(s) for i, s in enumerate(argfix(shape, *args)))
+        if any(isinstance(d, UOp) for d in (*new, *self.shape)):
+            if -1 in new:
+                raise ShapeError(f"reshape of symbolic shape {self.shape} to {new} cannot infer a -1 dim: give every dim")
+            return self._wrap(self.uop.reshape(new))
         if new.count(-1) > 1:
             raise TensorRuntimeError(f"only one dimension can be inferred using -1, getting {new}")
         numel = math.prod(self.shape)
@@ -76,9 +80,9 @@ class MovementMixin(TensorFields):
         """Keep [begin, end) of each axis (None keeps the whole axis)."""
         if len(arg) != self.ndim:
             raise ShapeError(f"shrink {tuple(arg)} needs one (begin, end) or None per axis of {self.shape}")
-        pairs = tuple((0, s) if p is None else (int(p[0]), int(p[1])) for p, s in zip(arg, self.shape))
+        pairs = tuple((0, s) if p is None else tuple(x if isinstance(x, UOp) else int(x) for x in p) for p, s in zip(arg, self.shape))
         for (b, e), s in zip(pairs, self.shape):
-            if not 0 <= b <= e <= s:
+            if all(isinstance(x, int) for x in (b, e, s)) and not 0 <= b <= e <= s:
                 raise ShapeError(f"shrink {pairs} is out of bounds for shape {self.shape}")
         return self._wrap(self.uop.shrink(pairs))
 
@@ -284,6 +288,14 @@ class MovementMixin(TensorFields):
                 if idx >= size or idx < -size:
                     raise TensorIndexError(f"index={int(idx)} is out of bounds with size={size} for dim {axis} of {self.shape}")
                 x = x._slice_axis(axis, int(idx) % size, 1, 1)
+            elif isinstance(idx, slice) and any(isinstance(b, UOp) for b in (idx.start, idx.stop)):
+                # a symbolic bound (a bound Variable): a plain [start, stop) shrink
+                if idx.step not in (None, 1):
+                    raise TensorIndexError(f"a slice with a symbolic bound takes no step, got {idx}")
+                start = 0 if idx.start is None else idx.start
+                stop = size if idx.stop is None else idx.stop
+                x = x.shrink(tuple((start, stop) if i == axis else None for i in range(x.ndim)))
+                out_shape.append(x.shape[axis])
             elif isinstance(idx, slice):
                 if idx.step == 0:
                     raise ValueError(f"index={idx} cannot have 0 as step")

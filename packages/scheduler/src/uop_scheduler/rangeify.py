@@ -90,6 +90,10 @@ def _and(a: UOp | None, b: UOp | None) -> UOp | None:
     return a & b
 
 
+def _is_zero(x) -> bool:
+    return isinstance(x, int) and x == 0
+
+
 def movement_inner(node: UOp, idx: Index) -> tuple[Index, UOp | None]:
     """The indices into the source of movement op `node` for indices `idx` into it, and the gate under which the
     source is read (only PAD has one: outside the source the value is padding)."""
@@ -105,17 +109,17 @@ def movement_inner(node: UOp, idx: Index) -> tuple[Index, UOp | None]:
             inner[in_axis] = idx[out_axis]
         return tuple(inner), None
     if op is Ops.SHRINK:
-        return tuple(i + b if b else i for i, (b, _) in zip(idx, node.marg)), None
+        return tuple(i if isinstance(b, int) and b == 0 else i + b for i, (b, _) in zip(idx, node.marg)), None
     if op is Ops.FLIP:
         return tuple((d - 1) - i if f else i for i, d, f in zip(idx, in_shape, node.marg)), None
     gate: UOp | None = None
     pad_inner = []
     for i, d, (b, e) in zip(idx, in_shape, node.marg):
-        if b:
+        if not _is_zero(b):
             gate = _and(gate, i >= b)
-        if e:
+        if not _is_zero(e):
             gate = _and(gate, i < b + d)
-        pad_inner.append(i - b if b else i)
+        pad_inner.append(i if _is_zero(b) else i - b)
     return tuple(pad_inner), gate
 
 

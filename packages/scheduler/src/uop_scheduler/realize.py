@@ -62,14 +62,16 @@ def _input_buffer(node: UOp) -> UOp:
     return written_versions[node] if node.op is Ops.AFTER else realized_buffers[node]
 
 
-def linear_for(plan: Plan, inputs: list[UOp]) -> tuple[UOp, list[UOp]]:
-    """The LINEAR of CALLs that runs `plan` over the BUFFER UOps `inputs`, and the buffer of every plan number."""
+def linear_for(plan: Plan, inputs: list[UOp], var_vals: dict[str, int] | None = None) -> tuple[UOp, list[UOp]]:
+    """The LINEAR of CALLs that runs `plan` over the BUFFER UOps `inputs`, and the buffer of every plan number.
+    A kernel reading symbolic variables gets them bound to `var_vals` as trailing arguments."""
     buffers = [_input_buffer(n) for n in inputs]
     buffers += [UOp.new_buffer(nb.device, nb.size, nb.dtype) for nb in plan.new_buffers]
     calls = []
     for step in plan.steps:
         if isinstance(step, KernelStep):
-            calls.append(UOp(Ops.CALL, dtypes.void, (step.ast, *(buffers[a] for a in step.args))))
+            binds = tuple(v.bind(var_vals[v.arg[0]]) for v in step.variables) if var_vals else ()
+            calls.append(UOp(Ops.CALL, dtypes.void, (step.ast, *(buffers[a] for a in step.args), *binds)))
         elif isinstance(step, CopyStep):
             dest = buffers[step.dest]
             body = UOp(Ops.COPY, dest.dtype, (), dest.arg.device)
@@ -82,7 +84,13 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
 
     `live_reads` lists the buffer versions values outside this schedule may still read; it is asked only when the
     schedule overwrites a version in place, and those versions are kept (copied) for their readers."""
-    walk = walk_graph(targets, done, default_device)
+    walk = walk_graph(plan_targets := targets, done, default_device)
+    var_vals: dict[str, int] = {}
+    if binds := [n for n in walk.nodes if n.op is Ops.BIND]:
+        # plan over the unbound graph (one plan and one compile for every value), run with the values
+        var_vals = {b.src[0].arg[0]: int(b.src[1].arg) for b in binds}
+        plan_targets = UOp.sink(*targets).substitute({b: b.src[0] for b in binds}).src
+        walk = walk_graph(plan_targets, done, default_device)
     live: frozenset[UOp] = frozenset()
     alias: tuple[int, ...] = ()
     stores = [n for n in walk.nodes if n.op is Ops.STORE]
@@ -94,10 +102,10 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
             version = {n: held[i] for i, n in enumerate(walk.inputs)}
             reads = live_reads()
             live = frozenset(st.src[2] for st in stores if version.get(st.src[2], st.src[2]) in reads)
-    plan, _ = cached_plan(walk, targets, default_device, live, alias)
-    linear, buffers = linear_for(plan, walk.inputs)
+    plan, _ = cached_plan(walk, plan_targets, default_device, live, alias)
+    linear, buffers = linear_for(plan, walk.inputs, var_vals)
     if linear.src:
-        run_linear(linear)
+        run_linear(linear, var_vals)
         if _captures:
             _captures[-1].append(linear)
     for old, copy in plan.preserved:

@@ -31,10 +31,12 @@ _ONE_TO_ONE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.CONTIGUOUS, Ops.RESHAPE,
 
 @dataclass(frozen=True)
 class KernelStep:
-    """Run kernel `ast`; `args[slot]` is the buffer number bound to PARAM `slot` (slot 0 is the output)."""
+    """Run kernel `ast`; `args[slot]` is the buffer number bound to PARAM `slot` (slot 0 is the output); `variables`
+    are the symbolic variables (DEFINE_VAR) the kernel reads, passed bound to the run's values."""
 
     ast: UOp
     args: tuple[int, ...]
+    variables: tuple[UOp, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -71,11 +73,12 @@ def _arg_key(arg: Any) -> Any:
     return struct.pack("<d", arg) if type(arg) is float else arg
 
 
-def _size(shape: tuple[int, ...]) -> int:
-    ret = 1
+def _size(shape: tuple) -> int:
+    """Elements of `shape`; a symbolic shape takes its largest size (a buffer fits every value of its variables)."""
+    ret: Any = 1
     for d in shape:
-        ret *= d
-    return ret
+        ret = ret * d
+    return ret if isinstance(ret, int) else int(ret.vmax)
 
 
 @dataclass
@@ -267,7 +270,8 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
         else:
             lowering = KernelLowering(leaves, out)
             ast = lowering.kernel(node, node.src[0] if node.op is Ops.CONTIGUOUS else node)
-        steps.append(KernelStep(ast, tuple(lowering.buffers)))
+        variables = tuple(sorted({u for u in ast.toposort() if u.op is Ops.DEFINE_VAR}, key=lambda v: v.arg[0]))
+        steps.append(KernelStep(ast, tuple(lowering.buffers), variables))
     afters = tuple((i, bufnum[n]) for i, n in enumerate(walk.nodes) if n.op is Ops.AFTER and n not in leaf_set)
     preserved = tuple((bufnum[old], bufnum[cp]) for old, cp in copies.items() if old in live)
     return Plan(len(walk.inputs), tuple(new_buffers), tuple(steps), tuple(bufnum[t] for t in targets), afters, preserved)

@@ -24,6 +24,7 @@ from .nn_ops import NNMixin
 from .random import RandomMixin
 from .realize import done, realize_uops, realized_buffers, written_versions
 from .reduce import ReduceMixin
+from .symbolic import concrete
 from .writes import VIEW_OPS, ViewStep, all_tensors, live_reads, pending, rebind_views, storage_of, view_steps, write
 
 _NUMPY_TO_DTYPE = {np.dtype(d.fmt): d for d in dtypes.all if d.fmt is not None}
@@ -265,12 +266,13 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin,
 
     def numpy(self) -> np.ndarray:
         """The values as a numpy array (realizing first)."""
-        if self.numel() == 0:
-            return from_storage(np.zeros(self.shape, numpy_dtype(self.dtype)), self.dtype)
+        shape = tuple(concrete(d) for d in self.shape)
+        if math.prod(shape) == 0:
+            return from_storage(np.zeros(shape, numpy_dtype(self.dtype)), self.dtype)
         self.realize()
         if not _is_buffer_view(self.uop):
             return Tensor(self.uop.contiguous(), device=self.device).numpy()
-        return from_storage(buffer_for(self.uop.base).numpy(), self.dtype).reshape(self.shape)
+        return from_storage(buffer_for(self.uop.base).numpy()[:math.prod(shape)], self.dtype).reshape(shape)
 
     def tolist(self) -> Any:
         """The values as (nested) Python lists, or a scalar for a 0-d tensor."""

@@ -1,0 +1,41 @@
+"""Symbolic shapes: slices bounded by a bound Variable run for every value with one plan and one compile."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hcq_runtime import counters
+from uop_scheduler import Tensor, Variable
+
+AN = np.arange(30, dtype=np.float32).reshape(3, 10) / 7
+
+
+@pytest.mark.parametrize("fn, ref", [(lambda t: (t + 1).sum(), lambda n: (n + 1).sum()), (lambda t: t.max(1), lambda n: n.max(1)),
+                                     (lambda t: t.exp().sum(0), lambda n: np.exp(n).sum(0)), (lambda t: t.T * 2, lambda n: n.T * 2)])
+def test_symbolic_slices_match_numpy_for_every_value(fn, ref):
+    a = Tensor(AN).realize()
+    for i in (1, 4, 10, 7):
+        out = fn(a[:, :Variable("i", 1, 10).bind(i)])
+        np.testing.assert_allclose(out.numpy(), ref(AN[:, :i]), rtol=1e-5)
+
+
+def test_new_values_reuse_the_plan_and_the_kernels():
+    a = Tensor(AN).realize()
+    (a[:, :Variable("i", 1, 10).bind(2)] * 3).sum().numpy()
+    counters.reset()
+    for i in (3, 9, 5):
+        np.testing.assert_allclose((a[:, :Variable("i", 1, 10).bind(i)] * 3).sum().numpy(), (AN[:, :i] * 3).sum(), rtol=1e-5)
+    assert counters.compiles == 0
+
+
+def test_symbolic_start_and_shape():
+    a = Tensor(AN).realize()
+    v = Variable("s", 0, 9).bind(6)
+    x = a[1, v:]
+    assert x.shape[0] is not None and x.numpy().shape == (4,)
+    np.testing.assert_allclose(x.numpy(), AN[1, 6:], rtol=1e-6)
+
+
+def test_binding_outside_the_range_is_refused():
+    with pytest.raises(Exception, match="outside its range"):
+        Variable("i", 1, 10).bind(11)
