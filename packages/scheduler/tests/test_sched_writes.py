@@ -121,14 +121,6 @@ def test_assign_from_a_moved_self(fn, ref):
     np.testing.assert_allclose(a.numpy(), ref(an) + bn, rtol=1e-6)
 
 
-def test_sharded_column_assign():
-    out = Tensor.zeros(4, 4).contiguous().realize()
-    out[:, 2:3].assign(Tensor.ones(4, 1).contiguous().realize())
-    expect = np.zeros((4, 4), np.float32)
-    expect[:, 2] = 1
-    np.testing.assert_array_equal(out.numpy(), expect)
-
-
 # ---- rules ----
 
 def test_assign_never_casts_and_checks_devices():
@@ -260,3 +252,14 @@ def test_random_write_programs_match_numpy(program):
         np.testing.assert_array_equal(t.numpy(), r)
     for t, r in reads:
         np.testing.assert_array_equal(t.numpy(), r)
+
+
+def test_sharded_column_assign_on_two_devices():
+    out = Tensor.zeros(4, 4).contiguous().realize().shard(("CPU:0", "CPU:1"), axis=0).realize()
+    ones = Tensor.ones(4, 1).shard(("CPU:0", "CPU:1"), axis=0).contiguous().realize()
+    out[:, 2:3].assign(ones).realize()
+    expect = np.zeros((4, 4), np.float32)
+    expect[:, 2] = 1
+    np.testing.assert_array_equal(out.numpy(), expect)
+    with pytest.raises(RuntimeError, match="sharded axis"):
+        out[1:3]

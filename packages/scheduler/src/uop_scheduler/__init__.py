@@ -6,6 +6,7 @@ from uopir import dtypes
 from . import nn
 from .context import Context
 from .errors import BroadcastError, SchedulerError, ShapeError, TensorIndexError, TensorRuntimeError, TensorTypeError
+from .function import FunctionError, function
 from .jit import JitError, TinyJit
 from .multi import ShardedTensor
 from .schedule import CopyStep, KernelStep, Plan, clear_schedule_cache
@@ -19,6 +20,8 @@ __all__ = [
     "Tensor",
     "TinyJit",
     "Variable",
+    "function",
+    "FunctionError",
     "nn",
     "JitError",
     "ShardedTensor",

@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 from uopir import Ops, UOp
 
+from .calls import call_gradients, is_call_output, output_position
+
 Rule = Callable[[UOp, UOp], tuple[UOp | None, ...]]
 _LN2 = math.log(2)
 
@@ -95,11 +97,22 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
         if node in targets or any(s in leads for s in node.src):
             leads.add(node)
     grads: dict[UOp, UOp] = {root: root_grad}
+    call_grads: dict[UOp, dict[int, UOp]] = {}  # per CALL: the gradients of its outputs, by argument position
     for node in reversed(order):
+        if node.op is Ops.CALL and node in call_grads:
+            for src, src_grad in zip(node.src[1:], call_gradients(node, call_grads.pop(node), leads, compute_gradient)):
+                if src_grad is not None and src in leads:
+                    grads[src] = src_grad if src not in grads else grads[src] + src_grad
+            continue
         g = grads.get(node)
         if g is None or node not in leads or node in targets and not node.src:
             continue
         if node.op in NON_DIFFERENTIABLE or not node.src:
+            continue
+        if is_call_output(node):
+            per_output = call_grads.setdefault(node.src[1], {})
+            pos = output_position(node)
+            per_output[pos] = g if pos not in per_output else per_output[pos] + g
             continue
         rule = GRADIENT_RULES.get(node.op)
         if rule is None:

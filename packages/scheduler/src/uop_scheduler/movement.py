@@ -265,7 +265,15 @@ class MovementMixin(TensorFields):
         if not isinstance(indices, tuple):
             indices = (indices,)
         tensor_cls = type(self)
-        indices = tuple(tensor_cls(i, device=self.device) if isinstance(i, (list, np.ndarray)) else i for i in indices)
+        hosts: dict[int, np.ndarray] = {}  # index tensors made from host values, checked against the axis size below
+        converted = []
+        for i in indices:
+            if isinstance(i, (list, np.ndarray)):
+                t = tensor_cls(i, device=self.device)
+                hosts[id(t)] = np.asarray(i)
+                i = t
+            converted.append(i)
+        indices = tuple(converted)
         if len(ell := [i for i, x in enumerate(indices) if x is Ellipsis]) > 1:
             raise TensorIndexError("indices can only have a single ellipsis")
         num_real = sum(1 for x in indices if x is not None and x is not Ellipsis)
@@ -305,6 +313,9 @@ class MovementMixin(TensorFields):
             elif isinstance(idx, tensor_cls):
                 if not dtypes.is_int(idx.dtype):
                     raise TensorIndexError(f"index dtype {idx.dtype} is not supported: index with an int tensor")
+                if (host := hosts.get(id(idx))) is not None and host.size and (host.max() >= size or host.min() < -size):
+                    bad = int(host.max()) if host.max() >= size else int(host.min())
+                    raise TensorIndexError(f"index {bad} is out of bounds with size={size} for dim {axis} of {self.shape}")
                 tensor_pos.append((len(out_shape), idx))
                 out_shape.append(size)
             else:

@@ -141,6 +141,25 @@ class ShardedTensor:
             outs.append(getattr(a, name)(b) if isinstance(a, ElementwiseMixin) else getattr(s, name)(b, True))
         return ShardedTensor(tuple(outs), self.axis)
 
+    # ---- views and writes ----
+    def __getitem__(self, indices: Any) -> ShardedTensor:
+        """Basic indexing that keeps the split axis whole (slices of the other axes view each shard)."""
+        idx = indices if isinstance(indices, tuple) else (indices,)
+        if any(i is None or i is Ellipsis or isinstance(i, int) for i in idx):
+            raise TensorRuntimeError(f"index a sharded tensor with slices only, got {indices!r}: gather it with .to(device) first")
+        if self.axis is not None and self.axis < len(idx) and idx[self.axis] != slice(None):
+            raise TensorRuntimeError(f"indexing cuts the sharded axis {self.axis} with {idx[self.axis]!r}: gather it with .to(device) first")
+        return self._map(lambda s: s[idx])
+
+    def assign(self, x: Any) -> ShardedTensor:
+        """Write `x` (split like self, or broadcast to every shard) into every shard (and what each shard views)."""
+        for s, o in zip(self.shards, self._matching(x)):
+            s.assign(o if isinstance(o, ElementwiseMixin) else s.full_like(o))
+        return self
+
+    def __setitem__(self, indices: Any, value: Any) -> None:
+        self[indices].assign(value)
+
     def __getattr__(self, name: str) -> Any:
         if name in _UNARY:
             return lambda *args, **kwargs: self._map(lambda s: getattr(s, name)(*args, **kwargs))

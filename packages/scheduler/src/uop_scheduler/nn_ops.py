@@ -82,7 +82,7 @@ class NNMixin(TensorFields):
         """Einstein summation like "ij,jk->ik" or "bij,bjk" (implicit output: letters seen once, sorted).
 
         Each operand's axes are permuted to one shared letter order and broadcast-multiplied, then the letters absent
-        from the output are summed. A letter repeated within one operand (a diagonal) is not supported.
+        from the output are summed. A letter repeated within one operand takes that operand's diagonal ("ii->i").
         """
         tensors = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)
         spec = formula.replace(" ", "")
@@ -92,10 +92,16 @@ class NNMixin(TensorFields):
             out = "".join(sorted(c for c in set(lhs.replace(",", "")) if lhs.count(c) == 1))
         if len(inputs) != len(tensors):
             raise ShapeError(f"einsum {formula!r} names {len(inputs)} operands but got {len(tensors)}")
+        for n, (sub, t) in enumerate(zip(inputs, tensors)):
+            if len(sub) != t.ndim:
+                raise ShapeError(f"einsum operand {sub!r} does not match shape {t.shape} (one letter per axis)")
+            while len(set(sub)) != len(sub):
+                c = next(c for c in sub if sub.count(c) > 1)
+                p, q = sub.index(c), sub.index(c, sub.index(c) + 1)
+                t, sub = t._diagonal(p, q), sub[:q] + sub[q + 1:]
+            inputs[n], tensors[n] = sub, t
         sizes: dict[str, int] = {}
         for sub, t in zip(inputs, tensors):
-            if len(sub) != t.ndim or len(set(sub)) != len(sub):
-                raise ShapeError(f"einsum operand {sub!r} does not match shape {t.shape} (one distinct letter per axis)")
             for c, d in zip(sub, t.shape):
                 if sizes.setdefault(c, d) != d and d != 1 and sizes[c] != 1:
                     raise ShapeError(f"einsum letter {c!r} has sizes {sizes[c]} and {d} in {formula!r}")
@@ -111,6 +117,17 @@ class NNMixin(TensorFields):
             prod = prod.mul(align(t, sub))
         summed = tuple(range(len(out), len(letters)))
         return prod.sum(summed) if summed else prod.expand(tuple(sizes[c] for c in out))
+
+    def _diagonal(self: Tensor, p: int, q: int) -> Tensor:
+        """The diagonal of axes p < q (of equal size n), kept at axis p: element i reads [.., i, .., i, ..]."""
+        n = self.shape[p]
+        if self.shape[q] != n:
+            raise ShapeError(f"a diagonal needs equal sizes, axes {p} and {q} of {self.shape} differ")
+        rest = [a for a in range(self.ndim) if a not in (p, q)]
+        x = self.permute(*rest, p, q).reshape(*[self.shape[a] for a in rest], n * n)
+        # row-major (i, j) sits at i*n + j: pad to n*(n+1), view as (n, n+1) and keep column 0
+        x = x.pad(((0, 0),) * len(rest) + ((0, n),)).reshape(*[self.shape[a] for a in rest], n, n + 1)[..., 0]
+        return x.permute(*range(p), len(rest), *range(p, len(rest)))
 
     # ---- pooling and convolution ----
     def _pool(self: Tensor, kernel: tuple[int, ...], stride: int | tuple[int, ...] = 1, dilation: int | tuple[int, ...] = 1) -> Tensor:
@@ -194,26 +211,43 @@ class NNMixin(TensorFields):
         k = make_tuple(kernel_size, 2)
         return k, k if stride is None else stride, _conv_padding(padding, len(k))
 
+    def _pool_pads(self: Tensor, k: tuple[int, ...], s: Any, dilation: Any, pads: tuple, ceil_mode: bool) -> tuple:
+        """Each spatial axis's (begin, end) padding, the end grown for ceil_mode so that a last partial window exists
+        (unless it would start inside the end padding, as PyTorch)."""
+        if not ceil_mode:
+            return pads
+        out = []
+        for n, kk, ss, dd, (b, e) in zip(self.shape[-len(k):], k, make_tuple(s, len(k)), make_tuple(dilation, len(k)), pads):
+            span = n + b + e - dd * (kk - 1) - 1
+            o = -(-span // ss) + 1
+            if (o - 1) * ss >= n + b:
+                o -= 1
+            out.append((b, e + max(0, (o - 1) * ss + dd * (kk - 1) + 1 - (n + b + e))))
+        return tuple(out)
+
     def avg_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: Any = None, dilation: int | tuple[int, ...] = 1,
                    padding: int | tuple[int, ...] = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
-        """Average over windows of the last two axes."""
-        if ceil_mode:
-            raise NotImplementedError("avg_pool2d ceil_mode=True is not supported: pad the input instead")
+        """Average over windows of the last two axes; the divisor counts the padding when `count_include_pad`, never
+        the part of a ceil_mode window past the padding."""
         k, s, pads = self._pool_args(kernel_size, stride, padding)
+        full = self._pool_pads(k, s, dilation, pads, ceil_mode)
         axes = tuple(range(-len(k), 0))
         lead = ((0, 0),) * (self.ndim - len(k))
-        windows = self.pad((*lead, *pads))._pool(k, s, dilation)
-        if count_include_pad:
+        windows = self.pad((*lead, *full))._pool(k, s, dilation)
+        if count_include_pad and not ceil_mode:
             return windows.mean(axes)
-        counts = self.ones_like().pad((*lead, *pads))._pool(k, s, dilation).sum(axes)
+        counted = self.ones_like()
+        if count_include_pad:  # the padding counts, the ceil_mode extension does not
+            counted = counted.pad((*lead, *pads), value=1.0)
+            full = tuple((0, fe - e) for (_, fe), (_, e) in zip(full, pads))
+        counts = counted.pad((*lead, *full))._pool(k, s, dilation).sum(axes)
         return windows.sum(axes).div(counts)
 
     def max_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: Any = None, dilation: int | tuple[int, ...] = 1,
                    padding: int | tuple[int, ...] = 0, ceil_mode: bool = False) -> Tensor:
         """Max over windows of the last two axes (padding counts as -inf)."""
-        if ceil_mode:
-            raise NotImplementedError("max_pool2d ceil_mode=True is not supported: pad the input instead")
         k, s, pads = self._pool_args(kernel_size, stride, padding)
+        pads = self._pool_pads(k, s, dilation, pads, ceil_mode)
         lead = ((0, 0),) * (self.ndim - len(k))
         if any(b or e for b, e in pads):
             inside = self.ones_like(dtype=dtypes.bool).pad((*lead, *pads))

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from hcq_runtime import bind_buffer, buffer_for, run_linear
 from uopir import Ops, UOp, dtypes
 
+from .calls import inline_calls
 from .schedule import CopyStep, KernelStep, Plan, cached_plan, walk_graph
 
 realized_buffers: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
@@ -85,11 +86,13 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     `live_reads` lists the buffer versions values outside this schedule may still read; it is asked only when the
     schedule overwrites a version in place, and those versions are kept (copied) for their readers."""
     walk = walk_graph(plan_targets := targets, done, default_device)
+    if any(n.op is Ops.CALL for n in walk.nodes):
+        walk = walk_graph(plan_targets := inline_calls(targets), done, default_device)
     var_vals: dict[str, int] = {}
     if binds := [n for n in walk.nodes if n.op is Ops.BIND]:
         # plan over the unbound graph (one plan and one compile for every value), run with the values
         var_vals = {b.src[0].arg[0]: int(b.src[1].arg) for b in binds}
-        plan_targets = UOp.sink(*targets).substitute({b: b.src[0] for b in binds}).src
+        plan_targets = UOp.sink(*plan_targets).substitute({b: b.src[0] for b in binds}).src
         walk = walk_graph(plan_targets, done, default_device)
     live: frozenset[UOp] = frozenset()
     alias: tuple[int, ...] = ()

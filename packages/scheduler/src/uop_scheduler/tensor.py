@@ -264,6 +264,12 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin,
             return
         self[indices].assign(value)
 
+    def call(self, *lst: Tensor, fxn: Any, grad_fxn: Any = None) -> Tensor:
+        """The value `fxn` (a Tensor or UOp over PARAMs 0.. for self and `lst`) computed as a call on these tensors;
+        `grad_fxn(output_grads, call)` gives one gradient per argument when the body should not be differentiated."""
+        body = fxn.uop if isinstance(fxn, Tensor) else fxn
+        return Tensor(body.call_with_output(*[t.uop for t in (self, *lst)], grad_fxn=grad_fxn), device=self.device)
+
     def numpy(self) -> np.ndarray:
         """The values as a numpy array (realizing first)."""
         shape = tuple(concrete(d) for d in self.shape)

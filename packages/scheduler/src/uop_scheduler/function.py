@@ -1,0 +1,72 @@
+"""`@function`: trace a Python function of Tensors once per input signature into a call.
+
+The first call with a new signature (shapes, dtypes, devices of the tensor arguments) runs the function on PARAM
+placeholders; the traced values become the body of `UOp.call_with_outputs`, and every call passes its tensors as the
+arguments. A precompiled function's outputs are computed in kernels of their own; otherwise the body fuses into its
+consumers like any expression. Gradients flow through the body, or through `grad_fxn` when given.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from uopir import Ops, UOp
+
+from .errors import SchedulerError
+from .tensor import Tensor
+
+ReturnType = TypeVar("ReturnType")
+
+
+class FunctionError(SchedulerError, RuntimeError):
+    """A traced function reads buffers it was not given (implicit buffers) or returns something other than tensors."""
+
+
+class _Function(Generic[ReturnType]):
+    def __init__(self, fn: Callable[..., ReturnType], precompile: bool, precompile_backward: bool, allow_implicit: bool,
+                 grad_fxn: Callable | None):
+        self.fn, self.precompile, self.precompile_backward = fn, precompile, precompile_backward
+        self.allow_implicit, self.grad_fxn = allow_implicit, grad_fxn
+        self.traces: dict[tuple, tuple[tuple[UOp, ...], bool]] = {}
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
+        names = list(kwargs)
+        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
+        signature = (tuple((t.shape, t.dtype, t.device) for t in tensors), tuple(names),
+                     tuple(None if isinstance(a, Tensor) else a for a in (*args, *kwargs.values())))
+        if (trace := self.traces.get(signature)) is None:
+            trace = self.traces[signature] = self._trace(args, kwargs, tensors)
+        values, is_tuple = trace
+        outs = UOp.call_with_outputs(values, *(t.uop for t in tensors), grad_fxn=self.grad_fxn, name=self.fn.__name__,
+                                     precompile=self.precompile, precompile_backward=self.precompile_backward)
+        device = tensors[0].device if tensors else None
+        rets = tuple(Tensor(o, device=device) for o in outs)
+        return rets if is_tuple else rets[0]  # type: ignore[return-value]
+
+    def _trace(self, args: tuple, kwargs: dict, tensors: list[Tensor]) -> tuple[tuple[UOp, ...], bool]:
+        params = iter(Tensor(UOp.param(i, t.dtype, t.shape, t.device), device=t.device) for i, t in enumerate(tensors))
+        p_args = [next(params) if isinstance(a, Tensor) else a for a in args]
+        p_kwargs = {k: next(params) if isinstance(v, Tensor) else v for k, v in kwargs.items()}
+        ret = self.fn(*p_args, **p_kwargs)
+        is_tuple = isinstance(ret, tuple)
+        rets = ret if is_tuple else (ret,)
+        if not rets or not all(isinstance(r, Tensor) for r in rets):
+            raise FunctionError(f"function {self.fn.__name__} must return a Tensor or a tuple of Tensors, got {type(ret).__name__}")
+        values = tuple(r.uop for r in rets)
+        if not self.allow_implicit:
+            implicit = sorted({n for n in UOp.sink(*values).toposort() if n.op is Ops.BUFFER}, key=lambda b: b.arg.slot)
+            if implicit:
+                listed = "; ".join(f"{i}: dtype={b.dtype}, size={b.arg.size}, device={b.arg.device}" for i, b in enumerate(implicit))
+                raise FunctionError(f"function {self.fn.__name__} has {len(implicit)} implicit buffer(s), but allow_implicit=False: {listed}")
+        return values, is_tuple
+
+
+def function(fn: Callable[..., ReturnType] | None = None, *, precompile: bool = False, precompile_backward: bool = False,
+             allow_implicit: bool = False, grad_fxn: Callable | None = None) -> Any:
+    """Decorate a function of Tensors: `@function` or `@function(precompile=True, allow_implicit=True)`."""
+    if fn is None:
+        return lambda f: _Function(f, precompile, precompile_backward, allow_implicit, grad_fxn)
+    return _Function(fn, precompile, precompile_backward, allow_implicit, grad_fxn)

@@ -1,0 +1,109 @@
+"""Calls in tensor graphs: call_with_outputs at any output position, @function, Tensor.call, grad_fxn (the seed's cases)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from uop_scheduler import FunctionError, Tensor, dtypes, function
+from uopir import UOp
+
+
+def test_intersperse_output_before_input():
+    x = Tensor.arange(3, dtype=dtypes.int32).realize()
+    val = UOp.param(1, x.dtype, x.shape, x.device).reshape(x.shape) * 2
+    outs = UOp.call_with_outputs((val,), x.uop, name="t", output_pos=(0,))
+    np.testing.assert_equal((Tensor(outs[0], device=x.device) + 1).numpy(), [1, 3, 5])
+
+
+def test_outputs_at_any_position_and_their_gradients():
+    x = Tensor([1.0, 2.0, 3.0], requires_grad=True).realize()
+    y = Tensor([4.0, 5.0, 6.0], requires_grad=True).realize()
+    p1, p3 = UOp.param(1, x.dtype, x.shape, x.device), UOp.param(3, y.dtype, y.shape, y.device)
+    outs = UOp.call_with_outputs((p1.reshape(x.shape) * 2, p3.reshape(y.shape) + p1.reshape(y.shape)), x.uop, y.uop, output_pos=(0, 2))
+    np.testing.assert_equal(Tensor(outs[0]).numpy(), [2, 4, 6])
+    np.testing.assert_equal(Tensor(outs[1]).numpy(), [5, 7, 9])
+    (Tensor(outs[0]).sum() + Tensor(outs[1]).sum()).backward()
+    np.testing.assert_equal(x.grad.numpy(), [3, 3, 3])
+    np.testing.assert_equal(y.grad.numpy(), [1, 1, 1])
+
+
+def test_squared_output_gradient():
+    x = Tensor([1.0, 2.0, 3.0], requires_grad=True).realize()
+    p1 = UOp.param(1, dtypes.float32, x.shape, x.device)
+    outs = UOp.call_with_outputs((p1.reshape(x.shape) * p1.reshape(x.shape),), x.uop, name="t", output_pos=(0,))
+    Tensor(outs[0], device=x.device).sum().backward()
+    np.testing.assert_equal(x.grad.numpy(), [2, 4, 6])
+
+
+@pytest.mark.parametrize("shape, region", [((16,), (slice(4, 12),)), ((4, 8), (slice(1, 3), slice(2, 6)))])
+def test_precompiled_output_assigned_into_a_slice(shape, region):
+    @function(precompile=True)
+    def f(x: Tensor) -> Tensor:
+        return x * 2 + 1
+
+    inner = tuple(s.stop - s.start for s in region)
+    a = Tensor.arange(int(np.prod(inner))).reshape(inner).float().realize()
+    big = Tensor.zeros(*shape)
+    big[region].assign(f(a)).realize()
+    ref = np.zeros(shape, np.float32)
+    ref[region] = np.arange(np.prod(inner)).reshape(inner) * 2 + 1
+    np.testing.assert_equal(big.numpy(), ref)
+
+
+def test_precompiled_output_assigned_to_a_whole_buffer():
+    @function(precompile=True)
+    def f(x: Tensor) -> Tensor:
+        return x * 2 + 1
+
+    cache = Tensor.zeros(8).contiguous().realize()
+    cache.assign(f(Tensor.arange(8).float().realize())).realize()
+    np.testing.assert_equal(cache.numpy(), np.arange(8) * 2 + 1)
+
+
+def test_function_traces_once_per_signature_and_returns_tuples():
+    traced = []
+
+    @function
+    def f(a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+        traced.append(a.shape)
+        return a * b, a - b
+
+    rng = np.random.default_rng(0)
+    for shape in [(3,), (3,), (2, 2), (3,)]:
+        an, bn = rng.standard_normal(shape).astype(np.float32), rng.standard_normal(shape).astype(np.float32)
+        p, m = f(Tensor(an), Tensor(bn))
+        np.testing.assert_allclose(p.numpy(), an * bn, rtol=1e-6)
+        np.testing.assert_allclose(m.numpy(), an - bn, rtol=1e-6)
+    assert traced == [(3,), (2, 2)]
+
+
+def test_function_gradient_flows_through_the_body():
+    @function
+    def f(x: Tensor, w: Tensor) -> Tensor:
+        return (x @ w).relu()
+
+    rng = np.random.default_rng(1)
+    xn, wn = rng.standard_normal((4, 3)).astype(np.float32), rng.standard_normal((3, 2)).astype(np.float32)
+    w = Tensor(wn, requires_grad=True)
+    f(Tensor(xn), w).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), xn.T @ ((xn @ wn) > 0).astype(np.float32), rtol=1e-5)
+
+
+def test_implicit_buffers_are_refused_unless_allowed():
+    weight = Tensor(np.ones(3, np.float32)).realize()
+
+    def body(x: Tensor) -> Tensor:
+        return x * weight
+
+    with pytest.raises(FunctionError, match=r"1 implicit buffer.*dtype=dtypes.float32, size=3, device=CPU"):
+        function(body)(Tensor(np.ones(3, np.float32)))
+    np.testing.assert_equal(function(allow_implicit=True)(body)(Tensor(np.full(3, 2, np.float32))).numpy(), [2, 2, 2])
+
+
+def test_grad_fxn_replaces_the_body_gradient():
+    x = Tensor([1.0, 2.0, 3.0], requires_grad=True).realize()
+    body = UOp.param(0, dtypes.float32, (3,), x.device) * 3
+    # grad_fxn gets the output gradients by argument position (the output is argument 1) and claims d/dx = 10, not 3
+    x.call(fxn=body, grad_fxn=lambda grads, call: (grads[1] * 10,)).sum().backward()
+    np.testing.assert_equal(x.grad.numpy(), [10, 10, 10])
+    np.testing.assert_equal(x.call(fxn=body).numpy(), [3, 6, 9])
