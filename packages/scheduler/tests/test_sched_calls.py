@@ -107,3 +107,20 @@ def test_grad_fxn_replaces_the_body_gradient():
     x.call(fxn=body, grad_fxn=lambda grads, call: (grads[1] * 10,)).sum().backward()
     np.testing.assert_equal(x.grad.numpy(), [10, 10, 10])
     np.testing.assert_equal(x.call(fxn=body).numpy(), [3, 6, 9])
+
+
+@pytest.mark.parametrize("precompile", [False, True])
+def test_backward_is_one_call_named_after_the_function(precompile):
+    @function(precompile=precompile, precompile_backward=precompile)
+    def f(x: Tensor, w: Tensor) -> Tensor:
+        return (x * w).exp()
+
+    rng = np.random.default_rng(2)
+    xn, wn = rng.standard_normal(5).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    x, w = Tensor(xn, requires_grad=True), Tensor(wn, requires_grad=True)
+    f(x, w).sum().backward()
+    calls = [u for u in UOp.sink(x.grad.uop, w.grad.uop).toposort() if u.op.name == "CALL"]
+    backward = [c for c in calls if c.arg.name == "f_backward"]
+    assert len(backward) == 1 and backward[0].arg.precompile is precompile
+    np.testing.assert_allclose(w.grad.numpy(), xn * np.exp(xn * wn), rtol=1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), wn * np.exp(xn * wn), rtol=1e-5)

@@ -53,29 +53,51 @@ def inlined_value(u: UOp) -> UOp:
 
 
 def inline_calls(roots: tuple[UOp, ...]) -> tuple[UOp, ...]:
-    """`roots` with every call output replaced by its inlined value (calls inside arguments included)."""
-    outs = [n for n in UOp.sink(*roots).toposort() if is_call_output(n)]
-    if not outs:
-        return roots
-    mapping: dict[UOp, UOp] = {}
-    for o in outs:  # sources first: an output whose arguments hold other calls sees them inlined already
-        mapping[o] = inlined_value(o).substitute(mapping) if mapping else inlined_value(o)
-    return UOp.sink(*roots).substitute(mapping).src
+    """`roots` with every call output replaced by its inlined value, level by level: a call made inside another call's
+    body is reached once the outer call is inlined."""
+    while outs := [n for n in UOp.sink(*roots).toposort(gate=lambda n: n.op is not Ops.CALL) if is_call_output(n)]:
+        mapping: dict[UOp, UOp] = {}
+        for o in outs:  # sources first: an output whose arguments hold other calls sees them inlined already
+            mapping[o] = inlined_value(o).substitute(mapping) if mapping else inlined_value(o)
+        roots = UOp.sink(*roots).substitute(mapping).src
+    return roots
 
 
-def call_gradients(call: UOp, output_grads: dict[int, UOp], targets_below, compute_gradient) -> list[UOp | None]:
-    """One gradient per argument of `call`, given the gradients of its outputs by position."""
+def call_gradients(call: UOp, output_grads: dict[int, UOp], leads, compute_gradient) -> list[UOp | None]:
+    """One gradient per argument of `call`, given the gradients of its outputs by argument position.
+
+    Without a `grad_fxn`, the gradients are one call named `<name>_backward` (precompiled when the call says
+    `precompile_backward`) whose body differentiates the forward body; a precompiled call's backward reads the
+    forward outputs instead of computing them again."""
     args = call.src[1:]
-    if call.arg.grad_fxn is not None:
-        grads = call.arg.grad_fxn(tuple(output_grads.get(i) for i in range(len(args))), call)
-        grads = list(grads) + [None] * (len(args) - len(grads))
+    info = call.arg
+    if info.grad_fxn is not None:
+        grads = list(info.grad_fxn(tuple(output_grads.get(i) for i in range(len(args))), call))
+        grads += [None] * (len(args) - len(grads))
         return [None if g is None else g.uop if hasattr(g, "uop") else g for g in grads]
+    stores = {s.src[0].arg.slot: s.src[1] for s in call.src[0].src if s.op is Ops.STORE and s.src[0].op is Ops.PARAM}
+    params = {p.arg.slot: p for v in stores.values() for p in v.toposort() if p.op is Ops.PARAM}
+    wanted = {params[i] for i, a in enumerate(args) if i in params and i not in stores and a in leads}
+    extra: list[UOp] = []  # backward arguments after the forward ones: output gradients, then forward outputs
+
+    def param_for(value: UOp) -> UOp:
+        extra.append(value)
+        return UOp.param(len(args) + len(extra) - 1, value.dtype, value.shape, value.device)
+
+    total: dict[UOp, UOp] = {}
+    for pos, g in sorted(output_grads.items()):
+        value = stores[pos]
+        for p, gp in compute_gradient(value, param_for(g), wanted).items():
+            total[p] = gp if p not in total else total[p] + gp
+    if not total:
+        return [None] * len(args)
+    order = sorted(total, key=lambda p: p.arg.slot)
+    values = tuple(total[p] for p in order)
+    if info.precompile:  # read the forward outputs rather than recomputing them
+        forward = {stores[pos]: param_for(args[pos].after(call)) for pos in sorted(stores)}
+        values = UOp.sink(*values).substitute(forward).src
+    outs = UOp.call_with_outputs(values, *args, *extra, name=f"{info.name or 'call'}_backward", precompile=info.precompile_backward)
     ret: list[UOp | None] = [None] * len(args)
-    wanted = {a for a in args if a in targets_below}
-    for pos, g in output_grads.items():
-        value = inlined_value(args[pos].after(call))
-        for arg, ga in compute_gradient(value, g, wanted).items():
-            for i, a in enumerate(args):
-                if a is arg:
-                    ret[i] = ga if ret[i] is None else ret[i] + ga
+    for p, o in zip(order, outs):
+        ret[p.arg.slot] = o
     return ret

@@ -2,7 +2,8 @@
 
 The first call with a new signature (shapes, dtypes, devices of the tensor arguments) runs the function on PARAM
 placeholders; the traced values become the body of `UOp.call_with_outputs`, and every call passes its tensors as the
-arguments. A precompiled function's outputs are computed in kernels of their own; otherwise the body fuses into its
+arguments. An argument the function assigns to is written back: its new value is one more output of the call, assigned
+to the caller's tensor. A precompiled function's outputs are computed in kernels of their own; otherwise the body fuses into its
 consumers like any expression. Gradients flow through the body, or through `grad_fxn` when given.
 """
 
@@ -16,6 +17,7 @@ from uopir import Ops, UOp
 
 from .errors import SchedulerError
 from .tensor import Tensor
+from .writes import pending
 
 ReturnType = TypeVar("ReturnType")
 
@@ -29,7 +31,7 @@ class _Function(Generic[ReturnType]):
                  grad_fxn: Callable | None):
         self.fn, self.precompile, self.precompile_backward = fn, precompile, precompile_backward
         self.allow_implicit, self.grad_fxn = allow_implicit, grad_fxn
-        self.traces: dict[tuple, tuple[tuple[UOp, ...], bool]] = {}
+        self.traces: dict[tuple, tuple[tuple[UOp, ...], bool, tuple[int, ...]]] = {}
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
@@ -39,29 +41,36 @@ class _Function(Generic[ReturnType]):
                      tuple(None if isinstance(a, Tensor) else a for a in (*args, *kwargs.values())))
         if (trace := self.traces.get(signature)) is None:
             trace = self.traces[signature] = self._trace(args, kwargs, tensors)
-        values, is_tuple = trace
+        values, is_tuple, written = trace
         outs = UOp.call_with_outputs(values, *(t.uop for t in tensors), grad_fxn=self.grad_fxn, name=self.fn.__name__,
                                      precompile=self.precompile, precompile_backward=self.precompile_backward)
         device = tensors[0].device if tensors else None
-        rets = tuple(Tensor(o, device=device) for o in outs)
+        rets = tuple(Tensor(o, device=device) for o in outs[:len(outs) - len(written)])
+        for i, o in zip(written, outs[len(outs) - len(written):]):
+            tensors[i].assign(Tensor(o, device=tensors[i].device))
         return rets if is_tuple else rets[0]  # type: ignore[return-value]
 
-    def _trace(self, args: tuple, kwargs: dict, tensors: list[Tensor]) -> tuple[tuple[UOp, ...], bool]:
-        params = iter(Tensor(UOp.param(i, t.dtype, t.shape, t.device), device=t.device) for i, t in enumerate(tensors))
-        p_args = [next(params) if isinstance(a, Tensor) else a for a in args]
-        p_kwargs = {k: next(params) if isinstance(v, Tensor) else v for k, v in kwargs.items()}
+    def _trace(self, args: tuple, kwargs: dict, tensors: list[Tensor]) -> tuple[tuple[UOp, ...], bool, tuple[int, ...]]:
+        params = [Tensor(UOp.param(i, t.dtype, t.shape, t.device), device=t.device) for i, t in enumerate(tensors)]
+        initial = [p.uop for p in params]
+        it = iter(params)
+        p_args = [next(it) if isinstance(a, Tensor) else a for a in args]
+        p_kwargs = {k: next(it) if isinstance(v, Tensor) else v for k, v in kwargs.items()}
         ret = self.fn(*p_args, **p_kwargs)
+        written = tuple(i for i, (p, u) in enumerate(zip(params, initial)) if p.uop is not u)
+        for p in params:  # a placeholder's new value is an output of the call, not a write to run
+            pending.pop(p, None)
         is_tuple = isinstance(ret, tuple)
         rets = ret if is_tuple else (ret,)
         if not rets or not all(isinstance(r, Tensor) for r in rets):
             raise FunctionError(f"function {self.fn.__name__} must return a Tensor or a tuple of Tensors, got {type(ret).__name__}")
-        values = tuple(r.uop for r in rets)
+        values = tuple(r.uop for r in rets) + tuple(params[i].uop for i in written)
         if not self.allow_implicit:
-            implicit = sorted({n for n in UOp.sink(*values).toposort() if n.op is Ops.BUFFER}, key=lambda b: b.arg.slot)
+            implicit = sorted({n for n in UOp.sink(*values).toposort() if n.op is Ops.BUFFER and not n.is_unbound}, key=lambda b: b.arg.slot)
             if implicit:
                 listed = "; ".join(f"{i}: dtype={b.dtype}, size={b.arg.size}, device={b.arg.device}" for i, b in enumerate(implicit))
                 raise FunctionError(f"function {self.fn.__name__} has {len(implicit)} implicit buffer(s), but allow_implicit=False: {listed}")
-        return values, is_tuple
+        return values, is_tuple, written
 
 
 def function(fn: Callable[..., ReturnType] | None = None, *, precompile: bool = False, precompile_backward: bool = False,

@@ -107,7 +107,7 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
         g = grads.get(node)
         if g is None or node not in leads or node in targets and not node.src:
             continue
-        if node.op in NON_DIFFERENTIABLE or not node.src:
+        if node.op in NON_DIFFERENTIABLE or not node.src or node.op is Ops.PARAM:  # a PARAM's srcs are its shape
             continue
         if is_call_output(node):
             per_output = call_grads.setdefault(node.src[1], {})

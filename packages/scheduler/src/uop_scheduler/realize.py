@@ -96,7 +96,7 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
         walk = walk_graph(plan_targets, done, default_device)
     live: frozenset[UOp] = frozenset()
     alias: tuple[int, ...] = ()
-    stores = [n for n in walk.nodes if n.op is Ops.STORE]
+    stores = [n for n in walk.nodes if n.op is Ops.STORE and len(n.src) == 3]
     if stores:
         held = [_input_buffer(n) for n in walk.inputs]
         first: dict[UOp, int] = {}

@@ -79,10 +79,11 @@ def view_steps(parent: UOp, child: UOp) -> tuple[ViewStep, ...] | None:
 
 
 def storage_of(u: UOp) -> UOp | None:
-    """The buffer version under `u`'s view ops (a BUFFER, or an AFTER made by a write), None for computed values."""
+    """The buffer version under `u`'s view ops (a BUFFER, or an AFTER made by a write), None for computed values
+    (a call's output is a computed value too: it has no storage until realized)."""
     while u.op in GroupOp.Movement or u.op is Ops.DETACH:
         u = u.src[0]
-    return u if u.op in (Ops.BUFFER, Ops.AFTER) else None
+    return u if u.op is Ops.BUFFER or (u.op is Ops.AFTER and u.src[1].op is Ops.STORE) else None
 
 
 def rebind_views(root: Tensor) -> None:
