@@ -7,7 +7,8 @@ import struct
 import numpy as np
 import pytest
 from hcq_runtime import AMDCompiler, CompileError
-from hcq_runtime.amd import AMDComputeQueue, AMDCopyQueue, AMDDevice, GPUFaultError, PatchKind, QueueKind, link, runtime
+from hcq_runtime.amd import AMDComputeQueue, AMDCopyQueue, AMDDevice, CommandBuffer, GPUFaultError, PatchKind, QueueKind, link, runtime
+from hcq_runtime.hcq2 import COMPUTE
 
 try:
     COMPILER = AMDCompiler("gfx1100")
@@ -144,3 +145,57 @@ def test_dispatching_freed_code_faults():
     device.driver.free(prg.image)
     with pytest.raises(GPUFaultError, match="COMPUTE_PGM .*not mapped"):
         prg(struct.pack("<QQQi", out.va, out.va, out.va, 64), (1, 1, 1), (64, 1, 1))
+
+
+# a dynamically indexed private array: clang places it in scratch (the private segment)
+PRIVATE_ARRAY = """
+__kernel void shuffle(__global float *out, __global const int *idx) {
+  float tmp[64];
+  int lane = __builtin_amdgcn_workitem_id_x();
+  for (int i = 0; i < 64; i++) tmp[(i * 7) & 63] = (float)(i * lane);
+  out[lane] = tmp[idx[lane] & 63];
+}
+"""
+
+
+def run_encoded(dev, prg, addresses, values, groups, local):
+    """Encode one dispatch with encode_kernel, link it into its own memory, patch the signal value and run it."""
+    queue, data = dev.hw_queue(COMPUTE), CommandBuffer()
+    dev.encode_kernel(queue, data, prg, link("prog", 8), addresses, values, groups, local)
+    queue.signal(dev.timeline.address, runtime("done"))
+    state, keep = dev.link_state(queue.cmd.names(PatchKind.LINK) - {"prog", "data"})
+    data_len = -(-len(data) // 256) * 256
+    memory = dev.alloc_memory(data_len + len(queue.cmd))
+    memory.view[:len(data)] = np.frombuffer(bytes(data.data), np.uint8)
+    memory.view[data_len:data_len + len(queue.cmd)] = np.frombuffer(bytes(queue.cmd.data), np.uint8)
+    data.link({"data": memory.va}, into=memory.view[:data_len])
+    queue.cmd.link({**state, "prog": prg.info.address, "data": memory.va}, into=memory.view[data_len:])
+    queue.cmd.patch({"done": dev.next_timeline()}, into=memory.view[data_len:])
+    dev.submit_commands(COMPUTE, memory, data_len, len(queue.cmd))
+    dev.synchronize()
+    return state, keep
+
+
+def test_a_kernel_with_scratch_runs_from_linked_commands(dev):
+    """encode_kernel sets up scratch for every dispatch (descriptor, base, TMPRING_SIZE) as link patches; a kernel with a
+    private segment runs from commands linked once, with the scratch area among the linked state."""
+    prg = dev.program("shuffle", COMPILER.compile(PRIVATE_ARRAY))
+    assert prg.private_segment_size > 0
+    idx = np.random.default_rng(3).integers(0, 64, 64, dtype=np.int32)
+    out, mi = dev.allocator.alloc(256), upload(dev, idx)
+    state, keep = run_encoded(dev, prg, [out.va, mi.va], [], (1, 1, 1), (64, 1, 1))
+    assert keep == [dev.scratch] and state["scratch"] == dev.scratch.va
+    expected = np.zeros((64, 64), np.float32)
+    for i in range(64):
+        expected[:, (i * 7) & 63] = i * np.arange(64)
+    np.testing.assert_array_equal(download(dev, out, np.float32, 64), expected[np.arange(64), idx & 63])
+
+
+def test_encoded_dispatch_packet_points_at_the_linked_kernargs(dev):
+    """A kernel reading its sizes through the dispatch pointer gets a packet in the linked data, after its arguments."""
+    prg = dev.program(None, COMPILER.compile(FILL_2D))
+    width, height = 64, 6
+    out = upload(dev, np.zeros(width * height, np.int32))
+    run_encoded(dev, prg, [out.va], [width], (2, 3, 1), (32, 2, 1))
+    y, x = np.mgrid[0:height, 0:width]
+    np.testing.assert_array_equal(download(dev, out, np.int32, width * height).reshape(height, width), y * 1000 + x + 32 * 1000000)

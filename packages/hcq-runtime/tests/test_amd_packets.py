@@ -163,3 +163,41 @@ def test_patch_shift_and_overflow():
         cmd.patch({"addr": 0x1_0000_0000_00, "small": 1 << 32})
     cmd.patch({"addr": 0x12_3400, "small": 5})
     assert cmd.words == [0x1234, 5]
+
+
+# gfx9 (soc15) facts from pm4_soc15.h: CP_COHER_CNTL action bits and the RELEASE_MEM end-of-pipe TC actions
+SOC15_SH_ICACHE, SOC15_SH_KCACHE, SOC15_TC, SOC15_TCL1, SOC15_TC_WB = 1 << 29, 1 << 27, 1 << 23, 1 << 22, 1 << 18
+SOC15_EOP_TC_WB, SOC15_EOP_TC_NC = 1 << 15, 1 << 19
+
+
+def test_gfx9_acquire_and_release_use_the_soc15_forms():
+    info = ProgramInfo(address=0x1_0000_0100, rsrc1=1, rsrc2=2, rsrc3=3, wave32=False, user_sgprs=("kernarg_segment_ptr",), kernarg_size=8)
+    q = AMDComputeQueue((9, 4, 2)).exec(info, 0x2000, (1, 1, 1), (64, 1, 1)).signal(0x3000, 9)
+    packets = decode_pm4(q.cmd.words)
+    acquire = next(body for op, body, _ in packets if op == OP_ACQUIRE_MEM)
+    assert len(acquire) == 7 and acquire[6] == 0xA  # CP_COHER_CNTL leads, the poll interval closes
+    assert acquire[0] & (SOC15_SH_ICACHE | SOC15_SH_KCACHE | SOC15_TCL1) == SOC15_SH_ICACHE | SOC15_SH_KCACHE | SOC15_TCL1
+    release = next(body for op, body, _ in packets if op == OP_RELEASE_MEM)
+    assert release[0] & (SOC15_EOP_TC_WB | SOC15_EOP_TC_NC) == SOC15_EOP_TC_WB | SOC15_EOP_TC_NC
+    assert release[0] & 0xFF == 20 and (release[0] >> 8) & 0xF == 5  # CACHE_FLUSH_AND_INV_TS at end of pipe
+    assert release[1] >> 29 == 1 and release[6] == 0  # 32-bit data, no interrupt context on soc15
+    sh = sh_writes(packets)
+    assert sh[0x2000 + 0xE2D] == 3, "gfx9 COMPUTE_PGM_RSRC3 lives at its own address"
+    dispatch = next(body for op, body, _ in packets if op == OP_DISPATCH_DIRECT)
+    assert not dispatch[3] & (1 << 15), "CDNA runs wave64: CS_W32_EN stays clear"
+
+
+def test_gfx11_release_mem_flushes_with_gcr_bits_not_soc15_bits():
+    release = next(body for op, body, _ in decode_pm4(AMDComputeQueue((11, 0, 0)).signal(0x3000, 9).cmd.words) if op == OP_RELEASE_MEM)
+    assert release[0] & (1 << 21) and release[0] & (1 << 20)  # GCR GL2_WB / GL2_INV (gfx10+ pm4_nv.h)
+
+
+def test_scratch_descriptor_patched_at_link_keeps_the_swizzle_bit():
+    info = ProgramInfo(address=0x1_0000_0100, rsrc1=1, rsrc2=2, rsrc3=3, wave32=True,
+                       user_sgprs=("private_segment_buffer", "kernarg_segment_ptr"), kernarg_size=8)
+    cmd = AMDComputeQueue((11, 0, 0)).exec(info, 0x2000, (1, 1, 1), (32, 1, 1), scratch=link("scratch", 8)).cmd
+    cmd.link({"scratch": 0x7_1234_5600})
+    sh = sh_writes(decode_pm4(cmd.words))
+    user = [sh[GC_BASE + REG["USER_DATA_0"] + i] for i in range(6)]
+    assert user[:4] == [0x1234_5600, 0x7 | 1 << 31, 0xFFFFFFFF, 0x20C14000]  # V# base lo, base hi | swizzle, size, word3
+    assert sh[GC_BASE + REG["SCRATCH_BASE_LO"]] == 0x7_1234_5600 >> 8 & 0xFFFFFFFF

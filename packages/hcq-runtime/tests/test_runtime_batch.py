@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hcq_runtime import CCompiler, DeviceError, buffer_for, counters, link_linear, run_linear
+from hcq_runtime import AMDCompiler, CCompiler, CompileError, DeviceError, LinkedLinear, LinkedSteps, buffer_for, counters, link_linear, run_linear
 from uopir import Ops, UOp, dtypes
 
 
@@ -71,3 +71,21 @@ def test_linked_program_checks_its_arguments():
         linked([])
     with pytest.raises(DeviceError, match="variable len has no value"):
         linked([buffer_for(UOp.new_buffer("CPU", n, dtypes.float32))])
+
+
+def test_link_linear_picks_the_native_cpu_batch_or_the_hcq2_engine():
+    n = 8
+    cpu = [UOp.new_buffer("CPU", n, dtypes.float32) for _ in range(3)]
+    assert isinstance(link_linear(UOp(Ops.LINEAR, dtypes.void, (call(scale_add_kernel(n, 2.0), *cpu),)), [cpu[1]]), LinkedLinear)
+    try:
+        AMDCompiler("gfx1100")
+    except CompileError:
+        pytest.skip("clang-15 and ld.lld-15 are needed to build AMD kernels")
+    gpu = [UOp.new_buffer("MOCKAMD", n, dtypes.float32) for _ in range(3)]
+    linked = link_linear(UOp(Ops.LINEAR, dtypes.void, (call(scale_add_kernel(n, 2.0), *gpu),)), [gpu[0], gpu[1]])
+    assert isinstance(linked, LinkedSteps) and linked.submits == 1
+    x = np.arange(n, dtype=np.float32)
+    buffer_for(gpu[2]).copyin(np.ones(n, np.float32))
+    src, out = buffer_for(UOp.new_buffer("MOCKAMD", n, dtypes.float32)).copyin(x), buffer_for(UOp.new_buffer("MOCKAMD", n, dtypes.float32))
+    linked([out.ensure_allocated(), src])
+    np.testing.assert_array_equal(out.numpy(), x * 2 + 1)

@@ -1,8 +1,9 @@
-"""Devices, buffers, allocators and compile caches; running a LINEAR of CALLs; linked native batches; the AMD backend."""
+"""Devices, buffers, allocators and compile caches; running a LINEAR of CALLs; the hcq2 command-queue engine and linked
+native batches; the AMD backend."""
 
-from . import amd
+from . import amd, hcq2
 from .allocator import Allocator, LRUAllocator
-from .batch import LinkedLinear, link_linear
+from .batch import LinkedLinear, link_linear, run_linear
 from .buffer import Buffer, numpy_dtype
 from .compiled import CompiledDevice
 from .compiler import AMDCompiler, CCompiler, Compiler, cache_dir
@@ -11,13 +12,15 @@ from .device import Device, canonicalize
 from .disk import DiskDevice
 from .errors import AllocationError, CompileError, DeviceError, RuntimeErrorBase
 from .ffi import FFIError, ccall, cstruct
-from .realize import CompiledKernel, Counters, bind_buffer, buffer_for, compile_body, counters, run_call, run_linear
+from .hcq2 import LinkedSteps
+from .realize import CompiledKernel, Counters, bind_buffer, buffer_for, compile_body, counters, run_call
 
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
     "amd",
+    "hcq2",
     "FFIError",
     "ccall",
     "cstruct",
@@ -36,6 +39,7 @@ __all__ = [
     "DiskDevice",
     "LRUAllocator",
     "LinkedLinear",
+    "LinkedSteps",
     "RuntimeErrorBase",
     "CompiledKernel",
     "Counters",

@@ -1,10 +1,12 @@
-"""Linking a LINEAR of CALLs into one native batch program (the CPU side of hcq2).
+"""Running and linking a LINEAR of CALLs: `run_linear` (eager) and `link_linear` (once, for replays).
 
-`link_linear(linear, inputs)` compiles every kernel, then writes and compiles one more C function that calls them in
-order. Addresses of the buffers the step owns (everything not in `inputs`), kernel entry points and constant
-arguments are written into that function as literals once, at link time; input buffer addresses and variable values
-are read from two small arrays the caller fills on every run. A replay is therefore one ctypes call plus the
-kernels' own work: no per-kernel Python dispatch, no scheduling, no compiling.
+Calls on queue devices (AMD, MOCKAMD) go through the hcq2 engine (`hcq_runtime.hcq2`): batched into one submit per
+(device, queue), linked once, replayed with only run-time patches written. A LINEAR of CPU calls links into one native
+batch program, the CPU side of the same design: `link_linear(linear, inputs)` compiles every kernel, then writes and
+compiles one more C function that calls them in order. Addresses of the buffers the step owns (everything not in
+`inputs`), kernel entry points and constant arguments are written into that function as literals once, at link time;
+input buffer addresses and variable values are read from two small arrays the caller fills on every run. A replay is therefore
+one ctypes call plus the kernels' own work: no per-kernel Python dispatch, no scheduling, no compiling.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from .buffer import Buffer
 from .cpu import CPUDevice
 from .device import Device
 from .errors import DeviceError
+from .hcq2 import LinkedSteps, link_calls, run_calls, uses_queue_devices
 from .realize import buffer_for, compile_body, device_for_call, strip_after
 
 _ENTRY = "uop_batch"
@@ -89,7 +92,7 @@ class _Linker:
             raise DeviceError(f"cannot link a CALL whose body is {body.op.name}")
         device = device_for_call(args)
         if not isinstance(Device[device], CPUDevice):
-            raise DeviceError(f"link_linear links CPU programs into one native call; a {device} kernel runs through run_linear")
+            raise DeviceError(f"link_linear links CPU programs into one native call; a {device} kernel needs a queue device")
         kernel = compile_body(body, device)
         self.keep.append(kernel.program)
         info = kernel.info
@@ -106,12 +109,24 @@ class _Linker:
             self.lines.append(f"    ((void (*)(void **, const long long *, int, int)){fn_address:#x}ull)(b, v, 0, 1); }}")
 
 
-def link_linear(linear: UOp, inputs: Sequence[UOp] = (), device: str = "CPU") -> LinkedLinear:
-    """Compile `linear` (a LINEAR of CALLs on CPU devices) into one native batch program.
+def run_linear(linear: UOp, var_vals: dict[str, int] | None = None) -> None:
+    """Run every CALL of `linear` in order: consecutive calls on queue devices as batches through the hcq2 engine, the
+    rest one by one (see `hcq_runtime.realize` for the kinds of calls)."""
+    if linear.op is not Ops.LINEAR:
+        raise DeviceError(f"run_linear takes a LINEAR of CALLs, got {linear.op.name}")
+    run_calls(linear.src, var_vals)
 
-    `inputs` are the BUFFER UOps whose storage changes between runs; every other buffer is owned by the program."""
+
+def link_linear(linear: UOp, inputs: Sequence[UOp] = (), device: str = "CPU") -> LinkedLinear | LinkedSteps:
+    """Link `linear` for replays: `linked(input_buffers, {"var": value})`.
+
+    `inputs` are the BUFFER UOps whose storage changes between runs; every other buffer is owned by the linked program.
+    A LINEAR touching queue devices links through the hcq2 engine (one submit per device and queue per replay); a LINEAR
+    of CPU calls compiles into one native batch program."""
     if linear.op is not Ops.LINEAR:
         raise DeviceError(f"link_linear takes a LINEAR of CALLs, got {linear.op.name}")
+    if uses_queue_devices(linear):
+        return link_calls(linear, inputs)
     linker = _Linker(inputs)
     for call in linear.src:
         linker.add_call(call)

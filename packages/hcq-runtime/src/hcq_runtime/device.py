@@ -21,6 +21,8 @@ BUILTIN_BACKENDS: dict[str, str] = {
     "DISK": "hcq_runtime.disk:DiskDevice",
     "AMD": "hcq_runtime.amd:AMDDevice",
     "MOCKAMD": "hcq_runtime.amd:AMDDevice",
+    "QCOM": "hcq_runtime.qcom:QCOMDevice",
+    "MOCKQCOM": "hcq_runtime.qcom:QCOMDevice",
 }
 
 

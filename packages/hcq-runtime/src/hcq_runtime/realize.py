@@ -1,4 +1,4 @@
-"""`run_linear`: execute a LINEAR of CALLs on the devices their buffers live on.
+"""Running single CALLs on the devices their buffers live on (`run_call`; `batch.run_linear` runs a LINEAR of them).
 
 A CALL's body is one of:
 - a kernel SINK: lowered with `uopir.to_program` for the device's renderer, compiled by the device's compiler (both
@@ -164,10 +164,3 @@ def device_for_call(args: tuple[UOp, ...]) -> str:
     """Where a call runs: the device of its first buffer argument (the default device when it has none)."""
     return next((buffer_for(a).device for a in args if strip_after(a).op is Ops.BUFFER), Device.DEFAULT)
 
-
-def run_linear(linear: UOp, var_vals: dict[str, int] | None = None) -> None:
-    """Run every CALL of `linear` in order (see the module docstring)."""
-    if linear.op is not Ops.LINEAR:
-        raise DeviceError(f"run_linear takes a LINEAR of CALLs, got {linear.op.name}")
-    for call in linear.src:
-        run_call(call, var_vals or {})

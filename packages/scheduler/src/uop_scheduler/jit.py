@@ -1,10 +1,11 @@
 """`TinyJit`: capture the kernels a function runs once, then replay them as one native call.
 
 Call 0 runs the function eagerly. Call 1 runs it again while recording every LINEAR the scheduler executes, with the
-call's input tensors as parameters; the recorded calls are linked into one native batch program
-(`hcq_runtime.link_linear`): buffers the step creates keep the addresses they got at capture (link time), while the
-input buffers and fresh output buffers are passed per call (run time). Calls 2+ only check the inputs, allocate the
-outputs and make that one call: no scheduling, no compiling, no per-kernel Python.
+call's input tensors as parameters; the recorded calls are linked (`hcq_runtime.link_linear`) into one native batch
+program on CPU, or one hcq2 submit per device queue on queue devices such as MOCKAMD: buffers the step creates keep
+the addresses they got at capture (link time), while the input buffers, fresh output buffers and variable values are
+passed per call (run time). Calls 2+ only check the inputs, allocate the outputs and make that one call: no
+scheduling, no compiling, no per-kernel Python.
 
 Writes replay as writes: a write into an input lands in that call's input (a returned written input is that input),
 and a write into other state (BatchNorm's statistics, an optimizer's moments) lands in that state's buffer each call.
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from hcq_runtime import DeviceError, LinkedLinear, buffer_for, link_linear, run_linear
+from hcq_runtime import DeviceError, LinkedLinear, LinkedSteps, buffer_for, link_linear, run_linear
 from uopir import Ops, UOp, dtypes
 
 from .errors import SchedulerError
@@ -60,7 +61,7 @@ def _buffer_of(t: Tensor) -> UOp:
 @dataclass
 class _Captured:
     signature: tuple
-    linked: LinkedLinear | None  # None: a device without native batches; replays substitute buffers into `linear`
+    linked: LinkedLinear | LinkedSteps | None  # None: a device without linked replays; replays substitute buffers into `linear`
     linear: UOp
     buffers: list[UOp]  # the captured input buffers, then the captured output buffers
     outputs: list[tuple[tuple[int, ...], Any, str, int]]  # shape, dtype, device, size of each fresh returned tensor
@@ -119,7 +120,7 @@ class TinyJit(Generic[ReturnType]):
         try:
             linked = link_linear(linear, inputs=[*input_buffers, *output_buffers])
         except DeviceError:
-            linked = None  # e.g. MOCKAMD: replay the recorded calls through run_linear instead
+            linked = None  # a device the runtime cannot link for: replay the recorded calls through run_linear
         fresh = [t for t, a in zip(outs, aliased) if a is None]
         out_info = [(unbound_shape(t.shape), t.dtype, t.device, b.arg.size) for t, b in zip(fresh, output_buffers)]
         self.captured = _Captured(_signature(inputs), linked, linear, [*input_buffers, *output_buffers], out_info, aliased, _restructure(ret))

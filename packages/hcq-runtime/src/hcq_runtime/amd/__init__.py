@@ -1,8 +1,8 @@
 """The AMD backend's hardware-facing half: PM4 / SDMA command buffers with patches, the KFD driver interface (real
 /dev/kfd and a mock), a mock GPU that executes the packet streams (kernels in the amd-isa emulator), and a device."""
 
+from ..hcq2.cmdbuf import CommandBuffer, Patch, PatchKind, Sym, link, qword, runtime
 from . import pm4, regs, sdma
-from .cmdbuf import CommandBuffer, Patch, PatchKind, Sym, link, qword, runtime
 from .device import AMDAllocator, AMDDevice, AMDProgram, BoundCommands, Signal, open_driver
 from .driver import Doorbell, Driver, GPUMemory, QueueDesc, QueueKind
 from .errors import AMDError, GPUFaultError, KFDError, MalformedPacketError, PatchError, QueueHangError

@@ -17,11 +17,11 @@ import numpy as np
 from uopir import AMDOpenCLRenderer
 
 from ..allocator import LRUAllocator
-from ..compiled import CompiledDevice
 from ..compiler import AMDCompiler
 from ..errors import AllocationError
+from ..hcq2.cmdbuf import CommandBuffer, PatchKind, Sym, Word, qword
+from ..hcq2.hwqueue import COMPUTE, COPY, HWQueue, QueueDevice
 from . import pm4, regs
-from .cmdbuf import CommandBuffer
 from .driver import Driver, GPUMemory, QueueDesc, QueueKind
 from .errors import AMDError, QueueHangError
 from .kfd import KFDDriver
@@ -34,6 +34,8 @@ SIGNAL_SIZE = 16  # value (u64), timestamp (u64)
 KERNARG_ALIGN = 256
 DEFAULT_TIMEOUT_MS = 30_000
 GFX11_RSRC1_PRIV = 1 << 20  # set on gfx11 to work around CWSR (as tinygrad does)
+SCRATCH_PER_LANE = 1024  # private segment bytes per work-item the scratch area is sized for
+SCRATCH_WAVES = 32  # waves that may hold scratch at once (the mock GPU runs one at a time)
 
 
 @dataclass
@@ -64,7 +66,7 @@ class Signal:
 
 
 @dataclass
-class HWQueue:
+class RingQueue:
     """A hardware queue of the device: the driver's descriptor, its ring and pointer memory, the host's put pointer."""
 
     desc: QueueDesc
@@ -147,9 +149,10 @@ class AMDProgram:
         self(kernargs, tuple(global_size), tuple(local_size))
 
 
-class AMDDevice(CompiledDevice):
+class AMDDevice(QueueDevice):
     """One AMD GPU: a compute queue, an SDMA copy queue, a timeline signal, an allocator, program loading; kernels are
-    rendered as OpenCL C and compiled with clang-15 for the device's target (`renderer`, `compiler`)."""
+    rendered as OpenCL C and compiled with clang-15 for the device's target (`renderer`, `compiler`). As a
+    `QueueDevice` it is driven by the hcq2 engine: PM4 for COMPUTE, SDMA for COPY, a signal per queue."""
 
     def __init__(self, name: str = "MOCKAMD", driver: Driver | None = None, *, ring_size: int = 1 << 20, kernarg_size: int = 1 << 20):
         self.name = name
@@ -166,6 +169,8 @@ class AMDDevice(CompiledDevice):
         self._signals_used = 0
         self.timeline = self.new_signal()
         self.timeline_value = 1
+        self.queue_signals = {COMPUTE: self.new_signal(), COPY: self.new_signal()}
+        self._scratch: GPUMemory | None = None
         self._kernargs = self.driver.alloc(kernarg_size)
         self._kernarg_put = 0
         self.allocator = AMDAllocator(self)
@@ -177,10 +182,10 @@ class AMDDevice(CompiledDevice):
         """clang-15 for this target, found on first compile (so a device opens on machines without it)."""
         return AMDCompiler(self.arch)
 
-    def _create_queue(self, kind: QueueKind, ring_size: int) -> HWQueue:
+    def _create_queue(self, kind: QueueKind, ring_size: int) -> RingQueue:
         ring = self.driver.alloc(ring_size, uncached=True)
         pointers = self.driver.alloc(0x1000, uncached=True)
-        return HWQueue(self.driver.create_queue(kind, ring, pointers), ring, pointers)
+        return RingQueue(self.driver.create_queue(kind, ring, pointers), ring, pointers)
 
     # -- signals --------------------------------------------------------------------------------------------
 
@@ -219,7 +224,10 @@ class AMDDevice(CompiledDevice):
 
     def submit(self, cmd: CommandBuffer, kind: QueueKind = QueueKind.COMPUTE, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
         """Write `cmd`'s words into the queue's ring, publish the write pointer and ring the doorbell."""
-        words = np.frombuffer(bytes(cmd.data), np.uint32)
+        self.submit_words(np.frombuffer(bytes(cmd.data), np.uint32), kind, timeout_ms)
+
+    def submit_words(self, words: np.ndarray, kind: QueueKind, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+        """Write command words (uint32) into the queue's ring, publish the write pointer and ring the doorbell."""
         queue = self.compute if kind is QueueKind.COMPUTE else self.copy_queue
         ring = queue.desc.ring
         size = len(ring)
@@ -244,7 +252,7 @@ class AMDDevice(CompiledDevice):
         queue.desc.write_ptr[0] = queue.put
         queue.desc.doorbell.ring(queue.put)
 
-    def _reserve(self, queue: HWQueue, dwords: int, unit: int, timeout_ms: int) -> int:
+    def _reserve(self, queue: RingQueue, dwords: int, unit: int, timeout_ms: int) -> int:
         """Wait until `dwords` fit behind the engine's read pointer; return the ring index to write at."""
         size = len(queue.desc.ring)
         deadline = time.perf_counter() + timeout_ms / 1000
@@ -330,6 +338,92 @@ class AMDDevice(CompiledDevice):
         self.submit(queue.cmd, QueueKind.SDMA)
         if wait:
             self.synchronize()
+
+    # -- the hcq2 QueueDevice interface -----------------------------------------------------------------------
+
+    def hw_queue(self, kind: str) -> HWQueue:
+        return AMDComputeQueue(self.target) if kind == COMPUTE else AMDCopyQueue()
+
+    def queue_signal(self, kind: str) -> Signal:
+        return self.queue_signals[kind]
+
+    @property
+    def scratch(self) -> GPUMemory:
+        """The scratch (private segment) area every dispatch addresses, made on first use."""
+        if self._scratch is None:
+            self._scratch = self.driver.alloc(SCRATCH_PER_LANE * 64 * SCRATCH_WAVES)
+        return self._scratch
+
+    @property
+    def tmpring_size(self) -> int:
+        """COMPUTE_TMPRING_SIZE for the scratch area: how many waves, and each wave's share."""
+        align = regs.SCRATCH_WAVE_ALIGN[self.target[0]]
+        wave_size = -(-SCRATCH_PER_LANE * 64 // align)
+        return (wave_size << regs.TMPRING_WAVESIZE_SHIFT) | SCRATCH_WAVES
+
+    def encode_kernel(self, queue: HWQueue, data: CommandBuffer, program: AMDProgram, address: Word, addresses: list[Word],
+                      values: list[Word], global_size: tuple[int, int, int], local_size: tuple[int, int, int]) -> None:
+        """Kernel arguments (8-byte addresses, then 8-byte values, zero-padded to the descriptor's kernarg size) go into
+        `data` at a 256-byte boundary; the dispatch addresses them as `data` + offset, its code as `address`."""
+        if program.private_segment_size > SCRATCH_PER_LANE:
+            raise AMDError(f"kernel {program.name!r} needs {program.private_segment_size} bytes of scratch per lane, the device "
+                           f"provides {SCRATCH_PER_LANE}")
+        assert isinstance(queue, AMDComputeQueue)
+        start = len(data) + (-len(data) % KERNARG_ALIGN)
+        data.emit([0] * ((start - len(data)) // 4))
+        data.emit([word for value in [*addresses, *values] for word in qword(value)])
+        end = start + max(program.info.kernarg_size, len(data) - start)
+        data.emit([0] * (-(-(end - len(data)) // 4)))
+        kernargs = Sym("data", PatchKind.LINK, 8, add=start)
+        dispatch = None
+        if "dispatch_ptr" in program.info.user_sgprs:
+            packet_at = len(data) + (-len(data) % 64)
+            data.emit([0] * ((packet_at - len(data)) // 4))
+            words = list(np.frombuffer(_dispatch_packet(global_size, local_size, 0), np.uint32))
+            data.emit([int(w) for w in words[:10]] + [kernargs] + [int(w) for w in words[12:]])
+            dispatch = Sym("data", PatchKind.LINK, 8, add=packet_at)
+        info = dataclasses.replace(program.info, address=address)
+        queue.exec(info, kernargs, global_size, local_size, dispatch_packet=dispatch, scratch=Sym("scratch", PatchKind.LINK, 8),
+                   tmpring_size=self.tmpring_size)
+
+    def program_address(self, program: AMDProgram) -> int:
+        return int(program.info.address)  # type: ignore[arg-type]
+
+    def link_state(self, names: set[str]) -> tuple[dict[str, int], list[GPUMemory]]:
+        values: dict[str, int] = {}
+        keep: list[GPUMemory] = []
+        for name in names:
+            if name == "scratch":
+                values[name] = self.scratch.va
+                keep.append(self.scratch)
+            elif name == "signal:timeline":
+                values[name] = self.timeline.address
+            elif name.startswith("signal:") and name[7:] in self.queue_signals:
+                values[name] = self.queue_signals[name[7:]].address
+            else:
+                raise AMDError(f"a command buffer links {name!r}, which is no state of {self.name}")
+        return values, keep
+
+    def alloc_memory(self, nbytes: int) -> GPUMemory:
+        return self.driver.alloc(nbytes, host_visible=True)
+
+    def free_memory(self, memory: GPUMemory) -> None:
+        self.synchronize()
+        self.driver.free(memory)
+
+    def submit_commands(self, kind: str, memory: GPUMemory, offset: int, nbytes: int) -> None:
+        """COMPUTE runs the commands in place through one INDIRECT_BUFFER packet; SDMA has no indirect buffers on the
+        queues the backend creates, so COPY commands are copied into the ring."""
+        if kind == COMPUTE:
+            ib = CommandBuffer()
+            ib.emit(pm4.indirect_buffer(memory.va + offset, nbytes // 4))
+            self.submit(ib, QueueKind.COMPUTE)
+        else:
+            assert memory.view is not None
+            self.submit_words(memory.view[offset:offset + nbytes].view(np.uint32), QueueKind.SDMA)
+
+    def run_queue(self, kind: str, queue: HWQueue) -> None:
+        self.submit(queue.cmd, QueueKind.COMPUTE if kind == COMPUTE else QueueKind.SDMA)
 
     def close(self) -> None:
         """Destroy the queues (the driver frees the rest with the process)."""

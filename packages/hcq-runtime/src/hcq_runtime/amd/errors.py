@@ -1,14 +1,13 @@
 """Exception types of the AMD backend."""
 
 from ..errors import DeviceError
+from ..hcq2.errors import PatchError
+
+__all__ = ["AMDError", "GPUFaultError", "KFDError", "MalformedPacketError", "PatchError", "QueueHangError"]
 
 
 class AMDError(DeviceError):
     """Base class of the AMD backend's errors."""
-
-
-class PatchError(AMDError):
-    """A command buffer was patched without a value it needs, or with one that does not fit."""
 
 
 class MalformedPacketError(AMDError):

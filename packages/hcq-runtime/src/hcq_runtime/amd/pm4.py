@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..hcq2.cmdbuf import Sym, Word, dwords, qword
 from . import regs
-from .cmdbuf import Sym, Word, dwords, qword
 
 
 def header(opcode: int, body_dwords: int) -> int:
@@ -45,17 +45,24 @@ def dispatch_direct(groups: Sequence[Word], *, wave32: bool = True) -> list[Word
     return packet("DISPATCH_DIRECT", [*groups, initiator])
 
 
-def acquire_mem(gcr_cntl: int = regs.ACQUIRE_ALL, base: int = 0, size: int = (1 << 64) - 1) -> list[Word]:
-    """ACQUIRE_MEM: invalidate / write back the caches named in `gcr_cntl` over [base, base + size)."""
+def acquire_mem(gcr_cntl: int = regs.ACQUIRE_ALL, base: int = 0, size: int = (1 << 64) - 1, *, gfx9: bool = False) -> list[Word]:
+    """ACQUIRE_MEM: invalidate / write back the caches named in `gcr_cntl` over [base, base + size).
+
+    On gfx9 `gcr_cntl` is the CP_COHER_CNTL word (`regs.GFX9_COHER_*`), which leads the body."""
+    if gfx9:
+        return packet("ACQUIRE_MEM", [gcr_cntl, *qword(size), *qword(base), 0, regs.GFX9_ACQUIRE_POLL_INTERVAL])
     return packet("ACQUIRE_MEM", [0, *qword(size), *qword(base), 0, gcr_cntl])
 
 
 def release_mem(address: int | Sym, value: int | Sym, data_sel: int, *, int_sel: int = regs.INT_SEL_NONE, ctxid: int = 0,
-                cache_flush: bool = False) -> list[Word]:
+                cache_flush: bool = False, gfx9: bool = False) -> list[Word]:
     """RELEASE_MEM at end of pipe: once prior work is done, write `value` (or the GPU clock) to `address`.
 
-    `data_sel` is `DATA_SEL_32_LOW` (signals), `DATA_SEL_64`, `DATA_SEL_GPU_CLOCK` (timestamps) or `DATA_SEL_NONE`."""
-    event = regs.EVENT_CACHE_FLUSH_AND_INV_TS | (regs.EVENT_INDEX_END_OF_PIPE << 8) | (regs.RELEASE_GCR_FLUSH_ALL if cache_flush else 0)
+    `data_sel` is `DATA_SEL_32_LOW` (signals), `DATA_SEL_64`, `DATA_SEL_GPU_CLOCK` (timestamps) or `DATA_SEL_NONE`.
+    gfx9 flushes with the EOP TC write-back / non-coherent actions instead of GCR bits and has no interrupt context."""
+    flush = (regs.GFX9_EOP_TC_WB_ACTION | regs.GFX9_EOP_TC_NC_ACTION) if gfx9 else regs.RELEASE_GCR_FLUSH_ALL
+    event = regs.EVENT_CACHE_FLUSH_AND_INV_TS | (regs.EVENT_INDEX_END_OF_PIPE << 8) | (flush if cache_flush else 0)
+    ctxid = 0 if gfx9 else ctxid
     select = (data_sel << regs.RELEASE_DATA_SEL_SHIFT) | (int_sel << regs.RELEASE_INT_SEL_SHIFT)
     return packet("RELEASE_MEM", [event, select, *qword(address), *qword(value), ctxid])
 

@@ -1,7 +1,8 @@
-"""`AMDComputeQueue` (PM4) and `AMDCopyQueue` (SDMA): build a `CommandBuffer` of commands for one submit.
+"""`AMDComputeQueue` (PM4) and `AMDCopyQueue` (SDMA): the AMD `HWQueue`s, building a `CommandBuffer` of commands.
 
 Every address or value may be a `Sym`, so a queue can be encoded once and completed by link-time and run-time
-patches (`CommandBuffer.link` / `CommandBuffer.patch`) before each submit.
+patches (`CommandBuffer.link` / `CommandBuffer.patch`) before each submit. gfx11 / gfx12 use the gfx10+ packet forms;
+gfx9 (CDNA) the soc15 forms of ACQUIRE_MEM and RELEASE_MEM and its own register addresses.
 """
 
 from __future__ import annotations
@@ -9,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..hcq2.cmdbuf import Sym, Word, qword
+from ..hcq2.hwqueue import HWQueue
 from . import pm4, regs, sdma
-from .cmdbuf import CommandBuffer, Sym, Word, qword
 from .errors import AMDError
 
 # the private segment buffer descriptor for architected flat scratch: (word1 bit 31: swizzle enable; word3 as LLVM/ROCm)
 SCRATCH_RSRC_WORD2, SCRATCH_RSRC_WORD3 = 0xFFFFFFFF, 0x20C14000
+SCRATCH_SWIZZLE = 1 << 63  # bit 31 of descriptor word 1, as one 64-bit add so a patched address keeps it
 
 
 @dataclass(frozen=True)
@@ -30,14 +33,21 @@ class ProgramInfo:
     kernarg_size: int
 
 
-class AMDComputeQueue:
-    """PM4 commands for the compute queue of a gfx11/gfx12 GPU."""
+class AMDComputeQueue(HWQueue):
+    """PM4 commands for the compute queue of a gfx9 (CDNA), gfx11 or gfx12 GPU."""
 
     def __init__(self, target: tuple[int, int, int] = (11, 0, 0)):
-        if target[0] not in (11, 12):
-            raise AMDError(f"the PM4 encoders use the gfx10+ packet layouts; gfx{target[0]} is not supported yet")
+        if target[0] not in regs.COMPUTE_REGS:
+            raise AMDError(f"no PM4 encoders for gfx{target[0]}: supported are gfx{', gfx'.join(map(str, sorted(regs.COMPUTE_REGS)))}")
+        super().__init__()
+        self.gfx9 = target[0] == 9
         self.regs = regs.COMPUTE_REGS[target[0]]
-        self.cmd = CommandBuffer()
+
+    def memory_barrier(self) -> list[Word]:
+        """ACQUIRE_MEM before a dispatch: invalidate the caches that may hold stale data (not L2 write-back)."""
+        if self.gfx9:
+            return pm4.acquire_mem(regs.GFX9_COHER_SH_ICACHE | regs.GFX9_COHER_SH_KCACHE | regs.GFX9_COHER_TCL1, gfx9=True)
+        return pm4.acquire_mem(regs.ACQUIRE_ALL & ~(regs.ACQUIRE_GLI_INV | regs.ACQUIRE_GL2_INV | regs.ACQUIRE_GL2_WB))
 
     def exec(self, program: ProgramInfo, kernargs: int | Sym, groups: Sequence[int], local: Sequence[int], *,
              dispatch_packet: int | Sym | None = None, scratch: int | Sym = 0, tmpring_size: int = 0) -> AMDComputeQueue:
@@ -56,13 +66,11 @@ class AMDComputeQueue:
                     raise AMDError("the kernel reads the dispatch packet: pass dispatch_packet= (64 bytes after its kernargs)")
                 user += qword(dispatch_packet)
             elif name == "private_segment_buffer":
-                if isinstance(scratch, Sym):
-                    raise AMDError("the scratch buffer descriptor needs the scratch address at encode time")
-                user += [scratch & 0xFFFFFFFF, (scratch >> 32) | 1 << 31, SCRATCH_RSRC_WORD2, SCRATCH_RSRC_WORD3]
+                user += [*qword(scratch + SCRATCH_SWIZZLE), SCRATCH_RSRC_WORD2, SCRATCH_RSRC_WORD3]
             else:
                 raise AMDError(f"the kernel takes the {name} user SGPR, which this backend does not set up")
         emit, r = self.cmd.emit, self.regs
-        emit(pm4.acquire_mem(regs.ACQUIRE_ALL & ~(regs.ACQUIRE_GLI_INV | regs.ACQUIRE_GL2_INV | regs.ACQUIRE_GL2_WB)))
+        emit(self.memory_barrier())
         address = program.address >> 8
         emit(pm4.set_sh_reg(r.pgm_lo, *qword(address)))
         emit(pm4.set_sh_reg(r.pgm_rsrc1, program.rsrc1, program.rsrc2))
@@ -85,22 +93,19 @@ class AMDComputeQueue:
 
     def signal(self, signal_address: int | Sym, value: int | Sym) -> AMDComputeQueue:
         """Once prior work is done (caches written back), set the signal to `value` (low 32 bits)."""
-        self.cmd.emit(pm4.release_mem(signal_address, value, regs.DATA_SEL_32_LOW, cache_flush=True))
+        self.cmd.emit(pm4.release_mem(signal_address, value, regs.DATA_SEL_32_LOW, cache_flush=True, gfx9=self.gfx9))
         return self
 
     def timestamp(self, address: int | Sym) -> AMDComputeQueue:
         """Write the GPU clock (64-bit) at `address` once prior work is done."""
-        self.cmd.emit(pm4.release_mem(0, 0, regs.DATA_SEL_NONE))
-        self.cmd.emit(pm4.release_mem(address, 0, regs.DATA_SEL_GPU_CLOCK))
-        self.cmd.emit(pm4.acquire_mem())
+        self.cmd.emit(pm4.release_mem(0, 0, regs.DATA_SEL_NONE, gfx9=self.gfx9))
+        self.cmd.emit(pm4.release_mem(address, 0, regs.DATA_SEL_GPU_CLOCK, gfx9=self.gfx9))
+        self.cmd.emit(pm4.acquire_mem(regs.GFX9_COHER_ALL, gfx9=True) if self.gfx9 else pm4.acquire_mem())
         return self
 
 
-class AMDCopyQueue:
+class AMDCopyQueue(HWQueue):
     """SDMA commands for the copy queue."""
-
-    def __init__(self) -> None:
-        self.cmd = CommandBuffer()
 
     def copy(self, dst: int | Sym, src: int | Sym, nbytes: int) -> AMDCopyQueue:
         """Copy `nbytes` from `src` to `dst` (GPU addresses)."""

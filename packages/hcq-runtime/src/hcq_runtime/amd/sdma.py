@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ..hcq2.cmdbuf import Sym, Word, qword
 from . import regs
-from .cmdbuf import Sym, Word, qword
 
 
 def sdma_header(name: str, sub_op: int = 0, extra: int = 0) -> int:

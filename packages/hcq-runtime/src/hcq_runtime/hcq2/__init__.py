@@ -1,0 +1,24 @@
+"""hcq2: the command-queue engine. Calls on queue devices are batched into one submit per (device, queue), encoded
+once into command buffers with patches, linked once, and replayed with only run-time patches written.
+
+Generic pieces live here (`CommandBuffer` and `Sym` patches, `HWQueue` / `QueueDevice` interfaces, dependency tracking,
+the runtime pool, staging, the engine); backends (`hcq_runtime.amd`) implement the interfaces."""
+
+from . import staging
+from .cmdbuf import CommandBuffer, Patch, PatchKind, Sym, Word, link, qword, runtime
+from .deps import DepsTracker
+from .encode import EncodedBatch, enqueue_target
+from .engine import LinkedSteps, compile_cache, copy_host, link_cache, link_calls, run_calls, uses_queue_devices
+from .errors import HCQError, PatchError
+from .hwqueue import COMPUTE, COPY, HWQueue, QueueDevice
+from .lanes import LANE_VARIABLE, lane_buffers, split_lanes
+from .linked import LinkedBatch
+from .patches import RuntimePatches
+from .pool import RuntimePool
+
+__all__ = [
+    "staging", "CommandBuffer", "Patch", "PatchKind", "Sym", "Word", "link", "qword", "runtime", "DepsTracker", "EncodedBatch",
+    "enqueue_target", "LinkedSteps", "compile_cache", "copy_host", "link_cache", "link_calls", "run_calls", "uses_queue_devices",
+    "HCQError", "PatchError", "COMPUTE", "COPY", "HWQueue", "QueueDevice", "LinkedBatch", "RuntimePatches", "RuntimePool",
+    "LANE_VARIABLE", "lane_buffers", "split_lanes",
+]

@@ -1,0 +1,232 @@
+"""The hcq2 engine: run a LINEAR of CALLs on queue devices as batches, or link it once for replays.
+
+A LINEAR is cut into steps: a run of consecutive enqueueable calls (`encode.enqueue_target`) is one batch, submitted
+as one command buffer per (device, queue); anything else (a CPU kernel, a copy from or to host memory) is a host step.
+Copies between a queue device and host memory go through the staging ring (`staging`).
+
+- `run_calls` (eager): each batch is described, encoded (cached by its structural key in `compile_cache`: new buffers
+  of the same shapes reuse the encoding), linked into the device's runtime pool with every address baked in, and run.
+- `link_calls` (JIT): the batches are linked once into memory of their own, the given input buffers read through the
+  inputs table, the result cached in `link_cache`; `LinkedSteps(inputs, var_vals)` then writes the inputs table and
+  the variables into the values vector, patches and submits. No encoding, no pool.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import weakref
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from uopir import Ops, UOp
+
+from ..buffer import Buffer
+from ..device import Device
+from ..errors import DeviceError
+from ..realize import bind_buffer, buffer_for, counters, debug_level, run_call, strip_after
+from . import staging
+from .encode import Described, EncodedBatch, describe, encode, enqueue_target, queue_device
+from .errors import HCQError
+from .lanes import split_lanes
+from .linked import LinkedBatch
+
+#: structural batch key -> encoded batch (the "compile cache": a hit only links)
+compile_cache: dict[tuple, EncodedBatch] = {}
+#: LINEAR -> {input buffers: linked steps} (JIT captures link once)
+link_cache: weakref.WeakKeyDictionary[UOp, dict[tuple[UOp, ...], LinkedSteps]] = weakref.WeakKeyDictionary()
+
+
+def is_queue_call(call: UOp) -> bool:
+    """Whether `call` is enqueued on a queue device (else it is a host step)."""
+    return enqueue_target(call) is not None
+
+
+def uses_queue_devices(linear: UOp) -> bool:
+    """Whether any call of `linear` touches a queue device (so the engine, not the CPU linker, must run it)."""
+    for call in linear.src:
+        for arg in strip_after(call).src[1:]:
+            node = strip_after(arg)
+            if node.op is Ops.BUFFER and any(queue_device(d) is not None for d in to_tuple(node.arg.device)):
+                return True
+    return False
+
+
+def to_tuple(device: str | tuple[str, ...]) -> tuple[str, ...]:
+    return device if isinstance(device, tuple) else (device,)
+
+
+def copy_host(dest: Buffer, src: Buffer) -> None:
+    """A copy the queues cannot do alone: staged when exactly one side is a queue device, else through the host."""
+    if dest.nbytes != src.nbytes:
+        raise DeviceError(f"copy of {src.nbytes} bytes into a buffer of {dest.nbytes} bytes")
+    dst_dev, src_dev = queue_device(dest.device), queue_device(src.device)
+    if dst_dev is not None and src_dev is None:
+        staging.copy_in(dst_dev, dest.ensure_allocated().address, memoryview(src.as_bytes()))
+    elif src_dev is not None and dst_dev is None:
+        out = bytearray(src.nbytes)
+        staging.copy_out(src_dev, memoryview(out), src.ensure_allocated().address)
+        dest.copyin(out)
+    else:
+        dest.copyin(src.as_bytes())
+
+
+def _host_step(call: UOp, var_vals: dict[str, int]) -> None:
+    call = strip_after(call)
+    if call.src[0].op is Ops.COPY:
+        copy_host(buffer_for(call.src[1]), buffer_for(call.src[2]))
+        counters.copies += 1
+    else:
+        run_call(call, var_vals)
+
+
+def _steps(calls: Sequence[UOp]) -> list[tuple[bool, list[UOp]]]:
+    """Calls split per lane, then grouped: runs of enqueueable calls (batches) and host calls."""
+    lanes = [lane for call in calls for lane in split_lanes(call)]
+    return [(queued, list(group)) for queued, group in itertools.groupby(lanes, key=is_queue_call)]
+
+
+def _encoded(calls: Sequence[UOp], inputs: Mapping[UOp, int]) -> tuple[EncodedBatch, Described]:
+    described = describe(calls, inputs)
+    if (encoded := compile_cache.get(described.key)) is None:
+        encoded = compile_cache[described.key] = encode(described)
+    return encoded, described
+
+
+def _sources(n_inputs: int, variables: Sequence[str], devices: Sequence[str]) -> dict[str, int]:
+    names = [f"input:{i}" for i in range(n_inputs)] + [f"var:{v}" for v in variables] + [f"timeline:{d}" for d in devices]
+    return {name: i for i, name in enumerate(names)}
+
+
+def run_calls(calls: Sequence[UOp], var_vals: Mapping[str, int] | None = None) -> None:
+    """Run calls eagerly: batches through the queues (linked into the runtime pool), the rest on the host."""
+    values_in = dict(var_vals or {})
+    for queued, group in _steps(calls):
+        if not queued:
+            for call in group:
+                _host_step(call, values_in)
+            continue
+        encoded, described = _encoded(group, {})
+        sources = _sources(0, encoded.variables, list(encoded.points))
+        linked = LinkedBatch(encoded, described.owned, sources, persistent=False)
+        start = time.perf_counter()
+        linked.run(_values_vector(sources, {**described.bound, **values_in}))
+        if debug := debug_level() >= 2:  # time the batch's device work, not only its submit
+            for name in encoded.points:
+                Device[name].synchronize()
+        elapsed = time.perf_counter() - start
+        counters.kernels += encoded.n_kernels
+        counters.copies += encoded.n_copies
+        counters.seconds += elapsed
+        if debug:
+            label = f"batch: {encoded.n_kernels} kernels, {encoded.n_copies} copies on {', '.join(encoded.points)}"
+            print(f"*** {label:<40s} {elapsed * 1e6:10.1f} us")
+
+
+def _values_vector(sources: Mapping[str, int], var_vals: Mapping[str, int]) -> np.ndarray:
+    """The values vector of an eager batch: only variables (its addresses are baked in; timelines are filled by run)."""
+    values = np.zeros(len(sources), np.uint64)
+    for name, index in sources.items():
+        if name.startswith("var:"):
+            if name[4:] not in var_vals:
+                raise DeviceError(f"variable {name[4:]} has no value: bind it or pass it in var_vals")
+            values[index] = var_vals[name[4:]] & ((1 << 64) - 1)
+    return values
+
+
+class LinkedSteps:
+    """A LINEAR linked for replays: `linked(input_buffers, {"var": value})` runs it with new inputs.
+
+    The same interface as the CPU `LinkedLinear` (`n_inputs`, `variables`, `n_kernels`, `owned_buffers`)."""
+
+    def __init__(self, linear: UOp, inputs: Sequence[UOp]):
+        self.n_inputs = len(inputs)
+        if multi := [u for u in map(strip_after, inputs) if not isinstance(u.arg.device, str)]:
+            raise HCQError(f"a multi-device buffer on {multi[0].arg.device} cannot be a linked input: pass its lane buffers instead")
+        input_index = {strip_after(u): i for i, u in enumerate(inputs)}
+        # host steps read inputs through stand-in BUFFERs bound to each run's input buffers
+        self._standins = [UOp.new_buffer(u.arg.device, u.arg.size, u.arg.dtype) for u in map(strip_after, inputs)]
+        standin_map = dict(zip(map(strip_after, inputs), self._standins, strict=True))
+        self.steps: list[tuple[bool, Any]] = []
+        self.batches: list[LinkedBatch] = []
+        bound: dict[str, int] = {}
+        variables: dict[str, None] = {}
+        encoded_steps = []
+        for queued, group in _steps(linear.src):
+            if queued:
+                encoded, described = _encoded(group, input_index)
+                bound.update(described.bound)
+                variables.update(dict.fromkeys(encoded.variables))
+                encoded_steps.append((encoded, described))
+            else:
+                encoded_steps.append(([c.substitute(standin_map) if standin_map else c for c in group], None))
+        devices = list(dict.fromkeys(d for enc, desc in encoded_steps if desc is not None for d in enc.points))
+        self.variables = tuple(variables)
+        self._bound = bound
+        self._sources = _sources(self.n_inputs, self.variables, devices)
+        for item, described in encoded_steps:
+            if described is None:
+                self.steps.append((False, item))
+                continue
+            batch = LinkedBatch(item, described.owned, self._sources, persistent=True)
+            self.batches.append(batch)
+            self.steps.append((True, batch))
+        self._values = np.zeros(len(self._sources), np.uint64)
+        host_kernels = sum(1 for queued, group in self.steps if not queued for call in group if strip_after(call).src[0].op is not Ops.COPY)
+        self.n_kernels = sum(b.encoded.n_kernels for b in self.batches) + host_kernels
+        #: patches written by the last run
+        self.patches_written = 0
+
+    @property
+    def owned_buffers(self) -> list[Buffer]:
+        """The buffers whose addresses are baked into the linked commands (kept alive as long as they are)."""
+        return [r for b in self.batches for r in b.refs if isinstance(r, Buffer)]
+
+    @property
+    def refs(self) -> list[Any]:
+        """Everything the linked commands address: owned buffers, programs, device state, command memory."""
+        return [r for b in self.batches for r in b.refs]
+
+    @property
+    def runtime_sources(self) -> tuple[str, ...]:
+        """What a run writes before patching: the inputs table, the variables, one timeline base per device."""
+        return tuple(self._sources)
+
+    @property
+    def submits(self) -> int:
+        """Queue submits per run."""
+        return sum(len(b.parts) for b in self.batches)
+
+    def __call__(self, inputs: Sequence[Buffer], var_vals: Mapping[str, int] | None = None) -> None:
+        if len(inputs) != self.n_inputs:
+            raise DeviceError(f"this linked program takes {self.n_inputs} input buffers, got {len(inputs)}")
+        values = self._values
+        for i, buf in enumerate(inputs):
+            values[i] = buf.ensure_allocated().address
+        given = {**self._bound, **(var_vals or {})}
+        for i, name in enumerate(self.variables):
+            if name not in given:
+                raise DeviceError(f"variable {name} has no value: pass it in var_vals")
+            values[self.n_inputs + i] = given[name] & ((1 << 64) - 1)
+        for standin, buf in zip(self._standins, inputs, strict=True):
+            bind_buffer(standin, buf)
+        self.patches_written = 0
+        for queued, step in self.steps:
+            if queued:
+                self.patches_written += step.run(values)
+            else:
+                for call in step:
+                    _host_step(call, given)
+
+
+def link_calls(linear: UOp, inputs: Sequence[UOp] = ()) -> LinkedSteps:
+    """Link `linear` for replays with `inputs` changing between runs (cached per LINEAR and inputs)."""
+    per_linear = link_cache.setdefault(linear, {})
+    key = tuple(inputs)
+    if (linked := per_linear.get(key)) is None:
+        linked = per_linear[key] = LinkedSteps(linear, inputs)
+    return linked
+
+
+__all__ = ["compile_cache", "link_cache", "run_calls", "link_calls", "LinkedSteps", "copy_host", "is_queue_call", "uses_queue_devices"]

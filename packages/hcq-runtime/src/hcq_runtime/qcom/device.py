@@ -1,0 +1,344 @@
+"""`QCOMDevice`: one Adreno 6xx GPU through kgsl (`QCOM`: /dev/kgsl-3d0, `MOCKQCOM`: `MockKGSL`), driven by the hcq2
+engine as a `QueueDevice` with one CP queue.
+
+Commands are `QCOMComputeQueue`s; linking places them (and the kernel arguments they address as "data") in device
+memory and writes the link-time values: the private-memory stack, the cache-flush dummy page, the border-colour page
+and the signals, which the linked commands keep references to. A submit writes the run-time values (timeline) and
+issues IOCTL_KGSL_GPU_COMMAND with the IB on the device's draw context. Copies run on the host (`HostCopyQueue`):
+every GPU object is mapped in the process at its GPU address.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..allocator import LRUAllocator
+from ..amd.driver import GPUMemory
+from ..compiler import Compiler
+from ..errors import AllocationError
+from ..hcq2.cmdbuf import CommandBuffer, PatchKind, Word, link, runtime
+from ..hcq2.hwqueue import COMPUTE, COPY, HWQueue, Memory, QueueDevice
+from . import kgsl
+from .cl_compiler import CLCompiler
+from .errors import QCOMError, UnsupportedGPUError
+from .mock_compiler import MockQCOMCompiler
+from .mock_kgsl import MockKGSL
+from .program import QCOMProgramInfo, parse_lib
+from .queue import HostCopyQueue, QCOMComputeQueue
+from .renderer import QCOMRenderer
+
+#: the always-on counter REG_TO_MEM timestamps read ticks at 19.2 MHz: ticks / 19.2 = microseconds
+TIMESTAMP_DIVIDER = 19.2
+FIRST_UNSUPPORTED = (7, 3)  # chip ids from 7.3 on are the a7xx generation (CP_EVENT_WRITE7, new register layout)
+DEFAULT_TIMEOUT_MS = 30_000
+CONTEXT_PRIORITY = 8
+STATE_PAGE = 0x1000
+SIGNAL_STRIDE = 64  # one cache line per signal
+
+
+def ticks_to_us(ticks: int) -> float:
+    """Microseconds in `ticks` of the always-on counter."""
+    return ticks / TIMESTAMP_DIVIDER
+
+
+class Signal:
+    """A 32-bit value in GPU memory (CP_EVENT_WRITE writes 32 bits) at `address`, read and written by the host."""
+
+    def __init__(self, address: int):
+        self.address = address
+        self._word = ctypes.c_uint32.from_address(address)  # GPU objects are CPU-mapped at their GPU address
+
+    @property
+    def value(self) -> int:
+        return self._word.value
+
+    @value.setter
+    def value(self, new: int) -> None:
+        self._word.value = new
+
+
+@dataclass
+class LinkedCommands:
+    """A queue placed in device memory with its link-time values written: `memory` holds the IB (`ib_bytes`) and then
+    the data area; `refs` are the device objects its link-time addresses point at (kept alive with it)."""
+
+    cmd: CommandBuffer
+    memory: Memory
+    ib_bytes: int
+    refs: dict[str, Any] = field(default_factory=dict)
+
+
+class QCOMAllocator(LRUAllocator[GPUMemory]):
+    """kgsl GPU objects, CPU-mapped: copies go through the mapping once the GPU is idle."""
+
+    def __init__(self, device: QCOMDevice):
+        super().__init__()
+        self.device = device
+
+    def _alloc(self, nbytes: int, options: object) -> GPUMemory:
+        return self.device.gpu_alloc(nbytes)
+
+    def _free(self, opaque: GPUMemory, nbytes: int, options: object) -> None:
+        self.device.synchronize()
+        self.device.gpu_free(opaque)
+
+    def copyin(self, dest: GPUMemory, src: memoryview) -> None:
+        self.device.synchronize()
+        _view(dest)[:src.nbytes] = np.frombuffer(src, np.uint8)
+
+    def copyout(self, dest: memoryview, src: GPUMemory) -> None:
+        self.device.synchronize()
+        np.frombuffer(dest, np.uint8)[:] = _view(src)[:dest.nbytes]
+
+    def offset(self, opaque: GPUMemory, offset: int, nbytes: int) -> GPUMemory:
+        return opaque.offset(offset, nbytes)
+
+    def address(self, opaque: GPUMemory) -> int:
+        return opaque.va
+
+
+def _view(mem: Memory) -> np.ndarray:
+    if mem.view is None:
+        raise AllocationError("this GPU object has no CPU mapping")
+    return mem.view
+
+
+class QCOMProgram:
+    """A kernel in GPU memory: its library's dispatch settings (`info`) and its image."""
+
+    def __init__(self, device: QCOMDevice, name: str, lib: bytes):
+        self.device, self.name = device, name
+        self.info: QCOMProgramInfo = parse_lib(lib, name)
+        # the shader load reads whole 128-byte units
+        self.image = device.gpu_alloc(-(-len(self.info.image) // 128) * 128)
+        _view(self.image)[:len(self.info.image)] = np.frombuffer(self.info.image, np.uint8)
+
+    def launch(self, addresses: list[int], values: list[int], global_size: tuple[int, int, int], local_size: tuple[int, int, int]) -> None:
+        """The CompiledDevice launch: buffer addresses then variable values (the OpenCL kernel's parameter order),
+        `global_size` work-groups of `local_size` work-items."""
+        self.device.exec(self, addresses, values, tuple(global_size), tuple(local_size))
+
+
+class QCOMDevice(QueueDevice):
+    """An Adreno 6xx GPU: a draw context, GPU objects, a timeline signal; kernels rendered as OpenCL C."""
+
+    has_copy_queue = False  # copies between buffers of the device are host memmoves, outside the batches
+
+    def __init__(self, name: str = "MOCKQCOM", kgsl_file: kgsl.KGSLFile | None = None, *, rt_nbytes: int | None = None):
+        self.name = name
+        self.file = kgsl_file if kgsl_file is not None else open_kgsl(name)
+        info = kgsl.DevInfo()
+        kgsl.call(self.file, "DEVICE_GETPROPERTY", type=kgsl.PROP_DEVICE_INFO, value=ctypes.addressof(info), sizebytes=ctypes.sizeof(info))
+        self.chip_id = info.chip_id
+        self.gpu_id = (info.chip_id >> 24, info.chip_id >> 16 & 0xFF, info.chip_id >> 8 & 0xFF)
+        if self.gpu_id[:2] >= FIRST_UNSUPPORTED:
+            raise UnsupportedGPUError(f"{name}: chip id {info.chip_id:#010x} is an Adreno 7xx or later; the QCOM backend drives Adreno 6xx only")
+        flags = (kgsl.CONTEXT_PREAMBLE | kgsl.CONTEXT_PWR_CONSTRAINT | kgsl.CONTEXT_NO_FAULT_TOLERANCE | kgsl.CONTEXT_NO_GMEM_ALLOC
+                 | kgsl.field(CONTEXT_PRIORITY, kgsl.CONTEXT_PRIORITY_SHIFT, kgsl.CONTEXT_PRIORITY_MASK)
+                 | kgsl.field(kgsl.CONTEXT_PREEMPT_STYLE_FINEGRAIN, kgsl.CONTEXT_PREEMPT_STYLE_SHIFT, kgsl.CONTEXT_PREEMPT_STYLE_MASK))
+        self.ctx = kgsl.call(self.file, "DRAWCTXT_CREATE", flags=flags).drawctxt_id
+        self._set_max_power()
+        if rt_nbytes is not None:
+            self.rt_nbytes = rt_nbytes
+        self._mappings: dict[int, kgsl.Mapping] = {}
+        self.last_timestamp = 0
+        self.allocator = QCOMAllocator(self)
+        self.renderer = QCOMRenderer("a{}{}{}".format(*self.gpu_id))
+        self._signals = self.gpu_alloc(STATE_PAGE, uncached=True)
+        self.timeline = Signal(self._signals.va)
+        self.queue_signals = {kind: Signal(self._signals.va + SIGNAL_STRIDE * (i + 1)) for i, kind in enumerate((COMPUTE, COPY))}
+        self.timeline_value = 1
+        self._stack: GPUMemory | None = None
+        #: bytes of private-memory stack the deepest program encoded so far needs
+        self.stack_need = 0
+
+    @functools.cached_property
+    def compiler(self) -> Compiler:  # type: ignore[override]
+        """MOCKQCOM: the host C compiler through the OpenCL shim; QCOM: the platform's OpenCL compiler."""
+        return MockQCOMCompiler() if isinstance(self.file, MockKGSL) else CLCompiler()
+
+    def _set_max_power(self) -> None:
+        level = ctypes.c_uint32(kgsl.CONSTRAINT_PWR_MAX)
+        constraint = kgsl.PwrConstraint(type=kgsl.CONSTRAINT_PWRLEVEL, context_id=self.ctx, data=ctypes.addressof(level), size=4)
+        kgsl.call(self.file, "SETPROPERTY", type=kgsl.PROP_PWR_CONSTRAINT, value=ctypes.addressof(constraint), sizebytes=ctypes.sizeof(constraint))
+
+    # -- memory ---------------------------------------------------------------------------------------------
+
+    def gpu_alloc(self, size: int, *, uncached: bool = False) -> GPUMemory:
+        """A CPU-mapped GPU object of at least `size` bytes (whole pages); its GPU address is its CPU address."""
+        size = -(-max(size, 1) // kgsl.PAGE) * kgsl.PAGE
+        flags = kgsl.field(12, kgsl.MEMALIGN_SHIFT, kgsl.MEMALIGN_MASK) | kgsl.MEMFLAGS_USE_CPU_MAP
+        if uncached:
+            flags |= kgsl.field(kgsl.CACHEMODE_UNCACHED, kgsl.CACHEMODE_SHIFT, kgsl.CACHEMODE_MASK)
+        obj = kgsl.call(self.file, "GPUOBJ_ALLOC", size=size, flags=flags, mmapsize=size)
+        mapping = self.file.mmap(size, obj.id * kgsl.PAGE)
+        self._mappings[obj.id] = mapping
+        return GPUMemory(mapping.address, size, obj.id, mapping.view[:size])
+
+    def gpu_free(self, mem: GPUMemory) -> None:
+        """Unmap and free a GPU object made by `gpu_alloc`."""
+        mapping = self._mappings.pop(mem.handle, None)
+        if mapping is None:
+            raise AllocationError(f"GPU object {mem.handle} at {mem.va:#x} is not live (freed twice?)")
+        self.file.munmap(mapping)
+        kgsl.call(self.file, "GPUOBJ_FREE", id=mem.handle)
+
+    def alloc_memory(self, nbytes: int) -> GPUMemory:
+        return self.gpu_alloc(nbytes)
+
+    def free_memory(self, memory: GPUMemory) -> None:
+        self.synchronize()
+        self.gpu_free(memory)
+
+    @functools.cached_property
+    def dummy(self) -> GPUMemory:
+        """The page timestamped cache flushes write into."""
+        return self.gpu_alloc(STATE_PAGE)
+
+    @functools.cached_property
+    def border_color(self) -> GPUMemory:
+        """Sampler border colours: zeros, so clamped reads outside an image are black."""
+        return self.gpu_alloc(STATE_PAGE)
+
+    def ensure_stack(self, nbytes: int) -> GPUMemory:
+        """The private-memory stack, grown to at least `nbytes` (one stack for the device, sized for its deepest program).
+
+        An outgrown stack stays mapped: commands linked against it may be replayed and still point at it."""
+        if self._stack is None or self._stack.size < nbytes:
+            self._stack = self.gpu_alloc(nbytes)
+        return self._stack
+
+    # -- the hcq2 QueueDevice interface ---------------------------------------------------------------------
+
+    def hw_queue(self, kind: str) -> HWQueue:
+        return QCOMComputeQueue() if kind == COMPUTE else HostCopyQueue()
+
+    def queue_signal(self, kind: str) -> Signal:
+        return self.queue_signals[kind]
+
+    def encode_kernel(self, queue: HWQueue, data: CommandBuffer, program: QCOMProgram, address: Word, addresses: Sequence[Word],
+                      values: Sequence[Word], global_size: tuple[int, int, int], local_size: tuple[int, int, int]) -> None:
+        """The dispatch's kernel arguments go into the batch's `data`; the program image is at `address`."""
+        assert isinstance(queue, QCOMComputeQueue)
+        self.stack_need = max(self.stack_need, program.info.stack_bytes)
+        queue.exec(program.info, address, addresses, values, global_size, local_size, data=data)  # type: ignore[arg-type]
+
+    def program_address(self, program: QCOMProgram) -> int:
+        return program.image.va
+
+    def link_state(self, names: set[str]) -> tuple[dict[str, int], list[Any]]:
+        refs = self._state(names)
+        return {name: ref.address if isinstance(ref, Signal) else ref.va for name, ref in refs.items()}, list(refs.values())
+
+    def _state(self, names: set[str]) -> dict[str, Any]:
+        refs: dict[str, Any] = {}
+        for name in names:
+            if name == "stack":
+                refs[name] = self.ensure_stack(self.stack_need)
+            elif name in ("dummy", "border_color"):
+                refs[name] = getattr(self, name)
+            elif name == "signal:timeline":
+                refs[name] = self.timeline
+            elif name.startswith("signal:") and name[7:] in self.queue_signals:
+                refs[name] = self.queue_signals[name[7:]]
+            else:
+                raise QCOMError(f"a command buffer links {name!r}, which is no state of {self.name}")
+        return refs
+
+    def run_queue(self, kind: str, queue: HWQueue) -> None:
+        if isinstance(queue, HostCopyQueue):
+            self._run_host_copies(queue)
+        else:
+            assert isinstance(queue, QCOMComputeQueue)
+            self.submit(self.link(queue))
+
+    def submit_commands(self, kind: str, memory: Memory, offset: int, nbytes: int) -> None:
+        """IOCTL_KGSL_GPU_COMMAND with one IB: the `nbytes` of commands at `memory` + `offset`."""
+        if kind != COMPUTE:
+            raise QCOMError(f"{self.name} has one CP queue (COMPUTE); its copies run on the host, not as {kind} commands")
+        command = kgsl.CommandObject(gpuaddr=memory.va + offset, size=nbytes, flags=kgsl.CMDLIST_IB)
+        request = kgsl.call(self.file, "GPU_COMMAND", cmdlist=ctypes.addressof(command), cmdsize=ctypes.sizeof(command), numcmds=1,
+                            context_id=self.ctx)
+        self.last_timestamp = request.timestamp
+
+    def wait(self, signal: Any, value: int, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+        """Block until `signal.value >= value`: kgsl sleeps until the last submit retires, then the signal must show it."""
+        if signal.value < value and self.last_timestamp:
+            kgsl.call(self.file, "DEVICE_WAITTIMESTAMP_CTXTID", context_id=self.ctx, timestamp=self.last_timestamp, timeout=timeout_ms)
+        if signal.value < value:
+            raise QCOMError(f"{self.name}: signal at {signal.address:#x} is {signal.value} after kgsl retired timestamp {self.last_timestamp}; "
+                            f"waited for {value}: a queue is stuck")
+
+    def synchronize(self, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+        """Wait until everything submitted so far has finished."""
+        self.wait(self.timeline, self.timeline_value - 1, timeout_ms)
+
+    def _run_host_copies(self, queue: HostCopyQueue) -> None:
+        for op, a, b, nbytes in queue.ops:
+            if op == "wait":
+                self.wait(Signal(a), b)
+            elif op == "copy":
+                ctypes.memmove(a, b, nbytes)
+            else:
+                Signal(a).value = b
+
+    # -- one queue at a time (launch, tests) ----------------------------------------------------------------
+
+    def next_timeline(self) -> int:
+        """The timeline value the next submit signals (and advances the counter)."""
+        self.timeline_value += 1
+        return self.timeline_value - 1
+
+    def link(self, queue: QCOMComputeQueue) -> LinkedCommands:
+        """Place `queue` (commands, then its data) in the runtime pool and write its link-time values."""
+        cmd, ib_bytes = queue.build()
+        if not ib_bytes:
+            raise QCOMError("cannot link an empty queue")
+        memory = self.rt_pool.carve(len(cmd))
+        view = _view(memory)
+        view[:len(cmd)] = np.frombuffer(bytes(cmd.data), np.uint8)
+        self.stack_need = max(self.stack_need, queue.stack_bytes)
+        refs = self._state(cmd.names(PatchKind.LINK) - {"data"})
+        values, _ = self.link_state(set(refs))
+        cmd.link({"data": memory.va + ib_bytes, **values}, into=view)
+        return LinkedCommands(cmd, memory, ib_bytes, refs)
+
+    def submit(self, linked: LinkedCommands, values: Mapping[str, int] | None = None) -> int:
+        """Write the run-time values into `linked` and submit its IB; return the kgsl timestamp of the submit."""
+        linked.cmd.patch(values or {}, into=_view(linked.memory))
+        self.submit_commands(COMPUTE, linked.memory, 0, linked.ib_bytes)
+        return self.last_timestamp
+
+    def exec(self, program: QCOMProgram, addresses: Sequence[int], values: Sequence[int], groups: tuple[int, int, int],
+             local: tuple[int, int, int], *, wait: bool = True) -> None:
+        """Run one dispatch and signal the timeline; with `wait`, return when it has finished."""
+        queue = QCOMComputeQueue().exec(program.info, program.image.va, addresses, values, groups, local)
+        queue.signal(link("signal:timeline", 8), runtime("timeline"))
+        self.submit(self.link(queue), {"timeline": self.next_timeline()})
+        if wait:
+            self.synchronize()
+
+    def program(self, name: str, binary: bytes) -> QCOMProgram:
+        """Load kernel `name` of a compiled library."""
+        return QCOMProgram(self, name, binary)
+
+    def close(self) -> None:
+        """Destroy the draw context and close the kgsl file (the driver frees the process's GPU objects)."""
+        kgsl.call(self.file, "DRAWCTXT_DESTROY", drawctxt_id=self.ctx)
+        self.file.close()
+
+
+def open_kgsl(name: str) -> kgsl.KGSLFile:
+    """The kgsl file for a device name: `MOCKQCOM...` gets a `MockKGSL`, `QCOM` the real /dev/kgsl-3d0."""
+    prefix = name.upper().partition(":")[0]
+    if prefix == "MOCKQCOM":
+        return MockKGSL()
+    if prefix == "QCOM":
+        return kgsl.DevKGSL()
+    raise QCOMError(f"{name!r} is not a QCOM device name; use QCOM or MOCKQCOM")
