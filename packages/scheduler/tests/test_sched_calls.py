@@ -124,3 +124,35 @@ def test_backward_is_one_call_named_after_the_function(precompile):
     assert len(backward) == 1 and backward[0].arg.precompile is precompile
     np.testing.assert_allclose(w.grad.numpy(), xn * np.exp(xn * wn), rtol=1e-5)
     np.testing.assert_allclose(x.grad.numpy(), wn * np.exp(xn * wn), rtol=1e-5)
+
+
+def _scale_kernel(out: UOp, x: UOp) -> UOp:
+    """out[i] = x[i] * 3 + out[i], written by hand over a loop range."""
+    from uopir import AxisType
+
+    n = out.dtype.size
+    i = UOp.range(n, 0, AxisType.LOOP)
+    value = x.index(i).load() * 3 + out.index(i).load()
+    return UOp.sink(out.index(i).store(value).end(i))
+
+
+def test_custom_kernel_runs_in_place_and_keeps_readers_of_the_old_value():
+    out = Tensor(np.ones(8, np.float32)).realize()
+    x = Tensor(np.arange(8, dtype=np.float32)).realize()
+    before = out * 10  # built before the kernel: keeps the old value
+    res, x_after = out.custom_kernel(x, fxn=_scale_kernel)
+    np.testing.assert_equal(res.numpy(), np.arange(8) * 3 + 1)
+    np.testing.assert_equal(x_after.numpy(), np.arange(8))
+    np.testing.assert_equal(before.numpy(), np.full(8, 10))
+
+
+def test_custom_kernel_gradient_comes_from_grad_fxn():
+    x = Tensor(np.arange(4, dtype=np.float32), requires_grad=True).realize()
+    out = Tensor.zeros(4).contiguous().realize()
+
+    def grad_fxn(gradient, call):  # d(out)/d(x) = 3
+        return None, gradient * 3
+
+    res, _ = out.custom_kernel(x, fxn=_scale_kernel, grad_fxn=grad_fxn)
+    (res * Tensor(np.arange(4, dtype=np.float32))).sum().backward()
+    np.testing.assert_equal(x.grad.numpy(), np.arange(4) * 3)

@@ -13,13 +13,34 @@ from uopir import Ops, UOp
 from .errors import SchedulerError
 
 
+def is_value_call(call: UOp) -> bool:
+    """A call made by `call_with_outputs`: its body is SINK(STORE(PARAM, value), ...) over tensor-level values."""
+    body = call.src[0]
+    return body.op is Ops.SINK and all(s.op is Ops.STORE and s.src[0].op is Ops.PARAM for s in body.src)
+
+
 def is_call_output(u: UOp) -> bool:
-    """An output of a value-producing call: AFTER(buffer, CALL(SINK of STOREs, ...))."""
-    return u.op is Ops.AFTER and len(u.src) == 2 and u.src[1].op is Ops.CALL and u.src[1].src[0].op is Ops.SINK
+    """An output of a value-producing call: AFTER(buffer, CALL(SINK(STORE(PARAM, value), ...), ...))."""
+    return u.op is Ops.AFTER and len(u.src) == 2 and u.src[1].op is Ops.CALL and is_value_call(u.src[1])
+
+
+IN_PLACE = "in_place"
+
+
+def in_place_arity(call: UOp) -> int | None:
+    """For a hand-written kernel run in place (`Tensor.custom_kernel`), the number of buffers it is launched with: its
+    CALL is (kernel, *new buffer versions, *the tensors' values before it); None for other calls."""
+    aux = call.arg.aux if call.op is Ops.CALL else None
+    return aux[1] if isinstance(aux, tuple) and len(aux) == 2 and aux[0] == IN_PLACE else None
+
+
+def is_kernel_output(u: UOp) -> bool:
+    """A buffer version a hand-written kernel wrote in place: AFTER(new version, CALL(kernel, ...))."""
+    return u.op is Ops.AFTER and len(u.src) == 2 and u.src[1].op is Ops.CALL and in_place_arity(u.src[1]) is not None
 
 
 def output_position(u: UOp) -> int:
-    """The argument position of call output `u`."""
+    """The argument position of call output (or kernel output) `u`."""
     call = u.src[1]
     for pos, arg in enumerate(call.src[1:]):
         if arg is u.src[0]:
@@ -71,6 +92,13 @@ def call_gradients(call: UOp, output_grads: dict[int, UOp], leads, compute_gradi
     forward outputs instead of computing them again."""
     args = call.src[1:]
     info = call.arg
+    if (n := in_place_arity(call)) is not None:
+        # a hand-written kernel: grad_fxn(gradient of its first output, call) gives one gradient per tensor, for the
+        # tensors' values before the kernel (the CALL's last n sources)
+        if info.grad_fxn is None:
+            raise SchedulerError("no gradient through a custom kernel without a grad_fxn")
+        grads = [None if g is None else g.uop if hasattr(g, "uop") else g for g in info.grad_fxn(output_grads.get(0), call)]
+        return [None] * n + grads + [None] * (n - len(grads))
     if info.grad_fxn is not None:
         grads = list(info.grad_fxn(tuple(output_grads.get(i) for i in range(len(args))), call))
         grads += [None] * (len(args) - len(grads))

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from uopir import Ops, UOp
 
-from .calls import call_gradients, is_call_output, output_position
+from .calls import call_gradients, is_call_output, is_kernel_output, output_position
 
 Rule = Callable[[UOp, UOp], tuple[UOp | None, ...]]
 _LN2 = math.log(2)
@@ -109,7 +109,7 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
             continue
         if node.op in NON_DIFFERENTIABLE or not node.src or node.op is Ops.PARAM:  # a PARAM's srcs are its shape
             continue
-        if is_call_output(node):
+        if is_call_output(node) or is_kernel_output(node):
             per_output = call_grads.setdefault(node.src[1], {})
             pos = output_position(node)
             per_output[pos] = g if pos not in per_output else per_output[pos] + g

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from hcq_runtime import bind_buffer, buffer_for, run_linear
 from uopir import Ops, UOp, dtypes
 
-from .calls import inline_calls
+from .calls import in_place_arity, inline_calls, is_call_output
 from .schedule import CopyStep, KernelStep, Plan, cached_plan, walk_graph
 
 realized_buffers: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
@@ -86,7 +86,7 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     `live_reads` lists the buffer versions values outside this schedule may still read; it is asked only when the
     schedule overwrites a version in place, and those versions are kept (copied) for their readers."""
     walk = walk_graph(plan_targets := targets, done, default_device)
-    if any(n.op is Ops.CALL for n in walk.nodes):
+    if any(is_call_output(n) for n in walk.nodes):
         walk = walk_graph(plan_targets := inline_calls(targets), done, default_device)
     var_vals: dict[str, int] = {}
     if binds := [n for n in walk.nodes if n.op is Ops.BIND]:
@@ -96,15 +96,16 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
         walk = walk_graph(plan_targets, done, default_device)
     live: frozenset[UOp] = frozenset()
     alias: tuple[int, ...] = ()
-    stores = [n for n in walk.nodes if n.op is Ops.STORE and len(n.src) == 3]
-    if stores:
+    overwritten = [n.src[2] for n in walk.nodes if n.op is Ops.STORE and len(n.src) == 3]
+    overwritten += [v.base for n in walk.nodes if (k := in_place_arity(n)) is not None for v in n.src[1 + k:]]
+    if overwritten:
         held = [_input_buffer(n) for n in walk.inputs]
         first: dict[UOp, int] = {}
         alias = tuple(first.setdefault(b, i) for i, b in enumerate(held))
         if live_reads is not None:
             version = {n: held[i] for i, n in enumerate(walk.inputs)}
             reads = live_reads()
-            live = frozenset(st.src[2] for st in stores if version.get(st.src[2], st.src[2]) in reads)
+            live = frozenset(old for old in overwritten if version.get(old, old) in reads)
     plan, _ = cached_plan(walk, plan_targets, default_device, live, alias)
     linear, buffers = linear_for(plan, walk.inputs, var_vals)
     if linear.src:

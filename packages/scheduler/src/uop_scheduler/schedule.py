@@ -21,6 +21,7 @@ from typing import Any
 
 from uopir import DType, GroupOp, Ops, UOp
 
+from .calls import in_place_arity
 from .errors import SchedulerError
 from .rangeify import KernelLowering
 
@@ -93,7 +94,8 @@ class GraphWalk:
 def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device: str) -> GraphWalk:
     """Toposort the graph under `targets`, stopping at BUFFERs and at nodes in `leaves` (already realized)."""
     sink = UOp.sink(*targets)
-    order = sink.toposort(gate=lambda n: n.op is not Ops.BUFFER and n not in leaves)
+    # a hand-written kernel's body is opaque: it is run as it is, not walked
+    order = sink.toposort(gate=lambda n: n.op is not Ops.BUFFER and n not in leaves and (n is sink or n.op is not Ops.SINK))
     position: dict[UOp, int] = {}
     nodes: list[UOp] = []
     inputs: list[UOp] = []
@@ -103,7 +105,9 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
             continue
         position[node] = len(nodes)
         nodes.append(node)
-        if node.op is Ops.BUFFER or node in leaves:
+        if node.op is Ops.SINK:
+            key.append(("body", node))
+        elif node.op is Ops.BUFFER or node in leaves:
             inputs.append(node)
             key.append(("in", node.dtype, node.shape, node.device))
         else:
@@ -138,10 +142,18 @@ def _store_base(store: UOp) -> UOp:
     return node
 
 
+def _version(value: UOp) -> UOp:
+    """The buffer version a value is a view of."""
+    while value.op in GroupOp.Movement or value.op is Ops.DETACH:
+        value = value.src[0]
+    return value
+
+
 def _reads(node: UOp, realized: set[UOp], leaf_set: set[UOp]) -> set[UOp]:
     """The values the kernel of realized `node` reads: leaves, AFTERs (buffer versions) and other realized nodes
     reached through fused nodes. A STORE's target view is where it writes, not a read."""
-    srcs = [node.src[1]] if node.op is Ops.STORE else [node.src[0]] if node.op is Ops.CONTIGUOUS else list(node.src)
+    srcs = [node.src[1]] if node.op is Ops.STORE else [node.src[0]] if node.op is Ops.CONTIGUOUS else \
+        list(node.src[1:]) if node.op is Ops.CALL else list(node.src)
     out: set[UOp] = set()
     seen: set[UOp] = set()
     while srcs:
@@ -190,8 +202,16 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
             if s in consumers:
                 consumers[s].append(node)
     realized: set[UOp] = set(targets)
+    # what each write overwrites: a STORE its previous version, a hand-written kernel the previous version of each buffer
+    overwrites: dict[UOp, list[UOp]] = {}
     for node in walk.nodes:
-        if node.op in (Ops.CONTIGUOUS, Ops.COPY, Ops.STORE) and node not in leaf_set:
+        if node.op is Ops.STORE and len(node.src) == 3:
+            overwrites[node] = [node.src[2]]
+        elif (n := in_place_arity(node)) is not None and node not in leaf_set:
+            overwrites[node] = [_version(v) for v in node.src[1 + n:]]
+    realized.update(overwrites)
+    for node in walk.nodes:
+        if node.op in (Ops.CONTIGUOUS, Ops.COPY) and node not in leaf_set:
             realized.add(node)
             if node.op is Ops.COPY and _is_leaf_view(node.src[0], leaf_set) is None:
                 realized.add(node.src[0])
@@ -210,25 +230,23 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
     # write-after-read: readers of the version a STORE overwrites go first, unless that would make a cycle
     preserve: dict[UOp, set[UOp]] = {}  # old version -> the readers that read a copy of it instead
     for st in order:
-        if st.op is not Ops.STORE:
-            continue
-        old = canon.get(st.src[2], st.src[2])
-        if old in producer:
-            deps[st].add(producer[old])
-        for reader in order:
-            if reader is st or old not in reads[reader]:
-                continue
-            if old in live or _reaches(deps, reader, st):
-                preserve.setdefault(old, set()).add(reader)
-            else:
-                deps[st].add(reader)
-        if old in live:
-            preserve.setdefault(old, set())
+        for old in (canon.get(o, o) for o in overwrites.get(st, ())):
+            if old in producer:
+                deps[st].add(producer[old])
+            for reader in order:
+                if reader is st or old not in reads[reader]:
+                    continue
+                if old in live or _reaches(deps, reader, st):
+                    preserve.setdefault(old, set()).add(reader)
+                else:
+                    deps[st].add(reader)
+            if old in live:
+                preserve.setdefault(old, set())
     copies = {old: UOp(Ops.CONTIGUOUS, old.dtype, (old,)) for old in preserve}
     for old, cp in copies.items():
         deps[cp] = {producer[old]} if old in producer else set()
-        for st in order:
-            if st.op is Ops.STORE and canon.get(st.src[2], st.src[2]) is old:
+        for st, olds in overwrites.items():
+            if any(canon.get(o, o) is old for o in olds):
                 deps[st].add(cp)
     rank = {n: i for i, n in enumerate(walk.nodes)}
     steps_order = _toposort([*order, *copies.values()], deps, lambda n: rank.get(n.src[0] if n in copies.values() else n, -1))
@@ -247,10 +265,14 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
     for node in steps_order:
         if node.op is Ops.STORE:
             bufnum[node] = bufnum[_store_base(node)]
-        else:
+        elif node.op is not Ops.CALL:
             new_buffer(node)
     steps: list[KernelStep | CopyStep] = []
     for node in steps_order:
+        if node.op is Ops.CALL:  # a hand-written kernel over its argument buffers, in place
+            variables = tuple(sorted({u for u in node.src[0].toposort() if u.op is Ops.DEFINE_VAR}, key=lambda v: v.arg[0]))
+            steps.append(KernelStep(node.src[0], tuple(bufnum[a] for a in node.src[1:1 + in_place_arity(node)]), variables))
+            continue
         out = bufnum[node]
         if node.op is Ops.COPY:
             src_leaf = _is_leaf_view(node.src[0], leaf_set)

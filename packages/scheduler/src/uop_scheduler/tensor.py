@@ -12,9 +12,10 @@ import weakref
 from typing import Any, ClassVar
 
 import numpy as np
-from hcq_runtime import Device, buffer_for, canonicalize, numpy_dtype
+from hcq_runtime import Device, bind_buffer, buffer_for, canonicalize, numpy_dtype
 from uopir import DType, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8_to_float, strong_dtype, to_dtype
 
+from .calls import IN_PLACE
 from .elementwise import ElementwiseMixin
 from .errors import TensorRuntimeError, TensorTypeError
 from .gradient import GradientMixin, requires_grad_tensors
@@ -269,6 +270,21 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin,
         `grad_fxn(output_grads, call)` gives one gradient per argument when the body should not be differentiated."""
         body = fxn.uop if isinstance(fxn, Tensor) else fxn
         return Tensor(body.call_with_output(*[t.uop for t in (self, *lst)], grad_fxn=grad_fxn), device=self.device)
+
+    def custom_kernel(self, *lst: Tensor, fxn: Any, grad_fxn: Any = None) -> list[Tensor]:
+        """Run a hand-written kernel over these tensors' buffers, in place. `fxn` gets one PARAM per tensor (slot i, a
+        pointer to its elements) and returns the kernel (a SINK of STOREs over ranges, or a PROGRAM); the result is each
+        tensor after the kernel ran. `grad_fxn(gradient of the first result, call)` gives one gradient per tensor."""
+        srcs = [t if _is_buffer_view(t.realize().uop) else t.contiguous().realize() for t in (self, *lst)]
+        olds = [t.uop.base for t in srcs]
+        news = []
+        for b in olds:
+            new = UOp.new_buffer(b.arg.device, b.arg.size, b.dtype)
+            bind_buffer(new, buffer_for(b))
+            news.append(new)
+        body = fxn(*[UOp.param(i, t.dtype.ptr(b.arg.size)) for i, (t, b) in enumerate(zip(srcs, olds))])
+        call = body.call(*news, *(t.uop for t in srcs), grad_fxn=grad_fxn, aux=(IN_PLACE, len(news)))
+        return [Tensor(new.after(call).reshape(t.shape), device=t.device) for t, new in zip(srcs, news)]
 
     def numpy(self) -> np.ndarray:
         """The values as a numpy array (realizing first)."""

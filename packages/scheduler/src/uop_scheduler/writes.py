@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from hcq_runtime import bind_buffer, buffer_for
 from uopir import GroupOp, Ops, UOp, dtypes
 
+from .calls import is_kernel_output
 from .errors import TensorRuntimeError
 from .realize import done, version_of
 
@@ -79,11 +80,11 @@ def view_steps(parent: UOp, child: UOp) -> tuple[ViewStep, ...] | None:
 
 
 def storage_of(u: UOp) -> UOp | None:
-    """The buffer version under `u`'s view ops (a BUFFER, or an AFTER made by a write), None for computed values
-    (a call's output is a computed value too: it has no storage until realized)."""
+    """The buffer version under `u`'s view ops (a BUFFER, or an AFTER made by a write or a hand-written kernel), None
+    for computed values (a call's output is a computed value too: it has no storage until realized)."""
     while u.op in GroupOp.Movement or u.op is Ops.DETACH:
         u = u.src[0]
-    return u if u.op is Ops.BUFFER or (u.op is Ops.AFTER and u.src[1].op is Ops.STORE) else None
+    return u if u.op is Ops.BUFFER or (u.op is Ops.AFTER and (u.src[1].op is Ops.STORE or is_kernel_output(u))) else None
 
 
 def rebind_views(root: Tensor) -> None:
