@@ -347,3 +347,11 @@ def test_nested_function_assigns_run_once():
 
     a = Tensor([1.0]).realize()
     assert [outer(a).item(), a.item()] == [7.0, 3.0]
+
+
+def test_copy_to_disk_persists_the_value(tmp_path):
+    path = tmp_path / "t.bin"
+    path.write_bytes(b"\0" * 16)
+    t = Tensor(np.arange(4, dtype=np.float32)).to(f"DISK:{path}").realize()
+    np.testing.assert_array_equal(np.fromfile(path, dtype=np.float32), [0, 1, 2, 3])
+    np.testing.assert_array_equal(t.numpy(), [0, 1, 2, 3])
