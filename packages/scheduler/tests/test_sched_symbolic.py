@@ -11,7 +11,8 @@ AN = np.arange(30, dtype=np.float32).reshape(3, 10) / 7
 
 
 @pytest.mark.parametrize("fn, ref", [(lambda t: (t + 1).sum(), lambda n: (n + 1).sum()), (lambda t: t.max(1), lambda n: n.max(1)),
-                                     (lambda t: t.exp().sum(0), lambda n: np.exp(n).sum(0)), (lambda t: t.T * 2, lambda n: n.T * 2)])
+                                     (lambda t: t.exp().sum(0), lambda n: np.exp(n).sum(0)), (lambda t: t.T * 2, lambda n: n.T * 2),
+                                     (lambda t: t.mean(), lambda n: n.mean()), (lambda t: t.mean(1), lambda n: n.mean(1))])
 def test_symbolic_slices_match_numpy_for_every_value(fn, ref):
     a = Tensor(AN).realize()
     for i in (1, 4, 10, 7):

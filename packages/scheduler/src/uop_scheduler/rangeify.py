@@ -190,7 +190,7 @@ class KernelLowering:
         if node in self.leaves:
             return [], lambda _: self.load_leaf(node, idx, valid)
         op = node.op
-        if op is Ops.CONST:
+        if op in (Ops.CONST, Ops.DEFINE_VAR):  # a variable is a scalar the kernel receives as an argument
             return [], lambda _: node
         if op in (Ops.CONTIGUOUS, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD):
             return [(node.src[0], idx, valid)], lambda vals: vals[0]

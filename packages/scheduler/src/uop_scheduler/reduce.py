@@ -94,6 +94,8 @@ class ReduceMixin(TensorFields):
         out_dt = self.dtype if dtypes.is_float(self.dtype) else dtypes.float32
         total = self.cast(sum_acc_dtype(self.dtype)).sum(axis, keepdim)
         n = self._count(axis)
+        if not isinstance(n, int):  # a symbolic count: divide by its value at run time
+            return total.div(total._wrap(n.cast(total.dtype))).cast(out_dt)
         return (total.div(n) if n else total.div(math.nan)).cast(out_dt)
 
     def var(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
