@@ -168,6 +168,37 @@ def _reads(node: UOp, realized: set[UOp], leaf_set: set[UOp]) -> set[UOp]:
     return out
 
 
+def _unsafe_self_read(value: UOp, version: UOp, aligned: UOp, boundary: set[UOp]) -> bool:
+    """Whether computing `value` element by element while writing it through the view `aligned` of buffer version
+    `version` could read an element the same kernel already overwrote: a read of `version` other than through
+    `aligned`, or `aligned` read through a movement op or a reduction. Only the nodes fused into the kernel count: the
+    walk stops at `boundary` (values other kernels compute, which are ordered before the write)."""
+    tainted: dict[UOp, bool] = {}
+    stack = [value]
+    order: list[UOp] = []
+    seen: set[UOp] = set()
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        order.append(n)
+        if n is not aligned and n.op not in (Ops.BUFFER, Ops.AFTER) and (n is value or n not in boundary):
+            stack.extend(n.src)
+    for n in reversed(order):  # sources before users
+        if n is aligned:
+            tainted[n] = True
+        elif n is version:
+            return True
+        elif n in boundary and n is not value:
+            tainted[n] = False
+        else:
+            t = tainted[n] = any(tainted.get(s, False) for s in n.src)
+            if t and (n.op in GroupOp.Movement or n.op is Ops.REDUCE):
+                return True
+    return False
+
+
 def _reaches(deps: dict[UOp, set[UOp]], start: UOp, goal: UOp) -> bool:
     """Whether `goal` is among `start`'s transitive dependencies."""
     stack, seen = [start], {start}
@@ -219,6 +250,13 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
         if node.op is Ops.REDUCE and node not in leaf_set and not _fuses_into_consumer(node, consumers, realized):
             realized.add(node)
     realized = {n for n in realized if n not in leaf_set and n.op is not Ops.AFTER}
+    # a STORE whose value reads the overwritten buffer at other places than the ones it writes gets the value computed
+    # into a buffer of its own first (x.assign(x.flip(0)) must not read elements it already wrote)
+    for st in [n for n in overwrites if n.op is Ops.STORE]:
+        target, value, old = st.src
+        aligned = target.substitute({_store_base(st): old})
+        if value not in leaf_set and _unsafe_self_read(value, old, aligned, realized | leaf_set):
+            realized.add(value)
 
     order = [n for n in walk.nodes if n in realized]
     reads = {n: {canon.get(r, r) for r in _reads(n, realized, leaf_set)} for n in order}

@@ -133,34 +133,6 @@ def _scatter_through(chain: tuple[ViewStep, ...], value: UOp, whole: UOp) -> UOp
     return UOp(Ops.WHERE, whole.dtype, (mask, value, whole))
 
 
-def _unsafe_self_read(value: UOp, version: UOp, aligned: UOp) -> bool:
-    """Whether computing `value` element by element while writing it through the view `aligned` of buffer version
-    `version` could read an element the same kernel already overwrote: a read of `version` other than through
-    `aligned`, or `aligned` read through a movement op or a reduction."""
-    tainted: dict[UOp, bool] = {}
-    stack = [value]
-    order: list[UOp] = []
-    seen: set[UOp] = set()
-    while stack:
-        n = stack.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        order.append(n)
-        if n is not aligned and n.op not in (Ops.BUFFER, Ops.AFTER):
-            stack.extend(n.src)
-    for n in reversed(order):  # sources before users
-        if n is aligned:
-            tainted[n] = True
-        elif n is version:
-            return True
-        else:
-            t = tainted[n] = any(tainted.get(s, False) for s in n.src)
-            if t and (n.op in GroupOp.Movement or n.op is Ops.REDUCE):
-                return True
-    return False
-
-
 def write(target: Tensor, value: Tensor) -> None:
     """Write `value` (same dtype and device, broadcast to `target`'s shape) into `target` and everything it views."""
     root = target._root if target._root is not None else target
@@ -197,8 +169,6 @@ def write(target: Tensor, value: Tensor) -> None:
         value = value._wrap(_scatter_through(full_chain[k + 1:], value.uop, whole))
         full_chain, dtypes_below = full_chain[:k + 1], dtypes_below[:k + 1]
     write_chain, value = _strip_bitcasts(full_chain, dtypes_below, value)
-    if _unsafe_self_read(value.uop, storage, apply_chain(storage, write_chain)):
-        value = value.contiguous()
     base = storage.src[0] if storage.op is Ops.AFTER else storage
     new = UOp.new_buffer(base.arg.device, base.arg.size, base.dtype)
     bind_buffer(new, buffer_for(base))
