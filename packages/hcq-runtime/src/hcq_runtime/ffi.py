@@ -12,6 +12,13 @@ from typing import Any
 
 from .errors import RuntimeErrorBase
 
+IOC_WRITE, IOC_READ = 1, 2
+
+
+def ioctl_number(direction: int, kind: int, nr: int, struct_t: type[ctypes.Structure]) -> int:
+    """`_IOC(direction, kind, nr, sizeof(struct_t))` as Linux's asm-generic/ioctl.h builds an ioctl request number."""
+    return direction << 30 | ctypes.sizeof(struct_t) << 16 | kind << 8 | nr
+
 
 class FFIError(RuntimeErrorBase):
     """A foreign call or struct packing was given something it cannot use."""

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..hcq2.memory import GPUMemory
 from . import regs
 
 
@@ -21,24 +22,6 @@ class QueueKind(Enum):
 
     COMPUTE = 0
     SDMA = 1
-
-
-@dataclass
-class GPUMemory:
-    """An allocation in the GPU's virtual address space: `va`, `size`, the driver's `handle`, and `view` (uint8
-    numpy array over the host mapping) when the memory is host-visible."""
-
-    va: int
-    size: int
-    handle: int
-    view: np.ndarray | None = None
-
-    def offset(self, start: int, nbytes: int) -> GPUMemory:
-        """The `nbytes` at `start` inside this allocation, sharing its memory and handle."""
-        if start < 0 or start + nbytes > self.size:
-            raise ValueError(f"{nbytes} bytes at {start} do not fit an allocation of {self.size} bytes")
-        view = None if self.view is None else self.view[start:start + nbytes]
-        return GPUMemory(self.va + start, nbytes, self.handle, view)
 
 
 class Doorbell:

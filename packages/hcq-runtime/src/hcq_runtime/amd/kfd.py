@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
+from ..ffi import IOC_READ, IOC_WRITE, ioctl_number
 from .driver import Doorbell, Driver, GPUMemory, QueueDesc, QueueKind
 from .errors import KFDError
 
 TOPOLOGY = Path("/sys/devices/virtual/kfd/kfd/topology/nodes")
 PAGE = mmap.PAGESIZE
-_IOC_WRITE, _IOC_READ = 1, 2
 
 ALLOC_VRAM, ALLOC_GTT = 1 << 0, 1 << 1
 ALLOC_WRITABLE, ALLOC_EXECUTABLE, ALLOC_PUBLIC, ALLOC_NO_SUBSTITUTE = 1 << 31, 1 << 30, 1 << 29, 1 << 28
@@ -108,25 +108,24 @@ class RuntimeEnable(ctypes.Structure):
     _fields_ = [("r_debug", ctypes.c_uint64), ("mode_mask", ctypes.c_uint32), ("capabilities_mask", ctypes.c_uint32)]
 
 
-def ioctl_number(direction: int, nr: int, struct_t: type[ctypes.Structure]) -> int:
-    """_IOC(direction, 'K', nr, sizeof(struct_t)) as the Linux asm-generic ioctl.h builds it."""
-    return direction << 30 | ctypes.sizeof(struct_t) << 16 | ord("K") << 8 | nr
+def _kfd_ioctl(direction: int, nr: int, struct_t: type[ctypes.Structure]) -> int:
+    return ioctl_number(direction, ord("K"), nr, struct_t)
 
 
 #: name -> (ioctl number, argument struct)
 IOCTLS: dict[str, tuple[int, type[ctypes.Structure]]] = {
-    name: (ioctl_number(direction, nr, struct_t), struct_t) for name, direction, nr, struct_t in (
-        ("GET_VERSION", _IOC_READ, 0x01, GetVersion),
-        ("CREATE_QUEUE", _IOC_READ | _IOC_WRITE, 0x02, CreateQueue),
-        ("DESTROY_QUEUE", _IOC_READ | _IOC_WRITE, 0x03, DestroyQueue),
-        ("CREATE_EVENT", _IOC_READ | _IOC_WRITE, 0x08, CreateEvent),
-        ("WAIT_EVENTS", _IOC_READ | _IOC_WRITE, 0x0C, WaitEvents),
-        ("ACQUIRE_VM", _IOC_WRITE, 0x15, AcquireVM),
-        ("ALLOC_MEMORY_OF_GPU", _IOC_READ | _IOC_WRITE, 0x16, AllocMemory),
-        ("FREE_MEMORY_OF_GPU", _IOC_WRITE, 0x17, FreeMemory),
-        ("MAP_MEMORY_TO_GPU", _IOC_READ | _IOC_WRITE, 0x18, MapMemory),
-        ("UNMAP_MEMORY_FROM_GPU", _IOC_READ | _IOC_WRITE, 0x19, MapMemory),
-        ("RUNTIME_ENABLE", _IOC_READ | _IOC_WRITE, 0x25, RuntimeEnable),
+    name: (_kfd_ioctl(direction, nr, struct_t), struct_t) for name, direction, nr, struct_t in (
+        ("GET_VERSION", IOC_READ, 0x01, GetVersion),
+        ("CREATE_QUEUE", IOC_READ | IOC_WRITE, 0x02, CreateQueue),
+        ("DESTROY_QUEUE", IOC_READ | IOC_WRITE, 0x03, DestroyQueue),
+        ("CREATE_EVENT", IOC_READ | IOC_WRITE, 0x08, CreateEvent),
+        ("WAIT_EVENTS", IOC_READ | IOC_WRITE, 0x0C, WaitEvents),
+        ("ACQUIRE_VM", IOC_WRITE, 0x15, AcquireVM),
+        ("ALLOC_MEMORY_OF_GPU", IOC_READ | IOC_WRITE, 0x16, AllocMemory),
+        ("FREE_MEMORY_OF_GPU", IOC_WRITE, 0x17, FreeMemory),
+        ("MAP_MEMORY_TO_GPU", IOC_READ | IOC_WRITE, 0x18, MapMemory),
+        ("UNMAP_MEMORY_FROM_GPU", IOC_READ | IOC_WRITE, 0x19, MapMemory),
+        ("RUNTIME_ENABLE", IOC_READ | IOC_WRITE, 0x25, RuntimeEnable),
     )
 }
 

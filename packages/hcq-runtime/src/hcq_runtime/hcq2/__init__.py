@@ -13,12 +13,13 @@ from .errors import HCQError, PatchError
 from .hwqueue import COMPUTE, COPY, HWQueue, QueueDevice
 from .lanes import LANE_VARIABLE, lane_buffers, split_lanes
 from .linked import LinkedBatch
+from .memory import GPUMemory
 from .patches import RuntimePatches
 from .pool import RuntimePool
 
 __all__ = [
     "staging", "CommandBuffer", "Patch", "PatchKind", "Sym", "Word", "link", "qword", "runtime", "DepsTracker", "EncodedBatch",
     "enqueue_target", "LinkedSteps", "compile_cache", "copy_host", "link_cache", "link_calls", "run_calls", "uses_queue_devices",
-    "HCQError", "PatchError", "COMPUTE", "COPY", "HWQueue", "QueueDevice", "LinkedBatch", "RuntimePatches", "RuntimePool",
+    "HCQError", "PatchError", "COMPUTE", "COPY", "HWQueue", "QueueDevice", "LinkedBatch", "GPUMemory", "RuntimePatches", "RuntimePool",
     "LANE_VARIABLE", "lane_buffers", "split_lanes",
 ]

@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 
 from ..allocator import LRUAllocator
-from ..amd.driver import GPUMemory
 from ..compiler import Compiler
 from ..errors import AllocationError
 from ..hcq2.cmdbuf import CommandBuffer, PatchKind, Word, link, runtime
 from ..hcq2.hwqueue import COMPUTE, COPY, HWQueue, Memory, QueueDevice
+from ..hcq2.memory import GPUMemory
 from . import kgsl
 from .cl_compiler import CLCompiler
 from .errors import QCOMError, UnsupportedGPUError

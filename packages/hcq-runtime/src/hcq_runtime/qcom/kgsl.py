@@ -16,12 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from ..ffi import cstruct
+from ..ffi import IOC_READ, IOC_WRITE, cstruct, ioctl_number
 from .errors import KGSLError
 
 DEVICE_PATH = "/dev/kgsl-3d0"
 PAGE = 0x1000
-_IOC_WRITE, _IOC_READ = 1, 2
 KGSL_IOC_TYPE = 0x09
 
 # drawctxt flags
@@ -117,23 +116,23 @@ class GPUCommand(ctypes.Structure):
                 ("context_id", ctypes.c_uint32), ("timestamp", ctypes.c_uint32)]
 
 
-def ioctl_number(direction: int, nr: int, struct_t: type[ctypes.Structure]) -> int:
-    """_IOC(direction, KGSL_IOC_TYPE, nr, sizeof(struct_t)) as asm-generic/ioctl.h builds it."""
-    return direction << 30 | ctypes.sizeof(struct_t) << 16 | KGSL_IOC_TYPE << 8 | nr
+def kgsl_ioctl(direction: int, nr: int, struct_t: type[ctypes.Structure]) -> int:
+    """The request number of kgsl ioctl `nr` (type 0x09)."""
+    return ioctl_number(direction, KGSL_IOC_TYPE, nr, struct_t)
 
 
-_RW = _IOC_READ | _IOC_WRITE
+_RW = IOC_READ | IOC_WRITE
 #: name -> (ioctl number, argument struct)
 IOCTLS: dict[str, tuple[int, type[ctypes.Structure]]] = {
-    name: (ioctl_number(direction, nr, struct_t), struct_t) for name, direction, nr, struct_t in (
+    name: (kgsl_ioctl(direction, nr, struct_t), struct_t) for name, direction, nr, struct_t in (
         ("DEVICE_GETPROPERTY", _RW, 0x02, GetProperty),
-        ("DEVICE_WAITTIMESTAMP_CTXTID", _IOC_WRITE, 0x07, WaitTimestamp),
+        ("DEVICE_WAITTIMESTAMP_CTXTID", IOC_WRITE, 0x07, WaitTimestamp),
         ("DRAWCTXT_CREATE", _RW, 0x13, DrawctxtCreate),
-        ("DRAWCTXT_DESTROY", _IOC_WRITE, 0x14, DrawctxtDestroy),
+        ("DRAWCTXT_DESTROY", IOC_WRITE, 0x14, DrawctxtDestroy),
         ("CMDSTREAM_READTIMESTAMP_CTXTID", _RW, 0x16, ReadTimestamp),
-        ("SETPROPERTY", _IOC_WRITE, 0x32, GetProperty),
+        ("SETPROPERTY", IOC_WRITE, 0x32, GetProperty),
         ("GPUOBJ_ALLOC", _RW, 0x45, GPUObjAlloc),
-        ("GPUOBJ_FREE", _IOC_WRITE, 0x46, GPUObjFree),
+        ("GPUOBJ_FREE", IOC_WRITE, 0x46, GPUObjFree),
         ("GPU_COMMAND", _RW, 0x4A, GPUCommand),
     )
 }
