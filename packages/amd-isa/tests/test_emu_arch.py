@@ -227,6 +227,6 @@ def test_cdna_mfma_32x32_against_numpy(form: str, per_reg: int) -> None:
         np.testing.assert_allclose(got.view(np.float32), a.astype(np.float64) @ b.astype(np.float64) + c, rtol=1e-5, atol=1e-5)
 
 
-def test_cdna_multi_block_mfma_is_reported_unsupported() -> None:
-    with pytest.raises(EmulatorError, match="v_mfma_f32_32x32x1"):
-        run_program(assemble_insts("v_mfma_f32_32x32x1_2b_f32 v[0:31], v40, v41, v[0:31]", "cdna"), 64, "cdna")
+def test_cdna_mfma_scale_load_is_reported_unsupported() -> None:
+    with pytest.raises(EmulatorError, match="v_mfma_ld_scale_b32"):
+        run_program(assemble_insts("v_mfma_ld_scale_b32 v0, v1", "cdna"), 64, "cdna")

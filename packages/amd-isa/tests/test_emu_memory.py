@@ -187,3 +187,20 @@ def test_memory_map_rejects_strided_arrays_and_overlaps() -> None:
     base = mem.map(np.zeros(16, np.uint8))
     with pytest.raises(MemoryFaultError, match="overlaps"):
         mem.map(np.zeros(16, np.uint8), address=base + 8)
+
+
+@pytest.mark.parametrize("op,size,signed", [("global_load_lds_b32", 4, False), ("global_load_lds_i8", 1, True), ("global_load_lds_u16", 2, False)])
+def test_global_load_to_lds_writes_m0_plus_offset_plus_lane_slots(op: str, size: int, signed: bool) -> None:
+    mem = Memory()
+    data = np.random.default_rng(size).integers(0, 2**32, 512, dtype=np.uint64).astype(np.uint32)
+    base = mem.map(data)
+    addresses = [base + 8 * lane for lane in range(N)]
+    lds = np.zeros(4096, np.uint8)
+    st = setup(f"{op} v[0:1], off offset:4", mem, addr_regs(addresses), {125: 256}, lds=lds)
+    raw = data.view(np.uint8)
+    for lane in range(N):
+        value = int.from_bytes(raw[8 * lane + 4:8 * lane + 4 + size].tobytes(), "little")
+        if signed and value >> (8 * size - 1):
+            value -= 1 << (8 * size)
+        # LDS gets lane l's value, widened to a dword, at M0 + offset + 4*l.
+        assert int(st.lds32[(256 + 4 + 4 * lane) // 4]) == value & 0xFFFFFFFF

@@ -176,8 +176,8 @@ def test_jump_into_the_middle_of_an_instruction_is_an_error() -> None:
 
 
 def test_unsupported_instruction_names_itself_and_its_pc() -> None:
-    prog = assemble_insts("s_nop 0\ns_nop 0\nimage_load v[0:3], v[0:1], s[0:7] dmask:0xf dim:SQ_RSRC_IMG_2D", "rdna3")
-    with pytest.raises(UnsupportedInstructionError, match=r"image_load.*0x8"):
+    prog = assemble_insts("s_nop 0\ns_nop 0\nimage_sample v[0:3], v[0:1], s[0:7], s[8:11] dmask:0xf dim:SQ_RSRC_IMG_2D", "rdna3")
+    with pytest.raises(UnsupportedInstructionError, match=r"image_sample.*0x8"):
         run_program(prog)
 
 

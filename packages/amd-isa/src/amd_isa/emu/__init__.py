@@ -1,5 +1,5 @@
-"""A wave emulator for AMD GPU programs: RDNA3 instruction semantics over numpy lanes, whole kernels with workgroups,
-barriers, LDS and scratch.
+"""A wave emulator for AMD GPU programs: RDNA3, RDNA4 and CDNA instruction semantics over numpy lanes (WMMA/SWMMAC and
+MFMA/SMFMAC matrix cores, DPP/SDWA, buffer and image memory), whole kernels with workgroups, barriers, LDS and scratch.
 
 `run_program` runs one wave over a list of instructions; `run_kernel` runs a code object's kernel over a grid with the
 caller's `Memory`.

@@ -10,13 +10,15 @@ from collections.abc import Callable
 import numpy as np
 
 from ..inst import Inst
+from .errors import unsupported
 from .state import DPP_ROW, WaveState
 
 ROW = 16
 
 
-def dpp16_sources(ctrl: int, n_lanes: int) -> np.ndarray:
-    """Source lane of each lane for a DPP16 control word; -1 marks a lane with no valid source."""
+def dpp16_sources(ctrl: int, n_lanes: int, arch: str = "rdna3") -> np.ndarray:
+    """Source lane of each lane for a DPP16 control word; -1 marks a lane with no valid source. gfx9 (CDNA) has the
+    whole-wave shifts and row broadcasts where gfx10+ has row_share / row_xmask. Raises ValueError for a reserved value."""
     lanes = np.arange(n_lanes)
     row_base, in_row = lanes & ~(ROW - 1), lanes & (ROW - 1)
     if ctrl <= 0xFF:
@@ -34,11 +36,32 @@ def dpp16_sources(ctrl: int, n_lanes: int) -> np.ndarray:
         return row_base + (ROW - 1 - in_row)
     if ctrl == 0x141:
         return (lanes & ~7) | (7 - (lanes & 7))
+    if arch == "cdna":
+        return _gfx9_sources(ctrl, lanes, row_base)
     if kind == 0x150:
         return row_base + n
     if kind == 0x160:
         return row_base + (in_row ^ n)
-    raise ValueError(f"DPP control {ctrl:#x} is not a gfx11 DPP16 control")
+    raise ValueError(f"DPP control {ctrl:#x} is reserved on gfx11/gfx12")
+
+
+def _gfx9_sources(ctrl: int, lanes: np.ndarray, row_base: np.ndarray) -> np.ndarray:
+    """gfx9 whole-wave DPP: wave_shl/rol (from the next lane), wave_shr/ror (from the previous one), row_bcast:15 (each
+    row reads the last lane of the row before it) and row_bcast:31 (rows 2 and 3 read lane 31)."""
+    n_lanes = lanes.size
+    if ctrl == 0x130:
+        return np.where(lanes + 1 < n_lanes, lanes + 1, -1)
+    if ctrl == 0x134:
+        return (lanes + 1) % n_lanes
+    if ctrl == 0x138:
+        return lanes - 1
+    if ctrl == 0x13C:
+        return (lanes - 1) % n_lanes
+    if ctrl == 0x142:
+        return np.where(row_base > 0, row_base - 1, -1)
+    if ctrl == 0x143:
+        return np.where(lanes >= 32, 31, -1)
+    raise ValueError(f"DPP control {ctrl:#x} is reserved on gfx9")
 
 
 def dpp8_sources(selects: list[int], n_lanes: int) -> np.ndarray:
@@ -53,7 +76,7 @@ def row_bank_mask(row_mask: int, bank_mask: int, n_lanes: int) -> np.ndarray:
     return (((row_mask >> (lanes >> 4)) & 1) != 0) & (((bank_mask >> ((lanes >> 2) & 3)) & 1) != 0)
 
 
-def compile_dpp(inst: Inst, plain: Callable[[Inst], Callable[[WaveState], object]]) -> Callable[[WaveState], object]:
+def compile_dpp(inst: Inst, pc: int, plain: Callable[[Inst], Callable[[WaveState], object]]) -> Callable[[WaveState], object]:
     """The closure of a DPP16/DPP8 instruction, built from `plain(inst_without_dpp)` for the same op."""
     f = dict(inst.fields)
     vsrc0 = f.pop("vsrc0")
@@ -62,8 +85,12 @@ def compile_dpp(inst: Inst, plain: Callable[[Inst], Callable[[WaveState], object
         bound_zero, fetch_inactive = False, inst.fields.get("src0") == 234
         enabled = np.ones(64, bool)
     else:
-        sources = dpp16_sources(f.pop("dpp"), 64)
-        bound_zero, fetch_inactive = bool(f.pop("bc")), bool(f.pop("fi"))
+        try:
+            sources = dpp16_sources(f.pop("dpp"), 64, inst.arch.name)
+        except ValueError as err:
+            raise unsupported(inst, pc, str(err)) from None
+        # gfx9 has no fetch-inactive bit.
+        bound_zero, fetch_inactive = bool(f.pop("bc")), bool(f.pop("fi", 0))
         enabled = row_bank_mask(f.pop("row_mask"), f.pop("bank_mask"), 64)
     # Source modifiers of the DPP word act like VOP3 neg/abs on src0/src1.
     neg = f.pop("src0_neg", 0) | (f.pop("src1_neg", 0) << 1)

@@ -8,7 +8,7 @@ from ..inst import Inst
 from .errors import unsupported
 from .names import canonical
 from .state import WaveState
-from .vmem import ATOMICS, _atomic_kind, _from_registers, _lds_gather, _lds_scatter, _to_registers
+from .vmem import _from_registers, _lds_gather, _lds_scatter, _to_registers, atomic_op
 
 Op = Callable[[WaveState], None]
 
@@ -47,8 +47,9 @@ def compile_ds(inst: Inst, pc: int) -> Op:
     name, f = canonical(inst), inst.fields
     if name == "ds_nop":
         return lambda st: None
-    if f.get("acc"):
-        raise unsupported(inst, pc, "DS transfers to or from accumulation registers are not emulated")
+    acc = bool(f.get("acc"))  # gfx90a+: the data registers are AGPRs (plain loads and stores only)
+    if acc and not (name.startswith(("ds_load_", "ds_store_")) and "_2addr_" not in name):
+        raise unsupported(inst, pc, "only plain DS loads and stores move accumulation registers")
     offset = f["offset0"] | (f["offset1"] << 8)
     addr_reg, vdst, data0 = f["addr"], f["vdst"], f["data0"]
 
@@ -58,11 +59,17 @@ def compile_ds(inst: Inst, pc: int) -> Op:
 
     if "_2addr_" in name:
         return _compile_2addr(inst, name, f, lanes_and_addr)
-    if name in ("ds_permute_b32", "ds_bpermute_b32"):
+    if name in ("ds_load_addtid_b32", "ds_store_addtid_b32"):
+        return _compile_addtid(name, offset, vdst, data0)
+    if name in ("ds_append", "ds_consume"):
+        return _compile_append(name, offset, vdst)
+    if name == "ds_condxchg32_rtn_b64":
+        return _compile_condxchg(offset, lanes_and_addr, vdst, data0)
+    if name in ("ds_permute_b32", "ds_bpermute_b32", "ds_bpermute_fi_b32"):
         return _compile_permute(name, offset, addr_reg, data0, vdst)
     if name == "ds_swizzle_b32":
         return _compile_swizzle(inst, pc, offset, addr_reg, vdst)
-    if name.startswith("ds_load_") and "addtid" not in name:
+    if name.startswith("ds_load_") and "_tr" not in name:
         tail = name[len("ds_load_"):]
         kind_tail = tail.replace("_d16_hi", "").replace("_d16", "")
         nbytes = int(kind_tail[1:]) // 8
@@ -70,28 +77,77 @@ def compile_ds(inst: Inst, pc: int) -> Op:
         if "d16" in tail:
             kind = ("d16_hi_" if "hi" in tail else "d16_") + kind
 
-        words = nbytes // 4 if kind == "b" and offset % 4 == 0 else 0
+        words = nbytes // 4 if kind == "b" and offset % 4 == 0 and not acc else 0
 
         def run_load(st: WaveState) -> None:
             if words and st.exec_full and _aligned(st.v[addr_reg]) and _dword_load(st, st.v[addr_reg], offset, vdst, words):
                 return
             lanes, addr = lanes_and_addr(st)
-            _to_registers(st, _lds_gather(st, addr + offset, nbytes), kind, vdst, lanes, st.exec_full)
+            _to_registers(st, _lds_gather(st, addr + offset, nbytes), kind, vdst, lanes, st.exec_full, acc)
         return run_load
     if name.startswith("ds_store_") and "addtid" not in name:
         tail = name[len("ds_store_"):]
         hi16 = tail.endswith("d16_hi")
         nbytes = int(tail.replace("_d16_hi", "")[1:]) // 8
 
-        words = nbytes // 4 if not hi16 and nbytes >= 4 and offset % 4 == 0 else 0
+        words = nbytes // 4 if not hi16 and nbytes >= 4 and offset % 4 == 0 and not acc else 0
 
         def run_store(st: WaveState) -> None:
             if words and st.exec_full and _aligned(st.v[addr_reg]) and _dword_store(st, st.v[addr_reg], offset, data0, words):
                 return
             lanes, addr = lanes_and_addr(st)
-            _lds_scatter(st, addr + offset, _from_registers(st, data0, nbytes, lanes, hi16))
+            _lds_scatter(st, addr + offset, _from_registers(st, data0, nbytes, lanes, hi16, acc))
         return run_store
     return _compile_ds_atomic(inst, pc, name, offset, lanes_and_addr)
+
+
+def _compile_addtid(name: str, offset: int, vdst: int, data0: int) -> Op:
+    """ds_load/store_addtid_b32: lane l accesses the dword at M0[15:0] + offset + 4*l (no address VGPR)."""
+    def addresses(st: WaveState) -> tuple[np.ndarray, np.ndarray]:
+        lanes = st.lanes if st.exec_full else np.flatnonzero(st.exec_mask)
+        return lanes, (st.m0 & 0xFFFF) + offset + 4 * lanes.astype(np.int64)
+
+    if name == "ds_load_addtid_b32":
+        def run_load(st: WaveState) -> None:
+            lanes, addr = addresses(st)
+            _to_registers(st, _lds_gather(st, addr, 4), "b", vdst, lanes, st.exec_full)
+        return run_load
+
+    def run_store(st: WaveState) -> None:
+        lanes, addr = addresses(st)
+        _lds_scatter(st, addr, _from_registers(st, data0, 4, lanes, False))
+    return run_store
+
+
+def _compile_append(name: str, offset: int, vdst: int) -> Op:
+    """ds_append / ds_consume: add (subtract) the number of active lanes to the dword at M0[15:0] + offset; every
+    active lane gets the value before."""
+    sign = 1 if name == "ds_append" else -1
+
+    def run(st: WaveState) -> None:
+        where = np.array([(st.m0 & 0xFFFF) + offset])
+        old = int(_lds_gather(st, where, 4).view(np.uint32)[0, 0])
+        new = (old + sign * int(st.exec_mask.sum())) & 0xFFFFFFFF
+        _lds_scatter(st, where, np.array([new], np.uint32).view(np.uint8)[None, :])
+        st.v[vdst] = np.where(st.exec_mask, old, st.v[vdst])
+    return run
+
+
+def _compile_condxchg(offset: int, lanes_and_addr, vdst: int, data0: int) -> Op:
+    """ds_condxchg32_rtn_b64: at the 8-byte aligned address, each dword is replaced by the low 31 bits of its data
+    dword if that dword's top bit is set; both old dwords return."""
+    def run(st: WaveState) -> None:
+        lanes, addr = lanes_and_addr(st)
+        base = (addr + offset) & 0xFFF8
+        for lane, a in zip(lanes.tolist(), base.tolist(), strict=True):
+            for word in range(2):
+                where = np.array([a + 4 * word])
+                old = int(_lds_gather(st, where, 4).view(np.uint32)[0, 0])
+                data = int(st.v[data0 + word, lane])
+                if data >> 31:
+                    _lds_scatter(st, where, np.array([data & 0x7FFFFFFF], np.uint32).view(np.uint8)[None, :])
+                st.v[vdst + word, lane] = old
+    return run
 
 
 def _compile_2addr(inst: Inst, name: str, f: dict, lanes_and_addr) -> Op:
@@ -118,6 +174,16 @@ def _compile_2addr(inst: Inst, name: str, f: dict, lanes_and_addr) -> Op:
             _to_registers(st, _lds_gather(st, addr + off0, size), "b", vdst, lanes, st.exec_full)
             _to_registers(st, _lds_gather(st, addr + off1, size), "b", vdst + words, lanes, st.exec_full)
         return run_load2
+    if name.startswith("ds_storexchg"):
+        def run_exchange2(st: WaveState) -> None:
+            # Both old values return (to vdst and the registers after it) once both stores are done.
+            lanes, addr = lanes_and_addr(st)
+            old0, old1 = _lds_gather(st, addr + off0, size), _lds_gather(st, addr + off1, size)
+            _lds_scatter(st, addr + off0, _from_registers(st, data0, size, lanes, False))
+            _lds_scatter(st, addr + off1, _from_registers(st, data1, size, lanes, False))
+            _to_registers(st, old0, "b", vdst, lanes, st.exec_full)
+            _to_registers(st, old1, "b", vdst + words, lanes, st.exec_full)
+        return run_exchange2
     if name.startswith("ds_store"):
         def run_store2(st: WaveState) -> None:
             if st.exec_full:
@@ -135,7 +201,9 @@ def _compile_2addr(inst: Inst, name: str, f: dict, lanes_and_addr) -> Op:
 
 
 def _compile_permute(name: str, offset: int, addr_reg: int, data0: int, vdst: int) -> Op:
-    backward = name == "ds_bpermute_b32"
+    backward = name.startswith("ds_bpermute")
+    # RDNA4 ds_bpermute_fi_b32 fetches inactive source lanes too.
+    fetch_inactive = name == "ds_bpermute_fi_b32"
 
     def run(st: WaveState) -> None:
         n = st.n_lanes
@@ -144,7 +212,7 @@ def _compile_permute(name: str, offset: int, addr_reg: int, data0: int, vdst: in
         active = st.exec_mask
         if backward:
             # Each lane reads the lane its address names (inactive source lanes read as zero).
-            result = np.where(active[index], data[index], 0)
+            result = data[index] if fetch_inactive else np.where(active[index], data[index], 0)
         else:
             # Each active lane writes its data to the lane its address names; later lanes win.
             result = np.zeros(n, np.uint32)
@@ -204,12 +272,7 @@ def _compile_ds_atomic(inst: Inst, pc: int, name: str, offset: int, lanes_and_ad
     returns = "_rtn" in name
     op = {"storexchg_b32": "swap_b32", "storexchg_b64": "swap_b64", "cmpstore_b32": "cmpswap_b32", "cmpstore_b64": "cmpswap_b64",
           "cmpstore_f32": "cmpswap_f32", "cmpstore_f64": "cmpswap_f64"}.get(op, op)
-    kind = _atomic_kind(op)
-    if kind not in ATOMICS:
-        raise unsupported(inst, pc)
-    fn = ATOMICS[kind]
-    bits = 64 if op.endswith("64") else 32
-    words = bits // 32
+    kind, fn, bits, words = atomic_op(inst, pc, op)
     f = inst.fields
     vdst, data0, data1 = f["vdst"], f["data0"], f["data1"]
     is_cmp = kind.startswith("cmpswap")

@@ -39,25 +39,26 @@ def bf16_to_f32(bits) -> np.ndarray:
     return (np.asarray(bits, np.uint32) << np.uint32(16)).view(F32)
 
 
-def _ocp_fp8_table(exp_bits: int) -> np.ndarray:
-    """Values of the 256 OCP 8-bit floats with `exp_bits` exponent bits (E4M3 "fp8": bias 7, no infinities, S.1111.111
-    is NaN; E5M2 "bf8": bias 15, IEEE infinities and NaNs), as float64."""
-    man_bits = 7 - exp_bits
+def _minifloat_table(exp_bits: int, man_bits: int, specials: str) -> np.ndarray:
+    """Values of every code of a sign/exponent/mantissa float narrower than 16 bits, as float64. `specials` says what the
+    top exponent holds: "ieee" (infinities and NaNs, OCP E5M2 "bf8"), "nan" (only all-ones is NaN, OCP E4M3 "fp8") or
+    "none" (all finite: the OCP MX E2M3 "fp6", E3M2 "bf6" and E2M1 "fp4" formats)."""
     bias = (1 << (exp_bits - 1)) - 1
-    codes = np.arange(256)
+    codes = np.arange(1 << (1 + exp_bits + man_bits))
     exponent, mantissa = (codes >> man_bits) & ((1 << exp_bits) - 1), codes & ((1 << man_bits) - 1)
     fraction = mantissa / (1 << man_bits)
     magnitude = np.where(exponent == 0, fraction * 2.0 ** (1 - bias), (1 + fraction) * 2.0 ** (exponent - bias))
     top = (1 << exp_bits) - 1
-    if exp_bits == 5:
+    if specials == "ieee":
         magnitude = np.where(exponent == top, np.where(mantissa == 0, np.inf, np.nan), magnitude)
-    else:
+    elif specials == "nan":
         magnitude = np.where((exponent == top) & (mantissa == (1 << man_bits) - 1), np.nan, magnitude)
-    return np.where(codes >> 7, -magnitude, magnitude)
+    return np.where(codes >> (exp_bits + man_bits), -magnitude, magnitude)
 
 
-# RDNA4 (gfx12) WMMA reads OCP fp8/bf8, as gfx950 does (gfx940-942 use the FNUZ variants instead).
-FP8_VALUES, BF8_VALUES = _ocp_fp8_table(4), _ocp_fp8_table(5)
+# RDNA4 (gfx12) WMMA and gfx950 MFMA read OCP fp8/bf8 (gfx940-942 use the FNUZ variants instead; README: deviations).
+FP8_VALUES, BF8_VALUES = _minifloat_table(4, 3, "nan"), _minifloat_table(5, 2, "ieee")
+FP6_VALUES, BF6_VALUES, FP4_VALUES = _minifloat_table(2, 3, "none"), _minifloat_table(3, 2, "none"), _minifloat_table(2, 1, "none")
 
 
 def f32_to_bf16(x) -> np.ndarray:
@@ -72,6 +73,16 @@ def fract(x):
     """x - floor(x) in the operand's precision (V_FRACT_*)."""
     x = np.asarray(x)
     return x - np.floor(x)
+
+
+def minimum(a, b):
+    """IEEE 754-2019 minimum: NaN if either operand is NaN, and -0 below +0."""
+    return np.where(a == b, np.where(np.signbit(a), a, b), np.minimum(a, b))
+
+
+def maximum(a, b):
+    """IEEE 754-2019 maximum: NaN if either operand is NaN, and +0 above -0."""
+    return np.where(a == b, np.where(np.signbit(a), b, a), np.maximum(a, b))
 
 
 def med3(a, b, c):
@@ -118,3 +129,38 @@ def div_fixup(quotient, den, num):
     out = np.where(((d == 0) & (n == 0)) | ((np.abs(d) == np.inf) & (np.abs(n) == np.inf)), np.nan, out)
     out = np.where(np.isnan(d), d, out)
     return np.where(np.isnan(n), n, out).astype(q.dtype)
+
+
+def _two_over_pi_bits(bits: int) -> int:
+    """floor(2/pi * 2^bits), from pi by Machin's formula in exact integer arithmetic (guard bits absorb the error)."""
+    guard = 64
+    one = 1 << (bits + guard)
+
+    def arctan_inverse(n: int) -> int:
+        total, term, k, n2 = 0, one // n, 1, n * n
+        while term:
+            total += term // k if (k // 2) % 2 == 0 else -(term // k)
+            term //= n2
+            k += 2
+        return total
+    pi = 4 * (4 * arctan_inverse(5) - arctan_inverse(239))
+    return ((2 * one * one) // pi) >> guard
+
+
+# The 1201 fraction bits of 2/pi that V_TRIG_PREOP_F64 reads (b_1200 is the bit worth 2^-1).
+TWO_OVER_PI = _two_over_pi_bits(1201)
+
+
+def trig_preop(x, segment) -> np.ndarray:
+    """V_TRIG_PREOP_F64: 53 bits of 2/pi starting `shift` bits below the binary point, as a double scaled by
+    2^(-53 - shift), with shift = 53 * S1[4:0] plus how far S0's exponent exceeds 1077 (AMD's pseudocode; results of
+    exponents >= 1968 are scaled up by 2^128)."""
+    x, segment = np.broadcast_arrays(np.asarray(x, F64), np.asarray(segment, U32))
+    out = np.empty(x.shape, F64)
+    for i, (value, seg) in enumerate(zip(x.reshape(-1).tolist(), segment.reshape(-1).tolist(), strict=True)):
+        exponent = (int(np.float64(value).view(U64)) >> 52) & 0x7FF
+        shift = (seg & 31) * 53 + max(exponent - 1077, 0)
+        down = 1201 - 53 - shift
+        chunk = (TWO_OVER_PI >> down if down >= 0 else TWO_OVER_PI << -down) & ((1 << 53) - 1)
+        out.reshape(-1)[i] = np.ldexp(float(chunk), -53 - shift + (128 if exponent >= 1968 else 0))
+    return out

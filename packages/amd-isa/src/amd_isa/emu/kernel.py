@@ -67,9 +67,17 @@ def _user_sgprs(kd: KernelDescriptor, dispatch_addr: int, kernarg_addr: int) -> 
     return values
 
 
+def _mix_name(inst) -> str:
+    if inst.variant.startswith(("DPP", "SDWA")):
+        suffix = "_dpp" if inst.variant.startswith("DPP") else "_sdwa"
+        return inst.mnemonic.removesuffix("_e32").removesuffix("_e64") + suffix
+    return inst.mnemonic
+
+
 def _counting(program: Program, mix: Counter) -> Program:
-    """A copy of the program whose closures also count executions per mnemonic (slower; for instruction-mix reports)."""
-    names = [inst.mnemonic for inst in program.instructions] + ["<end>"]
+    """A copy of the program whose closures also count executions per mnemonic (slower; for instruction-mix reports).
+    DPP and SDWA forms count under their printed names (`v_add_u32_dpp`, `v_or_b32_sdwa`)."""
+    names = [_mix_name(inst) for inst in program.instructions] + ["<end>"]
 
     def wrap(op, name):
         def run(st):

@@ -30,13 +30,22 @@ RENAMES: dict[str, str] = {
     "v_ffbh_u32": "v_clz_i32_u32", "v_ffbl_b32": "v_ctz_i32_b32", "v_ffbh_i32": "v_cls_i32",
     "v_cvt_flr_i32_f32": "v_cvt_floor_i32_f32", "v_cvt_rpi_i32_f32": "v_cvt_nearest_i32_f32", "v_cvt_pkrtz_f16_f32": "v_cvt_pk_rtz_f16_f32",
     "v_mul_legacy_f32": "v_mul_dx9_zero_f32", "v_mad_mix_f32": "v_fma_mix_f32", "v_mad_mixlo_f16": "v_fma_mixlo_f16",
-    "v_mad_mixhi_f16": "v_fma_mixhi_f16",
+    "v_mad_mixhi_f16": "v_fma_mixhi_f16", "v_subrev_u16": "v_subrev_nc_u16", "v_add_i16": "v_add_nc_i16", "v_sub_i16": "v_sub_nc_i16",
+    # gfx9 "legacy" encodings of the 16-bit mad/fma/div_fixup (the gfx8 forms without op_sel) compute the same.
+    "v_mad_legacy_u16": "v_mad_u16", "v_mad_legacy_i16": "v_mad_i16", "v_mad_legacy_f16": "v_mad_f16", "v_fma_legacy_f16": "v_fma_f16",
+    "v_div_fixup_legacy_f16": "v_div_fixup_f16", "v_exp_legacy_f32": "v_exp_f32", "v_log_legacy_f32": "v_log_f32",
+    "v_dot2c_f32_f16": "v_dot2acc_f32_f16", "v_dot2c_f32_bf16": "v_dot2acc_f32_bf16",
+    "v_cvt_pknorm_i16_f32": "v_cvt_pk_norm_i16_f32", "v_cvt_pknorm_u16_f32": "v_cvt_pk_norm_u16_f32",
+    "v_cvt_pknorm_i16_f16": "v_cvt_pk_norm_i16_f16", "v_cvt_pknorm_u16_f16": "v_cvt_pk_norm_u16_f16", "v_cvt_pkaccum_u8_f32": "v_cvt_pk_u8_f32",
 }
 # Substring rules for memory mnemonics, applied in order.
 MEMORY_RULES: tuple[tuple[str, str], ...] = (
     (r"^ds_read2st64_", "ds_load_2addr_stride64_"), (r"^ds_write2st64_", "ds_store_2addr_stride64_"),
     (r"^ds_read2_", "ds_load_2addr_"), (r"^ds_write2_", "ds_store_2addr_"), (r"^ds_read_", "ds_load_"), (r"^ds_write_", "ds_store_"),
-    (r"^ds_wrxchg", "ds_storexchg"), (r"^ds_cmpst_", "ds_cmpstore_"),
+    (r"^ds_wrxchg2st64_", "ds_storexchg_2addr_stride64_"), (r"^ds_wrxchg2_", "ds_storexchg_2addr_"), (r"^ds_wrxchg", "ds_storexchg"),
+    (r"^ds_cmpst_", "ds_cmpstore_"),
+    # RDNA4 DS names of gfx11 operations.
+    (r"^ds_(min|max)_num_", r"ds_\1_"), (r"^ds_sub_clamp_", "ds_csub_"),
     (r"_dwordx16$", "_b512"), (r"_dwordx8$", "_b256"), (r"_dwordx4$", "_b128"), (r"_dwordx3$", "_b96"), (r"_dwordx2$", "_b64"),
     (r"_dword$", "_b32"),
     (r"_(load)_ubyte_d16_hi$", r"_\1_d16_hi_u8"), (r"_(load)_sbyte_d16_hi$", r"_\1_d16_hi_i8"), (r"_(load)_short_d16_hi$", r"_\1_d16_hi_b16"),
@@ -47,7 +56,7 @@ MEMORY_RULES: tuple[tuple[str, str], ...] = (
 )
 ATOMIC_RULES: tuple[tuple[str, str], ...] = (
     (r"_atomic_smin", "_atomic_min_i"), (r"_atomic_smax", "_atomic_max_i"), (r"_atomic_umin", "_atomic_min_u"),
-    (r"_atomic_umax", "_atomic_max_u"),
+    (r"_atomic_umax", "_atomic_max_u"), (r"_atomic_(min|max)_num_", r"_atomic_\1_"), (r"_atomic_sub_clamp_", "_atomic_csub_"),
 )
 SUFFIXES = ("_e32", "_e64", "_dpp", "_sdwa")
 
@@ -69,7 +78,7 @@ def _canonical(name: str) -> str:
             kind = "u" if re.search(r"_(add|sub|inc|dec)$", base) else "b"
             base = f"{base}{size}" if base.endswith(("_i", "_u")) else f"{base}_{kind}{size}"
         return base + suffix
-    if base.startswith(("ds_", "global_", "flat_", "scratch_", "buffer_", "s_load", "s_buffer_load")):
+    if base.startswith(("ds_", "global_", "flat_", "scratch_", "buffer_", "s_load", "s_buffer_load", "s_store", "s_buffer_store", "s_scratch")):
         for pattern, repl in MEMORY_RULES:
             base = re.sub(pattern, repl, base)
     return base + suffix

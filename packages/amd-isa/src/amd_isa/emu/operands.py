@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .errors import UnsupportedInstructionError
-from .state import WaveState
+from .state import N_VGPRS, WaveState
 
 Reader = Callable[[WaveState], object]
 Writer = Callable[[WaveState, object], None]
@@ -113,14 +113,15 @@ def _as_np_scalar(bits_value: int, dtype: type, bits: int):
 def vector_reader(code: int, dfmt: str, literal: int | None, hi: bool = False, short16: bool = False) -> Reader:
     """A reader of a VALU source in its data type: a lane array for VGPRs, a numpy scalar otherwise.
 
-    `hi` selects the high half of a 16-bit operand (VOP3 opsel); `short16` applies the VOP1/VOP2/VOPC rule that a 16-bit
-    VGPR operand numbered 128 or more names the high half of VGPR n-128.
+    `hi` selects the high half of a 16-bit operand (VOP3 opsel); `short16` applies the RDNA VOP1/VOP2/VOPC rule that a
+    16-bit VGPR operand numbered 128 or more names the high half of VGPR n-128 (the staging rows past the register
+    file, which DPP and SDWA read through, are whole registers).
     """
     dtype, bits = dtype_of(dfmt)
     if code >= VGPR_BASE:
         reg = code - VGPR_BASE
         if bits == 16:
-            if short16 and reg >= 128:
+            if short16 and 128 <= reg < N_VGPRS:
                 reg, hi = reg - 128, True
             view = {np.float16: "vh", np.int16: "vi16"}.get(dtype, "v16")
             half = int(hi)
@@ -162,17 +163,24 @@ def with_modifiers(read: Reader, neg: bool, abs_: bool) -> Reader:
     return read
 
 
-def vector_writer(reg: int, dfmt: str, hi: bool = False, short16: bool = False) -> Writer:
+def vector_writer(reg: int, dfmt: str, hi: bool = False, short16: bool = False, zero_high: bool = False) -> Writer:
     """A writer of a VALU result to VGPR `reg` in the destination's data type, honouring EXEC.
 
     The result is cast to the destination type (`unsafe` casting: integer results wrap, float results round once).
+    A 16-bit result keeps the other half of the register unless `zero_high` (gfx9's rule for most 16-bit ops).
     """
     dtype, bits = dtype_of(dfmt)
     if bits == 16:
-        if short16 and reg >= 128:
+        if short16 and 128 <= reg < N_VGPRS:
             reg, hi = reg - 128, True
         view_name = {np.float16: "vh", np.int16: "vi16"}.get(dtype, "v16")
         half = int(hi)
+        if zero_high:
+            def write16_zero_high(st: WaveState, value) -> None:
+                word = np.zeros(st.n_lanes, np.uint32)
+                np.copyto(word.view(dtype)[0::2], value, casting="unsafe")
+                np.copyto(st.v[reg], word, where=st.exec_mask)
+            return write16_zero_high
 
         def write16(st: WaveState, value) -> None:
             dst = getattr(st, view_name)[reg, half::2]

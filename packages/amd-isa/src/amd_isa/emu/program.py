@@ -9,14 +9,18 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..inst import Inst, decode
+from .buffer import compile_buffer
 from .ds import compile_ds
 from .errors import EmulatorError, UnsupportedInstructionError, unsupported
+from .image import compile_image
 from .memory import Memory
+from .mfma import compile_mfma
 from .names import canonical
-from .scalar import BARRIER, END, SOPP_NOPS, compile_smem, compile_sop1, compile_sop2, compile_sopc, compile_sopk, compile_sopp
+from .scalar import BARRIER, END, SOPP_NOPS, compile_sop1, compile_sop2, compile_sopc, compile_sopk, compile_sopp
+from .smem import compile_smem
 from .state import WaveState
 from .vector import compile_valu
-from .vmem import compile_mubuf, compile_vmem
+from .vmem import compile_vmem
 from .vop3p import compile_vop3p, compile_vopd
 
 Op = Callable[[WaveState], int | None]
@@ -95,21 +99,25 @@ class Program:
                 return compile_valu(inst, pc)
             if fmt == "VOP3P":
                 return compile_vop3p(inst, pc)
+            if fmt == "VOP3PX2":
+                return compile_mfma(inst, pc)
             if fmt == "VOPD":
                 return compile_vopd(inst, pc)
             if fmt in ("GLOBAL", "FLAT", "SCRATCH", "VGLOBAL", "VFLAT", "VSCRATCH"):
                 return compile_vmem(inst, pc)
             if fmt == "DS":
                 return compile_ds(inst, pc)
-            if fmt == "MUBUF":
-                return compile_mubuf(inst, pc)
+            if fmt in ("MUBUF", "MTBUF", "VBUFFER"):
+                return compile_buffer(inst, pc)
+            if fmt in ("MIMG", "VIMAGE"):
+                return compile_image(inst, pc)
         except UnsupportedInstructionError as err:
             return _deferred(err)
         return _deferred(unsupported(inst, pc, f"{fmt} instructions are not emulated"))
 
 
 CACHE_CONTROLS = frozenset({"buffer_gl0_inv", "buffer_gl1_inv", "buffer_wbinvl1", "buffer_wbinvl1_vol", "buffer_wbl2", "buffer_inv",
-                            "s_dcache_inv", "s_gl1_inv", "s_dcache_wb", "s_icache_inv"})
+                            "s_dcache_inv", "s_gl1_inv", "s_dcache_wb", "s_icache_inv", "global_inv", "global_wb", "global_wbinv"})
 
 
 def is_noop(inst: Inst) -> bool:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..inst import Inst
+from . import fp
 from .errors import EmulatorError, unsupported
 from .fp import f32_to_f16_rtz
 from .names import canonical
@@ -132,6 +133,13 @@ SOP2: dict[str, Callable[[int, int, int], tuple[int, int | None]]] = {
     "s_mul_f16": lambda a, b, c: (_bits16(np.float16(_f16(a)) * np.float16(_f16(b))), None),
     "s_min_f16": lambda a, b, c: (_bits16(np.fmin(np.float16(_f16(a)), np.float16(_f16(b)))), None),
     "s_max_f16": lambda a, b, c: (_bits16(np.fmax(np.float16(_f16(a)), np.float16(_f16(b)))), None),
+    # RDNA4: IEEE 754-2019 minimum/maximum (a NaN operand gives NaN), and 64-bit adds and multiplies that keep SCC.
+    "s_minimum_f32": lambda a, b, c: (_bits32(fp.minimum(np.float32(_f32(a)), np.float32(_f32(b)))), None),
+    "s_maximum_f32": lambda a, b, c: (_bits32(fp.maximum(np.float32(_f32(a)), np.float32(_f32(b)))), None),
+    "s_minimum_f16": lambda a, b, c: (_bits16(fp.minimum(np.float16(_f16(a)), np.float16(_f16(b)))), None),
+    "s_maximum_f16": lambda a, b, c: (_bits16(fp.maximum(np.float16(_f16(a)), np.float16(_f16(b)))), None),
+    "s_add_nc_u64": lambda a, b, c: ((a + b) & M64, None), "s_sub_nc_u64": lambda a, b, c: ((a - b) & M64, None),
+    "s_mul_u64": lambda a, b, c: ((a * b) & M64, None),
 }
 for _op, _fn in (("and", lambda a, b: a & b), ("or", lambda a, b: a | b), ("xor", lambda a, b: a ^ b),
                  ("nand", lambda a, b: ~(a & b)), ("nor", lambda a, b: ~(a | b)), ("xnor", lambda a, b: ~(a ^ b)),
@@ -146,6 +154,7 @@ SOP1: dict[str, Callable[[int, int, int], tuple[int, int | None]]] = {
     "s_not_b32": lambda a, d, c: (~a & M32, int(~a & M32 != 0)), "s_not_b64": lambda a, d, c: (~a & M64, int(~a & M64 != 0)),
     "s_brev_b32": lambda a, d, c: (_brev(a, 32), None), "s_brev_b64": lambda a, d, c: (_brev(a, 64), None),
     "s_ctz_i32_b32": lambda a, d, c: (_ctz(a, 32), None), "s_ctz_i32_b64": lambda a, d, c: (_ctz(a, 64), None),
+    "s_ff0_i32_b32": lambda a, d, c: (_ctz(~a & M32, 32), None), "s_ff0_i32_b64": lambda a, d, c: (_ctz(~a & M64, 64), None),
     "s_clz_i32_u32": lambda a, d, c: (_clz(a, 32), None), "s_clz_i32_u64": lambda a, d, c: (_clz(a, 64), None),
     "s_cls_i32": lambda a, d, c: (_cls(a, 32), None), "s_cls_i32_i64": lambda a, d, c: (_cls(a, 64), None),
     "s_sext_i32_i8": lambda a, d, c: (_sext(a, 8), None), "s_sext_i32_i16": lambda a, d, c: (_sext(a, 16), None),
@@ -273,6 +282,16 @@ def compile_sop1(inst: Inst, pc: int, index_of: Callable[[int], int]) -> Op:
         return _compile_saveexec(inst, pc, name)
     if name.startswith("s_movrel"):
         return _compile_movrel(inst, pc, name)
+    if name == "s_barrier":
+        # RDNA4 signals the workgroup barrier with s_barrier_signal (SOP1) and waits with s_barrier_wait (a no-op here).
+        return lambda st: BARRIER
+    if name in ("s_barrier_init", "s_barrier_join", "s_sleep_var"):
+        return lambda st: None
+    if name == "s_alloc_vgpr":
+        def run_alloc(st: WaveState) -> None:
+            # Dynamic VGPR allocation always succeeds: the emulator's register file is full size.
+            st.scc = 1
+        return run_alloc
     fn = SOP1.get(name)
     if fn is None:
         raise unsupported(inst, pc)
@@ -399,7 +418,10 @@ def compile_sopk(inst: Inst, pc: int, index_of: Callable[[int], int]) -> Op:
 
 SOPP_NOPS = ("s_nop", "s_waitcnt", "s_delay_alu", "s_clause", "s_sendmsg", "s_sendmsghalt", "s_setprio", "s_sleep", "s_icache_inv",
              "s_waitcnt_depctr", "s_set_inst_prefetch_distance", "s_wait_idle", "s_wait_event", "s_ttracedata", "s_ttracedata_imm",
-             "s_incperflevel", "s_decperflevel", "s_round_mode", "s_denorm_mode", "s_setkill", "s_wakeup")
+             "s_incperflevel", "s_decperflevel", "s_round_mode", "s_denorm_mode", "s_setkill", "s_wakeup", "s_barrier_leave",
+             "s_set_valu_coexec_mode",
+             # Branches on the debugger's status bits: no debugger is attached, so they are never taken.
+             "s_cbranch_cdbgsys", "s_cbranch_cdbguser", "s_cbranch_cdbgsys_or_user", "s_cbranch_cdbgsys_and_user")
 BRANCHES: dict[str, Callable[[WaveState], bool]] = {
     "s_branch": lambda st: True, "s_cbranch_scc0": lambda st: st.scc == 0, "s_cbranch_scc1": lambda st: st.scc != 0,
     "s_cbranch_vccz": lambda st: st.vcc == 0, "s_cbranch_vccnz": lambda st: st.vcc != 0,
@@ -428,38 +450,4 @@ def compile_sopp(inst: Inst, pc: int, index_of: Callable[[int], int]) -> Op:
             raise EmulatorError(f"wave reached {name} at pc {pc:#x}; the program has no s_endpgm on this path")
         return run_stop
     raise unsupported(inst, pc)
-
-
-def compile_smem(inst: Inst, pc: int) -> Op:
-    """A closure executing one SMEM instruction (scalar loads from the flat memory; cache controls are no-ops)."""
-    name, fields = canonical(inst), inst.fields
-    if name in ("s_dcache_inv", "s_gl1_inv", "s_dcache_wb", "s_icache_inv"):
-        return lambda st: None
-    if not (name.startswith("s_load_") or name.startswith("s_buffer_load_")):
-        raise unsupported(inst, pc)
-    dwords = int(name.rsplit("_b", 1)[1]) // 32
-    sbase, sdata = fields["sbase"] << 1, fields["sdata"]
-    soffset = fields.get("soffset", inst.arch.null_code)
-    use_soffset = soffset != inst.arch.null_code
-    if "ioffset" in fields:
-        offset = _sext(fields["ioffset"], 24)
-    elif inst.arch.name == "cdna":
-        # gfx9: with IMM clear the offset field names an SGPR; SOFFSET_EN adds the soffset SGPR to an immediate.
-        if fields.get("imm", 0):
-            offset, use_soffset = _sext(fields["offset"], 21), bool(fields.get("soffset_en", 0))
-        else:
-            offset, soffset, use_soffset = 0, fields["offset"] & 0x7F, True
-    else:
-        offset = _sext(fields.get("offset", 0), 21)
-    buffer = name.startswith("s_buffer")
-
-    def run(st: WaveState) -> None:
-        base = st.s[sbase] | (st.s[sbase + 1] << 32)
-        if buffer:
-            base &= 0xFFFFFFFFFFFF
-        addr = (base + offset + (st.s[soffset] if use_soffset else 0)) & ~3 & M64
-        words = st.memory.read(addr, 4 * dwords).view(np.uint32).tolist()
-        for i, word in enumerate(words):
-            st.write_s(sdata + i, word)
-    return run
 

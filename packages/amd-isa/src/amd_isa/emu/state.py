@@ -8,8 +8,11 @@ from ..arch import Arch, get_arch
 VCC_LO, EXEC_LO = 106, 126
 N_SCALAR_CODES = 128
 N_VGPRS = 256
-# One row past the architectural VGPRs holds the lane-permuted source of a DPP instruction (see `dpp`).
+# Rows past the architectural VGPRs stage operands: the lane-permuted source of a DPP instruction (see `dpp`), and
+# the selected sources and the unplaced result of an SDWA instruction (see `sdwa`).
 DPP_ROW = N_VGPRS
+SDWA_SRC0_ROW, SDWA_SRC1_ROW, SDWA_DST_ROW = N_VGPRS + 1, N_VGPRS + 2, N_VGPRS + 3
+N_ROWS = N_VGPRS + 4
 
 
 class WaveState:
@@ -27,7 +30,7 @@ class WaveState:
         self.n_lanes = n_lanes
         self.s = [0] * N_SCALAR_CODES
         self.scc = 0
-        self.v = np.zeros((N_VGPRS + 1, n_lanes), np.uint32)
+        self.v = np.zeros((N_ROWS, n_lanes), np.uint32)
         self.a = np.zeros((n_agprs, n_lanes), np.uint32)
         self.vf = self.v.view(np.float32)
         self.vi = self.v.view(np.int32)

@@ -159,6 +159,33 @@ def _dot2_bf16(a, b, c):
     return fp.f32_to_bf16((alo * blo + ahi * bhi + fp.bf16_to_f32(c)).astype(F32))
 
 
+def _cube_major(x, y, z) -> tuple[np.ndarray, np.ndarray]:
+    """Whether z, else y, is the major axis of a cube-map coordinate (ties go to z, then y)."""
+    z_major = (np.abs(z) >= np.abs(x)) & (np.abs(z) >= np.abs(y))
+    return z_major, ~z_major & (np.abs(y) >= np.abs(x))
+
+
+def _cubeid(x, y, z):
+    z_major, y_major = _cube_major(x, y, z)
+    face = np.where(z_major, np.where(z < 0, 5, 4), np.where(y_major, np.where(y < 0, 3, 2), np.where(x < 0, 1, 0)))
+    return face.astype(np.asarray(x).dtype)
+
+
+def _cubesc(x, y, z):
+    z_major, y_major = _cube_major(x, y, z)
+    return np.where(z_major, np.where(z < 0, -x, x), np.where(y_major, x, np.where(x < 0, z, -z)))
+
+
+def _cubetc(x, y, z):
+    z_major, y_major = _cube_major(x, y, z)
+    return np.where(z_major, -y, np.where(y_major, np.where(y < 0, -z, z), -y))
+
+
+def _cubema(x, y, z):
+    z_major, y_major = _cube_major(x, y, z)
+    return np.where(z_major, z, np.where(y_major, y, x)) * 2
+
+
 def _min_f(a, b):
     return np.fmin(a, b)
 
@@ -181,6 +208,9 @@ FLOAT_OPS = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "subrev": lambda a, b: b - a, "mul": lambda a, b: a * b,
     "min": _min_f, "max": _max_f, "mul_dx9_zero": _mul_dx9,
     "fma": fp.fma_wide, "fmac": fp.fma_wide, "fmaak": fp.fma_wide, "fmamk": fp.fma_wide,
+    # gfx9 MAD/MAC are unfused: the product rounds to the operand precision before the add.
+    "mad": lambda a, b, c: a * b + c, "mac": lambda a, b, c: a * b + c, "madak": lambda a, b, c: a * b + c,
+    "madmk": lambda a, b, c: a * b + c,
     "fma_dx9_zero": lambda a, b, c: np.where((a == 0) | (b == 0), c, fp.fma(a, b, c, F32)),
     "fmac_dx9_zero": lambda a, b, c: np.where((a == 0) | (b == 0), c, fp.fma(a, b, c, F32)),
     "min3": lambda a, b, c: np.fmin(np.fmin(a, b), c), "max3": lambda a, b, c: np.fmax(np.fmax(a, b), c), "med3": fp.med3,
@@ -193,17 +223,23 @@ FLOAT_OPS = {
     "cos": lambda x: np.cos(np.asarray(x, F64) * TWO_PI).astype(np.asarray(x).dtype),
     "ldexp": _ldexp, "frexp_mant": _frexp_mant,
     # RDNA4 spells the IEEE maxNum/minNum ops *_num; maximum/minimum propagate NaN.
-    "max_num": _max_f, "min_num": _min_f, "maximum": np.maximum, "minimum": np.minimum,
+    "max_num": _max_f, "min_num": _min_f, "maximum": fp.maximum, "minimum": fp.minimum,
     "max3_num": lambda a, b, c: np.fmax(np.fmax(a, b), c), "min3_num": lambda a, b, c: np.fmin(np.fmin(a, b), c), "med3_num": fp.med3,
     "maxmin_num": lambda a, b, c: np.fmin(np.fmax(a, b), c), "minmax_num": lambda a, b, c: np.fmax(np.fmin(a, b), c),
     "div_fixup": fp.div_fixup, "div_fmas": fp.fma_wide,
+    # Cube-map coordinates (AMD's pseudocode): face id, S and T on the face, and twice the major axis.
+    "cubeid": _cubeid, "cubesc": _cubesc, "cubetc": _cubetc, "cubema": _cubema, "trig_preop": fp.trig_preop,
+    # IEEE 754-2019 minimum/maximum: a NaN operand gives NaN (RDNA4).
+    "maximum3": lambda a, b, c: fp.maximum(fp.maximum(a, b), c), "minimum3": lambda a, b, c: fp.minimum(fp.minimum(a, b), c),
+    "maximumminimum": lambda a, b, c: fp.minimum(fp.maximum(a, b), c), "minimummaximum": lambda a, b, c: fp.maximum(fp.minimum(a, b), c),
 }
 FLOAT_SUFFIXES = ("_f32", "_f16", "_f64")
 
 INT_OPS = {
     "v_add_nc_u32": lambda a, b: a + b, "v_sub_nc_u32": lambda a, b: a - b, "v_subrev_nc_u32": lambda a, b: b - a,
     "v_add_nc_i32": lambda a, b: _u(a, I64) + b, "v_sub_nc_i32": lambda a, b: _u(a, I64) - b,
-    "v_add_nc_u16": lambda a, b: a + b, "v_sub_nc_u16": lambda a, b: a - b, "v_add_nc_i16": lambda a, b: a + b,
+    "v_add_nc_u16": lambda a, b: a + b, "v_sub_nc_u16": lambda a, b: a - b, "v_subrev_nc_u16": lambda a, b: b - a,
+    "v_add_nc_i16": lambda a, b: a + b,
     "v_sub_nc_i16": lambda a, b: a - b, "v_mul_lo_u16": lambda a, b: a * b,
     "v_min_i32": np.minimum, "v_max_i32": np.maximum, "v_min_u32": np.minimum, "v_max_u32": np.maximum,
     "v_min_i16": np.minimum, "v_max_i16": np.maximum, "v_min_u16": np.minimum, "v_max_u16": np.maximum,
@@ -255,6 +291,10 @@ INT_OPS = {
     "v_cvt_f64_i32": lambda a: np.asarray(a, F64), "v_cvt_f64_u32": lambda a: np.asarray(a, F64),
     "v_cvt_f32_f64": lambda a: np.asarray(a, F64).astype(F32), "v_cvt_f64_f32": lambda a: np.asarray(a, F64),
     "v_cvt_f16_f32": lambda a: np.asarray(a, F32).astype(F16), "v_cvt_f32_f16": lambda a: np.asarray(a, F32),
+    "v_cvt_f32_bf16": lambda a: fp.bf16_to_f32(_u(a) & U32(0xFFFF)),
+    "v_prng_b32": lambda a: (_u(a) << U32(1)) ^ np.where(_u(a) >> U32(31), U32(197), U32(0)),
+    "v_cvt_pk_f16_f32": lambda a, b: _pack_halves(np.asarray(a, F32).astype(F16), np.asarray(b, F32).astype(F16)),
+    "v_cvt_pk_bf16_f32": lambda a, b: _pack_halves(fp.f32_to_bf16(a), fp.f32_to_bf16(b)),
     "v_cvt_f16_u16": lambda a: np.asarray(a, F32).astype(F16), "v_cvt_f16_i16": lambda a: np.asarray(a, F32).astype(F16),
     "v_cvt_u16_f16": lambda a: fp.to_int(a, 0, 0xFFFF, U16), "v_cvt_i16_f16": lambda a: fp.to_int(a, -(1 << 15), (1 << 15) - 1, I16),
     "v_cvt_i32_i16": lambda a: _u(a, I32), "v_cvt_u32_u16": lambda a: _u(a, U32),

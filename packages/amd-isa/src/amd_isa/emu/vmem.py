@@ -11,8 +11,9 @@ import numpy as np
 
 from ..inst import Inst
 from .errors import MemoryFaultError, unsupported
+from .fp import f32_to_bf16
 from .names import canonical
-from .operands import PRIVATE_APERTURE_HI, SHARED_APERTURE_HI, scalar_reader
+from .operands import PRIVATE_APERTURE_HI, SHARED_APERTURE_HI
 from .state import WaveState
 
 Op = Callable[[WaveState], None]
@@ -183,12 +184,18 @@ def _segment(fmt: str):
 def compile_vmem(inst: Inst, pc: int) -> Op:
     """A closure executing one GLOBAL/FLAT/SCRATCH instruction."""
     name = canonical(inst)
+    if name in ("global_inv", "global_wb", "global_wbinv"):
+        return lambda st: None
     address = _address_fn(inst)
     segment = segment_of(inst)
     gather, scatter = _segment(segment)
     _, vdata, vdst, _ = mem_fields(inst)
     acc = bool(inst.fields.get("acc"))  # CDNA: the data registers are AGPRs
-    if "_load_" in name and "lds" not in name and "addtid" not in name:
+    if name in ("global_load_addtid_b32", "global_store_addtid_b32"):
+        return _compile_addtid(inst, name, vdata, vdst, acc)
+    if "_load_lds_" in name and "addtid" not in name:
+        return compile_load_to_lds(name, address, gather, mem_fields(inst)[3])
+    if "_load_" in name and "lds" not in name and "addtid" not in name and "_tr" not in name and "block" not in name:
         nbytes, kind = _load_kind(name)
 
         words = nbytes // 4 if kind == "b" and segment == "GLOBAL" else 0
@@ -208,7 +215,7 @@ def compile_vmem(inst: Inst, pc: int) -> Op:
                     return
             _to_registers(st, gather(st, lanes, addresses, nbytes), kind, vdst, lanes, full, acc)
         return run_load
-    if "_store_" in name and "addtid" not in name:
+    if "_store_" in name and "addtid" not in name and "block" not in name:
         tail = name.split("store_", 1)[1]
         hi16 = "d16_hi" in tail
         nbytes = int(tail.replace("d16_hi_", "")[1:]) // 8
@@ -220,8 +227,48 @@ def compile_vmem(inst: Inst, pc: int) -> Op:
     if "_atomic_" in name:
         if acc:
             raise unsupported(inst, pc, "atomics on accumulation registers are not emulated")
-        return _compile_atomic(inst, pc, address, gather, scatter)
+        return compile_atomic(inst, pc, address, gather, scatter, vdata, vdst)
     raise unsupported(inst, pc)
+
+
+def _compile_addtid(inst: Inst, name: str, vdata: int, vdst: int, acc: bool) -> Op:
+    """global_load/store_addtid_b32: lane l accesses the dword at SADDR + offset + 4*l (no address VGPR)."""
+    saddr, offset = inst.fields.get("saddr", 0), mem_fields(inst)[3]
+
+    def addresses(st: WaveState) -> tuple[np.ndarray, np.ndarray]:
+        lanes = st.lanes if st.exec_full else np.flatnonzero(st.exec_mask)
+        base = (st.s[saddr] | st.s[saddr + 1] << 32) + offset
+        return lanes, (base + 4 * lanes.astype(np.int64)).astype(U64)
+
+    if "_load_" in name:
+        def run_load(st: WaveState) -> None:
+            lanes, addr = addresses(st)
+            _to_registers(st, st.memory.gather(addr, 4), "b", vdst, lanes, st.exec_full, acc)
+        return run_load
+
+    def run_store(st: WaveState) -> None:
+        lanes, addr = addresses(st)
+        st.memory.scatter(addr, _from_registers(st, vdata, 4, lanes, False, acc))
+    return run_store
+
+
+def compile_load_to_lds(name: str, address, gather, inst_offset: int) -> Op:
+    """A load whose data goes to LDS instead of VGPRs (global/scratch/buffer `*_load_lds_*`): lane l's value, extended
+    to a dword for bytes and shorts, is written at M0 + inst_offset + l * max(4, size) (LLVM: the immediate offset
+    applies to both the memory and the LDS address)."""
+    nbytes, kind = _load_kind(name.replace("_load_lds_", "_load_"))
+    slot = max(4, nbytes)
+
+    def run(st: WaveState) -> None:
+        lanes = st.lanes if st.exec_full else np.flatnonzero(st.exec_mask)
+        data = gather(st, lanes, address(st, lanes), nbytes)
+        if kind != "b":
+            raw = data[:, 0].astype(np.int64) if nbytes == 1 else data[:, 0].astype(np.int64) | (data[:, 1].astype(np.int64) << 8)
+            if kind == "i":
+                raw = np.where(raw >> (8 * nbytes - 1), raw - (1 << (8 * nbytes)), raw)
+            data = (raw & 0xFFFFFFFF).astype(U32)[:, None].view(np.uint8)
+        _lds_scatter(st, (st.m0 + inst_offset + lanes * slot) & 0xFFFFFFFF, data)
+    return run
 
 
 # Atomic ops on Python ints: name -> fn(old, data, compare) -> new value.
@@ -240,7 +287,22 @@ ATOMICS: dict[str, Callable[[int, int, int, int], int]] = {
     "min_f": lambda old, data, cmp, bits: _fbits(np.fmin(_fval(old, bits), _fval(data, bits)), bits),
     "max_f": lambda old, data, cmp, bits: _fbits(np.fmax(_fval(old, bits), _fval(data, bits)), bits),
     "cmpswap_f": lambda old, data, cmp, bits: data if _fval(old, bits) == _fval(cmp, bits) else old,
+    "cond_sub_u32": lambda old, data, cmp, bits: old - data if old >= data else old,
+    "pk_add_f16": lambda old, data, cmp, bits: _pk_add(old, data, np.float16),
+    "pk_add_bf16": lambda old, data, cmp, bits: _pk_add(old, data, "bf16"),
 }
+
+
+def _pk_add(old: int, data: int, kind) -> int:
+    """Two packed 16-bit float adds (each half rounded to nearest even)."""
+    halves = np.array([old & 0xFFFF, old >> 16, data & 0xFFFF, data >> 16], np.uint16)
+    if kind == "bf16":
+        a = (halves.astype(U32) << U32(16)).view(np.float32)
+        total = f32_to_bf16(a[:2] + a[2:])
+    else:
+        values = halves.view(np.float16)
+        total = (values[:2] + values[2:]).view(np.uint16)
+    return int(total[0]) | int(total[1]) << 16
 
 
 def _fval(raw: int, bits: int):
@@ -251,8 +313,20 @@ def _fbits(value, bits: int) -> int:
     return int(np.array(value, np.float64 if bits == 64 else np.float32).view(np.uint64 if bits == 64 else U32))
 
 
+def atomic_op(inst: Inst, pc: int, op: str) -> tuple[str, Callable[[int, int, int, int], int], int, int]:
+    """The ATOMICS kind, its function, bit width and dword count of atomic op name `op` ("add_u32", "cmpswap_b64", ...);
+    an op with no ATOMICS entry is unsupported."""
+    kind = _atomic_kind(op)
+    if kind not in ATOMICS:
+        raise unsupported(inst, pc)
+    bits = 64 if op.endswith("64") else 32
+    return kind, ATOMICS[kind], bits, bits // 32
+
+
 def _atomic_kind(op: str) -> str:
-    """The ATOMICS key of an atomic op name such as "min_i32", "add_f32", "cmpswap_b64"."""
+    """The ATOMICS key of an atomic op name such as "min_i32", "add_f32", "cmpswap_b64" (or the name itself)."""
+    if op in ATOMICS:
+        return op
     base, _, suffix = op.rpartition("_")
     if suffix.startswith("f"):
         return f"{base}_f" if f"{base}_f" in ATOMICS else base
@@ -261,19 +335,16 @@ def _atomic_kind(op: str) -> str:
     return base
 
 
-def _compile_atomic(inst: Inst, pc: int, address, gather, scatter) -> Op:
+def compile_atomic(inst: Inst, pc: int, address, gather, scatter, vdata: int, vdst: int) -> Op:
+    """A vector atomic: each active lane in turn reads its old value through `gather`, combines it with its data
+    (VGPRs from `vdata`; compare-swap takes the compare value after the data) and stores through `scatter`; the old
+    value goes to `vdst` when the instruction returns it."""
     name = canonical(inst)
     op = name.split("_atomic_", 1)[1]
-    kind = _atomic_kind(op)
-    if kind not in ATOMICS:
-        raise unsupported(inst, pc)
-    fn = ATOMICS[kind]
-    bits = 64 if op.endswith("64") else 32
-    words = bits // 32
+    kind, fn, bits, words = atomic_op(inst, pc, op)
     f = inst.fields
     # The return-pre-op-value bit: GLC on RDNA3, SC0 on CDNA, TH bit 0 on RDNA4.
     returns = bool(f.get("glc", 0) or f.get("sc0", 0) or f.get("th", 0) & 1)
-    _, vdata, vdst, _ = mem_fields(inst)
     is_cmpswap = kind.startswith("cmpswap")
     mask = (1 << bits) - 1
 
@@ -291,43 +362,4 @@ def _compile_atomic(inst: Inst, pc: int, address, gather, scatter) -> Op:
             if returns:
                 for w in range(words):
                     st.v[vdst + w, lane] = (old >> (32 * w)) & 0xFFFFFFFF
-    return run
-
-
-def compile_mubuf(inst: Inst, pc: int) -> Op:
-    """MUBUF: cache controls are no-ops; untyped loads and stores use the descriptor's 48-bit base, and a zero base (the
-    private segment buffer the kernel setup provides) addresses the wave's scratch, as gfx9 kernels spill through it.
-    Index (idxen) addressing and swizzled descriptors are not emulated."""
-    name = canonical(inst).replace("buffer_", "global_")
-    if name in ("global_gl0_inv", "global_gl1_inv", "global_wbinvl1", "global_wbinvl1_vol", "global_wbl2", "global_inv"):
-        return lambda st: None
-    f = inst.fields
-    if f.get("idxen") or not ("_load_" in name or "_store_" in name) or "lds" in name or "format" in name:
-        raise unsupported(inst, pc, "only offset-addressed untyped buffer loads and stores are emulated")
-    rsrc, vaddr, vdata, offset = f["srsrc"] * 4, f["vaddr"], f["vdata"], f["offset"]
-    soffset = scalar_reader(f["soffset"], 32, "U32", None)
-    offen = bool(f.get("offen"))
-    acc = bool(f.get("acc"))  # CDNA: the data registers are AGPRs
-    store = "_store_" in name
-    if store:
-        tail = name.split("store_", 1)[1]
-        hi16, nbytes = "d16_hi" in tail, int(tail.replace("d16_hi_", "")[1:]) // 8
-    else:
-        nbytes, kind = _load_kind(name)
-
-    def run(st: WaveState) -> None:
-        lanes = st.lanes if st.exec_full else np.flatnonzero(st.exec_mask)
-        base = st.s[rsrc] | ((st.s[rsrc + 1] & 0xFFFF) << 32)
-        offsets = (st.v[vaddr, lanes].astype(np.int64) if offen else np.zeros(lanes.size, np.int64)) + soffset(st) + offset
-        if base == 0:
-            if store:
-                _scratch_scatter(st, lanes, offsets, _from_registers(st, vdata, nbytes, lanes, hi16, acc))
-            else:
-                _to_registers(st, _scratch_gather(st, lanes, offsets, nbytes), kind, vdata, lanes, st.exec_full, acc)
-            return
-        addresses = (offsets + base).astype(U64)
-        if store:
-            st.memory.scatter(addresses, _from_registers(st, vdata, nbytes, lanes, hi16, acc))
-        else:
-            _to_registers(st, st.memory.gather(addresses, nbytes), kind, vdata, lanes, st.exec_full, acc)
     return run

@@ -1,4 +1,5 @@
-"""Compiling VOP3P (packed 16-bit math, dot products, mixed-precision FMA, WMMA) and VOPD dual-issue instructions."""
+"""Compiling VOP3P (packed 16-bit math, dot products, mixed-precision FMA; WMMA and MFMA in their own modules) and VOPD
+dual-issue instructions."""
 
 from collections.abc import Callable
 
@@ -13,6 +14,7 @@ from .operands import VGPR_BASE, constant_bits, vector_reader, vector_writer
 from .state import VCC_LO, WaveState
 from .valu_ops import FLOAT_OPS, INT_OPS
 from .vector import semantic
+from .wmma import compile_wmma
 
 Op = Callable[[WaveState], None]
 U16, U32, F16, F32 = np.uint16, np.uint32, np.float16, np.float32
@@ -21,6 +23,9 @@ U16, U32, F16, F32 = np.uint16, np.uint32, np.float16, np.float32
 PACKED: dict[str, tuple[type, Callable]] = {
     "v_pk_add_f16": (F16, FLOAT_OPS["add"]), "v_pk_mul_f16": (F16, FLOAT_OPS["mul"]), "v_pk_fma_f16": (F16, FLOAT_OPS["fma"]),
     "v_pk_min_f16": (F16, FLOAT_OPS["min"]), "v_pk_max_f16": (F16, FLOAT_OPS["max"]),
+    "v_pk_min_num_f16": (F16, FLOAT_OPS["min"]), "v_pk_max_num_f16": (F16, FLOAT_OPS["max"]),
+    "v_pk_minimum_f16": (F16, fp.minimum), "v_pk_maximum_f16": (F16, fp.maximum),
+    "v_pk_minimum3_f16": (F16, FLOAT_OPS["minimum3"]), "v_pk_maximum3_f16": (F16, FLOAT_OPS["maximum3"]),
     "v_pk_add_u16": (U16, lambda a, b: a + b), "v_pk_sub_u16": (U16, lambda a, b: a - b), "v_pk_add_i16": (np.int16, lambda a, b: a + b),
     "v_pk_sub_i16": (np.int16, lambda a, b: a - b), "v_pk_mul_lo_u16": (U16, lambda a, b: a * b),
     "v_pk_mad_u16": (U16, lambda a, b, c: a * b + c), "v_pk_mad_i16": (np.int16, lambda a, b, c: a * b + c),
@@ -57,14 +62,16 @@ def _sel_bits(inst: Inst) -> tuple[int, int, int, int]:
 def compile_vop3p(inst: Inst, pc: int) -> Op:
     """A closure executing one VOP3P instruction."""
     name = canonical(inst)
-    if name.startswith("v_wmma_"):
+    if name.startswith(("v_wmma_", "v_swmmac_")):
         return compile_wmma(inst, pc)
-    if name.startswith("v_mfma_"):
+    if name.startswith(("v_mfma_", "v_smfmac_")):
         return compile_mfma(inst, pc)
     if name.startswith("v_accvgpr_"):
         return compile_accvgpr(inst, pc)
     if name in PACKED:
         return _compile_packed(inst, name)
+    if name in PACKED_F32:
+        return _compile_packed_f32(inst, name)
     if name.startswith("v_dot"):
         return _compile_dot(inst, pc, name)
     if name.startswith("v_fma_mix"):
@@ -90,6 +97,58 @@ def _compile_packed(inst: Inst, name: str) -> Op:
         lo_bits = np.asarray(lo, dtype).view(U16).astype(U32)
         hi_bits = np.asarray(hi, dtype).view(U16).astype(U32)
         write(st, lo_bits | (hi_bits << U32(16)))
+    return run
+
+
+# gfx90a+ packed 32-bit ops on register pairs: name -> fn over f32 (or raw uint32 for the move) halves.
+PACKED_F32: dict[str, Callable] = {
+    "v_pk_add_f32": FLOAT_OPS["add"], "v_pk_mul_f32": FLOAT_OPS["mul"], "v_pk_fma_f32": lambda a, b, c: fp.fma(a, b, c, F32),
+    "v_pk_mov_b32": None,
+}
+
+
+def _pair_reader(inst: Inst, field: str) -> Callable[[WaveState], tuple]:
+    """A 64-bit packed source as its (low, high) dwords; an inline constant or literal fills both."""
+    code = inst.fields[field]
+    if code >= VGPR_BASE:
+        reg = code - VGPR_BASE
+        return lambda st: (st.v[reg], st.v[reg + 1])
+    read = vector_reader(code, "U32", inst.literal)
+    if code < 128:
+        read_hi = vector_reader(code + 1, "U32", inst.literal)
+        return lambda st: (read(st), read_hi(st))
+    return lambda st: (read(st), read(st))
+
+
+def _compile_packed_f32(inst: Inst, name: str) -> Op:
+    """v_pk_{add,mul,fma}_f32 and v_pk_mov_b32: each result dword takes, per source, the dword OPSEL (low result) or
+    OPSEL_HI (high result) selects, with NEG / NEG_HI; v_pk_mov_b32 takes the low result from src0 and the high from
+    src1."""
+    fn = PACKED_F32[name]
+    fields = [f for f in ("src0", "src1", "src2") if f in inst.operand_info]
+    readers = [_pair_reader(inst, f) for f in fields]
+    opsel, opsel_hi, neg, neg_hi = _sel_bits(inst)
+    dst = inst.fields["vdst"]
+    write_lo, write_hi = vector_writer(dst, "U32"), vector_writer(dst + 1, "U32")
+
+    def pick(pair: tuple, hi: bool, negate: bool):
+        value = np.asarray(pair[int(hi)], U32).view(F32)
+        return -value if negate else value
+
+    if fn is None:
+        def run_mov(st: WaveState) -> None:
+            src0, src1 = readers[0](st), readers[1](st)
+            lo, hi = src0[opsel & 1], src1[opsel >> 1 & 1]
+            write_lo(st, lo)
+            write_hi(st, hi)
+        return run_mov
+
+    def run(st: WaveState) -> None:
+        pairs = [r(st) for r in readers]
+        lo = fn(*(pick(p, bool(opsel >> i & 1), bool(neg >> i & 1)) for i, p in enumerate(pairs)))
+        hi = fn(*(pick(p, bool(opsel_hi >> i & 1), bool(neg_hi >> i & 1)) for i, p in enumerate(pairs)))
+        write_lo(st, np.asarray(lo, F32).view(U32))
+        write_hi(st, np.asarray(hi, F32).view(U32))
     return run
 
 
@@ -166,111 +225,6 @@ def _compile_fma_mix(inst: Inst, name: str) -> Op:
     def run_f16(st: WaveState) -> None:
         write16(st, fp.fma(operand(st, 0), operand(st, 1), operand(st, 2), F16))
     return run_f16
-
-
-# --- WMMA -------------------------------------------------------------------------------------------------------------
-# Register layouts (facts from the RDNA3 / RDNA4 ISA guides, as tinygrad's emulator encodes them). For an A/B operand,
-# (row-or-column i, k) -> (lane, register, element within the register); for C/D, (m, n) -> (lane, register, half).
-K = np.arange(16)
-I_ = np.arange(16)[:, None]
-
-
-def _ab_layout(arch: str, bits: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    per = 32 // bits
-    if arch == "rdna3":
-        # Lane i%16 holds row i (lanes 16-31 repeat it); k runs through the registers.
-        elem = np.broadcast_to(K, (16, 16))
-        lane = np.broadcast_to(I_, (16, 16))
-    else:
-        # RDNA4: k bit 2 picks the lane half, k bit 3 the second pair of registers.
-        elem = np.broadcast_to((K & 3) | ((K >> 1) & 4), (16, 16))
-        lane = I_ + ((K >> 2) & 1) * 16
-    return lane, elem // per, elem % per
-
-
-def _dc_layout(arch: str, half_out: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    m, n = np.arange(16)[:, None], np.arange(16)[None, :]
-    if arch == "rdna3":
-        # (m, n) in lane n + 16*(m%2), register m//2; 16-bit results use one half of each register.
-        return np.broadcast_to(n + 16 * (m & 1), (16, 16)), np.broadcast_to(m >> 1, (16, 16)), np.zeros((16, 16), int)
-    lane, reg = np.broadcast_to(n + 16 * (m >> 3), (16, 16)), np.broadcast_to(m & 7, (16, 16))
-    if half_out:
-        # RDNA4 packs two 16-bit results per register.
-        return lane, reg // 2, reg % 2
-    return lane, reg, np.zeros((16, 16), int)
-
-
-def compile_wmma(inst: Inst, pc: int) -> Op:
-    """WMMA, wave32: D(16x16) = A(16x16) @ B(16x16) + C, with C either VGPRs or an inline constant (then the constant
-    fills C whatever the VGPRs hold). A is read by rows, B by columns; see `_ab_layout` / `_dc_layout`."""
-    name, f = canonical(inst), inst.fields
-    arch = inst.arch.name
-    parts = name.split("_")  # v, wmma, <out>, 16x16x16, <in> (RDNA4 fp8 forms: <A type>, <B type>)
-    out_type, in_type = parts[2], parts[-1]
-    a_type = parts[-2] if in_type in ("fp8", "bf8") else in_type
-    supported = ("f16", "bf16", "iu8", "iu4") if arch == "rdna3" else ("f16", "bf16", "iu8", "fp8", "bf8")
-    if arch == "cdna" or in_type not in supported or a_type not in supported or parts[3] != "16x16x16":
-        raise unsupported(inst, pc, "this WMMA form is not emulated")
-    a_reg, b_reg = f["src0"] - VGPR_BASE, f["src1"] - VGPR_BASE
-    c_code, d_reg = f["src2"], f["vdst"]
-    opsel, neg, clamp = f.get("opsel", 0), f.get("neg", 0), f.get("clmp", 0)
-    bits = {"f16": 16, "bf16": 16, "iu8": 8, "fp8": 8, "bf8": 8, "iu4": 4}[in_type]
-    signed_a, signed_b = bool(neg & 1), bool(neg & 2)
-    half_out = out_type in ("f16", "bf16")
-    # RDNA3 16-bit results go to one half of each register (OPSEL[2] picks the high half).
-    hi_half = bool(opsel & 4) and arch == "rdna3"
-    c_dfmt = {"f32": "F32", "f16": "F16", "bf16": "BF16", "i32": "I32"}[out_type]
-    c_const = None if c_code >= VGPR_BASE else constant_bits(c_code, 16 if half_out else 32, c_dfmt, inst.literal)
-    ab_lane, ab_reg, ab_part = _ab_layout(arch, bits)
-    dc_lane, dc_reg, dc_part = _dc_layout(arch, half_out)
-    dc_shift = (dc_part * 16 + (16 if hi_half else 0)).astype(np.uint32)
-
-    def matrix(st: WaveState, reg: int, signed: bool, kind: str) -> np.ndarray:
-        """(16 rows of A or columns of B, 16 k) as float64 or int64."""
-        raw = (st.v[reg + ab_reg, ab_lane] >> (ab_part * bits).astype(U32)) & U32((1 << bits) - 1)
-        if kind in ("fp8", "bf8"):
-            return (fp.FP8_VALUES if kind == "fp8" else fp.BF8_VALUES)[raw]
-        if in_type == "f16":
-            return raw.astype(U16).view(F16).astype(np.float64)
-        if in_type == "bf16":
-            return fp.bf16_to_f32(raw).astype(np.float64)
-        values = raw.astype(np.int64)
-        return np.where(values >= 1 << (bits - 1), values - (1 << bits), values) if signed else values
-
-    def from_bits(raw: np.ndarray) -> np.ndarray:
-        if out_type == "f32":
-            return raw.astype(U32).view(F32).astype(np.float64)
-        if out_type == "i32":
-            return raw.astype(U32).view(np.int32).astype(np.int64)
-        halves = (raw & U32(0xFFFF)).astype(U16)
-        return (halves.view(F16) if out_type == "f16" else fp.bf16_to_f32(halves)).astype(np.float64)
-
-    def read_c(st: WaveState) -> np.ndarray:
-        if c_const is not None:
-            return from_bits(np.full((16, 16), c_const, U32))
-        raw = st.v[c_code - VGPR_BASE + dc_reg, dc_lane]
-        return from_bits(raw >> dc_shift if half_out else raw)
-
-    def run(st: WaveState) -> None:
-        d = matrix(st, a_reg, signed_a, a_type) @ matrix(st, b_reg, signed_b, in_type).T + read_c(st)
-        if out_type == "i32":
-            d = np.clip(d, -(1 << 31), (1 << 31) - 1) if clamp else d
-            bits_out = d.astype(np.int64).astype(np.uint64).astype(U32)
-        elif out_type == "f32":
-            bits_out = d.astype(F32).view(U32)
-        else:
-            halves = d.astype(F16).view(U16) if out_type == "f16" else fp.f32_to_bf16(d.astype(F32))
-            if arch == "rdna4":
-                # Both halves of each register are results: assemble whole registers, then write them.
-                block = np.zeros((4, 32), U32)
-                np.bitwise_or.at(block, (dc_reg, dc_lane), halves.astype(U32) << dc_shift)
-                st.v[d_reg:d_reg + 4] = np.where(st.exec_mask, block, st.v[d_reg:d_reg + 4])
-                return
-            old = st.v[d_reg + dc_reg, dc_lane]
-            bits_out = (old & ~(U32(0xFFFF) << dc_shift)) | (halves.astype(U32) << dc_shift)
-        active = st.exec_mask[dc_lane]
-        st.v[d_reg + dc_reg[active], dc_lane[active]] = bits_out[active]
-    return run
 
 
 # --- VOPD ---------------------------------------------------------------------------------------------------------------
