@@ -1,7 +1,7 @@
 """The UOp IR: dtypes, hash-consed UOp graphs, pattern rewriting, symbolic algebra, calls and spec checks."""
 
 from uopir.args import OPAQUE_CALL_BODIES, CallInfo, ParamArg, ProgramInfo
-from uopir.codegen import CodegenError, Opt, OptOps, apply_opts, heuristic_opts, kernel_name, linearize, to_program
+from uopir.codegen import CodegenError, Opt, OptOps, apply_opts, gpu_heuristic_opts, heuristic_opts, kernel_name, linearize, to_program
 from uopir.dtypes import (
     AddrSpace,
     ConstType,
@@ -47,7 +47,7 @@ __all__ = [
     # spec and printing
     "type_verify", "spec_shared", "spec_tensor", "spec_kernel", "spec_program", "pretty_print", "print_uops",
     # kernel codegen and renderers
-    "Opt", "OptOps", "apply_opts", "heuristic_opts", "kernel_name", "linearize", "to_program",
+    "Opt", "OptOps", "apply_opts", "heuristic_opts", "gpu_heuristic_opts", "kernel_name", "linearize", "to_program",
     "Renderer", "CRenderer", "AMDOpenCLRenderer", "CodegenError",
     # errors
     "UOpIRError", "DTypeError", "GraphError", "CallError", "RewriteError", "SpecError", "SymbolicError",

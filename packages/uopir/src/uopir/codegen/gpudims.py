@@ -1,10 +1,11 @@
 """GPU launch dimensions: output loops become workgroup indices, LOCAL and GROUP axes become work-item indices.
 
 Up to three output loop axes, innermost first, map to workgroup dimensions x, y, z; remaining output axes stay loops
-inside each work-item. Work-item dimensions come from the opts: LOCAL axes (split off loop axes) and the GROUP axis
-(split off a reduce axis; its REDUCE keeps the work-item index in its range list, and the linearizer combines the
-work-items' partial results through local memory). Without either, the innermost output axis is split into
-work-groups of up to `local_size` work-items (the largest power of two that divides it).
+inside each work-item. Work-item dimensions come from the opts: the WARP axis of tensor cores (dimension 0, so its 32
+work-items are one wave), LOCAL axes (split off loop axes) and the GROUP axis (split off a reduce axis; its REDUCE
+keeps the work-item index in its range list, and the linearizer combines the work-items' partial results through
+local memory). Without any of them, the innermost output axis is split into work-groups of up to `local_size`
+work-items (the largest power of two that divides it).
 With a GROUP axis every work-item of a group computes the same outputs, so only work-item 0 stores them.
 """
 
@@ -13,14 +14,14 @@ from __future__ import annotations
 from uopir.ops import AxisType, Ops
 from uopir.uop import UOp
 
-from .kernel import DERIVED_AXES, REDUCE_AXES, CodegenError, axis_type, kernel_ranges
-from .opts import replace_ranges
+from .kernel import DERIVED_AXES, REDUCE_AXES, CodegenError, add_gate, axis_type, kernel_ranges, replace_ranges
 
 
 def add_gpu_dims(ast: UOp, local_size: int) -> UOp:
     ranges = kernel_ranges(ast)
     loops = [r for r in ranges if axis_type(r) not in REDUCE_AXES | DERIVED_AXES and r.src[0].op is Ops.CONST]
-    lanes = [r for r in reversed(ranges) if axis_type(r) is AxisType.LOCAL] + [r for r in ranges if axis_type(r) is AxisType.GROUP_REDUCE]
+    lanes = [r for r in ranges if axis_type(r) is AxisType.WARP] + [r for r in reversed(ranges) if axis_type(r) is AxisType.LOCAL] + \
+        [r for r in ranges if axis_type(r) is AxisType.GROUP_REDUCE]
     if len(lanes) > 3:
         raise CodegenError(f"a GPU kernel has at most 3 work-item dimensions, these opts make {len(lanes)}")
     subs: dict[UOp, tuple[UOp, tuple[UOp, ...]]] = {}
@@ -48,9 +49,7 @@ def _store_from_first_lane(ast: UOp, lane: UOp) -> UOp:
     def gate(node: UOp) -> UOp:
         if node.op is Ops.END:
             return node.replace(src=(gate(node.src[0]), *node.src[1:]))
-        index = node.src[0]
-        condition = first if len(index.src) < 3 else index.src[2] & first
-        return node.replace(src=(index.replace(src=(*index.src[:2], condition)), *node.src[1:]))
+        return node.replace(src=(add_gate(node.src[0], first), *node.src[1:]))
 
     return ast.replace(src=tuple(gate(store) for store in ast.src))
 

@@ -17,8 +17,9 @@ from uopir.uop import UOp
 #: axis kinds that are small constant loops kept in registers rather than real loops
 REGISTER_AXES = frozenset({AxisType.UPCAST, AxisType.UNROLL})
 REDUCE_AXES = frozenset({AxisType.REDUCE, AxisType.UNROLL, AxisType.GROUP_REDUCE})
-#: axes that opts split off an existing axis; they are numbered after the kernel's own axes
-DERIVED_AXES = REGISTER_AXES | {AxisType.LOCAL, AxisType.GROUP_REDUCE}
+#: axes that opts split off an existing axis; they are numbered after the kernel's own axes (WARP: the lanes of a
+#: tensor-core wave)
+DERIVED_AXES = REGISTER_AXES | {AxisType.LOCAL, AxisType.GROUP_REDUCE, AxisType.WARP}
 
 
 class CodegenError(GraphError):
@@ -107,3 +108,31 @@ def strip_index(x: UOp) -> UOp:
     while x.op in (Ops.INDEX, Ops.CAST, Ops.BITCAST, Ops.AFTER):
         x = x.src[0]
     return x
+
+
+def next_axis_id(ast: UOp) -> int:
+    """An axis id no RANGE of `ast` uses yet."""
+    return 1 + max((r.arg[0] for r in ast.toposort() if r.op is Ops.RANGE), default=-1)
+
+
+def replace_ranges(ast: UOp, subs: dict[UOp, tuple[UOp, tuple[UOp, ...]]]) -> UOp:
+    """Substitute RANGEs: `subs[r] = (value, ranges)` puts `value` where r is used as a value and `ranges` where r
+    is listed as a range closed by a REDUCE or an END."""
+    memo: dict[UOp, UOp] = {}
+    for node in ast.toposort():
+        if node in subs:
+            memo[node] = subs[node][0]
+            continue
+        if node.op in (Ops.REDUCE, Ops.END):
+            closed: list[UOp] = []
+            for r in node.src[1:]:
+                closed.extend(subs[r][1] if r in subs else (memo[r],))
+            memo[node] = node.replace(src=(memo[node.src[0]], *closed))
+        else:
+            memo[node] = node.replace(src=tuple(memo[s] for s in node.src))
+    return memo[ast]
+
+
+def add_gate(index: UOp, valid: UOp) -> UOp:
+    """The INDEX `index` with `valid` added to its gate (a gated access reads 0 and writes nothing)."""
+    return index.replace(src=(*index.src[:2], valid if len(index.src) == 2 else index.src[2] & valid))

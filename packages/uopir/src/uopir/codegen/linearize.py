@@ -7,6 +7,8 @@ The linear program is a list of UOps a renderer walks top to bottom:
 - A REDUCE becomes an accumulator (a PARAM in AddrSpace.REG holding one slot per register-axis element), an
   initializing STORE, an update STORE inside the reduce loops, and a LOAD of the result after them. REDUCEs over
   the same ranges share one loop nest, so a register-tiled matmul updates all its accumulators in one pass.
+  A tensor-core REDUCE (its body a WMMA, see `tc`) is updated by one void WMMA(A, B, INDEX(acc, base)) statement that
+  reads and writes the 8 consecutive accumulator slots from `base`, its accumulator register axis innermost.
 - Every other node appears once per scope that needs it, after its sources; STOREs are statements.
 """
 
@@ -30,6 +32,19 @@ def accumulate(red: UOp, acc: UOp) -> UOp:
     if red.arg is Ops.ADD and body.op is Ops.MUL and dtypes.is_float(body.dtype):
         return UOp(Ops.MULACC, body.dtype, (body.src[0], body.src[1], acc))
     return acc.alu(red.arg, body)
+
+
+def wmma_update(wmma: UOp, accumulators: UOp) -> UOp:
+    """The statement that adds a tensor-core product to the accumulator slots from `accumulators` (an INDEX)."""
+    return UOp(Ops.WMMA, dtypes.void, (wmma.src[0], wmma.src[1], accumulators), wmma.arg)
+
+
+def flat_index(regs: list[UOp]) -> UOp:
+    """The row-major index of the register-axis element (the last axis moves fastest)."""
+    flat = UOp.const(0, dtypes.weakint)
+    for r in regs:
+        flat = flat * range_end(r) + r
+    return flat.simplify()
 
 
 def register_order(r: UOp) -> tuple[bool, int]:
@@ -151,14 +166,11 @@ class Linearizer:
             self.emit_reduce_group(ranges, group)
 
     def emit_reduce_group(self, ranges: tuple[UOp, ...], group: list[UOp]) -> None:
-        out_regs = sorted({r for red in group for r in self.deps(red) if axis_type(r) in REGISTER_AXES}, key=register_order)
-        for r in out_regs:
-            range_end(r)  # register axes must have constant sizes
-        size = math.prod(range_end(r) for r in out_regs)
-        flat = UOp.const(0, dtypes.weakint)
-        for r in out_regs:
-            flat = flat * range_end(r) + r
-        flat = flat.simplify()
+        wmma_registers = {red.src[0].src[2] for red in group if red.src[0].op is Ops.WMMA}
+        out_regs = sorted({r for red in group for r in self.deps(red) if axis_type(r) in REGISTER_AXES},
+                          key=lambda r: (r in wmma_registers, register_order(r)))
+        size = math.prod(range_end(r) for r in out_regs)  # register axes must have constant sizes
+        flat = flat_index(out_regs)
         accs = []
         for red in group:
             ptr = red.dtype.ptr(size, AddrSpace.REG)
@@ -174,7 +186,10 @@ class Linearizer:
         loops = [r for r in ranges if r.op is Ops.RANGE and axis_type(r) not in REGISTER_AXES]
         for r in loops:
             self.open_range(r)
-        updates = [acc.index(flat).store(accumulate(red, acc.index(flat).load())) for red, acc in zip(group, accs)]
+        # a WMMA writes all its registers at once: its slots start at the flat index with the register axis at 0
+        base = (flat_index([r for r in out_regs if r not in wmma_registers]) * math.prod(range_end(r) for r in wmma_registers)).simplify()
+        updates = [wmma_update(red.src[0], acc.index(base)) if red.src[0].op is Ops.WMMA
+                   else acc.index(flat).store(accumulate(red, acc.index(flat).load())) for red, acc in zip(group, accs)]
         self.emit_block(updates)
         for _ in loops:
             self.close_range()

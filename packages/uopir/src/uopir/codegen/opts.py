@@ -1,11 +1,13 @@
 """Kernel optimizations as data: `Opt(op, axis, arg)` applied to a kernel AST, and the heuristic that picks them.
 
-Every opt is a change of loop structure only (split a range, mark part of it as registers or threads, pad it), so
-results never depend on the opts: a kernel run with any valid opt list equals the unoptimized kernel.
+Every opt is a change of loop structure only (split a range, mark part of it as registers, threads or work-items, pad
+it), so results never depend on the opts: a kernel run with any valid opt list equals the unoptimized kernel (TC, see
+`tc`, also sums each 16-wide slice of a float reduction in the tensor core's order, with exact products).
 
-Axes are numbered as `kernel_ranges` orders them: loop axes, then reduce axes, then register axes, by axis id. No
-opt renumbers the axes before it: a split keeps the outer part at the old position (even with one iteration) and
-the new register range goes to the end.
+Axes are numbered as `kernel_ranges` orders them: loop axes, then reduce axes, then the derived axes opts split off
+(locals, registers, groups), by axis id. No opt renumbers the axes before it: a split keeps the rest of the axis at the
+old position (even with one iteration) and the new range goes to the end. Opts apply to the kernel's own axes, except
+PADTO, which also pads LOCAL and GROUP axes; an `arg` of 0 splits off a whole axis.
 """
 
 from __future__ import annotations
@@ -17,7 +19,20 @@ from enum import Enum, auto
 from uopir.ops import AxisType, Ops
 from uopir.uop import UOp
 
-from .kernel import DERIVED_AXES, REDUCE_AXES, CodegenError, axis_type, kernel_ranges, kernel_stores, range_end, reduce_identity
+from .kernel import (
+    DERIVED_AXES,
+    REDUCE_AXES,
+    CodegenError,
+    add_gate,
+    axis_type,
+    kernel_ranges,
+    kernel_stores,
+    next_axis_id,
+    range_end,
+    reduce_identity,
+    replace_ranges,
+)
+from .tc import PAD_LEVEL, TILE, TensorCore, apply_tc, find_matmuls
 
 
 class OptOps(Enum):
@@ -27,6 +42,8 @@ class OptOps(Enum):
     PADTO = auto()  # round an axis up to a multiple of `arg`, gating the extra iterations
     LOCAL = auto()  # GPU: split `arg` work-items of a work group off a loop axis
     GROUP = auto()  # GPU: split a reduce axis across `arg` work-items, combined through local memory
+    GROUPTOP = auto()  # GPU: GROUP with the work-items taking the outer part of the axis (each reduces a contiguous run)
+    TC = auto()  # GPU: compute the `axis`-th matmul-shaped reduction with tensor cores; `arg` >= 2 pads odd shapes
 
     def __repr__(self) -> str:
         return f"OptOps.{self.name}"
@@ -42,37 +59,17 @@ class Opt:
         return f"Opt({self.op!r}, {self.axis}, {self.arg})"
 
 
-def _next_axis_id(ast: UOp) -> int:
-    return 1 + max((r.arg[0] for r in ast.toposort() if r.op is Ops.RANGE), default=-1)
-
-
-def replace_ranges(ast: UOp, subs: dict[UOp, tuple[UOp, tuple[UOp, ...]]]) -> UOp:
-    """Substitute RANGEs: `subs[r] = (value, ranges)` puts `value` where r is used as a value and `ranges` where r
-    is listed as a range closed by a REDUCE or an END."""
-    memo: dict[UOp, UOp] = {}
-    for node in ast.toposort():
-        if node in subs:
-            memo[node] = subs[node][0]
-            continue
-        if node.op in (Ops.REDUCE, Ops.END):
-            closed: list[UOp] = []
-            for r in node.src[1:]:
-                closed.extend(subs[r][1] if r in subs else (memo[r],))
-            memo[node] = node.replace(src=(memo[node.src[0]], *closed))
-        else:
-            memo[node] = node.replace(src=tuple(memo[s] for s in node.src))
-    return memo[ast]
-
-
-def _split(ast: UOp, r: UOp, amount: int, inner_type: AxisType) -> UOp:
+def _split(ast: UOp, r: UOp, amount: int, new_type: AxisType, top: bool = False) -> UOp:
+    """Split `amount` iterations of `r` off into a new range of `new_type`: the fast-moving part of the axis, or with
+    `top` the slow-moving one. The rest keeps r's axis id and kind, even with one iteration, so axis numbers stay
+    stable across opts."""
     end = range_end(r)
     if amount <= 0 or end % amount:
         raise CodegenError(f"cannot split axis {r.arg[0]} of size {end} by {amount}: the size must be a multiple")
-    new_id = _next_axis_id(ast)
-    outer = UOp.range(end // amount, r.arg[0], axis_type(r), r.dtype)
-    inner = UOp.range(amount, new_id, inner_type, r.dtype)
-    # the outer range is kept even when it has one iteration, so axis numbers stay stable across opts
-    return replace_ranges(ast, {r: (outer * amount + inner, (outer, inner))})
+    rest = UOp.range(end // amount, r.arg[0], axis_type(r), r.dtype)
+    new = UOp.range(amount, next_axis_id(ast), new_type, r.dtype)
+    value = new * (end // amount) + rest if top else rest * amount + new
+    return replace_ranges(ast, {r: (value, (rest, new))})
 
 
 def _thread(ast: UOp, r: UOp, amount: int) -> UOp:
@@ -97,9 +94,8 @@ def _padto(ast: UOp, r: UOp, amount: int) -> UOp:
         src = tuple(memo[s] for s in node.src)
         if node.op is Ops.INDEX and new in node.toposort():
             # gate every access that depends on the padded range: no load or store past the old end
-            gate = valid if len(src) == 2 else src[2] & valid
-            memo[node] = node.replace(src=(src[0], src[1], gate))
-        elif node.op is Ops.REDUCE and new in node.src[1:]:
+            memo[node] = add_gate(node.replace(src=src), valid)
+        elif node.op is Ops.REDUCE and new in node.src[1:] and node.src[0].op is not Ops.WMMA:
             # padded iterations contribute the reduce's identity
             memo[node] = node.replace(src=(valid.where(src[0], src[0].const_like(reduce_identity(node.arg, node.dtype))), *src[1:]))
         else:
@@ -107,15 +103,23 @@ def _padto(ast: UOp, r: UOp, amount: int) -> UOp:
     return memo[ast]
 
 
-def apply_opt(ast: UOp, opt: Opt) -> UOp:
-    """The kernel with one more optimization applied (CodegenError when it does not apply)."""
+#: derived axes PADTO may still pad: work-items of a group, which then gate their accesses
+PADDABLE_DERIVED = frozenset({AxisType.LOCAL, AxisType.GROUP_REDUCE})
+
+
+def apply_opt(ast: UOp, opt: Opt, tensor_cores: tuple[TensorCore, ...] = ()) -> UOp:
+    """The kernel with one more optimization applied (CodegenError when it does not apply); TC picks from
+    `tensor_cores`, the renderer's."""
+    if opt.op is OptOps.TC:
+        return apply_tc(ast, opt.axis, opt.arg, tensor_cores)
     ranges = kernel_ranges(ast)
     if not 0 <= opt.axis < len(ranges):
         raise CodegenError(f"{opt} names axis {opt.axis}, but the kernel has {len(ranges)} axes")
     r = ranges[opt.axis]
     kind = axis_type(r)
-    if kind in DERIVED_AXES:
-        raise CodegenError(f"{opt}: axis {opt.axis} was split off by an earlier opt; apply opts to the kernel's own axes")
+    if kind in DERIVED_AXES and not (opt.op is OptOps.PADTO and kind in PADDABLE_DERIVED):
+        raise CodegenError(f"{opt}: axis {opt.axis} was split off by an earlier opt; apply opts to the kernel's own axes "
+                           "(only PADTO applies to LOCAL and GROUP axes)")
     is_reduce = kind in REDUCE_AXES
     if opt.op is OptOps.UPCAST:
         if is_reduce:
@@ -134,19 +138,20 @@ def apply_opt(ast: UOp, opt: Opt) -> UOp:
     if opt.op is OptOps.LOCAL:
         if is_reduce:
             raise CodegenError(f"{opt}: LOCAL splits a loop axis; use GROUP for a reduce axis")
-        return _split(ast, r, opt.arg, AxisType.LOCAL)
-    if opt.op is OptOps.GROUP:
+        return _split(ast, r, opt.arg or range_end(r), AxisType.LOCAL)
+    if opt.op in (OptOps.GROUP, OptOps.GROUPTOP):
         if not is_reduce:
             raise CodegenError(f"{opt}: GROUP splits a reduce axis; use LOCAL for a loop axis")
-        if any(axis_type(x) is AxisType.GROUP_REDUCE for x in ranges):
-            raise CodegenError(f"{opt}: the kernel already has a grouped reduce axis")
-        return _split(ast, r, opt.arg, AxisType.GROUP_REDUCE)
+        if any(axis_type(x) in (AxisType.GROUP_REDUCE, AxisType.WARP) for x in ranges):
+            raise CodegenError(f"{opt}: the kernel already has a grouped reduce axis or tensor cores")
+        return _split(ast, r, opt.arg or range_end(r), AxisType.GROUP_REDUCE, top=opt.op is OptOps.GROUPTOP)
     raise CodegenError(f"unknown opt {opt}")
 
 
-def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...]) -> UOp:
+def apply_opts(ast: UOp, opts: list[Opt] | tuple[Opt, ...], tensor_cores: tuple[TensorCore, ...] = ()) -> UOp:
+    """The kernel with `opts` applied in order (TC, which must come first, uses `tensor_cores`)."""
     for opt in opts:
-        ast = apply_opt(ast, opt)
+        ast = apply_opt(ast, opt, tensor_cores)
     return ast
 
 
@@ -203,15 +208,34 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Op
     return opts
 
 
-def gpu_heuristic_opts(ast: UOp, local_size: int = 32) -> list[Opt]:
-    """Opts for GPU kernels: a reduction over many elements feeding few outputs is split across a work group."""
+def gpu_heuristic_opts(ast: UOp, local_size: int = 32, tensor_cores: tuple[TensorCore, ...] = ()) -> list[Opt]:
+    """Opts for GPU kernels: a matmul with tensor-core dtypes runs on tensor cores (padded when its shape is not a
+    multiple of the tile), each wave computing 2x2 output tiles where they divide evenly; a reduction feeding fewer
+    outputs than a few waves is split across a work group; other reductions keep 4 rows of outputs per work-item."""
     ranges = kernel_ranges(ast)
     if any(r.src[0].op is not Ops.CONST for r in ranges):
         return []
-    outputs = math.prod(range_end(r) for r in ranges if axis_type(r) not in REDUCE_AXES)
-    for i, r in reversed(list(enumerate(ranges))):
-        if axis_type(r) is AxisType.REDUCE and outputs <= 4096:
+    for mm in find_matmuls(ast, tensor_cores)[:1]:
+        sizes = [range_end(r) for r in (mm.m, mm.n, mm.k)]
+        if min(sizes) >= TILE:
+            opts = [Opt(OptOps.TC, 0, 0 if all(size % TILE == 0 for size in sizes) else PAD_LEVEL)]
+            # the tile axes keep the positions of m and n; 2x2 tiles per wave load each operand for two WMMAs (in the
+            # emulator a 64x64x64 half matmul takes 0.43x the wave-instructions of one tile per wave)
+            opts += [Opt(OptOps.UPCAST, ranges.index(r), 2) for r in (mm.n, mm.m) if math.ceil(range_end(r) / TILE) % 2 == 0]
+            return opts
+    loops = [i for i, r in enumerate(ranges) if axis_type(r) not in REDUCE_AXES]
+    reduces = [i for i, r in enumerate(ranges) if axis_type(r) is AxisType.REDUCE]
+    if not reduces:
+        return []
+    if math.prod(range_end(ranges[i]) for i in loops) <= 8 * local_size:
+        for i in reversed(reduces):
             for group in (local_size, 16, 8):
-                if range_end(r) % group == 0 and range_end(r) >= 4 * group:
+                if range_end(ranges[i]) % group == 0 and range_end(ranges[i]) >= 4 * group:
                     return [Opt(OptOps.GROUP, i, group)]
-    return []
+        return []
+    # enough outputs for every lane: the contiguous output axis stays across the lanes (coalesced), and each lane keeps
+    # 4 rows of another output axis in registers, so every value it loads along that axis serves 4 outputs (in the
+    # emulator a 64x64x64 float matmul takes 0.42x the wave-instructions of one output per lane)
+    lanes = next((i for i in reversed(loops) if _contiguous_in(ast, ranges[i])), None)
+    rows = next((i for i in reversed(loops) if i != lanes and range_end(ranges[i]) % 4 == 0 and range_end(ranges[i]) > 4), None)
+    return [] if rows is None else [Opt(OptOps.UPCAST, rows, 4)]

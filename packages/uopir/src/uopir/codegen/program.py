@@ -45,12 +45,14 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | tuple[Opt, ...] |
     variables = kernel_variables(ast)
     access = buffer_access(ast)
     lowered = lower_kernel(ast)
+    # only renderers with tensor cores declare them
+    tensor_cores = renderer.tensor_cores
     if opts is None:
         if renderer.global_dims:
-            opts = gpu_heuristic_opts(lowered, renderer.local_size)
+            opts = gpu_heuristic_opts(lowered, renderer.local_size, tensor_cores)
         else:
             opts = heuristic_opts(lowered, n_cores if renderer.has_threads else 1, renderer.vector_width)
-    optimized = decompose(apply_opts(lowered, opts), renderer.code_for_op)
+    optimized = decompose(apply_opts(lowered, opts, tensor_cores), renderer.code_for_op)
     if renderer.global_dims:
         optimized = add_gpu_dims(optimized, renderer.local_size)
     linear = linearize(lower_kernel(optimized))

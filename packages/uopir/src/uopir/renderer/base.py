@@ -14,7 +14,8 @@ class Renderer:
     emulated_dtypes: dtypes stored natively but computed through float32 with exact rounding; code_for_op: the
     ALU ops the target has (the codegen decomposes the others before rendering); has_threads: whether THREAD opts
     apply (CPU cores); vector_width: float32 lanes of the widest vector register, for the opt heuristic; global_dims:
-    output axes become GPU workgroup/work-item indices, with up to local_size work-items per workgroup.
+    output axes become GPU workgroup/work-item indices, with up to local_size work-items per workgroup;
+    tensor_cores: the matrix units (`uopir.codegen.tc.TensorCore`) the TC opt may use.
     """
 
     device: str = ""
@@ -25,6 +26,7 @@ class Renderer:
     vector_width: int = 1
     global_dims: bool = False
     local_size: int = 1
+    tensor_cores: tuple = ()
 
     def render(self, name: str, linear: list[UOp]) -> str:
         """Source text defining the program `name` from `linear`; the argument order is the program's ABI."""
