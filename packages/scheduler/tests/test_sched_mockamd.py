@@ -52,3 +52,19 @@ def test_tinyjit_replays_on_mockamd():
         x = X + i
         np.testing.assert_allclose(step(Tensor(x, device="MOCKAMD"), w).numpy(), np.maximum(x @ W, 0) + 1, rtol=1e-4, atol=1e-4)
     assert step.captured is not None and step.captured.linked is not None and step.captured.linked.submits == 1  # one hcq2 submit
+
+
+def test_profiled_tinyjit_replays_trace_every_dispatch(monkeypatch):
+    from hcq_runtime import Device
+
+    monkeypatch.setenv("PROFILE", "1")
+    dev = "MOCKAMD:11"  # opened here with profiling on
+
+    @TinyJit
+    def step(x: Tensor) -> Tensor:
+        return (x * 2 + 1).contiguous()
+
+    for i in range(4):
+        np.testing.assert_array_equal(step(Tensor(X + i, device=dev)).numpy(), (X + i) * 2 + 1)
+    names = [t.name for t in Device[dev].profile_traces()]
+    assert names[0].startswith("E_") and f"{names[0]} n4" in names  # the replays (one hcq2 submit each) trace too

@@ -4,7 +4,8 @@ A CALL's body is one of:
 - a kernel SINK: lowered with `uopir.to_program` for the device's renderer, compiled by the device's compiler (both
   cached: in memory by the body's content key, on disk by source), and launched with the call's buffers and
   variable values;
-- a PROGRAM: already lowered; its source is compiled and launched the same way;
+- a PROGRAM: already lowered; its source is compiled and launched the same way (a PROGRAM that carries a BINARY,
+  such as a kernel assembled with amd-isa, is launched as it is);
 - COPY: copies the second argument's buffer into the first's, across devices through the host.
 Arguments are BUFFER UOps (their storage comes from `buffer_for`), bound variables (BIND), or constants.
 
@@ -95,8 +96,11 @@ def compile_body(body: UOp, device: str) -> CompiledKernel:
     info, source = program.arg, program.src[2].arg
     if debug_level() >= 4:
         print(source)
-    binary = dev.compiler.compile(source)
-    counters.compiles += 1
+    if len(program.src) > 3 and program.src[3].op is Ops.BINARY:  # already built (e.g. assembled with amd-isa)
+        binary = program.src[3].arg
+    else:
+        binary = dev.compiler.compile(source)
+        counters.compiles += 1
     compiled = _kernels[cache_key] = CompiledKernel(info, dev.program(info.function_name, binary), source)
     return compiled
 
