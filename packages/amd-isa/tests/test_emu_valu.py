@@ -416,6 +416,16 @@ def test_cndmask_vop2_and_vop3() -> None:
     assert [int(x) for x in st_.v[3]] == [B_I[i] if i < 16 else A_I[i] for i in range(N)]
 
 
+def test_cndmask_with_a_modifier_on_one_source_keeps_the_other_bit_exact() -> None:
+    # clang's fabs: v_cndmask_b32_e64 v1, v1, -v1, vcc (the unmodified source must not be converted to a float value)
+    st_ = run_vop("v_cndmask_b32_e64 v2, v0, -v1, s[8:9]\nv_cndmask_b32_e64 v3, 1.0, |v1|, s[8:9]", {0: A_I, 1: B_I},
+                  sgprs={8: 0x0F0F0F0F})
+    for i in range(N):
+        sel = (0x0F0F0F0F >> i) & 1
+        assert int(st_.v[2, i]) == (B_I[i] ^ 0x80000000 if sel else A_I[i])
+        assert int(st_.v[3, i]) == (B_I[i] & 0x7FFFFFFF if sel else 0x3F800000)
+
+
 def test_vop3_source_modifiers_clamp_and_omod() -> None:
     st_ = run_vop("v_add_f32_e64 v2, -v0, |v1|\nv_mul_f32_e64 v3, v0, v1 clamp\nv_add_f32_e64 v4, v0, v1 mul:2\n"
                   "v_add_nc_u32_e64 v5, v6, v7 clamp", {0: A_F, 1: B_F, 6: A_I, 7: B_I})

@@ -120,7 +120,8 @@ class AMDCompiler(Compiler):
         self.lld = shutil.which("ld.lld-15") or shutil.which("ld.lld")
         if self.clang is None or self.lld is None:
             raise CompileError("compiling for AMD needs clang and ld.lld with the AMDGPU target: apt-get install clang-15 lld-15")
-        self.flags = ("-target", "amdgcn-amd-amdhsa", f"-mcpu={arch}", "-nogpulib", "-O2", "-x", "cl", "-cl-std=CL2.0")
+        # no FMA contraction: a*b+c rounds twice, as on the CPU and in numpy (a MULACC node asks for a fused one)
+        self.flags = ("-target", "amdgcn-amd-amdhsa", f"-mcpu={arch}", "-nogpulib", "-O2", "-ffp-contract=off", "-x", "cl", "-cl-std=CL2.0")
         self.cache_key = f"amd\0{compiler_version(self.clang)}\0{' '.join(self.flags)}"
 
     def compile_uncached(self, src: str) -> bytes:

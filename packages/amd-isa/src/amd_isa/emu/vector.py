@@ -288,12 +288,15 @@ def _compile_cndmask(inst: Inst, pc: int, name: str) -> Op:
     neg, abs_, opsel = f.get("neg", 0), f.get("abs", 0), f.get("opsel", 0)
     short = inst.fmt == "VOP2"
     readers = []
+    as_float = np.float32 if dfmt != "B16" else np.float16
     for i in range(2):
         read = vector_reader(srcs[i][1], dfmt, inst.literal, hi=bool(opsel >> i & 1) and not short)
-        if neg >> i & 1 or abs_ >> i & 1:
-            # cndmask modifiers act on the float sign bit whatever the operand type.
-            read = with_modifiers((lambda r: lambda st: np.asarray(r(st)).view(np.float32 if dfmt != "B16" else np.float16))(read),
-                                  bool(neg >> i & 1), bool(abs_ >> i & 1))
+        if neg or abs_:
+            # cndmask modifiers act on the float sign bit whatever the operand type; both sources are then read as
+            # floats (bit for bit), so the select never mixes raw bits with float values
+            read = (lambda r: lambda st: np.asarray(r(st)).view(as_float))(read)
+            if neg >> i & 1 or abs_ >> i & 1:
+                read = with_modifiers(read, bool(neg >> i & 1), bool(abs_ >> i & 1))
         readers.append(read)
     r0, r1 = readers
     mask_code = VCC_LO if short else f["src2"]
