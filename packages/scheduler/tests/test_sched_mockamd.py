@@ -68,3 +68,22 @@ def test_profiled_tinyjit_replays_trace_every_dispatch(monkeypatch):
         np.testing.assert_array_equal(step(Tensor(X + i, device=dev)).numpy(), (X + i) * 2 + 1)
     names = [t.name for t in Device[dev].profile_traces()]
     assert names[0].startswith("E_") and f"{names[0]} n4" in names  # the replays (one hcq2 submit each) trace too
+
+
+def test_writes_keep_value_semantics_on_mockamd():
+    from uop_scheduler import dtypes
+
+    dev = "MOCKAMD"
+    a = Tensor(np.ones(8, np.float32), device=dev).realize()
+    before = a * 3
+    a[2:6] = Tensor(np.full(4, 2.0, np.float32), device=dev)
+    np.testing.assert_array_equal((a + (before - 1)).numpy(), [3, 3, 4, 4, 4, 4, 3, 3])
+    x, y = Tensor(np.full(4, 2.0, np.float32), device=dev).realize(), Tensor(np.full(4, 3.0, np.float32), device=dev).realize()
+    c = x + 9
+    x += y
+    y += c
+    Tensor.realize(x, y)
+    np.testing.assert_array_equal(np.concatenate([x.numpy(), y.numpy()]), [5] * 4 + [14] * 4)
+    f = Tensor(np.array([1, 2, 3, 4], np.float32), device=dev).realize()
+    f.bitcast(dtypes.uint32).assign(Tensor(np.array([0x40800000, 0x40400000, 0x40000000, 0x3F800000], np.uint32), device=dev))
+    np.testing.assert_array_equal(f.numpy(), [4, 3, 2, 1])
