@@ -86,3 +86,28 @@ def test_float16_goes_through_float32(op):
     got, _ = run_unary(op, x, dtypes.float16)
     want = {Ops.EXP2: np.exp2, Ops.LOG2: np.log2, Ops.SIN: np.sin}[op](x.astype(np.float64)).astype(np.float16)
     np.testing.assert_allclose(got.astype(np.float32), want.astype(np.float32), rtol=1e-3, atol=1e-3)
+
+
+def ulps64(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Distance in float64 units in the last place (both NaN or equal infinities count as 0)."""
+    same = (np.isnan(got) & np.isnan(want)) | (got == want)
+    with np.errstate(invalid="ignore"):
+        return np.where(same, 0, np.abs(got - want) / np.spacing(np.abs(want)))
+
+
+@pytest.mark.parametrize("op, ref, x", [
+    (Ops.EXP2, np.exp2, np.concatenate([RNG.uniform(-1070, 1023, 3000), [0, 1, -1, 0.5, 1023.9, 1024.5, -1080, np.inf, -np.inf, np.nan]])),
+    (Ops.LOG2, np.log2, np.concatenate([np.exp2(RNG.uniform(-1070, 1023, 3000)), [1, 2, 0.5, 3, 5e-324, 0, -1, np.inf, np.nan]])),
+    (Ops.SIN, np.sin, np.concatenate([RNG.uniform(-1e4, 1e4, 3000), RNG.uniform(-4, 4, 1000), [0, np.pi, -np.pi / 2, np.inf, np.nan]])),
+])
+def test_float64_decompositions_are_accurate(op, ref, x):
+    got, source = run_unary(op, x.astype(np.float64), dtypes.float64)
+    assert "exp2" not in source and "log2" not in source and "sin(" not in source
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        want = ref(x.astype(np.float64))
+    normal = ~np.isfinite(want) | (np.abs(want) >= np.finfo(np.float64).tiny)
+    if op is Ops.SIN:  # near a zero of sin the absolute error of the reduction is what counts
+        assert np.nanmax(np.abs(got - want)) < 1e-12
+        assert ulps64(got[np.abs(want) > 1e-3], want[np.abs(want) > 1e-3]).max() <= 8
+    else:
+        assert ulps64(got[normal], want[normal]).max() <= 4

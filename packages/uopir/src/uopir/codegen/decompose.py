@@ -1,32 +1,52 @@
 """Transcendental functions built from simple ALU ops, for renderers that lack them.
 
-float32 (and float16, computed in float32) only: EXP2 by range reduction to [-0.5, 0.5] and a degree-7 polynomial,
-scaled by two exact powers of two (so gradual underflow and overflow to inf come out right); LOG2 from the exponent
-bits and an atanh series on [sqrt(1/2), sqrt(2)), with denormals pre-scaled; SIN by Cody-Waite reduction by pi/2 (three
-constants; accurate while |x| < 1e4) and the quadrant's sin or cos polynomial; POW through EXP2 and LOG2 with C's rules
-for zero, negative bases and integer exponents. Errors stay within a few float32 ulps over the reduced ranges.
+float64 in float64, smaller floats in float32 (the polynomial lengths follow the format): EXP2 by range reduction to
+[-0.5, 0.5] and a Taylor polynomial, scaled by two exact powers of two (so gradual underflow and overflow to inf come
+out right); LOG2 from the exponent bits and an atanh series on [sqrt(1/2), sqrt(2)), with denormals pre-scaled; SIN by
+Cody-Waite reduction by pi/2 (three constants; accurate while |x| < 1e4 in float32, 1e6 in float64) and the quadrant's
+sin or cos polynomial; POW through EXP2 and LOG2 with C's rules for zero, negative bases and integer exponents. Errors
+stay within a few ulps of the format over the reduced ranges.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
-from uopir.dtypes import dtypes
+from uopir.dtypes import DType, dtypes
 from uopir.ops import Ops
 from uopir.rewrite import PatternMatcher, UPat, graph_rewrite
 from uopir.uop import UOp
 
-from .kernel import CodegenError
-
 _INV_LN2 = 1 / math.log(2)
-# pi/2 as three float32 parts: k * first part is exact for |k| < 2**15
-_PIO2 = (1.5703125, 4.837512969970703125e-4, 7.54978995489188216e-8)
 
 
-def _f32(x: UOp) -> UOp:
+@dataclass(frozen=True)
+class _Float:
+    """What the decompositions need to know about a float format: its bit layout and how many polynomial terms give
+    full precision."""
+
+    ft: DType
+    it: DType
+    ut: DType
+    mantissa_bits: int
+    bias: int
+    exp_terms: int
+    log_terms: int
+    trig_terms: int
+    pio2: tuple[float, float, float]  # pi/2 in three parts; k * first part is exact for the k that occur
+
+
+_F32 = _Float(dtypes.float32, dtypes.int32, dtypes.uint32, 23, 127, 8, 6, 4, (1.5703125, 4.837512969970703125e-4, 7.54978995489188216e-8))
+_F64 = _Float(dtypes.float64, dtypes.int64, dtypes.uint64, 52, 1023, 14, 12, 8,
+              (1.57079632673412561417e+00, 6.07710050630396597660e-11, 2.02226624879595063154e-21))
+
+
+def _format(x: UOp) -> tuple[UOp, _Float]:
+    """`x` in the format it is computed in (float64 stays float64, smaller floats go through float32)."""
     if x.dtype == dtypes.float64:
-        raise CodegenError(f"no float64 decomposition of {x.op!r}: the renderer must support it natively")
-    return x if x.dtype == dtypes.float32 else x.cast(dtypes.float32)
+        return x, _F64
+    return (x if x.dtype == dtypes.float32 else x.cast(dtypes.float32)), _F32
 
 
 def _horner(x: UOp, coefficients: list[float]) -> UOp:
@@ -41,55 +61,57 @@ def _round(x: UOp) -> UOp:
     return (x + (x < 0.0).where(-0.5, 0.5)).alu(Ops.TRUNC)
 
 
-def _pow2(k: UOp) -> UOp:
-    """2**k as float32 for int32 k in [-126, 127], built from its exponent bits."""
-    return ((k + 127) << 23).bitcast(dtypes.float32)
+def _pow2(k: UOp, f: _Float) -> UOp:
+    """2**k for integer k in the normal exponent range of `f`, built from its exponent bits."""
+    return ((k + f.bias) << f.mantissa_bits).bitcast(f.ft)
 
 
 def xexp2(x: UOp) -> UOp:
-    v = _f32(x)
-    clamped = (v < -151.0).where(-151.0, (v > 129.0).where(129.0, v))
+    v, f = _format(x)
+    lo, hi = -(f.bias + f.mantissa_bits + 1.0), f.bias + 2.0  # beyond these the result is 0 or inf
+    clamped = (v < lo).where(lo, (v > hi).where(hi, v))
     n = _round(clamped)
-    f = clamped - n
-    poly = _horner(f, [math.log(2) ** k / math.factorial(k) for k in range(8)])
-    ni = n.cast(dtypes.int32)
+    frac = clamped - n
+    poly = _horner(frac, [math.log(2) ** k / math.factorial(k) for k in range(f.exp_terms)])
+    ni = n.cast(f.it)
     half = ni.cdiv(2)
-    result = poly * _pow2(half) * _pow2(ni - half)
+    result = poly * _pow2(half, f) * _pow2(ni - half, f)
     return v.ne(v).where(v, result).cast(x.dtype)
 
 
 def xlog2(x: UOp) -> UOp:
-    v = _f32(x)
-    tiny = v < 2.0**-126
+    v, f = _format(x)
+    tiny = v < 2.0 ** (1 - f.bias)
     scaled = tiny.where(v * 2.0**64, v)
-    bits = scaled.bitcast(dtypes.uint32)
-    exponent = ((bits >> 23) & 0xFF).cast(dtypes.int32) - 127
-    mantissa = ((bits & 0x7FFFFF) | 0x3F800000).bitcast(dtypes.float32)
+    bits = scaled.bitcast(f.ut)
+    exponent = ((bits >> f.mantissa_bits) & (2 * f.bias + 1)).cast(f.it) - f.bias
+    one = f.bias << f.mantissa_bits  # the bits of 1.0
+    mantissa = ((bits & ((1 << f.mantissa_bits) - 1)) | one).bitcast(f.ft)
     big = mantissa > math.sqrt(2)
     mantissa = big.where(mantissa * 0.5, mantissa)
     exponent = big.where(exponent + 1, exponent)
     t = (mantissa - 1.0) / (mantissa + 1.0)
-    series = t * _horner(t * t, [2.0, 2 / 3, 2 / 5, 2 / 7, 2 / 9, 2 / 11])
-    result = exponent.cast(dtypes.float32) - tiny.where(64.0, 0.0) + series * _INV_LN2
+    series = t * _horner(t * t, [2.0 / (2 * k + 1) for k in range(f.log_terms)])
+    result = exponent.cast(f.ft) - tiny.where(64.0, 0.0) + series * _INV_LN2
     result = v.eq(math.inf).where(math.inf, v.eq(0.0).where(-math.inf, (v < 0.0).where(math.nan, result)))
     return v.ne(v).where(v, result).cast(x.dtype)
 
 
 def xsin(x: UOp) -> UOp:
-    v = _f32(x)
+    v, f = _format(x)
     k = _round(v * (2 / math.pi))
-    r = ((v - k * _PIO2[0]) - k * _PIO2[1]) - k * _PIO2[2]
-    quadrant = k.cast(dtypes.int32) & 3
+    r = ((v - k * f.pio2[0]) - k * f.pio2[1]) - k * f.pio2[2]
+    quadrant = k.cast(f.it) & 3
     r2 = r * r
-    s = r + r * r2 * _horner(r2, [-1 / 6, 1 / 120, -1 / 5040, 1 / 362880])
-    c = 1.0 + r2 * _horner(r2, [-1 / 2, 1 / 24, -1 / 720, 1 / 40320])
+    s = r + r * r2 * _horner(r2, [(-1) ** (j + 1) / math.factorial(2 * j + 3) for j in range(f.trig_terms)])
+    c = 1.0 + r2 * _horner(r2, [(-1) ** (j + 1) / math.factorial(2 * j + 2) for j in range(f.trig_terms)])
     result = quadrant.eq(0).where(s, quadrant.eq(1).where(c, quadrant.eq(2).where(-s, -c)))
     # inf - inf and nan - nan are nan: sin of both is nan
     return (v - v).ne(0.0).where(math.nan, result).cast(x.dtype)
 
 
 def xpow(a: UOp, b: UOp) -> UOp:
-    base, exp = _f32(a), _f32(b)
+    (base, _), (exp, _) = _format(a), _format(b)
     magnitude = xexp2(exp * xlog2(base * (base < 0.0).where(-1.0, 1.0)))
     whole = exp.alu(Ops.TRUNC)
     is_int = whole.eq(exp)
