@@ -1,6 +1,8 @@
-"""LLM decode speed on the stack: tiny-llama and a ~100M-parameter llama-shaped F16 model on CPU (Tensor backend +
-TinyJit) against the numpy reference in the same run, and the achieved GB/s against this machine's memory bandwidth
-(a large numpy copy, measured in the same run). Goal: the 100M model at >= 50% of the measured bandwidth.
+"""LLM decode speed on the stack: tiny-llama and a ~100M-parameter llama-shaped model (F16, and Q8_0 kept quantized
+in the graph) on CPU (Tensor backend + TinyJit) against the numpy reference in the same run, and the achieved GB/s
+against this machine's memory bandwidth (a large numpy copy, measured in the same run). Goal: the 100M model at >= 50%
+of the measured bandwidth. Also the batched prefill (ppN: a prompt in one forward) of the F16 model against the numpy
+reference.
 
 uv run --frozen python benchmarks/llm_decode.py
 """
@@ -20,7 +22,10 @@ import numpy as np  # noqa: E402
 from llm_bench import LanguageModel, NumpyModel, TensorModel, read_gguf, resolve_model  # noqa: E402
 
 MAX_CONTEXT = 256
-MODELS = (("tiny-llama", 32), ("random-llama-100m", 12))
+# (model, decode steps, KV cache size): the last case shows the decode cost does not grow with the cache's size
+MODELS = (("tiny-llama", 32, MAX_CONTEXT), ("random-llama-100m", 12, MAX_CONTEXT), ("random-llama-100m-q8", 12, MAX_CONTEXT),
+          ("random-llama-100m", 12, 2048))
+PREFILL = ("random-llama-100m", 64)  # model, prompt tokens
 BOS = 1
 
 
@@ -52,25 +57,46 @@ def decode(model: LanguageModel, steps: int) -> tuple[float, float]:
     return statistics.median(times), statistics.median(rates)
 
 
+def prefill(model: LanguageModel, n_tokens: int) -> float:
+    """Median seconds to run an `n_tokens` prompt from an empty cache, after two untimed passes (compile, capture)."""
+    ids = [BOS] + [(7 * i) % 200 + 10 for i in range(n_tokens - 1)]
+    times = []
+    for repetition in range(5):
+        model.reset()
+        start = time.perf_counter()
+        model.forward(ids, 0)
+        if repetition >= 2:
+            times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def main() -> None:
     bandwidth = memory_bandwidth()
     rows, figures = [], []
-    for name, steps in MODELS:
+    for name, steps, context in MODELS:
         gguf = read_gguf(resolve_model(name))
-        ours = TensorModel(gguf, MAX_CONTEXT, device="CPU")
+        ours = TensorModel(gguf, context, device="CPU")
         step, rate = decode(ours, steps)
         del ours
-        ref_step, ref_rate = decode(NumpyModel(gguf, MAX_CONTEXT), steps)
+        ref_step, ref_rate = decode(NumpyModel(gguf, context), steps)
         params = sum(t.n_elements for t in gguf.tensors.values())
+        name = name if context == MAX_CONTEXT else f"{name}-ctx{context}"
         rows.append((name, params, 1 / step, 1 / ref_step, rate, ref_rate, rate / bandwidth))
         figures.append({"bench": f"llm_decode_{name}", "metric": "decode_tok_per_s", "value": round(1 / step, 2), "unit": "tok/s",
                         "peer": "numpy-reference", "peer_value": round(1 / ref_step, 2), "ratio": round(ref_step / step, 3)})
         figures.append({"bench": f"llm_decode_{name}", "metric": "decode_GB_per_s", "value": round(rate, 3), "unit": "GB/s",
                         "peer": "numpy-copy-bandwidth", "peer_value": round(bandwidth, 3), "ratio": round(rate / bandwidth, 3)})
-    print(f"memory bandwidth (numpy copy of 256 MiB, read + write): {bandwidth:.2f} GB/s; context {MAX_CONTEXT}, greedy decode")
-    print(f"{'model':<20} {'params':>11} {'CPU tok/s':>10} {'numpy tok/s':>12} {'CPU GB/s':>9} {'numpy GB/s':>11} {'CPU % of bw':>12}")
+    print(f"memory bandwidth (numpy copy of 256 MiB, read + write): {bandwidth:.2f} GB/s; context {MAX_CONTEXT} unless named, greedy decode")
+    print(f"{'model':<26} {'params':>11} {'CPU tok/s':>10} {'numpy tok/s':>12} {'CPU GB/s':>9} {'numpy GB/s':>11} {'CPU % of bw':>12}")
     for name, params, tps, ref_tps, rate, ref_rate, frac in rows:
-        print(f"{name:<20} {params:>11,} {tps:>10.1f} {ref_tps:>12.1f} {rate:>9.2f} {ref_rate:>11.2f} {100 * frac:>11.1f}%")
+        print(f"{name:<26} {params:>11,} {tps:>10.1f} {ref_tps:>12.1f} {rate:>9.2f} {ref_rate:>11.2f} {100 * frac:>11.1f}%")
+    name, n_tokens = PREFILL
+    gguf = read_gguf(resolve_model(name))
+    ours_s = prefill(TensorModel(gguf, MAX_CONTEXT, device="CPU"), n_tokens)
+    ref_s = prefill(NumpyModel(gguf, MAX_CONTEXT), n_tokens)
+    print(f"{name} pp{n_tokens}: CPU {n_tokens / ours_s:.1f} tok/s, numpy {n_tokens / ref_s:.1f} tok/s")
+    figures.append({"bench": f"llm_prefill_{name}", "metric": f"pp{n_tokens}_tok_per_s", "value": round(n_tokens / ours_s, 2), "unit": "tok/s",
+                    "peer": "numpy-reference", "peer_value": round(n_tokens / ref_s, 2), "ratio": round(ref_s / ours_s, 3)})
     for figure in figures:
         print(json.dumps(figure))
 

@@ -120,5 +120,5 @@ def ref_decode(type_name: str, raw: bytes) -> np.ndarray:
 
 @pytest.fixture(scope="session")
 def ggml_ref() -> SimpleNamespace:
-    """The scalar reference codec: `decode(type_name, raw)`, `random_blocks(type_name, n, seed)`, `BLOCK_SIZES`."""
-    return SimpleNamespace(decode=ref_decode, random_blocks=random_blocks, BLOCK_SIZES=BLOCK_SIZES)
+    """The scalar reference codec: `decode(type_name, raw)`, `random_blocks(type_name, n, seed)`, `BLOCK_SIZES`, `HALF_FIELDS`."""
+    return SimpleNamespace(decode=ref_decode, random_blocks=random_blocks, BLOCK_SIZES=BLOCK_SIZES, HALF_FIELDS=HALF_FIELDS)

@@ -38,7 +38,7 @@ def test_logits_match_the_numpy_reference(name, device):
         np.testing.assert_allclose(model.forward([token], pos), ref.forward([token], pos), rtol=1e-4, atol=1e-4)
         pos += 1
     # the later steps replayed the captured graph rather than tracing again
-    assert model._step_fn.cnt > 2
+    assert model._step_fn.cnt == 3
 
 
 @pytest.fixture(scope="module")
@@ -61,22 +61,57 @@ def test_any_prompt_at_any_position_matches_the_reference(olmoe_pair, prompt, st
     np.testing.assert_allclose(model.forward(prompt, start), ref.forward(prompt, start), rtol=1e-4, atol=1e-4)
 
 
-def test_sizes_follow_the_stored_types():
-    gguf = _gguf("tiny-llama")
+@pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen3"])
+def test_sizes_follow_the_stored_types(name):
+    gguf = _gguf(name)
     ref, model = NumpyModel(gguf, 16), TensorModel(gguf, 16)
     assert model.param_count == ref.param_count
     assert model.cache_bytes == ref.cache_bytes
 
     def device_bytes(name: str) -> int:
-        # F16 matrices stay float16 on the device; everything else is float32
+        # F16 matrices stay float16 on the device, quantized ones keep their blocks; everything else is float32
         t = gguf.tensors[name]
+        if t.ggml_type.name.startswith("Q"):
+            return t.nbytes
         return t.n_elements * (2 if t.ggml_type.name == "F16" and len(t.shape) == 2 else 4)
 
     embd = gguf.tensors["token_embd.weight"]
     tied = "output.weight" not in gguf.tensors
-    # the embedding table is looked up on the host (float32); a tied output projection also puts it on the device
-    want = embd.n_elements * 4 + sum(device_bytes(n) for n in gguf.tensors if n != "token_embd.weight")
+    # the embedding table is looked up on the host from the file; a tied output projection also puts it on the device
+    want = embd.nbytes + sum(device_bytes(n) for n in gguf.tensors if n != "token_embd.weight")
     assert model.weight_bytes == want + (device_bytes("token_embd.weight") if tied else 0)
+
+
+def test_batched_prefill_matches_token_by_token():
+    gguf = _gguf("tiny-qwen3")
+    batched, single = TensorModel(gguf, 24), TensorModel(gguf, 24)
+    prompt, more = [1, 17, 42, 5, 99, 3, 250], [7, 8, 9]
+    # a whole prompt in one forward, then a second batch at an offset, against one token at a time
+    want = np.stack([single.forward([t], pos)[0] for pos, t in enumerate(prompt + more)])
+    got = np.concatenate([batched.forward(prompt, 0), batched.forward(more, len(prompt))])
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+    # and the caches the batches wrote serve the decode steps after them
+    want_next = single.forward([11], 10)
+    np.testing.assert_allclose(batched.forward([11], 10), want_next, rtol=1e-4, atol=1e-4)
+    # the same prompt again after a reset: captured on the second run, replayed on the third, into fresh caches
+    for _ in range(2):
+        batched.reset()
+        np.testing.assert_allclose(batched.forward(prompt, 0), want[: len(prompt)], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(batched.forward(more, len(prompt)), want[len(prompt) :], rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(batched.forward([11], 10), want_next, rtol=1e-4, atol=1e-4)
+    assert batched._prefill_fns[8].cnt == 3
+
+
+def test_a_padded_prompt_then_decoding_to_the_end_of_the_context():
+    gguf = _gguf("tiny-llama")
+    ref, model = NumpyModel(gguf, 20), TensorModel(gguf, 20)
+    # 11 tokens run padded to 16: the padding writes rows 11-15, which each later token overwrites before reading
+    prompt = [1] + list(range(20, 30))
+    np.testing.assert_allclose(model.forward(prompt, 0), ref.forward(prompt, 0), rtol=1e-4, atol=1e-4)
+    for pos, token in zip(range(11, 17), (5, 6, 7, 8, 9, 10)):
+        np.testing.assert_allclose(model.forward([token], pos), ref.forward([token], pos), rtol=1e-4, atol=1e-4)
+    # 3 tokens at 17 would be padded past the context: they run unpadded
+    np.testing.assert_allclose(model.forward([4, 5, 6], 17), ref.forward([4, 5, 6], 17), rtol=1e-4, atol=1e-4)
 
 
 def test_jitted_decoding_gives_the_eager_tokens():

@@ -25,6 +25,7 @@ from .reference_model import NumpyBackend, NumpyModel
 from .registry import DEFAULT_MODEL, MODELS, cache_dir, download, resolve_model
 from .report import TestResult, append_log, format_step_line, format_summary_table, log_records
 from .sampling import sample
+from .tensor_dequant import GRAPH_QUANT_TYPES, dequantize_blocks
 from .tensor_model import TensorBackend, TensorModel
 from .tiny_models import SYNTHETIC_SPECS, TINY_SPECS, TinySpec, make_tiny, write_random_model
 from .tokenizer import Tokenizer, TokenType
@@ -34,6 +35,7 @@ __version__ = "0.1.0"
 __all__ = [
     "DEFAULT_MODEL",
     "DEQUANTIZABLE_TYPES",
+    "GRAPH_QUANT_TYPES",
     "MODELS",
     "PRESETS",
     "SYNTHETIC_SPECS",
@@ -69,6 +71,7 @@ __all__ = [
     "available_devices",
     "cache_dir",
     "dequantize",
+    "dequantize_blocks",
     "download",
     "format_step_line",
     "format_summary_table",

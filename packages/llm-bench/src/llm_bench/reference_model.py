@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import ModelError
-from .gguf_reader import GGUFFile
+from .gguf_reader import GGUFFile, GGUFTensor
 from .model_api import Backend, LanguageModel
 from .model_config import ModelConfig
 from .reference_ops import apply_rope_neox, attention, moe, rms_norm, rope_frequencies, swiglu, unpermute_qk_rows
@@ -37,36 +37,41 @@ class LayerWeights:
     down_exps: np.ndarray | None = None
 
 
-def _weight(gguf: GGUFFile, name: str, shape: tuple[int, ...]) -> np.ndarray:
+def checked_tensor(gguf: GGUFFile, name: str, shape: tuple[int, ...]) -> GGUFTensor:
+    """The tensor `name`, after checking it has the `shape` the metadata implies."""
     tensor = gguf.tensor(name)
     if tensor.shape != shape:
         raise ModelError(f"{gguf.paths[0]}: tensor {name!r} has shape {tensor.shape}, the metadata implies {shape}")
-    return tensor.dequantize()
+    return tensor
+
+
+def _weight(gguf: GGUFFile, name: str, shape: tuple[int, ...]) -> np.ndarray:
+    return checked_tensor(gguf, name, shape).dequantize()
+
+
+def layer_tensors(config: ModelConfig, i: int) -> dict[str, tuple[str, tuple[int, ...]]]:
+    """Block `i`'s weights by `LayerWeights` field: (GGUF tensor name, expected shape), for the tensors the architecture has."""
+    c, p = config, f"blk.{i}."
+    q_out, kv_out = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
+    specs = {"attn_norm": ("attn_norm", (c.dim,)), "wq": ("attn_q", (q_out, c.dim)), "wk": ("attn_k", (kv_out, c.dim)),
+             "wv": ("attn_v", (kv_out, c.dim)), "wo": ("attn_output", (c.dim, q_out)), "ffn_norm": ("ffn_norm", (c.dim,))}
+    if c.qk_norm != "none":
+        q_width, k_width = (c.head_dim, c.head_dim) if c.qk_norm == "head" else (q_out, kv_out)
+        specs |= {"q_norm": ("attn_q_norm", (q_width,)), "k_norm": ("attn_k_norm", (k_width,))}
+    if c.n_experts:
+        specs |= {"router": ("ffn_gate_inp", (c.n_experts, c.dim)), "gate_exps": ("ffn_gate_exps", (c.n_experts, c.hidden_dim, c.dim)),
+                  "up_exps": ("ffn_up_exps", (c.n_experts, c.hidden_dim, c.dim)),
+                  "down_exps": ("ffn_down_exps", (c.n_experts, c.dim, c.hidden_dim))}
+    else:
+        specs |= {"gate": ("ffn_gate", (c.hidden_dim, c.dim)), "up": ("ffn_up", (c.hidden_dim, c.dim)), "down": ("ffn_down", (c.dim, c.hidden_dim))}
+    return {field: (p + name + ".weight", shape) for field, (name, shape) in specs.items()}
 
 
 def load_layer(gguf: GGUFFile, config: ModelConfig, i: int) -> LayerWeights:
     """Read and dequantize block `i`, restoring the half-split Q/K row order for llama."""
-    c, p = config, f"blk.{i}."
-    q_out, kv_out = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
-    layer = LayerWeights(
-        attn_norm=_weight(gguf, p + "attn_norm.weight", (c.dim,)), wq=_weight(gguf, p + "attn_q.weight", (q_out, c.dim)),
-        wk=_weight(gguf, p + "attn_k.weight", (kv_out, c.dim)), wv=_weight(gguf, p + "attn_v.weight", (kv_out, c.dim)),
-        wo=_weight(gguf, p + "attn_output.weight", (c.dim, q_out)), ffn_norm=_weight(gguf, p + "ffn_norm.weight", (c.dim,)))
-    if c.permuted_qk:
-        layer.wq, layer.wk = unpermute_qk_rows(layer.wq, c.n_heads), unpermute_qk_rows(layer.wk, c.n_kv_heads)
-    if c.qk_norm != "none":
-        q_width, k_width = (c.head_dim, c.head_dim) if c.qk_norm == "head" else (q_out, kv_out)
-        layer.q_norm = _weight(gguf, p + "attn_q_norm.weight", (q_width,))
-        layer.k_norm = _weight(gguf, p + "attn_k_norm.weight", (k_width,))
-    if c.n_experts:
-        layer.router = _weight(gguf, p + "ffn_gate_inp.weight", (c.n_experts, c.dim))
-        layer.gate_exps = _weight(gguf, p + "ffn_gate_exps.weight", (c.n_experts, c.hidden_dim, c.dim))
-        layer.up_exps = _weight(gguf, p + "ffn_up_exps.weight", (c.n_experts, c.hidden_dim, c.dim))
-        layer.down_exps = _weight(gguf, p + "ffn_down_exps.weight", (c.n_experts, c.dim, c.hidden_dim))
-    else:
-        layer.gate = _weight(gguf, p + "ffn_gate.weight", (c.hidden_dim, c.dim))
-        layer.up = _weight(gguf, p + "ffn_up.weight", (c.hidden_dim, c.dim))
-        layer.down = _weight(gguf, p + "ffn_down.weight", (c.dim, c.hidden_dim))
+    layer = LayerWeights(**{field: _weight(gguf, name, shape) for field, (name, shape) in layer_tensors(config, i).items()})
+    if config.permuted_qk:
+        layer.wq, layer.wk = unpermute_qk_rows(layer.wq, config.n_heads), unpermute_qk_rows(layer.wk, config.n_kv_heads)
     return layer
 
 

@@ -1,10 +1,10 @@
-"""llama, qwen3 and olmoe on `uop_scheduler.Tensor`: one fixed-shape decode step with a fixed-size KV cache, under TinyJit.
+"""llama, qwen3 and olmoe on `uop_scheduler.Tensor`: a prompt in one batched forward, then one decode step per token
+under TinyJit.
 
-Every token, prompt or generated, runs through the same `step(x, pos, *caches)` graph: each layer's K and V cache has
-the shape (max_context, kv_heads, head_dim) whatever the position, the new row is blended in where
-`arange(max_context) == pos`, and attention masks the positions after `pos`. (One tensor per layer rather than one
-(layers, ...) tensor: stacking the layers back together would copy the whole cache once more per token.) So the graph never changes shape and
-TinyJit captures it once and replays it for every later token.
+Each layer's K and V cache is a (max_context, kv_heads, head_dim) tensor. A forward writes its tokens' rows into the
+caches in place (`cache[start:start + n].assign(rows)`) and attends over the rows up to its last token only, with
+`start` a bound `Variable`: the decode step is one graph for every position (TinyJit captures it once and binds the
+position per call), and its cost follows the live prefix, not the context size.
 """
 
 from __future__ import annotations
@@ -12,38 +12,49 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-from uop_scheduler import Tensor, TinyJit, dtypes
+from uop_scheduler import Tensor, TinyJit, Variable, dtypes
 
+from .dequant import dequantize
 from .errors import ModelError
-from .gguf_reader import GGUFFile
+from .gguf_reader import GGUFFile, GGUFTensor
 from .model_api import Backend, LanguageModel
 from .model_config import ModelConfig
-from .reference_model import LayerWeights, load_layer
-from .reference_ops import rope_frequencies
-
-# linear weights that keep float16 on the device when the file stores them as F16 (halving the bytes a step reads)
-_HALF_SOURCE_TYPES = ("F16",)
+from .reference_model import checked_tensor, layer_tensors
+from .reference_ops import rope_frequencies, unpermute_qk_rows
+from .tensor_weights import Linear, upload_matrices
 
 
 @dataclass
 class TensorLayer:
-    """One block's weights as device Tensors: norms float32; linear weights transposed to (in, out), float32 or float16;
-    expert weights (experts, out, in) as stored."""
+    """One block's weights on the device: norms as float32 Tensors, projections as `Linear`s."""
 
     attn_norm: Tensor
-    wqkv: Tensor  # Q, K and V projections side by side: one kernel per layer instead of three
-    wo: Tensor
+    qkv: Linear  # Q, K and V projections side by side: one matmul per layer instead of three
+    wo: Linear
     ffn_norm: Tensor
     q_norm: Tensor | None
     k_norm: Tensor | None
-    gate_up: Tensor | None  # gate and up projections side by side
-    down: Tensor | None
-    router: Tensor | None
-    gate_exps: Tensor | None
-    up_exps: Tensor | None
-    down_exps: Tensor | None
+    gate_up: Linear | None  # gate and up projections side by side
+    down: Linear | None
+    router: Linear | None
+    gate_exps: Linear | None  # (experts, ...) stacks: x -> (experts, n, out)
+    up_exps: Linear | None
+    down_exps: Linear | None
+
+
+@dataclass(frozen=True)
+class _Positions:
+    """The positions a forward's n tokens run at: from `start`, a bound `Variable` (so one graph serves every
+    position); `cos`/`sin` (n, 1, head_dim/2) for each token; `visible` (n, max_context) true where a token may attend
+    (None for one token, which sees every row up to its own)."""
+
+    start: Any  # a bound Variable: a uopir UOp, which llm-bench does not import
+    cos: Tensor
+    sin: Tensor
+    visible: Tensor | None
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -52,25 +63,18 @@ def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
 
 
 def rope_neox(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate (x[i], x[i + d/2]) pairs; x: (heads, d), cos/sin: (1, d/2) for the current position."""
+    """Rotate (x[i], x[i + d/2]) pairs; x: (n, heads, d), cos/sin: (n, 1, d/2) for each token's position."""
     half = x.shape[-1] // 2
-    x1, x2 = x[:, :half], x[:, half:]
+    x1, x2 = x[..., :half], x[..., half:]
     return (x1 * cos - x2 * sin).cat(x2 * cos + x1 * sin, dim=-1)
 
 
-def linear(x: Tensor, weight_t: Tensor) -> Tensor:
-    """x @ weight_t with the weight stored transposed, (in_features, out_features); float16 weights accumulate in float32.
-
-    The transposed layout lets the matrix-vector kernel stream whole output rows: on CPU a 2304x768 float16 product took
-    400 us against 640 us for the (out, in) layout. The input is materialized first so the producer (a norm, the SwiGLU
-    product) is computed once rather than fused into every output's reduction.
-    """
-    x = x.contiguous()
-    return x.matmul(weight_t, dtype=dtypes.float32) if weight_t.dtype is not dtypes.float32 else x @ weight_t
-
-
 class TensorModel(LanguageModel):
-    """A llama / qwen3 / olmoe model on a uop_scheduler device; `jit=False` runs every step eagerly (for tests)."""
+    """A llama / qwen3 / olmoe model on a uop_scheduler device; `jit=False` runs every step eagerly (for tests).
+
+    Quantized weights (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K) stay quantized on the device and are decoded
+    inside each matmul; F16 weights stay float16; the rest is float32.
+    """
 
     def __init__(self, gguf: GGUFFile, max_context: int | None = None, device: str = "CPU", jit: bool = True):
         c = self.config = ModelConfig.from_gguf(gguf)
@@ -80,56 +84,71 @@ class TensorModel(LanguageModel):
             raise ModelError(f"max context must be at least 1, got {max_context}")
         self._bytes: dict[str, int] = {}
         self._params = 0
-        # the embedding lookup stays on the host: a device gather over the vocabulary would read the whole table per token
-        self.token_embd = gguf.tensor("token_embd.weight").dequantize()
-        self._params += self.token_embd.size
-        self.layers = [self._upload_layer(gguf, load_layer(gguf, c, i), i) for i in range(c.n_layers)]
-        self.output_norm = self._upload(gguf, "output_norm.weight", gguf.tensor("output_norm.weight").dequantize(), "norm")
-        out_name = "output.weight" if "output.weight" in gguf else "token_embd.weight"
-        self.output = self._upload(gguf, out_name, gguf.tensor(out_name).dequantize(), "linear", count=out_name == "output.weight")
+        # the embedding lookup stays on the host, decoding only the rows it needs from the mapped file: a device gather
+        # over the vocabulary would read the whole table per token, a float32 copy would hold the whole table
+        embd = self.token_embd = checked_tensor(gguf, "token_embd.weight", (c.vocab_size, c.dim))
+        self._params += embd.n_elements
+        self.layers = [self._load_layer(gguf, i) for i in range(c.n_layers)]
+        self.output_norm = self._norm(gguf, "output_norm.weight", c.dim)
+        # Llama 3.2 ties the output projection to the embedding table
+        tied = "output.weight" not in gguf
+        output = embd if tied else checked_tensor(gguf, "output.weight", (c.vocab_size, c.dim))
+        self.output = self._linear("output.weight", [output], count=not tied)
         factors = gguf.tensor("rope_freqs.weight").dequantize() if "rope_freqs.weight" in gguf else None
         angles = np.arange(self.max_context, dtype=np.float64)[:, None] * rope_frequencies(c.head_dim, c.rope_theta, factors)[None, :]
-        self.cos = Tensor(np.cos(angles).astype(np.float32), device=device)
-        self.sin = Tensor(np.sin(angles).astype(np.float32), device=device)
-        self.positions = Tensor.arange(self.max_context, dtype=dtypes.int32, device=device).contiguous().realize()
-        self._cache_shape = (self.max_context, c.n_kv_heads, c.head_dim)
+        self._cos, self._sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
+        self.cos, self.sin = Tensor(self._cos, device=device), Tensor(self._sin, device=device)
         self.jit = jit
         self._step_fn = TinyJit(self._step) if jit else self._step
+        self._prefill_fns: dict[int, Any] = {}  # padded prompt length -> its (captured) forward
         self.reset()
 
-    def _upload(self, gguf: GGUFFile, name: str, array: np.ndarray, kind: str, count: bool = True, parts: Sequence[str] = ()) -> Tensor:
-        """Put one weight on the device. `kind`: "norm" (float32), "router" (float32, transposed), "linear" (transposed) or
-        "experts"; linear and expert weights stay float16 when the file stores them (or all `parts` they were joined from) so,
-        else float32."""
-        sources = parts or (name,)
-        half = kind in ("linear", "experts") and all(gguf.tensor(n).ggml_type.name in _HALF_SOURCE_TYPES for n in sources)
-        host = array.T if kind in ("linear", "router") else array
-        tensor = Tensor(np.ascontiguousarray(host, dtype=np.float16 if half else np.float32), device=self.device)
+    # ---- loading ----
+    def _norm(self, gguf: GGUFFile, name: str, size: int) -> Tensor:
+        tensor = Tensor(checked_tensor(gguf, name, (size,)).dequantize(), device=self.device)
         self._bytes[name] = tensor.nbytes()
-        if count:
-            self._params += array.size
+        self._params += size
         return tensor
 
-    def _upload_layer(self, gguf: GGUFFile, w: LayerWeights, i: int) -> TensorLayer:
+    def _linear(self, key: str, tensors: Sequence[GGUFTensor], count: bool = True, permute_heads: Sequence[int] = (),
+                float32: bool = False) -> Linear:
+        """Upload `tensors` (stacked along the output axis) as one Linear, recorded under `key`. `permute_heads[i]`:
+        restore the half-split Q/K row order of tensor i for that many heads. `float32`: decode to float32 on the host."""
+
+        def unpermute(i: int, array: np.ndarray) -> np.ndarray:
+            return unpermute_qk_rows(array, permute_heads[i]) if i < len(permute_heads) else array
+
+        linear = Linear(upload_matrices(tensors, self.device, unpermute if permute_heads else None, float32=float32))
+        self._bytes[key] = linear.nbytes
+        if count:
+            self._params += sum(t.n_elements for t in tensors)
+        return linear
+
+    def _load_layer(self, gguf: GGUFFile, i: int) -> TensorLayer:
+        c = self.config
+        specs = layer_tensors(c, i)
+        t = {field: checked_tensor(gguf, name, shape) for field, (name, shape) in specs.items() if len(shape) > 1}
+        norms = {field: self._norm(gguf, name, shape[0]) for field, (name, shape) in specs.items() if len(shape) == 1}
         p = f"blk.{i}."
-        names = {"attn_norm": "attn_norm", "wo": "attn_output", "ffn_norm": "ffn_norm", "q_norm": "attn_q_norm", "k_norm": "attn_k_norm",
-                 "down": "ffn_down", "router": "ffn_gate_inp", "gate_exps": "ffn_gate_exps", "up_exps": "ffn_up_exps", "down_exps": "ffn_down_exps"}
+        heads = (c.n_heads, c.n_kv_heads) if c.permuted_qk else ()
+        layer = TensorLayer(
+            attn_norm=norms["attn_norm"], ffn_norm=norms["ffn_norm"], q_norm=norms.get("q_norm"), k_norm=norms.get("k_norm"),
+            qkv=self._linear(p + "attn_qkv", [t["wq"], t["wk"], t["wv"]], permute_heads=heads), wo=self._linear(p + "attn_output", [t["wo"]]),
+            gate_up=None, down=None, router=None, gate_exps=None, up_exps=None, down_exps=None)
+        if c.n_experts:
+            # the router stays float32: its logits pick experts, and rounding could flip a near-tie against the reference
+            layer.router = self._linear(specs["router"][0], [t["router"]], float32=True)
+            layer.gate_exps, layer.up_exps, layer.down_exps = (self._linear(specs[f][0], [t[f]]) for f in ("gate_exps", "up_exps", "down_exps"))
+        else:
+            layer.gate_up, layer.down = self._linear(p + "ffn_gate_up", [t["gate"], t["up"]]), self._linear(p + "ffn_down", [t["down"]])
+        return layer
 
-        # the router stays float32: its logits pick experts, and rounding could flip a near-tie against the reference
-        def kind(field: str) -> str:
-            return "norm" if field.endswith("norm") else "router" if field == "router" else "experts" if field.endswith("_exps") else "linear"
-
-        fields = {f: None if getattr(w, f) is None else self._upload(gguf, p + n + ".weight", getattr(w, f), kind(f)) for f, n in names.items()}
-        qkv = tuple(p + n + ".weight" for n in ("attn_q", "attn_k", "attn_v"))
-        fields["wqkv"] = self._upload(gguf, p + "attn_qkv", np.concatenate([w.wq, w.wk, w.wv]), "linear", parts=qkv)
-        fields["gate_up"] = None if w.gate is None or w.up is None else self._upload(
-            gguf, p + "ffn_gate_up", np.concatenate([w.gate, w.up]), "linear", parts=(p + "ffn_gate.weight", p + "ffn_up.weight"))
-        return TensorLayer(**fields)
-
+    # ---- sizes ----
     def reset(self) -> None:
         # k0, v0, k1, v1, ...: the step's cache inputs and outputs in the same order
-        self.caches = [Tensor.zeros(*self._cache_shape, dtype=dtypes.float32, device=self.device).contiguous().realize()
-                       for _ in range(2 * self.config.n_layers)]
+        c = self.config
+        shape = (self.max_context, c.n_kv_heads, c.head_dim)
+        self.caches = [Tensor.zeros(*shape, dtype=dtypes.float32, device=self.device).contiguous().realize() for _ in range(2 * c.n_layers)]
 
     @property
     def param_count(self) -> int:
@@ -141,16 +160,18 @@ class TensorModel(LanguageModel):
 
     @property
     def cache_bytes(self) -> int:
-        return 2 * self.config.n_layers * math.prod(self._cache_shape) * 4
+        c = self.config
+        return 2 * c.n_layers * self.max_context * c.n_kv_heads * c.head_dim * 4
 
     def step_bytes(self, start_pos: int) -> int:
         c = self.config
-        moved = self.token_embd[0].nbytes
+        moved = self.token_embd.nbytes // self.config.vocab_size
         for name, size in self._bytes.items():
             # a token reads only the experts the router picks for it
             moved += size * c.n_experts_used // c.n_experts if name.endswith("_exps.weight") else size
         return moved + 2 * c.n_layers * c.n_kv_heads * (start_pos + 1) * c.head_dim * 4
 
+    # ---- running ----
     def forward(self, tokens: Sequence[int], start_pos: int) -> np.ndarray:
         c = self.config
         n_new = len(tokens)
@@ -159,79 +180,97 @@ class TensorModel(LanguageModel):
         ids = np.asarray(tokens, dtype=np.int64)
         if ids.min() < 0 or ids.max() >= c.vocab_size:
             raise ModelError(f"token ids must be in 0..{c.vocab_size - 1}")
-        # the prompt runs token by token through the same step, so prefill and decode share one captured graph
-        out = []
-        for offset, token in enumerate(ids):
-            x = Tensor(self.token_embd[token : token + 1], device=self.device)
-            pos = Tensor(np.array([start_pos + offset], dtype=np.int32), device=self.device)
-            logits, *self.caches = self._step_fn(x, pos, *self.caches)
-            out.append(logits.numpy().reshape(-1))
-        return np.stack(out).astype(np.float32)
+        start = Variable("start_pos", 0, self.max_context - 1).bind(start_pos)
+        if n_new == 1:
+            x = Tensor(self._embed(ids), device=self.device)
+            return self._step_fn(x, start, *self.caches).numpy().astype(np.float32)
+        # A prompt goes through in one pass with a causal mask. Its position is a bound variable and the token count is
+        # padded to a power of two, so few prompt graphs are ever compiled (and captured, one TinyJit per padded
+        # count). The padding tokens write cache rows past the prompt, which no query reads before they are rewritten.
+        padded = min(1 << (n_new - 1).bit_length(), self.max_context - start_pos)
+        visible = np.arange(self.max_context)[None, :] <= np.arange(start_pos, start_pos + padded)[:, None]
+        inputs = [self._embed(np.pad(ids, (0, padded - n_new))), self._cos[start_pos : start_pos + padded, None],
+                  self._sin[start_pos : start_pos + padded, None], visible]
+        if padded not in self._prefill_fns:
+            self._prefill_fns[padded] = TinyJit(self._prefill) if self.jit else self._prefill
+        logits = self._prefill_fns[padded](*[Tensor(np.ascontiguousarray(a), device=self.device) for a in inputs], start, *self.caches)
+        return logits.numpy()[:n_new].astype(np.float32)
 
-    def _step(self, x: Tensor, pos: Tensor, *caches: Tensor) -> tuple[Tensor, ...]:
-        """One token: x (1, dim) embedding, pos (1,) int32, caches k0, v0, k1, ... -> logits (1, vocab) and the updated caches."""
+    def _embed(self, ids: np.ndarray) -> np.ndarray:
+        """The float32 embedding rows of `ids`, decoded from the file's rows."""
+        rows = self.token_embd.array()[ids]
+        return dequantize(rows, self.token_embd.ggml_type, (len(ids), self.config.dim))
+
+    def _step(self, x: Tensor, start: Any, *caches: Tensor) -> Tensor:
+        """One token: x (1, dim) embedding at position `start` (a bound Variable), caches k0, v0, k1, ... (written in
+        place) -> logits (1, vocab). The graph is the same at every position, so TinyJit captures it once."""
+        where = _Positions(start, self.cos[start : start + 1].reshape(1, 1, -1), self.sin[start : start + 1].reshape(1, 1, -1), None)
+        return self._forward(x, where, caches).realize()
+
+    def _prefill(self, x: Tensor, cos: Tensor, sin: Tensor, visible: Tensor, start: Any, *caches: Tensor) -> Tensor:
+        """n tokens: x (n, dim) embeddings from position `start` (a bound Variable), their cos/sin (n, 1, head_dim/2),
+        the causal mask (n, max_context), caches (written in place) -> logits (n, vocab)."""
+        return self._forward(x, _Positions(start, cos, sin, visible), caches).realize()
+
+    def _forward(self, x: Tensor, where: _Positions, caches: Sequence[Tensor]) -> Tensor:
+        """x (n, dim) embeddings at the positions `where` describes -> logits (n, vocab), writing their K/V rows."""
         c = self.config
-        here = (self.positions == pos).reshape(self.max_context, 1, 1)
-        visible = (self.positions <= pos).reshape(1, 1, self.max_context)
-        cos, sin = self.cos[pos], self.sin[pos]
-        new_caches: list[Tensor] = []
         for i, layer in enumerate(self.layers):
             h = rms_norm(x, layer.attn_norm, c.norm_eps)
-            attn, k_i, v_i = self._attention(layer, h, here, visible, cos, sin, caches[2 * i], caches[2 * i + 1])
-            new_caches += [k_i, v_i]
-            x = x + attn
+            x = x + self._attention(layer, h, where, caches[2 * i], caches[2 * i + 1])
             h = rms_norm(x, layer.ffn_norm, c.norm_eps)
             x = x + (self._moe(layer, h) if layer.router is not None else self._swiglu(h, layer.gate_up, layer.down))
-        logits = linear(rms_norm(x, self.output_norm, c.norm_eps), self.output)
-        return (logits, *new_caches)
+        return self.output(rms_norm(x, self.output_norm, c.norm_eps))
 
-    def _attention(self, layer: TensorLayer, x: Tensor, here: Tensor, visible: Tensor, cos: Tensor, sin: Tensor,
-                   k_cache: Tensor, v_cache: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def _attention(self, layer: TensorLayer, x: Tensor, where: _Positions, k_cache: Tensor, v_cache: Tensor) -> Tensor:
         c = self.config
+        n = x.shape[0]
         q_out, kv_out = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
-        qkv = linear(x, layer.wqkv)
+        qkv = layer.qkv(x)
         q, k, v = qkv[:, :q_out], qkv[:, q_out : q_out + kv_out], qkv[:, q_out + kv_out :]
         if c.qk_norm == "full":
             assert layer.q_norm is not None and layer.k_norm is not None
             q, k = rms_norm(q, layer.q_norm, c.norm_eps), rms_norm(k, layer.k_norm, c.norm_eps)
-        q, k, v = q.reshape(c.n_heads, c.head_dim), k.reshape(c.n_kv_heads, c.head_dim), v.reshape(c.n_kv_heads, c.head_dim)
+        q, k, v = q.reshape(n, c.n_heads, c.head_dim), k.reshape(n, c.n_kv_heads, c.head_dim), v.reshape(n, c.n_kv_heads, c.head_dim)
         if c.qk_norm == "head":
             assert layer.q_norm is not None and layer.k_norm is not None
             q, k = rms_norm(q, layer.q_norm, c.norm_eps), rms_norm(k, layer.k_norm, c.norm_eps)
-        q, k = rope_neox(q, cos, sin), rope_neox(k, cos, sin)
-        # write this position's row functionally: same graph for every position. The new rows are materialized first,
-        # else the blend would recompute the projection for every cache element it visits.
-        k_cache = here.where(k.reshape(1, c.n_kv_heads, c.head_dim).contiguous(), k_cache).contiguous()
-        v_cache = here.where(v.reshape(1, c.n_kv_heads, c.head_dim).contiguous(), v_cache).contiguous()
+        q, k = rope_neox(q, where.cos, where.sin), rope_neox(k, where.cos, where.sin)
+        # the new rows are written into the caches in place; attention reads only the rows up to the last token
+        end = where.start + n
+        k_cache[where.start : end].assign(k)
+        v_cache[where.start : end].assign(v)
+        keys, values = k_cache[0:end], v_cache[0:end]
         group = c.n_heads // c.n_kv_heads
-        # grouped-query attention: each KV head serves `group` query heads
-        scores = q.reshape(c.n_kv_heads, group, c.head_dim) @ k_cache.permute(1, 2, 0) * (1.0 / math.sqrt(c.head_dim))
-        scores = visible.where(scores, float("-inf"))
-        out = scores.softmax(-1) @ v_cache.permute(1, 0, 2)
-        return linear(out.reshape(1, c.n_heads * c.head_dim), layer.wo), k_cache, v_cache
+        # grouped-query attention: each KV head serves `group` query heads; scores (kv_heads, group, n, rows)
+        q = q.reshape(n, c.n_kv_heads, group, c.head_dim).permute(1, 2, 0, 3)
+        scores = q @ keys.permute(1, 2, 0).unsqueeze(1) * (1.0 / math.sqrt(c.head_dim))
+        if where.visible is not None:
+            scores = where.visible[:, 0:end].where(scores, float("-inf"))
+        out = scores.softmax(-1) @ values.permute(1, 0, 2).unsqueeze(1)
+        return layer.wo(out.permute(2, 0, 1, 3).reshape(n, q_out))
 
-    def _swiglu(self, x: Tensor, gate_up: Tensor | None, down: Tensor | None) -> Tensor:
+    def _swiglu(self, x: Tensor, gate_up: Linear | None, down: Linear | None) -> Tensor:
         assert gate_up is not None and down is not None
-        gu = linear(x, gate_up)
+        gu = gate_up(x)
         hidden = self.config.hidden_dim
-        return linear(gu[:, :hidden].silu() * gu[:, hidden:], down)
+        return down(gu[:, :hidden].silu() * gu[:, hidden:])
 
     def _moe(self, layer: TensorLayer, x: Tensor) -> Tensor:
-        """Softmax-gated top-k mixture; every expert is computed and the unchosen ones get weight 0 (fixed graph)."""
+        """Softmax-gated top-k mixture per token; every expert is computed and the unchosen ones get weight 0 (fixed graph)."""
         c = self.config
         assert layer.router is not None and layer.gate_exps is not None and layer.up_exps is not None and layer.down_exps is not None
-        probs = linear(x, layer.router).softmax(-1).reshape(c.n_experts)
+        n = x.shape[0]
+        probs = layer.router(x).softmax(-1)  # (n, experts)
         _, chosen = probs.topk(c.n_experts_used)
-        picked = chosen.reshape(c.n_experts_used, 1) == Tensor.arange(c.n_experts, dtype=dtypes.int32, device=self.device).reshape(1, -1)
-        weights = picked.float().sum(0) * probs
+        experts = Tensor.arange(c.n_experts, dtype=dtypes.int32, device=self.device)
+        picked = chosen.reshape(n, c.n_experts_used, 1) == experts.reshape(1, 1, -1)
+        weights = picked.float().sum(1) * probs
         if c.norm_topk_prob:
-            weights = weights / weights.sum()
-        xe = x.reshape(1, 1, c.dim)
-        gate = (xe * layer.gate_exps).sum(-1, dtype=dtypes.float32)
-        up = (xe * layer.up_exps).sum(-1, dtype=dtypes.float32)
-        hidden = (gate.silu() * up).reshape(c.n_experts, 1, c.hidden_dim)
-        per_expert = (hidden * layer.down_exps).sum(-1, dtype=dtypes.float32)
-        return (weights.reshape(c.n_experts, 1) * per_expert).sum(0).reshape(1, c.dim)
+            weights = weights / weights.sum(-1, keepdim=True)
+        hidden = layer.gate_exps(x).silu() * layer.up_exps(x)  # (experts, n, hidden)
+        per_expert = layer.down_exps(hidden)  # (experts, n, dim)
+        return (weights.permute(1, 0).reshape(c.n_experts, n, 1) * per_expert).sum(0)
 
 
 class TensorBackend(Backend):

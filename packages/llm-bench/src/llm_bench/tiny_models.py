@@ -47,13 +47,15 @@ TINY_SPECS: dict[str, TinySpec] = {
 }
 TINY_ARCHS = {spec.config.arch: name for name, spec in TINY_SPECS.items()}
 
-# Larger generated models for benchmarks: llama-shaped, random F16 weights, built on first use like the tiny ones.
+# Larger generated models for benchmarks: llama-shaped, random weights, built on first use like the tiny ones.
+# ~97M parameters (14 x 6.9M per block + embeddings): big enough that decode is bound by memory bandwidth
+_LLAMA_100M = ModelConfig("llama", n_layers=14, dim=768, hidden_dim=2304, n_heads=12, n_kv_heads=4, head_dim=64, vocab_size=0,
+                          context_length=2048, norm_eps=1e-5, rope_theta=500000.0, permuted_qk=True)
+_LLAMA_SPECIALS = ("<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>")
 SYNTHETIC_SPECS: dict[str, TinySpec] = {
-    # ~97M parameters (14 x 6.9M per block + embeddings): big enough that decode is bound by memory bandwidth
-    "random-llama-100m": TinySpec(
-        ModelConfig("llama", n_layers=14, dim=768, hidden_dim=2304, n_heads=12, n_kv_heads=4, head_dim=64, vocab_size=0,
-                    context_length=2048, norm_eps=1e-5, rope_theta=500000.0, permuted_qk=True),
-        "llama-bpe", ("<|begin_of_text|>", "<|end_of_text|>", "<|eot_id|>"), GGMLType.F16, True),
+    "random-llama-100m": TinySpec(_LLAMA_100M, "llama-bpe", _LLAMA_SPECIALS, GGMLType.F16, True),
+    # the same shape with Q8_0 matrices, which stay quantized on the device: about half the bytes per token
+    "random-llama-100m-q8": TinySpec(_LLAMA_100M, "llama-bpe", _LLAMA_SPECIALS, GGMLType.Q8_0, True),
 }
 
 

@@ -1,0 +1,106 @@
+"""Model weights on a uop_scheduler device: float matrices, or quantized ones kept as their raw GGML blocks.
+
+A weight matrix (..., out, in) is stored in the layout the CPU matrix-vector kernel streams best, one accumulator per
+output with the input index as the outer loop: float values transposed to (..., in, out), and quantized blocks
+byte-transposed to (..., n_blocks, block_bytes, out), so for every input element the bytes of consecutive outputs
+are adjacent (the same bytes as the file, reordered; never a float copy). Quantized matrices are dequantized inside
+the graph of the matmul that reads them (`tensor_dequant`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from uop_scheduler import Tensor, dtypes
+
+from .ggml_types import BLOCK_LAYOUTS, GGMLType
+from .gguf_reader import GGUFTensor
+from .tensor_dequant import GRAPH_QUANT_TYPES, dequantize_blocks
+
+# The CPU codegen vectorizes a decoding matmul only while its per-core accumulator row is short enough to unroll: a
+# 4608-row Q8_0 matrix-vector product ran 20x slower than a 2304-row one. Wider quantized matrices are split into even
+# pieces of at most this many output rows, one matmul each.
+QUANT_ROWS_PER_MATMUL = 2048
+
+
+@dataclass(frozen=True)
+class DeviceMatrix:
+    """One (..., out, in) weight matrix on the device: `data` holds float32/float16 values as (..., in, out) when
+    `ggml_type` is None, else raw `ggml_type` blocks as (..., n_blocks, block_bytes, out)."""
+
+    data: Tensor
+    ggml_type: GGMLType | None
+
+    def transposed(self) -> Tensor:
+        """The values as a lazy (..., in, out) Tensor (float32, or float16 for float16 storage)."""
+        if self.ggml_type is None:
+            return self.data
+        nd = self.data.ndim
+        # (..., n_blocks, block_bytes, out) -> (..., out, n_blocks, block_bytes): a view, decoded to (..., out, in)
+        blocks = self.data.permute(*range(nd - 3), nd - 1, nd - 3, nd - 2)
+        return dequantize_blocks(blocks, self.ggml_type).transpose(-1, -2)
+
+
+@dataclass(frozen=True)
+class Linear:
+    """A linear layer x @ W.T whose W is one or more matrices stacked along the output axis (Q, K and V, or gate and
+    up, fused into one matmul when they share a storage type, else one matmul each)."""
+
+    parts: tuple[DeviceMatrix, ...]
+
+    def __call__(self, x: Tensor) -> Tensor:
+        """x (n, in) -> (n, out) float32. The input is materialized first so its producer (a norm, the SwiGLU product)
+        is computed once rather than inside every output's reduction."""
+        x = x.contiguous()
+        outs = [x.matmul(part.transposed(), dtype=dtypes.float32) for part in self.parts]
+        if len(outs) == 1:
+            return outs[0]
+        # each product gets its own kernel: fused into the cat, every output element would run the products of all parts
+        return outs[0].contiguous().cat(*[out.contiguous() for out in outs[1:]], dim=-1)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(part.data.nbytes() for part in self.parts)
+
+
+def upload_matrices(tensors: Sequence[GGUFTensor], device: str, rows: Callable[[int, np.ndarray], np.ndarray] | None = None,
+                    float32: bool = False) -> tuple[DeviceMatrix, ...]:
+    """Put weight matrices on `device`, joining neighbours with the same storage along the output axis.
+
+    Unless `float32` is set, quantized tensors of a type the graph can decode keep their blocks and F16 stays float16;
+    anything else becomes float32. Quantized groups wider than QUANT_ROWS_PER_MATMUL rows are split. `rows(i, array)`,
+    when given, reorders the output rows of tensor i (raw block rows or values).
+    """
+    groups: list[tuple[GGMLType | None, np.dtype | None, list[np.ndarray]]] = []
+    for i, tensor in enumerate(tensors):
+        if tensor.ggml_type in GRAPH_QUANT_TYPES and not float32:
+            kind, dtype, array = tensor.ggml_type, None, tensor.array()
+        else:
+            kind, dtype = None, np.dtype(np.float16 if tensor.ggml_type is GGMLType.F16 and not float32 else np.float32)
+            array = tensor.dequantize().astype(dtype)
+        if rows is not None:
+            array = rows(i, array)
+        if groups and groups[-1][0] == kind and groups[-1][1] == dtype:
+            groups[-1][2].append(array)
+        else:
+            groups.append((kind, dtype, [array]))
+    parts = []
+    for kind, _, arrays in groups:
+        joined = np.concatenate(arrays, axis=-2)
+        pieces = 1 if kind is None else -(-joined.shape[-2] // QUANT_ROWS_PER_MATMUL)
+        parts += [_device_matrix(kind, piece, device) for piece in np.array_split(joined, pieces, axis=-2)]
+    return tuple(parts)
+
+
+def _device_matrix(kind: GGMLType | None, array: np.ndarray, device: str) -> DeviceMatrix:
+    """A (..., out, in) float array (`kind` None; its dtype is kept), or `kind` blocks as (..., out, row_bytes) uint8,
+    on `device` in the streaming layout."""
+    if kind is None:
+        return DeviceMatrix(Tensor(np.ascontiguousarray(np.swapaxes(array, -1, -2)), device=device), None)
+    layout = BLOCK_LAYOUTS[kind]
+    blocks = array.reshape(*array.shape[:-1], array.shape[-1] // layout.block_bytes, layout.block_bytes)
+    nd = blocks.ndim
+    # (..., out, n_blocks, block_bytes) -> (..., n_blocks, block_bytes, out)
+    return DeviceMatrix(Tensor(np.ascontiguousarray(blocks.transpose(*range(nd - 3), nd - 2, nd - 1, nd - 3)), device=device), kind)
