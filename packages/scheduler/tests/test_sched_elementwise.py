@@ -157,3 +157,12 @@ def test_division_by_python_constant(close, np_dtype):
     close(Tensor(a) % 3, a % 3)
     close(Tensor(a).idiv(4), a // 4)
     close(Tensor(a) / 2, (a / 2).astype(np.float32))
+
+
+def test_shifts_by_tensor_amounts_broadcast():
+    x = np.array([[1, 2, 3], [-8, 16, 255]], np.int32)
+    s = np.array([0, 1, 3], np.int32)
+    np.testing.assert_array_equal((Tensor(x) << Tensor(s)).numpy(), x << s)
+    np.testing.assert_array_equal((Tensor(x) >> Tensor(s)).numpy(), x >> s)
+    u = np.array([200, 7], np.uint8)
+    np.testing.assert_array_equal(Tensor(u).rshift(Tensor(np.array([1, 2], np.int32))).numpy(), u >> np.array([1, 2], np.uint8))

@@ -153,3 +153,14 @@ def test_long_elementwise_chain_is_one_kernel():
         x, ref = x * 0.5 + 1, ref * np.float32(0.5) + np.float32(1)
     assert kernels_for(x) == 1
     np.testing.assert_allclose(x.numpy(), ref, rtol=1e-6)
+
+
+def test_concatenated_matmuls_are_computed_once_each():
+    from hcq_runtime import counters
+
+    rng = np.random.default_rng(0)
+    x, w1, w2 = (rng.standard_normal(s).astype(np.float32) for s in ((1, 64), (64, 32), (64, 16)))
+    out = (Tensor(x) @ Tensor(w1)).cat(Tensor(x) @ Tensor(w2), dim=1)
+    counters.reset()
+    np.testing.assert_allclose(out.numpy(), np.concatenate([x @ w1, x @ w2], 1), rtol=1e-4, atol=1e-5)
+    assert counters.kernels == 3  # each product in its own kernel, then the concatenation (not every product per element)

@@ -267,15 +267,21 @@ class ElementwiseMixin(TensorFields):
             return self.logical_not()
         return self._alu(Ops.XOR, self._const(-1 if self.dtype in dtypes.sints else self.dtype.max, self.dtype))
 
-    def lshift(self: Tensor, x: int) -> Tensor:
-        """self << x."""
-        self._check_int("lshift")
-        return self._alu(Ops.SHL, self._const(x, self.dtype))
+    def lshift(self: Tensor, x: Any) -> Tensor:
+        """self << x (x an int or an int tensor of shift amounts, broadcast; the result keeps self's dtype)."""
+        return self._shift(Ops.SHL, x, "lshift")
 
-    def rshift(self: Tensor, x: int) -> Tensor:
-        """self >> x (arithmetic for signed ints)."""
-        self._check_int("rshift")
-        return self._alu(Ops.SHR, self._const(x, self.dtype))
+    def rshift(self: Tensor, x: Any) -> Tensor:
+        """self >> x (arithmetic for signed ints; x an int or an int tensor, broadcast)."""
+        return self._shift(Ops.SHR, x, "rshift")
+
+    def _shift(self: Tensor, op: Ops, x: Any, name: str) -> Tensor:
+        self._check_int(name)
+        if not isinstance(x, type(self)):
+            return self._alu(op, self._const(x, self.dtype))
+        x._check_int(name)
+        shape = broadcast_shape(self.shape, x.shape)
+        return self._broadcast_to(shape)._alu(op, x.cast(self.dtype)._broadcast_to(shape))
 
     def logical_not(self: Tensor) -> Tensor:
         """not self, as bool."""
@@ -303,10 +309,10 @@ class ElementwiseMixin(TensorFields):
     def __invert__(self: Tensor) -> Tensor:
         return self.bitwise_not()
 
-    def __lshift__(self: Tensor, x: int) -> Tensor:
+    def __lshift__(self: Tensor, x: Any) -> Tensor:
         return self.lshift(x)
 
-    def __rshift__(self: Tensor, x: int) -> Tensor:
+    def __rshift__(self: Tensor, x: Any) -> Tensor:
         return self.rshift(x)
 
     # in-place forms write the result into this tensor (and whatever it views), as tinygrad's
@@ -334,10 +340,10 @@ class ElementwiseMixin(TensorFields):
     def __ixor__(self: Tensor, x: Any) -> Tensor:
         return self.assign(self.bitwise_xor(x))
 
-    def __ilshift__(self: Tensor, x: int) -> Tensor:
+    def __ilshift__(self: Tensor, x: Any) -> Tensor:
         return self.assign(self.lshift(x))
 
-    def __irshift__(self: Tensor, x: int) -> Tensor:
+    def __irshift__(self: Tensor, x: Any) -> Tensor:
         return self.assign(self.rshift(x))
 
     # ---- comparisons ----

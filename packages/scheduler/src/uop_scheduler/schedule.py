@@ -26,8 +26,10 @@ from .errors import SchedulerError
 from .rangeify import KernelLowering
 
 # ops a reduce can be computed through without being recomputed: each output element reads at most one reduce
-# element (EXPAND would read one many times, another REDUCE would loop over it)
-_ONE_TO_ONE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.CONTIGUOUS, Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP, Ops.PAD}
+# element (EXPAND would read one many times, another REDUCE would loop over it). PAD is not one of them: the padded
+# elements would still run the reduce loop before the gate drops it (a concatenation of matmuls would compute every
+# product for every output element)
+_ONE_TO_ONE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.CONTIGUOUS, Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP}
 
 
 @dataclass(frozen=True)
