@@ -162,3 +162,15 @@ def test_symbolic_output_shape_follows_the_call():
     for i in (2, 3, 5, 4):
         out = f(a[:, :Variable("n", 1, 6).bind(i)])
         np.testing.assert_array_equal(out.numpy(), np.arange(12, dtype=np.float32).reshape(2, 6)[:, :i] * 2)
+
+
+def test_debug_2_reports_each_replay(monkeypatch, capsys):
+    @TinyJit
+    def f(x):
+        return (x * 2 + 1).contiguous() * 3
+
+    for _ in range(2):
+        f(Tensor(np.ones(4, np.float32)))
+    monkeypatch.setenv("DEBUG", "2")
+    f(Tensor(np.ones(4, np.float32)))
+    assert "*** jit f replay 1: 2 kernels" in capsys.readouterr().out

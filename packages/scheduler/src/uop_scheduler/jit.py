@@ -14,6 +14,8 @@ and a write into other state (BatchNorm's statistics, an optimizer's moments) la
 from __future__ import annotations
 
 import functools
+import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -134,10 +136,14 @@ class TinyJit(Generic[ReturnType]):
             raise JitError(f"TinyJit inputs changed: captured with {cap.signature}, called with {signature} "
                            "(same shapes, dtypes and devices are required; call .reset() to capture again)")
         outputs = [UOp.new_buffer(device, size, dtype) for _, dtype, device, size in cap.outputs]
+        start = time.perf_counter()
         if cap.linked is not None:
             cap.linked([buffer_for(_buffer_of(t)) for t in inputs] + [buffer_for(b).ensure_allocated() for b in outputs], var_vals)
         else:
             run_linear(cap.linear.substitute(dict(zip(cap.buffers, [*(_buffer_of(t) for t in inputs), *outputs]))), var_vals)
+        if int(os.environ.get("DEBUG", "0") or 0) >= 2:  # a replay is one call: its kernels are timed together
+            n = cap.linked.n_kernels if cap.linked is not None else len(cap.linear.src)
+            print(f"*** jit {getattr(self.fn, '__name__', 'fn')} replay {self.cnt - 1}: {n} kernels {(time.perf_counter() - start) * 1e6:10.1f} us")
         self.cnt += 1
         fresh = iter(Tensor(b.reshape(bind_shape(shape, var_vals)), device=device) for b, (shape, _, device, _) in zip(outputs, cap.outputs))
         return cap.structure([inputs[a] if a is not None else next(fresh) for a in cap.aliased])
