@@ -7,9 +7,10 @@ so the classes are built once from `unicodedata` as compact codepoint ranges.
 from __future__ import annotations
 
 import functools
-import itertools
 import re
 import unicodedata
+
+import numpy as np
 
 from .errors import TokenizerError
 
@@ -20,12 +21,18 @@ _WHITESPACE_CONTROLS = "\t\n\x0b\x0c\r\x85"
 
 
 @functools.cache
+def _major_categories() -> np.ndarray:
+    """The first letter of every scanned codepoint's Unicode category, as bytes (one scan shared by all classes)."""
+    return np.frombuffer("".join([unicodedata.category(c)[0] for c in map(chr, range(_SCAN_LIMIT))]).encode("ascii"), np.uint8)
+
+
+@functools.cache
 def unicode_class(category_prefix: str) -> str:
-    """A `re` character-class body matching every codepoint whose category starts with `category_prefix` ("L", "N", "Z")."""
-    codepoints = (cp for cp in range(_SCAN_LIMIT) if unicodedata.category(chr(cp)).startswith(category_prefix))
-    # consecutive codepoints share (codepoint - position); each run becomes one a-z range, keeping the class short and fast
-    runs = [[cp for _, cp in run] for _, run in itertools.groupby(enumerate(codepoints), key=lambda item: item[1] - item[0])]
-    return "".join(re.escape(chr(run[0])) + (f"-{re.escape(chr(run[-1]))}" if len(run) > 1 else "") for run in runs)
+    """A `re` character-class body matching every codepoint whose major category is `category_prefix` ("L", "N", "Z")."""
+    inside = (_major_categories() == ord(category_prefix)).astype(np.int8)
+    # each run of consecutive codepoints becomes one a-z range, keeping the class short and fast
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], inside, [0]))))
+    return "".join(re.escape(chr(a)) + (f"-{re.escape(chr(b - 1))}" if b - 1 > a else "") for a, b in zip(edges[::2], edges[1::2]))
 
 
 def _template_classes() -> dict[str, str]:
