@@ -2,25 +2,29 @@
 
 `QCOMDevice` drives `QCOM` (/dev/kgsl-3d0) and `MOCKQCOM` (`MockKGSL`: a mock driver whose command processor parses
 the real packet stream and runs each dispatch's kernel, compiled from the same OpenCL C by the host C compiler); it is
-an hcq2 `QueueDevice`, so `run_linear` batches its calls into linked submits.
+an hcq2 `QueueDevice`, so `run_linear` batches its calls into linked submits. Kernels opt into the IMAGE path with
+`ImageDType` PARAMs (`imagef` / `imageh`): they read textures and write UAVs, and their buffers are allocated with
+the image as the allocation option (rows at the driver's pitch).
 """
 
-from . import kgsl, packets
+from . import image, kgsl, packets
 from .cl_compiler import CLCompiler
-from .device import TIMESTAMP_DIVIDER, LinkedCommands, QCOMAllocator, QCOMDevice, QCOMProgram, Signal, open_kgsl, ticks_to_us
+from .device import TIMESTAMP_DIVIDER, ImageMemory, LinkedCommands, QCOMAllocator, QCOMDevice, QCOMProgram, Signal, open_kgsl, ticks_to_us
 from .errors import GPUFaultError, KGSLError, MalformedPacketError, QCOMError, UnsupportedGPUError
+from .image import ImageArg, ImageDType, image_pitch, imagef, imageh
 from .mock_compiler import MockQCOMCompiler, build_lib
-from .mock_gpu import Dispatch, MockCP, StateLoad
+from .mock_gpu import Dispatch, MockCP, StateLoad, check_image_descriptor
 from .mock_kgsl import MockKGSL
 from .program import QCOMProgramInfo, parse_lib
 from .queue import HostCopyQueue, Image, QCOMComputeQueue, layout_kernargs
 from .renderer import QCOMRenderer
 
 __all__ = [
-    "kgsl", "packets",
+    "image", "kgsl", "packets",
     "CLCompiler", "MockQCOMCompiler", "build_lib",
-    "TIMESTAMP_DIVIDER", "LinkedCommands", "QCOMAllocator", "QCOMDevice", "QCOMProgram", "Signal", "open_kgsl", "ticks_to_us",
+    "TIMESTAMP_DIVIDER", "ImageMemory", "LinkedCommands", "QCOMAllocator", "QCOMDevice", "QCOMProgram", "Signal", "open_kgsl", "ticks_to_us",
     "GPUFaultError", "KGSLError", "MalformedPacketError", "QCOMError", "UnsupportedGPUError",
-    "Dispatch", "MockCP", "StateLoad", "MockKGSL",
+    "ImageArg", "ImageDType", "image_pitch", "imagef", "imageh",
+    "Dispatch", "MockCP", "StateLoad", "check_image_descriptor", "MockKGSL",
     "QCOMProgramInfo", "parse_lib", "HostCopyQueue", "Image", "QCOMComputeQueue", "layout_kernargs", "QCOMRenderer",
 ]

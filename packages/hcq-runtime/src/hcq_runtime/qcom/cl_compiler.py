@@ -1,7 +1,8 @@
 """`CLCompiler`: OpenCL C → an Adreno program library, by the platform's OpenCL driver (libOpenCL.so on the device).
 
 The driver builds the program for its GPU and hands back the binary (`CL_PROGRAM_BINARIES`), which is the library
-`program.parse_lib` reads. Nothing here runs without the vendor driver; importing the module is always safe.
+`program.parse_lib` reads; the geometry of the kernel's image arguments (from the source) follows it as a table.
+Nothing here runs without the vendor driver; importing the module is always safe.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import ctypes.util
 
 from ..compiler import Compiler
 from ..errors import CompileError
+from .image import image_args, with_image_table
 
 CL_SUCCESS, CL_DEVICE_TYPE_GPU = 0, 1 << 2
 CL_PROGRAM_BINARY_SIZES, CL_PROGRAM_BINARIES, CL_PROGRAM_BUILD_LOG = 0x1165, 0x1166, 0x1183
@@ -64,6 +66,6 @@ class CLCompiler(Compiler):
             pointer = ctypes.c_char_p(ctypes.addressof(binary))
             self._check(self.cl.clGetProgramInfo(program, CL_PROGRAM_BINARIES, ctypes.sizeof(pointer), ctypes.byref(pointer), None),
                         "clGetProgramInfo(BINARIES)")
-            return binary.raw
+            return with_image_table(binary.raw, image_args(src))
         finally:
             self.cl.clReleaseProgram(program)

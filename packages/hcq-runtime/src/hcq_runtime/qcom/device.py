@@ -5,7 +5,9 @@ Commands are `QCOMComputeQueue`s; linking places them (and the kernel arguments 
 memory and writes the link-time values: the private-memory stack, the cache-flush dummy page, the border-colour page
 and the signals, which the linked commands keep references to. A submit writes the run-time values (timeline) and
 issues IOCTL_KGSL_GPU_COMMAND with the IB on the device's draw context. Copies run on the host (`HostCopyQueue`):
-every GPU object is mapped in the process at its GPU address.
+every GPU object is mapped in the process at its GPU address. Image buffers (allocated with an `ImageDType` as the
+option) keep their rows at the driver's pitch; a dispatch binds a program's image arguments as texture or UAV
+descriptors with the geometry its library declares (`bind_images`).
 """
 
 from __future__ import annotations
@@ -27,10 +29,11 @@ from ..hcq2.memory import GPUMemory
 from . import kgsl
 from .cl_compiler import CLCompiler
 from .errors import QCOMError, UnsupportedGPUError
+from .image import ImageDType, pitched_rows, split_image_table
 from .mock_compiler import MockQCOMCompiler
 from .mock_kgsl import MockKGSL
-from .program import QCOMProgramInfo, parse_lib
-from .queue import HostCopyQueue, QCOMComputeQueue
+from .program import BUFTYPE_BUF, BUFTYPE_TEX, QCOMProgramInfo, parse_lib
+from .queue import HostCopyQueue, Image, QCOMComputeQueue
 from .renderer import QCOMRenderer
 
 #: the always-on counter REG_TO_MEM timestamps read ticks at 19.2 MHz: ticks / 19.2 = microseconds
@@ -74,14 +77,27 @@ class LinkedCommands:
     refs: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass
+class ImageMemory(GPUMemory):
+    """The GPU memory of an image: `image.height` rows `image.pitch` bytes apart."""
+
+    image: ImageDType | None = None
+
+
 class QCOMAllocator(LRUAllocator[GPUMemory]):
-    """kgsl GPU objects, CPU-mapped: copies go through the mapping once the GPU is idle."""
+    """kgsl GPU objects, CPU-mapped: copies go through the mapping once the GPU is idle. An allocation whose options
+    are an `ImageDType` is laid out as that image (rows at the driver's pitch); copies move its rows packed."""
 
     def __init__(self, device: QCOMDevice):
         super().__init__()
         self.device = device
 
     def _alloc(self, nbytes: int, options: object) -> GPUMemory:
+        if isinstance(options, ImageDType):
+            if nbytes != options.height * options.row_bytes:
+                raise AllocationError(f"{nbytes} bytes are not the {options.height * options.row_bytes} bytes of {options!r}")
+            mem = self.device.gpu_alloc(options.nbytes)
+            return ImageMemory(mem.va, mem.size, mem.handle, mem.view, options)
         return self.device.gpu_alloc(nbytes)
 
     def _free(self, opaque: GPUMemory, nbytes: int, options: object) -> None:
@@ -90,11 +106,19 @@ class QCOMAllocator(LRUAllocator[GPUMemory]):
 
     def copyin(self, dest: GPUMemory, src: memoryview) -> None:
         self.device.synchronize()
-        _view(dest)[:src.nbytes] = np.frombuffer(src, np.uint8)
+        data = np.frombuffer(src, np.uint8)
+        if isinstance(dest, ImageMemory) and dest.image is not None:
+            pitched_rows(_view(dest), dest.image)[:] = data.reshape(dest.image.height, dest.image.row_bytes)
+        else:
+            _view(dest)[:src.nbytes] = data
 
     def copyout(self, dest: memoryview, src: GPUMemory) -> None:
         self.device.synchronize()
-        np.frombuffer(dest, np.uint8)[:] = _view(src)[:dest.nbytes]
+        out = np.frombuffer(dest, np.uint8)
+        if isinstance(src, ImageMemory) and src.image is not None:
+            out.reshape(src.image.height, src.image.row_bytes)[:] = pitched_rows(_view(src), src.image)
+        else:
+            out[:] = _view(src)[:dest.nbytes]
 
     def offset(self, opaque: GPUMemory, offset: int, nbytes: int) -> GPUMemory:
         return opaque.offset(offset, nbytes)
@@ -114,7 +138,8 @@ class QCOMProgram:
 
     def __init__(self, device: QCOMDevice, name: str, lib: bytes):
         self.device, self.name = device, name
-        self.info: QCOMProgramInfo = parse_lib(lib, name)
+        lib, images = split_image_table(lib)
+        self.info: QCOMProgramInfo = parse_lib(lib, name, images)
         # the shader load reads whole 128-byte units
         self.image = device.gpu_alloc(-(-len(self.info.image) // 128) * 128)
         _view(self.image)[:len(self.info.image)] = np.frombuffer(self.info.image, np.uint8)
@@ -227,7 +252,8 @@ class QCOMDevice(QueueDevice):
         """The dispatch's kernel arguments go into the batch's `data`; the program image is at `address`."""
         assert isinstance(queue, QCOMComputeQueue)
         self.stack_need = max(self.stack_need, program.info.stack_bytes)
-        queue.exec(program.info, address, addresses, values, global_size, local_size, data=data)  # type: ignore[arg-type]
+        buffers, textures, uavs = bind_images(program.info, addresses)
+        queue.exec(program.info, address, buffers, values, global_size, local_size, textures=textures, uavs=uavs, data=data)  # type: ignore[arg-type]
 
     def program_address(self, program: QCOMProgram) -> int:
         return program.image.va
@@ -318,7 +344,8 @@ class QCOMDevice(QueueDevice):
     def exec(self, program: QCOMProgram, addresses: Sequence[int], values: Sequence[int], groups: tuple[int, int, int],
              local: tuple[int, int, int], *, wait: bool = True) -> None:
         """Run one dispatch and signal the timeline; with `wait`, return when it has finished."""
-        queue = QCOMComputeQueue().exec(program.info, program.image.va, addresses, values, groups, local)
+        buffers, textures, uavs = bind_images(program.info, addresses)
+        queue = QCOMComputeQueue().exec(program.info, program.image.va, buffers, values, groups, local, textures=textures, uavs=uavs)
         queue.signal(link("signal:timeline", 8), runtime("timeline"))
         self.submit(self.link(queue), {"timeline": self.next_timeline()})
         if wait:
@@ -332,6 +359,23 @@ class QCOMDevice(QueueDevice):
         """Destroy the draw context and close the kgsl file (the driver frees the process's GPU objects)."""
         kgsl.call(self.file, "DRAWCTXT_DESTROY", drawctxt_id=self.ctx)
         self.file.close()
+
+
+def bind_images(info: QCOMProgramInfo, addresses: Sequence[Word]) -> tuple[list[Word], list[Image], list[Image]]:
+    """The buffer arguments of a dispatch split by kind: plain buffers (addresses in the constants), textures and
+    UAVs (descriptors of the images at those addresses, with the geometry the program declares)."""
+    buffers: list[Word] = []
+    textures: list[Image] = []
+    uavs: list[Image] = []
+    geometry = iter(info.images)
+    for address, kind in zip(addresses, (*info.arg_kinds, *[BUFTYPE_BUF] * len(addresses))):  # values follow the buffers
+        if kind == BUFTYPE_BUF:
+            buffers.append(address)
+            continue
+        image = next(geometry).image
+        bound = Image(address, image.height, image.width, image.base.itemsize, image.pitch)  # type: ignore[arg-type]
+        (textures if kind == BUFTYPE_TEX else uavs).append(bound)
+    return buffers, textures, uavs
 
 
 def open_kgsl(name: str) -> kgsl.KGSLFile:

@@ -1,13 +1,15 @@
 """`MockCP`: the command processor of the mock Adreno 6xx. It parses an IB's packets exactly (type, count and parity
 bits, known opcodes and registers, body sizes), keeps the compute register file, and executes the compute packets:
 state loads read GPU memory (and fault outside it), CP_RUN_OPENCL runs the loaded image (a MOCKQCOM shared object)
-over the dispatch the registers describe, with the constants the last CP_LOAD_STATE6 uploaded.
+over the dispatch the registers describe, with the constants the last CP_LOAD_STATE6 uploaded and the texture and UAV
+descriptors it loaded (checked by `check_image_descriptor`, then decoded by the kernel's read_image / write_image).
 """
 
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import struct
 import time
 from collections import deque
 from collections.abc import Callable
@@ -61,6 +63,31 @@ class Dispatch:
 
 def _u64(lo: int, hi: int) -> int:
     return lo | hi << 32
+
+
+#: texture formats the mock samples -> bytes per texel
+IMAGE_FORMATS = {pk.FMT6_16_16_16_16_FLOAT: 8, pk.FMT6_32_32_32_32_FLOAT: 16}
+
+
+def check_image_descriptor(words: list[int], name: str, memory: Memory) -> None:
+    """Reject an A6XX texture constant the mock cannot sample, naming it: a format other than RGBA half / float, a
+    type other than 2-D, an empty image, a pitch that is not a multiple of 64 bytes holding a row (or whose PITCHALIGN
+    field disagrees with it), or texels outside GPU memory."""
+    fmt = words[0] >> pk.TEX_CONST_0_FMT_SHIFT & 0xFF
+    width, height = words[1] >> pk.TEX_CONST_1_WIDTH_SHIFT & 0x7FFF, words[1] >> pk.TEX_CONST_1_HEIGHT_SHIFT & 0x7FFF
+    kind, pitch, pitchalign = words[2] >> pk.TEX_CONST_2_TYPE_SHIFT & 0x7, words[2] >> pk.TEX_CONST_2_PITCH_SHIFT & 0x3FFFFF, words[2] & 0xF
+    if fmt not in IMAGE_FORMATS:
+        raise MalformedPacketError(f"{name}: format {fmt} is not FMT6_16_16_16_16_FLOAT or FMT6_32_32_32_32_FLOAT")
+    if kind != pk.A6XX_TEX_2D or not width or not height:
+        raise MalformedPacketError(f"{name}: a {width} x {height} image of type {kind}, expected a non-empty 2-D (type {pk.A6XX_TEX_2D}) image")
+    row = width * IMAGE_FORMATS[fmt]
+    if pitch % 64 or pitch < row or pitchalign != (pitch & -pitch).bit_length() - 7:
+        raise MalformedPacketError(f"{name}: pitch {pitch} (PITCHALIGN {pitchalign}) does not hold a {row}-byte row at a multiple of 64 bytes")
+    address = _u64(words[4], words[5])
+    try:
+        memory(address, pitch * (height - 1) + row)
+    except GPUFaultError as e:
+        raise GPUFaultError(f"{name}: the {width} x {height} image at {address:#x} is not GPU memory: {e}") from None
 
 
 class MockCP:
@@ -204,9 +231,10 @@ class MockCP:
                 self.memory(address, 1)
             except GPUFaultError:
                 raise GPUFaultError(f"{where}: the buffer argument at constant byte {at} points at {address:#x}, which is not GPU memory") from None
+        textures, uavs = self._image_state(config, where)
         dims = (ctypes.c_uint32 * 6)(*local, *groups)
         const_file = ctypes.create_string_buffer(consts.data, len(consts.data))
-        status = entry(const_file, dims)
+        status = entry(const_file, dims, textures, uavs)
         self.dispatches.append(Dispatch(groups, local, consts, image_address, stack_address, stack_bytes, self.loads))  # type: ignore[arg-type]
         self.loads = []
         if status:
@@ -222,6 +250,20 @@ class MockCP:
             if count and loaded < min(count, 16):
                 raise MalformedPacketError(f"{where}: SP_CS_CONFIG declares {count} {what} but {loaded} were loaded")
 
+    def _image_state(self, config: int, where: str) -> tuple[Any, Any]:
+        """The texture and UAV descriptors the dispatch loaded, each checked (`check_image_descriptor`)."""
+        out = []
+        for what, key, count in (("texture", (pk.ST6_CONSTANTS, pk.SB6_CS_TEX), config >> pk.CS_CONFIG_NTEX_SHIFT & 0xFF),
+                                 ("UAV", (pk.ST6_UAV, pk.SB6_CS_SHADER), config >> pk.CS_CONFIG_NUAV_SHIFT & 0x7F)):
+            load = next((s for s in reversed(self.loads) if (s.state_type, s.block) == key), None)
+            data = b"" if load is None else load.data[:count * 64]
+            if len(data) < count * 64:
+                raise MalformedPacketError(f"{where}: SP_CS_CONFIG declares {count} {what}s but the last {what} load holds {len(data) // 64}")
+            for k in range(count):
+                check_image_descriptor(list(struct.unpack_from("<16I", data, 64 * k)), f"{where}: {what} descriptor {k}", self.memory)
+            out.append(ctypes.create_string_buffer(data, max(len(data), 4)))
+        return out[0], out[1]
+
     def _entry(self, image: bytes) -> tuple[Any, list[int]]:
         """The entry point of a MOCKQCOM image and the constant offsets of its pointer arguments (loaded once)."""
         digest = hashlib.sha256(image).digest()
@@ -233,6 +275,6 @@ class MockCP:
                 pointers = list((ctypes.c_uint32 * count).in_dll(library, POINTERS))
             except (OSError, AttributeError, ValueError):
                 raise GPUFaultError(f"the shader image ({len(image)} bytes) is not a MOCKQCOM program") from None
-            fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
+            fn.argtypes, fn.restype = [ctypes.c_void_p] * 4, ctypes.c_int
             loaded = self._libraries[digest] = (fn, pointers)
         return loaded

@@ -53,6 +53,10 @@ class QCOMProgramInfo:
     tex_cnt: int = 0
     ibo_cnt: int = 0
     samplers: tuple[int, ...] = ()
+    #: the descriptor kind (BUFTYPE_*) of every argument, in parameter order
+    arg_kinds: tuple[int, ...] = ()
+    #: the geometry of the image arguments (`image.ImageArg`s, in parameter order)
+    images: tuple = ()
 
     @property
     def samp_cnt(self) -> int:
@@ -123,8 +127,9 @@ def sampler_words() -> list[int]:
     return [wrap, pk.TEX_SAMP_1_UNNORM_COORDS | pk.TEX_SAMP_1_CUBEMAPSEAMLESSFILTOFF, 0, 0]
 
 
-def parse_lib(lib: bytes, name: str) -> QCOMProgramInfo:
-    """Read the dispatch settings of kernel `name` from a compiled Adreno OpenCL library."""
+def parse_lib(lib: bytes, name: str, images: tuple = ()) -> QCOMProgramInfo:
+    """Read the dispatch settings of kernel `name` from a compiled Adreno OpenCL library; `images` is the geometry of
+    its image arguments (`image.ImageArg`s), one per texture or UAV descriptor."""
     image_offset, image_size = _u32(lib, LIB_IMAGE_OFFSET), _u32(lib, LIB_IMAGE_SIZE)
     if image_offset + image_size > len(lib) or image_size == 0:
         raise QCOMError(f"the program library's image ({image_size} bytes at {image_offset:#x}) is outside its {len(lib)} bytes")
@@ -154,6 +159,9 @@ def parse_lib(lib: bytes, name: str) -> QCOMProgramInfo:
             consts.append((value, offset_units * size, size))
             offset += CONST_DESC_SIZE
 
+    kinds = tuple(kind for _, kind in buffers)
+    if (described := sum(kind in (BUFTYPE_TEX, BUFTYPE_IBO) for kind in kinds)) != len(images):
+        raise QCOMError(f"kernel {name!r} has {described} image arguments in its library, but {len(images)} image geometries came with it")
     regs = _u32(lib, LIB_REG_DESC)
     return QCOMProgramInfo(
         name=name, image=bytes(lib[image_offset:image_offset + image_size]), prg_offset=_u32(lib, desc + DESC_PRG_OFFSET),
@@ -161,4 +169,4 @@ def parse_lib(lib: bytes, name: str) -> QCOMProgramInfo:
         fregs=_u32(lib, regs + REG_DESC_FREGS), hregs=_u32(lib, regs + REG_DESC_HREGS),
         buf_offs=tuple(off for off, kind in buffers if kind not in (BUFTYPE_TEX, BUFTYPE_IBO)), consts=tuple(consts),
         tex_cnt=sum(kind == BUFTYPE_TEX for _, kind in buffers), ibo_cnt=sum(kind == BUFTYPE_IBO for _, kind in buffers),
-        samplers=tuple(samplers))
+        samplers=tuple(samplers), arg_kinds=kinds, images=tuple(images))

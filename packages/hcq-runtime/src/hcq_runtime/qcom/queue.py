@@ -33,18 +33,21 @@ Piece = Word | bytes  # a run of kernel arguments is made of dwords, patched wor
 @dataclass(frozen=True)
 class Image:
     """A buffer read as a 2-D RGBA image (texture) or written as one (UAV): `height` x `width` texels of 4 floats of
-    `itemsize` bytes (2: half, 4: float)."""
+    `itemsize` bytes (2: half, 4: float), rows `pitch` bytes apart (default: packed rows)."""
 
     address: int | Sym
     height: int
     width: int
     itemsize: int = 4
+    pitch: int | None = None
 
     def descriptor(self, uav: bool) -> list[Word]:
         """The 16-dword A6XX texture constant of this image (a UAV descriptor leaves the swizzle and tiling zero)."""
-        pitch = self.width * 4 * self.itemsize
-        if pitch & 63:
-            raise QCOMError(f"an image row of {pitch} bytes is not 64-byte aligned; pad the image width")
+        row_bytes = self.width * 4 * self.itemsize
+        pitch = row_bytes if self.pitch is None else self.pitch
+        if pitch & 63 or pitch < row_bytes:
+            raise QCOMError(f"an image row of {row_bytes} bytes cannot have a pitch of {pitch} bytes: the pitch is a multiple of 64 bytes "
+                            "that holds the row; allocate the image with its ImageDType")
         fmt = pk.FMT6_32_32_32_32_FLOAT if self.itemsize == 4 else pk.FMT6_16_16_16_16_FLOAT
         word0 = fmt << pk.TEX_CONST_0_FMT_SHIFT
         if not uav:  # swizzle x, y, z, w to themselves, and bit 3 set as Qualcomm's OpenCL driver sets it
