@@ -260,3 +260,76 @@ def test_regressions_found_by_the_tensor_layer():
         value = value * 1.0 + (1.0 if step % 2 else -1.0)
     chain = UOp.sink(param(0, dtypes.float32, n).index(i).store(value).end(i))
     np.testing.assert_array_equal(run(chain, (n, dtypes.float32), x), x)
+
+
+def matvec(k: int, n: int, wdtype=dtypes.float16, weight=lambda w: w) -> UOp:
+    """out[j] = sum_r x[r] * weight(W[r, j]) in float32: the decode-step matmul of an LLM, weight rows streamed."""
+    out, x, w = param(0, dtypes.float32, n), param(1, dtypes.float32, k), param(2, wdtype, k * n)
+    j, r = UOp.range(n, 0), UOp.range(k, 1, AxisType.REDUCE)
+    value = (x.index(r).load() * weight(w.index(r * n + j).load()).cast(dtypes.float32)).reduce(r)
+    return UOp.sink(out.index(j).store(value).end(j))
+
+
+@pytest.mark.parametrize("k", [512, 510])  # 510 rows do not split into MATVEC_ROWS-row passes
+def test_half_matvec_with_wide_vectors_and_two_cores(rng, k):
+    n = 4608
+    x, w = rng.standard_normal(k, dtype=np.float32), rng.standard_normal((k, n)).astype(np.float16)
+    program = to_program(matvec(k, n), CRenderer(vector_width=16), n_cores=2)
+    src = program.src[2].arg
+    assert program.arg.global_size[0] == 2 and "_Float16" in src and "vector_size(32 * sizeof(float))" in src
+    out = run(program, (n, dtypes.float32), x, w)
+    np.testing.assert_allclose(out, x @ w.astype(np.float32), rtol=1e-4, atol=1e-3)
+
+
+def test_long_accumulator_row_stays_a_loop(rng):
+    # 72 accumulator vectors per core are more than MAX_UNROLL: unrolled, the body of relu(W) . x took clang seconds
+    k, n = 64, 2 * 72 * 16
+    x, w = rng.standard_normal(k, dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    program = to_program(matvec(k, n, dtypes.float32, lambda v: v.maximum(0.0)), CRenderer(vector_width=16), n_cores=2)
+    assert "GCC unroll 72" not in program.src[2].arg
+    out = run(program, (n, dtypes.float32), x, w)
+    np.testing.assert_allclose(out, x @ np.maximum(w, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_int8_weights_scaled_per_row_like_q8(rng):
+    k, n = 256, 1024
+    x, q = rng.standard_normal(k, dtype=np.float32), rng.integers(-128, 128, (k, n), dtype=np.int8)
+    program = to_program(matvec(k, n, dtypes.int8), CRenderer(vector_width=16), n_cores=2)
+    out = run(program, (n, dtypes.float32), x, q)
+    np.testing.assert_allclose(out, x @ q.astype(np.float32), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype, np_dtype", [(dtypes.uint8, np.uint8), (dtypes.int8, np.int8), (dtypes.int16, np.int16),
+                                             (dtypes.uint16, np.uint16)])
+@pytest.mark.parametrize("op", [Ops.ADD, Ops.MUL, Ops.SUB, Ops.XOR])
+def test_narrow_integer_vectors_wrap_like_numpy(rng, dtype, np_dtype, op):
+    n = 256
+    info = np.iinfo(np_dtype)
+    a, b = (rng.integers(info.min, info.max + 1, n).astype(np_dtype) for _ in range(2))
+    program = to_program(binary(n, op, dtype), CRenderer(vector_width=16), opts=[Opt(OptOps.UPCAST, 0, 16)])
+    assert "vector_size(16 * sizeof(" in program.src[2].arg
+    ref = {Ops.ADD: np.add, Ops.MUL: np.multiply, Ops.SUB: np.subtract, Ops.XOR: np.bitwise_xor}[op](a, b)
+    np.testing.assert_array_equal(run(program, (n, dtype), a, b), ref)
+
+
+def test_narrow_integer_shifts_and_half_bitcasts_as_vectors(rng):
+    n = 128
+    a = rng.integers(-2**15, 2**15, n).astype(np.int16)
+    shifted = unary(n, dtypes.int16, dtypes.int16, lambda v: (v << 3) ^ (v >> 2))
+    program = to_program(shifted, CRenderer(vector_width=16), opts=[Opt(OptOps.UPCAST, 0, 16)])
+    assert "vector_size(16 * sizeof(" in program.src[2].arg
+    np.testing.assert_array_equal(run(program, (n, dtypes.int16), a), (a << 3) ^ (a >> 2))
+    h = rng.standard_normal(n).astype(np.float16)
+    bits = unary(n, dtypes.float16, dtypes.uint16, lambda v: v.bitcast(dtypes.uint16) & 0x7FFF)
+    program = to_program(bits, CRenderer(vector_width=16), opts=[Opt(OptOps.UPCAST, 0, 16)])
+    np.testing.assert_array_equal(run(program, (n, dtypes.uint16), h), h.view(np.uint16) & 0x7FFF)
+
+
+def test_scalar_narrow_integer_ops_wrap(rng):
+    # outside vector blocks C promotes uint8 to int: every result is narrowed back
+    a, b = np.array([250, 3, 128, 255], np.uint8), np.array([10, 255, 128, 255], np.uint8)
+    add = to_program(binary(4, Ops.ADD, dtypes.uint8), CRenderer(), opts=[])
+    np.testing.assert_array_equal(run(add, (4, dtypes.uint8), a, b), a + b)
+    cmp = to_program(UOp.sink(param(0, dtypes.bool, 4).index(i := UOp.range(4, 0)).store(
+        (param(1, dtypes.uint8, 4).index(i).load() + param(2, dtypes.uint8, 4).index(i).load()) < 5).end(i)), CRenderer(), opts=[])
+    np.testing.assert_array_equal(run(cmp, (4, dtypes.bool), a, b), (a + b) < 5)

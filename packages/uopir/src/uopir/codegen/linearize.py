@@ -47,10 +47,17 @@ def flat_index(regs: list[UOp]) -> UOp:
     return flat.simplify()
 
 
-def register_order(r: UOp) -> tuple[bool, int]:
-    """Register loops nest unrolled reduce axes outermost, then upcasts newest first: the first upcast the
-    heuristic makes is the contiguous output axis, and innermost it becomes the one the C compiler vectorizes."""
-    return (axis_type(r) is not AxisType.UNROLL, -r.arg[0])
+#: register loops up to this many iterations are fully unrolled by renderers; longer ones (a matrix-vector kernel's
+#: accumulator row) stay loops
+MAX_UNROLL = 64
+
+
+def register_order(r: UOp) -> tuple[bool, bool, int]:
+    """Register loops nest the ones too long to unroll outermost, then unrolled reduce axes, then upcasts newest first:
+    the first upcast the heuristic makes is the contiguous output axis, and innermost it becomes the one the C
+    compiler vectorizes. An unrolled reduce axis inside a long accumulator loop updates each accumulator several
+    times per pass, so the compiler keeps it in a register between those updates."""
+    return (range_end(r) <= MAX_UNROLL, axis_type(r) is not AxisType.UNROLL, -r.arg[0])
 
 
 class Linearizer:

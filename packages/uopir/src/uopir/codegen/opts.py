@@ -167,6 +167,10 @@ def _contiguous_in(ast: UOp, r: UOp) -> bool:
     return idx.op is Ops.INDEX and len(idx.src) >= 2 and stride(idx.src[1], r) == 1
 
 
+#: weight rows a matrix-vector kernel reads per pass over its accumulator row
+MATVEC_ROWS = 4
+
+
 def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Opt]:
     """Opts that make a kernel fast on a CPU: vectorize the contiguous output axis, register-tile matmul-like
     reductions, unroll short reduce loops, and spread the outermost loop axis across cores."""
@@ -205,6 +209,11 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Op
     # runs outside and each step streams one contiguous weight row, instead of striding across rows per output tile
     if reduces and inner is not None and all(sizes[i] == 1 for i in loops if i != inner) and 1 < sizes[inner] <= 128:
         opts.append(Opt(OptOps.UPCAST, inner, sizes[inner]))
+        # and several weight rows per pass over the accumulators: each accumulator vector is loaded and stored once
+        # per MATVEC_ROWS products, and the loads run as that many parallel streams
+        unroll = next((i for i in reduces if sizes[i] % MATVEC_ROWS == 0 and sizes[i] > MATVEC_ROWS), None)
+        if unroll is not None:
+            opts.append(Opt(OptOps.UNROLL, unroll, MATVEC_ROWS))
     return opts
 
 

@@ -8,7 +8,8 @@ Semantics it guarantees, whatever the C compiler does with undefined behaviour:
 - float16 is `_Float16` with a cast after every op (no excess precision); bfloat16 and the fp8 formats are stored as
   their bits and computed in float32 with the result of every op rounded back (see `c_support`).
 - Casts from float to int truncate; a value outside the target's range is undefined, as in C and numpy.
-- Contiguous upcast register loops are written with GCC vector types (see `cvector`); the rest stay unrolled loops.
+- Contiguous upcast register loops are written with GCC vector types (see `cvector`); the rest are unrolled loops or,
+  when long or deeply nested, loops the C compiler vectorizes (see `_CProgram.plan_unrolls`).
 ABI: `void NAME(void **bufs, const long long *vals, int core_id, int n_cores)`, buffers in slot order, variables by
 name (see hcq_runtime's CPU device).
 """
@@ -23,6 +24,7 @@ from uopir.ops import GroupOp, Ops
 from uopir.uop import UOp
 
 from ..codegen.kernel import REGISTER_AXES, CodegenError, variable_name
+from ..codegen.linearize import MAX_UNROLL
 from .base import Renderer
 from .c_support import BF16_FAST, GENERIC, SMALL_FLOATS, small_float_helpers
 from .cvector import VectorBlock, find_vector_block, vector_type
@@ -37,6 +39,13 @@ C_TYPES: dict[DType, str] = {
 _INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "==",
           Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&", Ops.SHL: "<<", Ops.SHR: ">>"}
 _MATH = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc", Ops.POW: "pow"}
+
+
+#: the most copies of a loop body a nest of completely unrolled register loops may hold on SIMD targets (a 4x24x32
+#: scalar nest took clang 29 s to compile and ran 3x slower than with its lane loop left to the loop vectorizer)
+UNROLL_BUDGET = 256
+#: on SIMD targets an innermost scalar register loop this long or longer is left to the C compiler's loop vectorizer
+LOOP_VECTORIZE_MIN = 16
 
 
 class CRenderer(Renderer):
@@ -98,6 +107,10 @@ class CRenderer(Renderer):
     def bitcast_expr(self, x: str, src: DType, dst: DType) -> str:
         return f"({{ {self.types[src]} _s = {x}; {self.types[dst]} _d; __builtin_memcpy(&_d, &_s, sizeof _d); _d; }})"
 
+    def vector_bitcast_expr(self, x: str, vtype: str) -> str:
+        """The bits of vector `x` as vector type `vtype` (same size): a cast between GCC vector types."""
+        return f"(({vtype})({x}))"
+
     def loop_header(self, name: str, end: str, unroll: int | None) -> str:
         loop = f"for ({self.index_type} {name} = 0; {name} < {end}; {name}++) {{"
         return f"_Pragma(\"GCC unroll {unroll}\") {loop}" if unroll else loop
@@ -157,7 +170,10 @@ class _CProgram:
 
     # ---- expressions ----
     def rounded(self, expr: str, dt: DType) -> str:
-        """Round an op's result to `dt` (a no-op for dtypes C computes exactly)."""
+        """Round an op's result to `dt` (a no-op for dtypes C computes exactly); C promotes integers narrower than int,
+        so their results wrap back to `dt` here."""
+        if dtypes.is_int(dt) and dt.itemsize < 4:
+            return f"(({self.r.types[dt]})({expr}))"
         if dt == dtypes.float16:
             return f"(({self.r.types[dtypes.float16]})({expr}))"
         if dt in SMALL_FLOATS:
@@ -261,8 +277,7 @@ class _CProgram:
         if op is Ops.RANGE:
             name = self.names[node] = f"{'u' if node.arg[1] in REGISTER_AXES else 'r'}idx{node.arg[0]}"
             end = self.names[node.src[0]]
-            # small register loops are unrolled; a long one (a matrix-vector accumulator row) stays a loop
-            unroll = int(node.src[0].arg) if node.arg[1] in REGISTER_AXES and int(node.src[0].arg) <= 64 else None
+            unroll = self.unrolls.get(node)
             self.line(self.r.loop_header(name, end, unroll))
             self.depth += 1
             return
@@ -329,7 +344,7 @@ class _CProgram:
         if op is Ops.CAST:
             expr = f"__builtin_convertvector({args[0]}, {vt})"
         elif op is Ops.BITCAST:
-            expr = f"(({vt})({args[0]}))"
+            expr = self.r.vector_bitcast_expr(args[0], vt)
         elif op is Ops.NEG:
             expr = f"(-{args[0]})"
         elif op is Ops.RECIPROCAL:
@@ -376,6 +391,33 @@ class _CProgram:
             return f"uop_to_{SMALL_FLOATS[elem][0]}_f({value})"
         return value
 
+    def plan_unrolls(self, vector_starts: set[int]) -> dict[UOp, int]:
+        """The register loops to unroll completely (RANGE -> trip count); the others stay loops.
+
+        Loops longer than MAX_UNROLL (a matrix-vector kernel's accumulator row) stay loops. On SIMD targets a scalar
+        innermost register loop of LOOP_VECTORIZE_MIN or more lanes is also left as a loop, for the C compiler's loop
+        vectorizer (unrolled, it only has the SLP vectorizer, which gives up on long bodies), and a nest of unrolled
+        loops holds at most UNROLL_BUDGET copies of its body. GPU targets (vector width 1) unroll every register loop
+        up to MAX_UNROLL, so their accumulators stay in registers."""
+        simd = self.r.vector_width > 1
+        unrolls: dict[UOp, int] = {}
+        factors: list[int] = []  # the unroll factor of each open loop
+        for i, node in enumerate(self.linear):
+            if node.op is Ops.END:
+                factors.pop()
+                continue
+            if node.op is not Ops.RANGE:
+                continue
+            size = int(node.src[0].arg) if node.arg[1] in REGISTER_AXES else 0
+            unroll = node.arg[1] in REGISTER_AXES and i not in vector_starts and size <= MAX_UNROLL
+            if unroll and simd:
+                innermost = next(n for n in self.linear[i + 1:] if n.op in (Ops.RANGE, Ops.END)).op is Ops.END
+                unroll = not (innermost and size >= LOOP_VECTORIZE_MIN) and math.prod(factors) * size <= UNROLL_BUDGET
+            if unroll:
+                unrolls[node] = size
+            factors.append(size if unroll else 1)
+        return unrolls
+
     def render(self) -> str:
         buffers = sorted((u for u in self.linear if u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.GLOBAL
                           and isinstance(u.dtype, PtrDType)), key=lambda u: u.arg.slot)
@@ -391,12 +433,14 @@ class _CProgram:
             elif u.op is Ops.PARAM and u.arg.addrspace is AddrSpace.LOCAL and u not in self.names:
                 self.names[u] = f"lds{u.arg.slot}"
                 self.line(self.r.local_array(self.r.value_type(u.dtype.base), self.names[u], u.dtype.size))
+        blocks = {i: found for i, node in enumerate(self.linear)
+                  if node.op is Ops.RANGE and self.r.vectorize and (found := find_vector_block(self.linear, i)) is not None}
+        self.unrolls = self.plan_unrolls(set(blocks))
         self.block: VectorBlock | None = None
-        vector_ends: set[int] = set()
+        vector_ends = {end for _, end in blocks.values()}
         for i, node in enumerate(self.linear):
-            if node.op is Ops.RANGE and self.r.vectorize and (found := find_vector_block(self.linear, i)) is not None:
-                self.block, end = found
-                vector_ends.add(end)
+            if i in blocks:
+                self.block, _ = blocks[i]
                 name = self.names[node] = f"uidx{node.arg[0]}"
                 self.line(f"{{ const {self.r.index_type} {name} = 0;  /* {self.block.width} lanes as one vector */")
                 self.depth += 1

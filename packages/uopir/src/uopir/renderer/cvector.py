@@ -17,11 +17,13 @@ from uopir.uop import UOp
 
 from ..codegen.opts import stride
 
-VECTOR_DTYPES = frozenset({dtypes.float32, dtypes.float64, dtypes.int32, dtypes.uint32, dtypes.int64, dtypes.uint64})
+#: computed with as vectors (GCC vector integer ops wrap in the element type, as the dtype does)
+VECTOR_DTYPES = frozenset({dtypes.float32, dtypes.float64, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32,
+                           dtypes.uint32, dtypes.int64, dtypes.uint64})
 #: loaded, stored and converted as vectors, but not computed with (each op would need its own rounding to half)
 STORAGE_ONLY_DTYPES = frozenset({dtypes.float16})
 _FLOAT_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MULACC, Ops.RECIPROCAL})
-_INT_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.AND, Ops.OR, Ops.XOR})
+_INT_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
 _LANES = (2, 4, 8, 16, 32, 64)
 
 
@@ -89,12 +91,12 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
 def _vectorizable(node: UOp, kind: dict[UOp, str]) -> bool:
     if any(kind.get(s) == "index" for s in node.src):
         return False
-    if node.op is Ops.CAST:  # conversions may also go to or from a storage-only dtype
+    if node.op is Ops.CAST:  # conversions and bitcasts may also go to or from a storage-only dtype
         return {node.dtype, node.src[0].dtype} <= VECTOR_DTYPES | STORAGE_ONLY_DTYPES
+    if node.op is Ops.BITCAST:
+        return {node.dtype, node.src[0].dtype} <= VECTOR_DTYPES | STORAGE_ONLY_DTYPES and node.src[0].dtype.itemsize == node.dtype.itemsize
     if node.dtype not in VECTOR_DTYPES:
         return False
-    if node.op is Ops.BITCAST:
-        return node.src[0].dtype in VECTOR_DTYPES and node.src[0].dtype.itemsize == node.dtype.itemsize
     return node.op in (_FLOAT_OPS if dtypes.is_float(node.dtype) else _INT_OPS)
 
 

@@ -60,6 +60,10 @@ class AMDOpenCLRenderer(CRenderer):
     def bitcast_expr(self, x: str, src: DType, dst: DType) -> str:
         return f"as_{self.types[dst]}(({self.types[src]})({x}))"
 
+    def vector_bitcast_expr(self, x: str, vtype: str) -> str:
+        # in OpenCL C `(float4)(v)` is a vector literal (a conversion), so reinterpret with the astype builtin
+        return f"__builtin_astype({x}, {vtype})"
+
     def loop_header(self, name: str, end: str, unroll: int | None) -> str:
         loop = f"for (long {name} = 0; {name} < {end}; {name}++) {{"
         return f"_Pragma(\"unroll\") {loop}" if unroll else loop
