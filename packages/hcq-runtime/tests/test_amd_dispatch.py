@@ -1,13 +1,25 @@
-"""End to end on MOCKAMD: OpenCL kernels built by clang-15 for gfx1100, dispatched through the PM4 ring and run in the
-amd-isa emulator by the mock GPU; results compared with numpy."""
+"""End to end on MOCKAMD: OpenCL kernels built by clang-15 for gfx1100 (and the CDNA targets gfx90a, gfx940), dispatched
+through the PM4 ring and run in the amd-isa emulator by the mock GPU; results compared with numpy."""
 
 import dataclasses
 import struct
 
 import numpy as np
 import pytest
+from amd_isa import CodeObject
 from hcq_runtime import AMDCompiler, CompileError
-from hcq_runtime.amd import AMDComputeQueue, AMDCopyQueue, AMDDevice, CommandBuffer, GPUFaultError, PatchKind, QueueKind, link, runtime
+from hcq_runtime.amd import (
+    AMDComputeQueue,
+    AMDCopyQueue,
+    AMDDevice,
+    AMDError,
+    CommandBuffer,
+    GPUFaultError,
+    PatchKind,
+    QueueKind,
+    link,
+    runtime,
+)
 from hcq_runtime.hcq2 import COMPUTE
 
 try:
@@ -199,3 +211,51 @@ def test_encoded_dispatch_packet_points_at_the_linked_kernargs(dev):
     run_encoded(dev, prg, [out.va], [width], (2, 3, 1), (32, 2, 1))
     y, x = np.mgrid[0:height, 0:width]
     np.testing.assert_array_equal(download(dev, out, np.int32, width * height).reshape(height, width), y * 1000 + x + 32 * 1000000)
+
+
+# CDNA (gfx9) targets clang-15 builds for: gfx90a (MI200) and gfx940 (MI300; clang-15 has no gfx941/gfx942/gfx950)
+CDNA = ("gfx90a", "gfx940")
+
+
+@pytest.fixture(scope="module", params=CDNA)
+def cdna(request):
+    device = AMDDevice(f"MOCKAMD:{request.param}")
+    yield device
+    device.close()
+
+
+def test_cdna_kernels_are_wave64_with_gfx9_descriptors(cdna, rng):
+    binary = AMDCompiler(cdna.arch).compile(VECTOR_ADD)
+    assert CodeObject.from_bytes(binary).target == cdna.arch
+    prg = cdna.program("vector_add", binary)
+    assert not prg.info.wave32, "gfx9 has no wave32: the descriptor leaves ENABLE_WAVE32 clear"
+    n = 200  # four wave64 workgroups, the last one partly masked
+    a, b = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    ma, mb, mc = upload(cdna, a), upload(cdna, b), upload(cdna, np.full(n, -1, np.float32))
+    before = cdna.driver.gpu.dispatches
+    prg(struct.pack("<QQQi", ma.va, mb.va, mc.va, n), (4, 1, 1), (64, 1, 1))
+    assert cdna.driver.gpu.dispatches == before + 1
+    np.testing.assert_array_equal(download(cdna, mc, np.float32, n), a + b)
+
+
+def test_cdna_scratch_and_dispatch_packet_from_linked_commands(cdna):
+    prg = cdna.program("shuffle", AMDCompiler(cdna.arch).compile(PRIVATE_ARRAY))
+    assert prg.private_segment_size > 0
+    idx = np.random.default_rng(4).integers(0, 64, 64, dtype=np.int32)
+    out, mi = cdna.allocator.alloc(256), upload(cdna, idx)
+    run_encoded(cdna, prg, [out.va, mi.va], [], (1, 1, 1), (64, 1, 1))
+    expected = np.zeros((64, 64), np.float32)
+    for i in range(64):
+        expected[:, (i * 7) & 63] = i * np.arange(64)
+    np.testing.assert_array_equal(download(cdna, out, np.float32, 64), expected[np.arange(64), idx & 63])
+    fill = cdna.program(None, AMDCompiler(cdna.arch).compile(FILL_2D))
+    width, height = 64, 4
+    grid = upload(cdna, np.zeros(width * height, np.int32))
+    run_encoded(cdna, fill, [grid.va], [width], (1, 2, 1), (64, 2, 1))
+    y, x = np.mgrid[0:height, 0:width]
+    np.testing.assert_array_equal(download(cdna, grid, np.int32, width * height).reshape(height, width), y * 1000 + x + 64 * 1000000)
+
+
+def test_a_code_object_for_another_target_is_refused(cdna):
+    with pytest.raises(AMDError, match=f"built for gfx1100.*{cdna.arch}"):
+        cdna.program("vector_add", COMPILER.compile(VECTOR_ADD))

@@ -1,10 +1,13 @@
-"""The mock KFD and GPU: malformed packets, waits and signals across queues, hangs, SDMA copies, faults."""
+"""The mock KFD and GPU: malformed packets, waits and signals across queues, hangs, SDMA copies, faults, and the gfx9 (CDNA)
+packet forms a CDNA target expects."""
 
 import numpy as np
 import pytest
 from hcq_runtime.amd import (
+    AMDComputeQueue,
     AMDCopyQueue,
     AMDDevice,
+    AMDError,
     CommandBuffer,
     GPUFaultError,
     KFDError,
@@ -12,6 +15,7 @@ from hcq_runtime.amd import (
     MockKFD,
     QueueHangError,
     QueueKind,
+    open_driver,
     pm4,
     sdma,
 )
@@ -203,3 +207,62 @@ def test_interrupts_fire_kfd_events(dev):
     assert int(kfd.bytes_at(mailbox, 4).view(np.uint32)[0]) == event
     dev.submit(raw(sdma.trap(event)), QueueKind.SDMA)
     assert kfd.wait_event(event, timeout_ms=0)
+
+
+# gfx9 (CDNA) packet forms, restated from pm4_soc15.h / gfx_v9_0.c and sdma_4_0_0: ACQUIRE_MEM has 6 body dwords
+# (CP_COHER_CNTL first), RELEASE_MEM flushes with EOP TC action bits, DISPATCH_INITIATOR has no CS_W32_EN, FENCE no MTYPE
+GFX9_ACQUIRE = [pm4.header(0x58, 6), 1 << 29 | 1 << 27 | 1 << 22, 0xFFFFFFFF, 0xFFFFFF, 0, 0, 0xA]
+GFX10_ACQUIRE = [pm4.header(0x58, 7), 0, 0xFFFFFFFF, 0xFFFFFF, 0, 0, 0xA, 0x3F1]
+
+
+@pytest.fixture
+def cdna():
+    device = AMDDevice("MOCKAMD:gfx940", ring_size=0x1000)
+    yield device
+    device.close()
+
+
+def test_cdna_queue_runs_the_gfx9_forms(cdna):
+    done, copied = cdna.new_signal(), cdna.new_signal()
+    queue = AMDComputeQueue(cdna.target)
+    queue.cmd.emit(queue.memory_barrier())
+    queue.timestamp(done.timestamp_address).signal(done.address, 9)
+    words = queue.cmd.words
+    assert words[:2] == GFX9_ACQUIRE[:2] and words[6] == 0xA  # header, CP_COHER_CNTL (I, K, TCL1 caches), poll interval
+    cdna.submit(queue.cmd, QueueKind.COMPUTE)
+    cdna.submit(AMDCopyQueue(cdna.target).wait(done.address, 9).signal(copied.address, 4).cmd, QueueKind.SDMA)
+    assert (done.value, copied.value) == (9, 4) and done.timestamp > 0
+
+
+@pytest.mark.parametrize(("words", "kind", "message"), [
+    (GFX10_ACQUIRE, QueueKind.COMPUTE, "ACQUIRE_MEM at .*a gfx9 ACQUIRE_MEM has 6 body dwords, this one has 7"),
+    (pm4.release_mem(0x1000, 1, 1, cache_flush=True), QueueKind.COMPUTE, "RELEASE_MEM at .*gfx10\\+ GCR controls"),
+    (pm4.dispatch_direct((1, 1, 1), wave32=True), QueueKind.COMPUTE, "DISPATCH_DIRECT at .*CS_W32_EN .* reserved on gfx9"),
+    (sdma.fence(0x1000, 1), QueueKind.SDMA, "FENCE at .*no MTYPE"),
+])
+def test_cdna_queue_rejects_gfx10_forms(cdna, words, kind, message):
+    with pytest.raises(MalformedPacketError, match=message):
+        cdna.submit(raw(words), kind)
+
+
+def test_rdna_queue_rejects_the_gfx9_acquire(dev):
+    with pytest.raises(MalformedPacketError, match="a gfx10\\+ ACQUIRE_MEM has 7 body dwords, this one has 6"):
+        dev.submit(raw(GFX9_ACQUIRE), QueueKind.COMPUTE)
+
+
+@pytest.mark.parametrize(("name", "target"), [("MOCKAMD:gfx90a", (9, 0, 10)), ("MOCKAMD:gfx940:1", (9, 4, 0)), ("MOCKAMD:3", (11, 0, 0)),
+                                              ("mockamd:GFX1201", (12, 0, 1))])
+def test_mock_device_names_pick_the_target(name, target):
+    assert open_driver(name).target == target
+
+
+def test_mockamd_arch_sets_the_default_target(monkeypatch):
+    monkeypatch.setenv("MOCKAMD_ARCH", "gfx90a")
+    assert open_driver("MOCKAMD").target == (9, 0, 10) and open_driver("MOCKAMD:gfx1100").target == (11, 0, 0)
+
+
+@pytest.mark.parametrize(("name", "message"), [("MOCKAMD:gfx1030", "cannot run gfx1030: .*gfx90a"), ("MOCKAMD:gfxzz", "not a gfx target name"),
+                                               ("MOCKAMD:gfx803", "cannot run gfx803")])
+def test_mock_refuses_targets_it_cannot_run(name, message):
+    with pytest.raises(AMDError, match=message):
+        open_driver(name)

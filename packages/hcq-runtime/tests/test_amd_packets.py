@@ -175,7 +175,7 @@ def test_gfx9_acquire_and_release_use_the_soc15_forms():
     q = AMDComputeQueue((9, 4, 2)).exec(info, 0x2000, (1, 1, 1), (64, 1, 1)).signal(0x3000, 9)
     packets = decode_pm4(q.cmd.words)
     acquire = next(body for op, body, _ in packets if op == OP_ACQUIRE_MEM)
-    assert len(acquire) == 7 and acquire[6] == 0xA  # CP_COHER_CNTL leads, the poll interval closes
+    assert len(acquire) == 6 and acquire[5] == 0xA  # PACKET3(ACQUIRE_MEM, 5) in gfx_v9_0.c: CP_COHER_CNTL leads, the poll interval closes
     assert acquire[0] & (SOC15_SH_ICACHE | SOC15_SH_KCACHE | SOC15_TCL1) == SOC15_SH_ICACHE | SOC15_SH_KCACHE | SOC15_TCL1
     release = next(body for op, body, _ in packets if op == OP_RELEASE_MEM)
     assert release[0] & (SOC15_EOP_TC_WB | SOC15_EOP_TC_NC) == SOC15_EOP_TC_WB | SOC15_EOP_TC_NC
@@ -185,6 +185,24 @@ def test_gfx9_acquire_and_release_use_the_soc15_forms():
     assert sh[0x2000 + 0xE2D] == 3, "gfx9 COMPUTE_PGM_RSRC3 lives at its own address"
     dispatch = next(body for op, body, _ in packets if op == OP_DISPATCH_DIRECT)
     assert not dispatch[3] & (1 << 15), "CDNA runs wave64: CS_W32_EN stays clear"
+
+
+def test_gfx9_sdma_fence_has_no_mtype():
+    # sdma_4_0_0: the FENCE header holds only op (7:0) and sub-op (15:8); sdma 5/6 add MTYPE at 18:16
+    assert AMDCopyQueue((9, 4, 0)).signal(0x40_0000_0008, 5).cmd.words == [5, 8, 0x40, 5]
+    assert AMDCopyQueue((11, 0, 0)).signal(0x40_0000_0008, 5).cmd.words[0] == 5 | 3 << 16
+
+
+@pytest.mark.parametrize(("name", "target"), [("gfx1100", (11, 0, 0)), ("gfx1201", (12, 0, 1)), ("gfx90a", (9, 0, 10)),
+                                              ("gfx942", (9, 4, 2)), ("GFX940", (9, 4, 0))])
+def test_target_names_round_trip(name, target):
+    assert regs.parse_target(name) == target and regs.target_name(target) == name.lower()
+
+
+@pytest.mark.parametrize("name", ["gfx", "sm_90", "gfx9", "gfxzz0", "gfx12345"])
+def test_parse_target_rejects_other_names(name):
+    with pytest.raises(ValueError, match="gfx target name"):
+        regs.parse_target(name)
 
 
 def test_gfx11_release_mem_flushes_with_gcr_bits_not_soc15_bits():
@@ -201,3 +219,15 @@ def test_scratch_descriptor_patched_at_link_keeps_the_swizzle_bit():
     user = [sh[GC_BASE + REG["USER_DATA_0"] + i] for i in range(6)]
     assert user[:4] == [0x1234_5600, 0x7 | 1 << 31, 0xFFFFFFFF, 0x20C14000]  # V# base lo, base hi | swizzle, size, word3
     assert sh[GC_BASE + REG["SCRATCH_BASE_LO"]] == 0x7_1234_5600 >> 8 & 0xFFFFFFFF
+
+
+def test_gfx90a_scratch_user_sgprs_use_the_gfx9_descriptor_and_flat_scratch_base():
+    # gfx9 V# word3 (union_SQ_BUF_RSRC_WORD3): DST_SEL_X..W = 4..7 at bits 0/3/6/9, NUM_FORMAT UINT (4) at 12, DATA_FORMAT 32 (4)
+    # at 15, ELEMENT_SIZE 1 at 19, INDEX_STRIDE 3 at 21, ADD_TID_ENABLE at 23, TYPE 0 at 30
+    word3 = 4 | 5 << 3 | 6 << 6 | 7 << 9 | 4 << 12 | 4 << 15 | 1 << 19 | 3 << 21 | 1 << 23
+    info = ProgramInfo(address=0x1_0000_0100, rsrc1=1, rsrc2=2, rsrc3=3, wave32=False,
+                       user_sgprs=("private_segment_buffer", "kernarg_segment_ptr", "flat_scratch_init"), kernarg_size=8)
+    cmd = AMDComputeQueue((9, 0, 10)).exec(info, 0x2000, (1, 1, 1), (64, 1, 1), scratch=link("scratch", 8)).cmd
+    cmd.link({"scratch": 0x7_1234_5600})
+    sh = sh_writes(decode_pm4(cmd.words))
+    assert [sh[0x2000 + 0xE40 + i] for i in range(8)] == [0x1234_5600, 0x7 | 1 << 31, 0xFFFFFFFF, word3, 0x2000, 0, 0x1234_5600, 0x7]

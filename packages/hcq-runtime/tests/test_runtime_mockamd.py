@@ -1,10 +1,10 @@
-"""run_linear on MOCKAMD: kernels rendered as OpenCL C, compiled for gfx1100, dispatched through the PM4 queue of the
+"""run_linear on MOCKAMD: kernels rendered as OpenCL C, compiled for gfx1100 (and CDNA: gfx90a, gfx940), dispatched through the PM4 queue of the
 mock KFD GPU, executed in the amd-isa emulator; results against numpy."""
 
 import numpy as np
 import pytest
 from amd_isa import sqtt
-from hcq_runtime import AMDCompiler, CompileError, Device, buffer_for, run_linear
+from hcq_runtime import AMDCompiler, CompileError, Device, buffer_for, link_linear, run_linear
 from uopir import AxisType, Ops, UOp, dtypes
 
 try:
@@ -71,3 +71,44 @@ def test_profile_records_an_sqtt_trace_per_dispatch(monkeypatch):
         assert mapped, "the trace maps back to the kernel's instructions"
         assert mapped[-1].inst.mnemonic == "s_endpgm"
         assert all(trace.code.text_addr <= info.pc < trace.code.text_addr + len(trace.code.text) for info in mapped)
+
+
+# CDNA (gfx9, wave64) on the same mock: `MOCKAMD:<target>` opens a mock GPU of that target. clang-15 builds gfx90a and
+# gfx940 (it has no gfx941/gfx942/gfx950), so these stand for MI200 and MI300.
+@pytest.mark.parametrize("arch", ["gfx90a", "gfx940"])
+def test_run_linear_on_a_cdna_mockamd(arch):
+    dev = Device[f"MOCKAMD:{arch}"]
+    assert dev.arch == arch and dev.renderer.arch == arch and dev.compiler.arch == arch and dev.driver.target[0] == 9
+    n, m, k = 4, 16, 8
+    out, a, b = (UOp.param(s, dtypes.float32.ptr(size)) for s, size in ((0, n * m), (1, n * k), (2, k * m)))
+    i, j, r = UOp.range(n, 0), UOp.range(m, 1), UOp.range(k, 2, AxisType.REDUCE)
+    ast = UOp.sink(out.index(i * m + j).store((a.index(i * k + r).load() * b.index(r * m + j).load()).reduce(r)).end(i, j))
+    rng = np.random.default_rng(5)
+    x, y = rng.standard_normal((n, k), dtype=np.float32), rng.standard_normal((k, m), dtype=np.float32)
+    before = dev.driver.gpu.dispatches
+    got = run(ast, n * m, x.ravel(), y.ravel(), device=f"MOCKAMD:{arch}").reshape(n, m)
+    np.testing.assert_allclose(got, x @ y, rtol=1e-5, atol=1e-5)
+    assert dev.driver.gpu.dispatches == before + 1
+
+
+def test_cdna_copies_and_linked_replays_with_new_inputs():
+    device = "MOCKAMD:gfx940"
+    data = np.random.default_rng(6).standard_normal(100).astype(np.float32)
+    cpu, gpu, back = (UOp.new_buffer(d, 100, dtypes.float32) for d in ("CPU", device, "CPU"))
+    buffer_for(cpu).copyin(data)
+    copy = UOp(Ops.COPY, dtypes.float32, (), device)
+    run_linear(UOp(Ops.LINEAR, dtypes.void, (UOp(Ops.CALL, dtypes.void, (copy, gpu, cpu)), UOp(Ops.CALL, dtypes.void, (copy, back, gpu)))))
+    np.testing.assert_array_equal(buffer_for(back).numpy(), data)
+    n = 48
+    out, a = UOp.param(0, dtypes.float32.ptr(n)), UOp.param(1, dtypes.float32.ptr(n))
+    i = UOp.range(n, 0)
+    ast = UOp.sink(out.index(i).store(a.index(i).load() * 1.5 + 1.0).end(i))
+    bufs = [UOp.new_buffer(device, n, dtypes.float32) for _ in range(3)]
+    linear = UOp(Ops.LINEAR, dtypes.void, (UOp(Ops.CALL, dtypes.void, (ast, bufs[1], bufs[0])), UOp(Ops.CALL, dtypes.void, (ast, bufs[2], bufs[1]))))
+    linked = link_linear(linear, [bufs[0], bufs[2]])
+    assert linked.submits == 1
+    for step in range(2):
+        x = np.arange(n, dtype=np.float32) - step
+        src, dst = (buffer_for(UOp.new_buffer(device, n, dtypes.float32)) for _ in range(2))
+        linked([src.copyin(x), dst.ensure_allocated()])
+        np.testing.assert_array_equal(dst.numpy(), (x * np.float32(1.5) + np.float32(1.0)) * np.float32(1.5) + np.float32(1.0))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 import struct
 import time
 from dataclasses import dataclass
@@ -33,7 +34,6 @@ from .queue import AMDComputeQueue, AMDCopyQueue, ProgramInfo
 SIGNAL_SIZE = 16  # value (u64), timestamp (u64)
 KERNARG_ALIGN = 256
 DEFAULT_TIMEOUT_MS = 30_000
-GFX11_RSRC1_PRIV = 1 << 20  # set on gfx11 to work around CWSR (as tinygrad does)
 SCRATCH_PER_LANE = 1024  # private segment bytes per work-item the scratch area is sized for
 SCRATCH_WAVES = 32  # waves that may hold scratch at once (the mock GPU runs one at a time)
 
@@ -127,13 +127,16 @@ class AMDProgram:
 
     def __init__(self, device: AMDDevice, binary: bytes, name: str | None = None):
         loaded = load_image(binary, name)
+        if loaded.target is not None and loaded.target.split(":")[0] != device.arch:
+            raise AMDError(f"kernel {loaded.name!r} was built for {loaded.target}, this device is {device.arch}; "
+                           f"compile with AMDCompiler({device.arch!r})")
         self.device, self.name, kd = device, loaded.name, loaded.descriptor
         self.image = device.driver.alloc(len(loaded.image), host_visible=True)
         assert self.image.view is not None
         self.image.view[:len(loaded.image)] = np.frombuffer(loaded.image, np.uint8)
         lds_blocks = ((kd.group_segment_fixed_size + 511) // 512) & 0x1FF
         self.info = ProgramInfo(address=self.image.va + loaded.entry_offset,
-                                rsrc1=kd.compute_pgm_rsrc1 | (GFX11_RSRC1_PRIV if device.target[0] == 11 else 0),
+                                rsrc1=kd.compute_pgm_rsrc1 | (regs.RSRC1_PRIV if device.target[0] == 11 else 0),
                                 rsrc2=kd.compute_pgm_rsrc2 | (lds_blocks << 15), rsrc3=kd.compute_pgm_rsrc3, wave32=kd.wave32,
                                 user_sgprs=tuple(kd.user_sgprs), kernarg_size=kd.kernarg_size)
         self.private_segment_size = kd.private_segment_fixed_size
@@ -333,7 +336,7 @@ class AMDDevice(QueueDevice):
 
     def copy(self, dst: int, src: int, nbytes: int, *, wait: bool = True) -> None:
         """Copy `nbytes` between GPU addresses on the SDMA queue, after all prior work."""
-        queue = AMDCopyQueue().wait(self.timeline.address, self.timeline_value - 1).copy(dst, src, nbytes)
+        queue = AMDCopyQueue(self.target).wait(self.timeline.address, self.timeline_value - 1).copy(dst, src, nbytes)
         queue.signal(self.timeline.address, self.next_timeline())
         self.submit(queue.cmd, QueueKind.SDMA)
         if wait:
@@ -342,7 +345,7 @@ class AMDDevice(QueueDevice):
     # -- the hcq2 QueueDevice interface -----------------------------------------------------------------------
 
     def hw_queue(self, kind: str) -> HWQueue:
-        return AMDComputeQueue(self.target) if kind == COMPUTE else AMDCopyQueue()
+        return AMDComputeQueue(self.target) if kind == COMPUTE else AMDCopyQueue(self.target)
 
     def queue_signal(self, kind: str) -> Signal:
         return self.queue_signals[kind]
@@ -441,10 +444,18 @@ def _dispatch_packet(groups: tuple[int, int, int], local: tuple[int, int, int], 
 
 
 def open_driver(name: str) -> Driver:
-    """The driver for a device name: `MOCKAMD...` gets a `MockKFD`, `AMD`/`AMD:N` the real /dev/kfd."""
-    prefix, _, index = name.upper().partition(":")
+    """The driver for a device name: `AMD`/`AMD:N` the real /dev/kfd; `MOCKAMD`, `MOCKAMD:N` a `MockKFD` of the target
+    `MOCKAMD_ARCH` names (default gfx1100), `MOCKAMD:<gfx target>` or `MOCKAMD:<gfx target>:N` one of that target
+    (`MOCKAMD:gfx90a`, `MOCKAMD:gfx940`: CDNA, wave64)."""
+    prefix, _, rest = name.partition(":")
+    prefix = prefix.upper()
     if prefix == "MOCKAMD":
-        return MockKFD()
-    if prefix == "AMD":
-        return KFDDriver(int(index or 0))
-    raise AMDError(f"{name!r} is not an AMD device name; use AMD, AMD:N or MOCKAMD")
+        arch = rest.partition(":")[0] if rest.lower().startswith("gfx") else os.environ.get("MOCKAMD_ARCH", "") or "gfx1100"
+        try:
+            target = regs.parse_target(arch)
+        except ValueError as e:
+            raise AMDError(f"{name!r}: {e}") from None
+        return MockKFD(target)
+    if prefix == "AMD" and (not rest or rest.isdigit()):
+        return KFDDriver(int(rest or 0))
+    raise AMDError(f"{name!r} is not an AMD device name; use AMD, AMD:N, MOCKAMD, MOCKAMD:N or MOCKAMD:<gfx target>[:N]")

@@ -21,6 +21,7 @@ class LoadedImage:
     descriptor: KernelDescriptor
     descriptor_offset: int
     entry_offset: int
+    target: str | None  # the gfx target of the ELF header (None for minimal ELFs that do not record one)
 
 
 def load_image(binary: bytes, kernel: str | None = None) -> LoadedImage:
@@ -56,4 +57,4 @@ def load_image(binary: bytes, kernel: str | None = None) -> LoadedImage:
     entry = co.kernels[name]["entry"]
     if not 0 <= descriptor_offset < len(image) or not 0 <= entry < len(image):
         raise AMDError(f"kernel {name!r}: its descriptor or code lies outside the loaded segments")
-    return LoadedImage(bytes(image), name, co.descriptors[name], descriptor_offset, entry)
+    return LoadedImage(bytes(image), name, co.descriptors[name], descriptor_offset, entry, co.target)

@@ -15,9 +15,10 @@ runs synchronously on the host thread.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -93,6 +94,9 @@ class MockGPU:
         self.dispatches = 0
         self.profile = os.environ.get("PROFILE", "0") not in ("", "0")
         self.traces: list[TraceEvent] = []
+        self.gfx9 = kfd.target[0] == 9
+        self._held = False
+        self._body_dwords = regs.PM4_BODY_DWORDS_BY_GFX[kfd.target[0]]
 
     def add_queue(self, desc: QueueDesc) -> None:
         """Start fetching from a new queue (its pointers start at 0)."""
@@ -119,8 +123,21 @@ class MockGPU:
         queue.wptr = value
         self.run()
 
+    @contextlib.contextmanager
+    def held(self) -> Iterator[None]:
+        """Within this block doorbells only queue work, as on a GPU that runs beside the host rather than on its thread;
+        the queued work runs when the block ends. A host wait inside the block times out (nothing executes)."""
+        self._held = True
+        try:
+            yield
+        finally:
+            self._held = False
+            self.run()
+
     def run(self) -> None:
-        """Advance every queue until none can make progress (all done, or stalled on waits)."""
+        """Advance every queue until none can make progress (all done, or stalled on waits); nothing while `held`."""
+        if self._held:
+            return
         progressed = True
         while progressed:
             progressed = False
@@ -202,9 +219,10 @@ class MockGPU:
             where = f"{name} at {where}"
             if pos + 1 + count > end:
                 raise MalformedPacketError(f"{where}: the packet has {count} body dwords but the stream ends after {end - pos - 1}")
-            expected = regs.PM4_BODY_DWORDS.get(name)
+            expected = self._body_dwords.get(name)
             if expected is not None and count != expected:
-                raise MalformedPacketError(f"{where}: {name} has {expected} body dwords, this one has {count}")
+                generation = "gfx9" if self.gfx9 else "gfx10+"
+                raise MalformedPacketError(f"{where}: a {generation} {name} has {expected} body dwords, this one has {count}")
             body = [read(pos + 1 + i) for i in range(count)]
             if name == "INDIRECT_BUFFER":
                 if in_ib:
@@ -262,6 +280,9 @@ class MockGPU:
         return COMPARE[function](value & body[4], body[3])
 
     def _release(self, body: list[int], where: str) -> None:
+        if self.gfx9 and (gcr := body[0] & regs.RELEASE_CACHE_FIELD & ~regs.GFX9_EOP_ACTIONS):
+            raise MalformedPacketError(f"{where}: bits {gcr:#x} of the event dword are gfx10+ GCR controls; gfx9 flushes with the "
+                                       "EOP TC actions (regs.GFX9_EOP_*)")
         select = body[1]
         data_sel, int_sel = (select >> regs.RELEASE_DATA_SEL_SHIFT) & 7, (select >> regs.RELEASE_INT_SEL_SHIFT) & 7
         address, value = body[2] | body[3] << 32, body[4] | body[5] << 32
@@ -289,6 +310,8 @@ class MockGPU:
         initiator = body[3]
         if not initiator & regs.INITIATOR_COMPUTE_SHADER_EN:
             raise MalformedPacketError(f"{where}: COMPUTE_SHADER_EN (bit 0) of the initiator {initiator:#x} is clear")
+        if self.gfx9 and initiator & regs.INITIATOR_CS_W32_EN:
+            raise MalformedPacketError(f"{where}: CS_W32_EN (bit 15) of the initiator is reserved on gfx9, which runs wave64 only")
         if initiator & regs.INITIATOR_USE_THREAD_DIMENSIONS:
             raise MalformedPacketError(f"{where}: thread-count dispatches (USE_THREAD_DIMENSIONS) are not emulated; pass workgroup counts")
         program = (reg(cr.pgm_lo + 1, "COMPUTE_PGM_HI") << 32 | reg(cr.pgm_lo, "COMPUTE_PGM_LO")) << 8
@@ -302,6 +325,12 @@ class MockGPU:
         if bool(initiator & regs.INITIATOR_CS_W32_EN) != kd.wave32:
             raise MalformedPacketError(f"{where}: CS_W32_EN says wave{32 if initiator & regs.INITIATOR_CS_W32_EN else 64} "
                                        f"but the kernel was built for wave{32 if kd.wave32 else 64}")
+        # the descriptor's RSRC1 / RSRC3 reach the hardware only through their registers (RSRC3 moved on gfx9; RSRC1's PRIV
+        # bit is the backend's gfx11 CWSR workaround)
+        for address, value, what in ((cr.pgm_rsrc1, kd.compute_pgm_rsrc1, "RSRC1"), (cr.pgm_rsrc3, kd.compute_pgm_rsrc3, "RSRC3")):
+            got = reg(address, f"COMPUTE_PGM_{what}")
+            if got & ~regs.RSRC1_PRIV != value & ~regs.RSRC1_PRIV:
+                raise MalformedPacketError(f"{where}: COMPUTE_PGM_{what} ({address:#x}) is {got:#x}, the kernel descriptor says {value:#x}")
         user_count = (rsrc2 >> regs.RSRC2_USER_SGPR_SHIFT) & regs.RSRC2_USER_SGPR_MASK
         user = [q.regs.get(cr.user_data_0 + i, 0) for i in range(user_count)]
         at, kernarg_ptr = 0, None
@@ -421,6 +450,8 @@ class MockGPU:
             for i, value in enumerate(words[4:]):
                 self._write(address + 4 * i, value, 4, where)
         elif name == "FENCE":
+            if self.gfx9 and words[0] >> 16:
+                raise MalformedPacketError(f"{where}: header {words[0]:#010x} sets bits above the sub-op; the sdma 4 FENCE of gfx9 has no MTYPE")
             self._write(words[1] | words[2] << 32, words[3], 4, where)
         elif name == "TRAP":
             self.kfd.fire_event(words[1] & regs.SDMA_TRAP_CONTEXT_MASK)

@@ -11,7 +11,9 @@ import bisect
 import itertools
 
 import numpy as np
+from amd_isa import TARGETS
 
+from . import regs
 from .driver import Doorbell, Driver, GPUMemory, QueueDesc, QueueKind
 from .errors import KFDError
 from .mock_gpu import MockGPU
@@ -32,11 +34,16 @@ class _MockDoorbell(Doorbell):
 
 
 class MockKFD(Driver):
-    """A KFD driver whose GPU is the `MockGPU` (PM4 and SDMA executed in Python, kernels in the amd-isa emulator)."""
+    """A KFD driver whose GPU is the `MockGPU` (PM4 and SDMA executed in Python, kernels in the amd-isa emulator).
+
+    `target` is any gfx9 (CDNA: gfx90a, gfx94x, gfx950), gfx11 or gfx12 target the emulator knows; the mock GPU then
+    expects that generation's packet forms and runs kernels in that architecture's mode."""
 
     def __init__(self, target: tuple[int, int, int] = (11, 0, 0)):
-        if target[0] not in (11, 12):
-            raise KFDError(f"the mock GPU speaks the gfx11/gfx12 PM4 layouts, not gfx{target[0]}; use target=(11, 0, 0)")
+        name = regs.target_name(target)
+        if target[0] not in regs.COMPUTE_REGS or name not in TARGETS:
+            known = ", ".join(t for t in TARGETS if regs.parse_target(t)[0] in regs.COMPUTE_REGS)
+            raise KFDError(f"the mock GPU cannot run {name}: it runs the targets the amd-isa emulator knows ({known})")
         self.target = target
         self.vm_acquired = False
         self._next_va = VA_BASE

@@ -1,4 +1,4 @@
-"""PM4 compute packets (gfx10+ layouts: gfx11 / gfx12): each encoder returns the packet's command words.
+"""PM4 compute packets (gfx10+ layouts: gfx11 / gfx12; the gfx9 forms where they differ): each encoder returns the packet's command words.
 
 A word is an int or a `Sym` (a value patched in later), so the same encoders build both fixed streams and
 streams with link-time / run-time holes. Field layouts come from `regs`.
@@ -48,9 +48,9 @@ def dispatch_direct(groups: Sequence[Word], *, wave32: bool = True) -> list[Word
 def acquire_mem(gcr_cntl: int = regs.ACQUIRE_ALL, base: int = 0, size: int = (1 << 64) - 1, *, gfx9: bool = False) -> list[Word]:
     """ACQUIRE_MEM: invalidate / write back the caches named in `gcr_cntl` over [base, base + size).
 
-    On gfx9 `gcr_cntl` is the CP_COHER_CNTL word (`regs.GFX9_COHER_*`), which leads the body."""
+    On gfx9 `gcr_cntl` is the CP_COHER_CNTL word (`regs.GFX9_COHER_*`), which leads a 6-dword body (no GCR word)."""
     if gfx9:
-        return packet("ACQUIRE_MEM", [gcr_cntl, *qword(size), *qword(base), 0, regs.GFX9_ACQUIRE_POLL_INTERVAL])
+        return packet("ACQUIRE_MEM", [gcr_cntl, *qword(size), *qword(base), regs.GFX9_ACQUIRE_POLL_INTERVAL])
     return packet("ACQUIRE_MEM", [0, *qword(size), *qword(base), 0, gcr_cntl])
 
 

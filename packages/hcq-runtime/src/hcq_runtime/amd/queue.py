@@ -15,8 +15,10 @@ from ..hcq2.hwqueue import HWQueue
 from . import pm4, regs, sdma
 from .errors import AMDError
 
-# the private segment buffer descriptor for architected flat scratch: (word1 bit 31: swizzle enable; word3 as LLVM/ROCm)
+# the private segment buffer descriptor (word1 bit 31: swizzle enable; word3 as LLVM/ROCm): gfx10+ FORMAT 32_UINT, OOB_SELECT 2,
+# ADD_TID; gfx9 DST_SEL XYZW, NUM_FORMAT UINT, DATA_FORMAT 32, ELEMENT_SIZE 1, INDEX_STRIDE 3 (64 lanes), ADD_TID
 SCRATCH_RSRC_WORD2, SCRATCH_RSRC_WORD3 = 0xFFFFFFFF, 0x20C14000
+GFX9_SCRATCH_RSRC_WORD3 = 4 | 5 << 3 | 6 << 6 | 7 << 9 | 4 << 12 | 4 << 15 | 1 << 19 | 3 << 21 | 1 << 23
 SCRATCH_SWIZZLE = 1 << 63  # bit 31 of descriptor word 1, as one 64-bit add so a patched address keeps it
 
 
@@ -54,7 +56,8 @@ class AMDComputeQueue(HWQueue):
         """Dispatch `program` over `groups` workgroups of `local` work-items, its arguments at `kernargs`.
 
         The user SGPRs follow the descriptor's order: the private segment buffer (scratch), the dispatch packet pointer
-        (`dispatch_packet`, required when the kernel reads it) and the kernarg pointer."""
+        (`dispatch_packet`, required when the kernel reads it), the kernarg pointer and, on gfx9 targets without
+        architected flat scratch (gfx90a), the flat scratch base (`scratch`; the kernel adds its wave's offset)."""
         if len(groups) != 3 or len(local) != 3:
             raise AMDError(f"dispatch sizes are 3-D: got {len(groups)} workgroup counts and {len(local)} workgroup sizes")
         user: list[Word] = []
@@ -66,7 +69,9 @@ class AMDComputeQueue(HWQueue):
                     raise AMDError("the kernel reads the dispatch packet: pass dispatch_packet= (64 bytes after its kernargs)")
                 user += qword(dispatch_packet)
             elif name == "private_segment_buffer":
-                user += [*qword(scratch + SCRATCH_SWIZZLE), SCRATCH_RSRC_WORD2, SCRATCH_RSRC_WORD3]
+                user += [*qword(scratch + SCRATCH_SWIZZLE), SCRATCH_RSRC_WORD2, GFX9_SCRATCH_RSRC_WORD3 if self.gfx9 else SCRATCH_RSRC_WORD3]
+            elif name == "flat_scratch_init" and self.gfx9:
+                user += qword(scratch)
             else:
                 raise AMDError(f"the kernel takes the {name} user SGPR, which this backend does not set up")
         emit, r = self.cmd.emit, self.regs
@@ -105,7 +110,11 @@ class AMDComputeQueue(HWQueue):
 
 
 class AMDCopyQueue(HWQueue):
-    """SDMA commands for the copy queue."""
+    """SDMA commands for the copy queue of a gfx9 (sdma 4), gfx11 or gfx12 GPU."""
+
+    def __init__(self, target: tuple[int, int, int] = (11, 0, 0)):
+        super().__init__()
+        self.gfx9 = target[0] == 9
 
     def copy(self, dst: int | Sym, src: int | Sym, nbytes: int) -> AMDCopyQueue:
         """Copy `nbytes` from `src` to `dst` (GPU addresses)."""
@@ -119,7 +128,7 @@ class AMDCopyQueue(HWQueue):
 
     def signal(self, signal_address: int | Sym, value: Word) -> AMDCopyQueue:
         """Once prior copies are done, set the signal to `value` (32 bits)."""
-        self.cmd.emit(sdma.fence(signal_address, value))
+        self.cmd.emit(sdma.fence(signal_address, value, gfx9=self.gfx9))
         return self
 
     def timestamp(self, address: int | Sym) -> AMDCopyQueue:

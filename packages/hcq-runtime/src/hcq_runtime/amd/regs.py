@@ -38,6 +38,10 @@ PM4_BODY_DWORDS: dict[str, int] = {
     "RELEASE_MEM": 7,        # event + GCR, data/int/dst selects, addr lo, addr hi, data lo, data hi, int ctxid
     "ACQUIRE_MEM": 7,        # reserved, size lo, size hi, base lo, base hi, poll interval, GCR control
 }
+#: gfx9 (soc15, pm4_soc15.h / gfx_v9_0.c): ACQUIRE_MEM is CP_COHER_CNTL, size lo, size hi, base lo, base hi, poll interval
+GFX9_PM4_BODY_DWORDS: dict[str, int] = {**PM4_BODY_DWORDS, "ACQUIRE_MEM": 6}
+#: gfx major version -> fixed packet body lengths
+PM4_BODY_DWORDS_BY_GFX: dict[int, dict[str, int]] = {9: GFX9_PM4_BODY_DWORDS, 11: PM4_BODY_DWORDS, 12: PM4_BODY_DWORDS}
 
 SH_REG_START, SH_REG_END = 0x2C00, 0x3000
 
@@ -76,6 +80,10 @@ GFX9_COHER_SH_ICACHE, GFX9_COHER_SH_KCACHE, GFX9_COHER_TC, GFX9_COHER_TCL1, GFX9
 GFX9_COHER_ALL = GFX9_COHER_SH_ICACHE | GFX9_COHER_SH_KCACHE | GFX9_COHER_TC | GFX9_COHER_TCL1 | GFX9_COHER_TC_WB
 GFX9_ACQUIRE_POLL_INTERVAL = 0xA
 GFX9_EOP_TC_WB_ACTION, GFX9_EOP_TC_NC_ACTION = 1 << 15, 1 << 19
+#: RELEASE_MEM dword 1 bits 24:12 hold the gfx10+ GCR_CNTL; on gfx9 only the EOP actions below exist there (TCL1_VOL 12,
+#: TC_VOL 13, TC_WB 15, TCL1 16, TC 17, TC_NC 19, TC_WC 20, TC_MD 21): a set bit 14, 18, 22-24 is a gfx10+ GCR bit
+RELEASE_CACHE_FIELD = 0x1FFF << 12
+GFX9_EOP_ACTIONS = (1 << 12) | (1 << 13) | (1 << 15) | (1 << 16) | (1 << 17) | (1 << 19) | (1 << 20) | (1 << 21)
 
 # COMPUTE_TMPRING_SIZE: WAVES bits 11:0, WAVESIZE from bit 12 (in units of SCRATCH_WAVE_ALIGN bytes)
 TMPRING_WAVESIZE_SHIFT = 12
@@ -84,6 +92,9 @@ SCRATCH_WAVE_ALIGN = {9: 1024, 11: 256, 12: 256}
 # COMPUTE_DISPATCH_INITIATOR fields
 INITIATOR_COMPUTE_SHADER_EN, INITIATOR_FORCE_START_AT_000 = 1 << 0, 1 << 2
 INITIATOR_USE_THREAD_DIMENSIONS, INITIATOR_CS_W32_EN = 1 << 5, 1 << 15
+
+# COMPUTE_PGM_RSRC1.PRIV (bit 20): set on gfx11 to work around CWSR (as tinygrad does)
+RSRC1_PRIV = 1 << 20
 
 # COMPUTE_PGM_RSRC2 fields read by the mock GPU
 RSRC2_USER_SGPR_SHIFT, RSRC2_USER_SGPR_MASK = 1, 0x1F
@@ -135,7 +146,7 @@ SDMA = {name: op for op, name in SDMA_OPS.items()}
 SDMA_SUBOP_COPY_LINEAR, SDMA_SUBOP_WRITE_LINEAR, SDMA_SUBOP_TIMESTAMP_GET_GLOBAL = 0, 0, 2
 SDMA_SUB_OP_SHIFT = 8
 SDMA_NOP_COUNT_SHIFT, SDMA_NOP_COUNT_MASK = 16, 0x3FFF
-SDMA_FENCE_MTYPE_SHIFT = 16
+SDMA_FENCE_MTYPE_SHIFT = 16  # sdma 5+; the sdma 4 (gfx9) FENCE header has no fields above the sub-op
 SDMA_MTYPE_UC = 3
 SDMA_POLL_FUNC_SHIFT, SDMA_POLL_MEM_SHIFT = 28, 31
 SDMA_POLL_INTERVAL_SHIFT, SDMA_POLL_RETRY_SHIFT = 0, 16
@@ -162,3 +173,14 @@ def target_name(target: tuple[int, int, int]) -> str:
     """(11, 0, 0) -> "gfx1100", (9, 4, 2) -> "gfx942": major in decimal, minor and stepping in hex."""
     major, minor, stepping = target
     return f"gfx{major}{minor:x}{stepping:x}"
+
+
+def parse_target(name: str) -> tuple[int, int, int]:
+    """"gfx1100" -> (11, 0, 0), "gfx90a" -> (9, 0, 10): the inverse of `target_name`; ValueError for anything else."""
+    digits = name.lower().removeprefix("gfx")
+    if not name.lower().startswith("gfx") or len(digits) not in (3, 4):
+        raise ValueError(f"{name!r} is not a gfx target name such as gfx1100 or gfx90a")
+    try:
+        return int(digits[:-2]), int(digits[-2], 16), int(digits[-1], 16)
+    except ValueError:
+        raise ValueError(f"{name!r} is not a gfx target name such as gfx1100 or gfx90a") from None

@@ -1,4 +1,4 @@
-"""SDMA packets (sdma 5 / 6, gfx10+): each encoder returns the packet's command words (ints or `Sym`s)."""
+"""SDMA packets (sdma 5 / 6 of gfx10+, and sdma 4 of gfx9 where it differs): each encoder returns the packet's command words (ints or `Sym`s)."""
 
 from __future__ import annotations
 
@@ -27,9 +27,12 @@ def copy(dst: int | Sym, src: int | Sym, nbytes: int) -> list[Word]:
     return words
 
 
-def fence(address: int | Sym, value: Word) -> list[Word]:
-    """FENCE: write the 32-bit `value` to `address` once prior packets are done (uncached, so the host sees it)."""
-    return [sdma_header("FENCE", extra=regs.SDMA_MTYPE_UC << regs.SDMA_FENCE_MTYPE_SHIFT), *qword(address), value]
+def fence(address: int | Sym, value: Word, *, gfx9: bool = False) -> list[Word]:
+    """FENCE: write the 32-bit `value` to `address` once prior packets are done (uncached, so the host sees it).
+
+    The sdma 4 engine of gfx9 has no MTYPE field in the header."""
+    extra = 0 if gfx9 else regs.SDMA_MTYPE_UC << regs.SDMA_FENCE_MTYPE_SHIFT
+    return [sdma_header("FENCE", extra=extra), *qword(address), value]
 
 
 def poll_regmem(address: int | Sym, reference: Word, *, mask: int = 0xFFFFFFFF, function: int = regs.WAIT_GEQ,
