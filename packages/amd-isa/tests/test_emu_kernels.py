@@ -1,5 +1,6 @@
 """Real kernels compiled by clang-15 and linked by ld.lld-15 for gfx1100 (RDNA3, wave32 and wave64) and for gfx90a /
-gfx940 (CDNA, wave64), run in the emulator and compared with numpy. Skipped when the LLVM tools are absent."""
+gfx940 (CDNA, wave64), and by a newer LLVM (18+) for gfx1201 (RDNA4), run in the emulator and compared with numpy.
+Skipped when the LLVM tools are absent."""
 
 import shutil
 import struct
@@ -15,15 +16,22 @@ CLANG, LLD = shutil.which("clang-15"), shutil.which("ld.lld-15")
 pytestmark = pytest.mark.skipif(CLANG is None or LLD is None, reason="clang-15 and ld.lld-15 are needed to build the test kernels")
 
 
+#: an LLVM that knows gfx12 (RDNA4)
+GFX12_TOOLS = next(((c, lld) for v in ("21", "20", "19", "18") if (c := shutil.which(f"clang-{v}")) and (lld := shutil.which(f"ld.lld-{v}"))),
+                   None)
+
+
 CDNA_TARGETS = ("gfx90a", "gfx940")
 
 
-def build(name: str, tmp_path_factory: pytest.TempPathFactory, extra: tuple[str, ...] = (), target: str = "gfx1100") -> bytes:
+def build(name: str, tmp_path_factory: pytest.TempPathFactory, extra: tuple[str, ...] = (), target: str = "gfx1100",
+          tools: tuple[str, str] | None = None) -> bytes:
+    clang, lld = tools or (CLANG, LLD)
     out = tmp_path_factory.mktemp(name)
     obj, lib = out / f"{name}.o", out / f"{name}.so"
-    subprocess.run([CLANG, "-target", "amdgcn-amd-amdhsa", f"-mcpu={target}", *extra, "-nogpulib", "-O2", "-x", "cl", "-c",
+    subprocess.run([clang, "-target", "amdgcn-amd-amdhsa", f"-mcpu={target}", *extra, "-nogpulib", "-O2", "-x", "cl", "-c",
                     str(KERNELS / f"{name}.cl"), "-o", str(obj)], check=True, capture_output=True)
-    subprocess.run([LLD, "-shared", str(obj), "-o", str(lib)], check=True, capture_output=True)
+    subprocess.run([lld, "-shared", str(obj), "-o", str(lib)], check=True, capture_output=True)
     return lib.read_bytes()
 
 
@@ -67,23 +75,36 @@ def test_vector_add_with_a_partial_last_workgroup(compiled: dict[str, bytes], va
     assert run.workgroups == 16 and run.waves == (32 if variant == "vector_add" else 16)
 
 
-@pytest.mark.parametrize("target", CDNA_TARGETS)
-def test_cdna_kernels(compiled: dict[str, bytes], target: str) -> None:
+def check_reduce_matmul_spill(kernels: dict[str, bytes]) -> None:
+    """LDS reduction with barriers, a 2-D tiled matmul (workgroup ids x and y) and a scratch spill, against numpy."""
     rng = np.random.default_rng(5)
     mem = Memory()
     x = rng.normal(size=(2, 256)).astype(np.float32)
     out = np.zeros(2, np.float32)
-    run_kernel(compiled[f"lds_reduce_{target}"], struct.pack("<QQ", mem.map(x), mem.map(out)), 512, 256, mem)
+    run_kernel(kernels["lds_reduce"], struct.pack("<QQ", mem.map(x), mem.map(out)), 512, 256, mem)
     np.testing.assert_allclose(out, x.astype(np.float64).sum(axis=1), rtol=1e-5)
     n = 32
     a, b = rng.normal(size=(n, n)).astype(np.float32), rng.normal(size=(n, n)).astype(np.float32)
     c = np.zeros((n, n), np.float32)
-    run_kernel(compiled[f"tiled_matmul_{target}"], struct.pack("<QQQi", mem.map(a), mem.map(b), mem.map(c), n), (n, n), (16, 16), mem)
+    run_kernel(kernels["tiled_matmul"], struct.pack("<QQQi", mem.map(a), mem.map(b), mem.map(c), n), (n, n), (16, 16), mem)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-4)
     xi = (np.arange(128, dtype=np.int32) * 13) % 97 - 40
     res = np.zeros(128, np.int32)
-    run_kernel(compiled[f"scratch_spill_{target}"], struct.pack("<QQi", mem.map(xi), mem.map(res), 3), 128, 64, mem)
+    run_kernel(kernels["scratch_spill"], struct.pack("<QQi", mem.map(xi), mem.map(res), 3), 128, 64, mem)
     np.testing.assert_array_equal(res, xi * sum(range(1, 33)))
+
+
+@pytest.mark.parametrize("target", CDNA_TARGETS)
+def test_cdna_kernels(compiled: dict[str, bytes], target: str) -> None:
+    check_reduce_matmul_spill({name: compiled[f"{name}_{target}"] for name in ("lds_reduce", "tiled_matmul", "scratch_spill")})
+
+
+@pytest.mark.skipif(GFX12_TOOLS is None, reason="gfx1201 needs clang and ld.lld 18 or newer")
+def test_rdna4_kernels_read_the_workgroup_id_from_architected_sgprs(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # gfx12 kernels take their workgroup ids from TTMP9 / TTMP7 instead of user SGPRs after the descriptor's
+    kernels = {name: build(name, tmp_path_factory, target="gfx1201", tools=GFX12_TOOLS)
+               for name in ("lds_reduce", "tiled_matmul", "scratch_spill")}
+    check_reduce_matmul_spill(kernels)
 
 
 def test_lds_reduction_with_barriers(compiled: dict[str, bytes]) -> None:

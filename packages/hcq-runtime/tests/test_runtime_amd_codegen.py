@@ -1,11 +1,12 @@
-"""Kernel ASTs lowered for AMD (OpenCL C with GPU dims), compiled by clang-15 for gfx1100, run in the amd-isa emulator."""
+"""Kernel ASTs lowered for AMD (OpenCL C with GPU dims), compiled by clang-15 for gfx1100, run in the amd-isa emulator; the
+choice of LLVM per target."""
 
 import struct
 
 import numpy as np
 import pytest
 from amd_isa import emu
-from hcq_runtime import AMDCompiler, CompileError
+from hcq_runtime import AMDCompiler, CompileError, amd_toolchain
 from uopir import AMDOpenCLRenderer, AxisType, Ops, Opt, OptOps, UOp, dtypes, to_program
 
 try:
@@ -116,3 +117,13 @@ def test_gpu_heuristic_groups_a_long_reduction():
     result, program = run_on_emulator(ast, np.zeros(n, np.float32), x.ravel())
     assert program.arg.local_size == (32, 1, 1)
     np.testing.assert_allclose(result, x.sum(1), rtol=1e-5, atol=1e-5)
+
+
+def test_each_target_gets_the_oldest_llvm_that_knows_it(monkeypatch):
+    clang, lld = amd_toolchain("gfx1100")
+    assert clang.endswith("clang-15") and lld.endswith("ld.lld-15")
+    with pytest.raises(CompileError, match="no installed clang targets gfx9999 .*tried clang-15"):
+        amd_toolchain("gfx9999")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    with pytest.raises(CompileError, match="needs clang and ld.lld with the AMDGPU target"):
+        amd_toolchain("gfx1100")

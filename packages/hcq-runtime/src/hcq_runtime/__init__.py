@@ -6,7 +6,7 @@ from .allocator import Allocator, LRUAllocator
 from .batch import LinkedLinear, link_linear, run_linear
 from .buffer import Buffer, numpy_dtype
 from .compiled import CompiledDevice
-from .compiler import AMDCompiler, CCompiler, Compiler, cache_dir
+from .compiler import AMDCompiler, CCompiler, Compiler, amd_toolchain, cache_dir
 from .cpu import CPUDevice, CPUProgram
 from .device import Device, canonicalize
 from .disk import DiskDevice
@@ -25,6 +25,7 @@ __all__ = [
     "ccall",
     "cstruct",
     "AMDCompiler",
+    "amd_toolchain",
     "Allocator",
     "AllocationError",
     "Buffer",

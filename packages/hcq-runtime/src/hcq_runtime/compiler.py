@@ -111,15 +111,40 @@ class CCompiler(Compiler):
             return output.read_bytes()
 
 
+#: LLVM releases tried in order for an AMD target: the oldest that knows the target builds its kernels (clang-15 knows
+#: gfx11 and gfx90a/gfx940; gfx942 and gfx12 need a newer one, gfx950 LLVM 20)
+AMD_LLVM_VERSIONS = ("15", "16", "17", "18", "19", "20", "21")
+
+
+@functools.cache
+def _targets(clang: str, arch: str) -> bool:
+    """True when `clang` can build OpenCL C for `arch` (an empty translation unit compiles)."""
+    probe = subprocess.run([clang, "-target", "amdgcn-amd-amdhsa", f"-mcpu={arch}", "-nogpulib", "-x", "cl", "-c", "-", "-o", os.devnull],
+                           input="", capture_output=True, text=True)
+    return probe.returncode == 0
+
+
+def amd_toolchain(arch: str) -> tuple[str, str]:
+    """(clang, ld.lld) of the oldest installed LLVM (`AMD_LLVM_VERSIONS`, then the unversioned tools) that targets
+    `arch`; CompileError naming what to install when none does."""
+    candidates = [(f"clang-{v}", f"ld.lld-{v}") for v in AMD_LLVM_VERSIONS] + [("clang", "ld.lld")]
+    found = [(c, lld) for name, lld_name in candidates if (c := shutil.which(name)) and (lld := shutil.which(lld_name))]
+    if not found:
+        raise CompileError("compiling for AMD needs clang and ld.lld with the AMDGPU target: apt-get install clang-15 lld-15")
+    for clang, lld in found:
+        if _targets(clang, arch):
+            return clang, lld
+    tried = ", ".join(Path(c).name for c, _ in found)
+    raise CompileError(f"no installed clang targets {arch} (tried {tried}); gfx12 and gfx942 need LLVM 18+ "
+                       "(apt-get install clang-19 lld-19), gfx950 LLVM 20+")
+
+
 class AMDCompiler(Compiler):
-    """OpenCL C → an AMD HSA code object, with clang-15 (amdgcn, no device libraries) and ld.lld-15."""
+    """OpenCL C → an AMD HSA code object, with clang + ld.lld (amdgcn, no device libraries; see `amd_toolchain`)."""
 
     def __init__(self, arch: str = "gfx1100"):
         self.arch = arch
-        self.clang = shutil.which("clang-15") or shutil.which("clang")
-        self.lld = shutil.which("ld.lld-15") or shutil.which("ld.lld")
-        if self.clang is None or self.lld is None:
-            raise CompileError("compiling for AMD needs clang and ld.lld with the AMDGPU target: apt-get install clang-15 lld-15")
+        self.clang, self.lld = amd_toolchain(arch)
         # no FMA contraction: a*b+c rounds twice, as on the CPU and in numpy (a MULACC node asks for a fused one)
         self.flags = ("-target", "amdgcn-amd-amdhsa", f"-mcpu={arch}", "-nogpulib", "-O2", "-ffp-contract=off", "-x", "cl", "-cl-std=CL2.0")
         self.cache_key = f"amd\0{compiler_version(self.clang)}\0{' '.join(self.flags)}"

@@ -21,6 +21,8 @@ from .trace import Tracer
 # compute_pgm_rsrc2 bits (LLVM AMDGPUUsage, "compute_pgm_rsrc2").
 RSRC2_WGID_X, RSRC2_WG_INFO, RSRC2_VGPR_WORKITEM_SHIFT = 7, 10, 11
 AQL_PACKET_SIZE = 64
+#: scalar operand codes of the trap temporaries gfx12 hardware fills with the workgroup id (ttmp0 is code 108)
+TTMP7, TTMP9 = 115, 117
 
 
 @dataclass
@@ -148,6 +150,8 @@ def run_kernel(code_object: bytes | CodeObject, kernargs: bytes, global_size: in
                         at += 1
                 if rsrc2 >> RSRC2_WG_INFO & 1:
                     at += 1
+                if arch == "rdna4":  # gfx12's architected SGPRs: the workgroup id in TTMP9 (x) and TTMP7 (y, z << 16)
+                    st.s[TTMP9], st.s[TTMP7] = group[0], group[1] | group[2] << 16
                 st.v[0] = packed_ids[w * wave:(w + 1) * wave]
                 live = min(wave, threads - w * wave)
                 st.set_exec((1 << live) - 1)
