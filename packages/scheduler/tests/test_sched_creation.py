@@ -130,6 +130,16 @@ def test_random_is_reproducible_and_in_range():
     assert u.min() >= -2 and u.max() < -1
 
 
+def test_random_like_takes_shape_device_and_float_dtype():
+    h = Tensor.zeros(3, 500, dtype=dtypes.float16, device="CPU:1")
+    for sample in (h.rand_like(), h.randn_like()):
+        assert sample.shape == (3, 500) and sample.dtype is dtypes.float16 and sample.device == "CPU:1"
+    n = h.randn_like().numpy().astype(np.float32)
+    assert abs(n.mean()) < 0.1 and abs(n.std() - 1) < 0.1 and len(np.unique(n)) > 100
+    u = Tensor.zeros(2000, dtype=dtypes.int32).rand_like().numpy()  # an int tensor's samples are floats in [0, 1)
+    assert u.dtype == np.float32 and u.min() >= 0 and u.max() < 1 and abs(u.mean() - 0.5) < 0.05
+
+
 def test_bfloat16_and_fp8_values():
     # oracle: bfloat16 keeps the top 16 bits of float32 (round to nearest even); these inputs need no rounding
     vals = np.array([1.0, -2.5, 3.25, 0.0078125], np.float32)

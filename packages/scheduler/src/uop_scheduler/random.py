@@ -82,9 +82,16 @@ class RandomMixin:
         dt = to_dtype(dtype) if dtype is not None else dtypes.int32
         return cls.rand(*shape, **kwargs).mul(high - low).floor().add(low).cast(dt)
 
-    def rand_like(self: Tensor, **kwargs: Any) -> Tensor:
-        """Uniform samples shaped like this tensor."""
+    def _like(self: Tensor, sampler: str, kwargs: dict[str, Any]) -> Tensor:
         me: Any = self
         kwargs.setdefault("device", me.device)
         kwargs.setdefault("dtype", me.dtype if dtypes.is_float(me.dtype) else None)
-        return type(self).rand(*me.shape, **kwargs)
+        return getattr(type(self), sampler)(*me.shape, **kwargs)
+
+    def rand_like(self: Tensor, **kwargs: Any) -> Tensor:
+        """Uniform samples shaped like this tensor (its device, and its dtype when it is a float)."""
+        return self._like("rand", kwargs)
+
+    def randn_like(self: Tensor, **kwargs: Any) -> Tensor:
+        """Standard normal samples shaped like this tensor (its device, and its dtype when it is a float)."""
+        return self._like("randn", kwargs)
