@@ -437,9 +437,13 @@ class ElementwiseMixin(TensorFields):
         """self where self >= 0, else neg_slope * self."""
         return (self < 0).where(self.mul(neg_slope), self)
 
-    def gelu(self: Tensor) -> Tensor:
-        """GELU, tanh approximation."""
-        return self.mul(0.5).mul(self.add(self.mul(self).mul(self).mul(0.044715)).mul(math.sqrt(2 / math.pi)).tanh().add(1))
+    def gelu(self: Tensor, approximate: str = "tanh") -> Tensor:
+        """GELU: x * Phi(x), with the tanh approximation (default) or exactly through erf (approximate="none")."""
+        if approximate == "tanh":
+            return self.mul(0.5).mul(self.add(self.mul(self).mul(self).mul(0.044715)).mul(math.sqrt(2 / math.pi)).tanh().add(1))
+        if approximate == "none":
+            return self.mul(0.5).mul(self.div(math.sqrt(2)).erf().add(1))
+        raise TensorRuntimeError(f"gelu approximate={approximate!r} is not supported; use 'tanh' or 'none'")
 
     def quick_gelu(self: Tensor) -> Tensor:
         """self * sigmoid(1.702 * self)."""

@@ -189,6 +189,12 @@ class MovementMixin(TensorFields):
         x = x.expand(tuple(v for r, d in zip(reps, base) for v in (r, d)))
         return x.reshape(tuple(r * d for r, d in zip(reps, base)))
 
+    def repeat_interleave(self: Tensor, repeats: int, dim: int | None = None) -> Tensor:
+        """Each element `repeats` times in a row along `dim` (the flattened tensor when None): [1, 2] -> [1, 1, 2, 2]."""
+        x, d = (self.flatten(), 0) if dim is None else (self, self._resolve_dim(dim))
+        x = x.unsqueeze(d + 1).expand(*x.shape[:d + 1], repeats, *x.shape[d + 1:])
+        return x.reshape(*x.shape[:d], x.shape[d] * repeats, *x.shape[d + 2:])
+
     def cat(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:
         """Concatenate along `dim` (dtypes promoted)."""
         tensors: list[Tensor] = [self, *args]

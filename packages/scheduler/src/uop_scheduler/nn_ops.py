@@ -78,11 +78,12 @@ class NNMixin(TensorFields):
         return x if bias is None else x.add(bias)
 
     @staticmethod
-    def einsum(formula: str, *operands: Any) -> Tensor:
+    def einsum(formula: str, *operands: Any, dtype: Any = None) -> Tensor:
         """Einstein summation like "ij,jk->ik" or "bij,bjk" (implicit output: letters seen once, sorted).
 
         Each operand's axes are permuted to one shared letter order and broadcast-multiplied, then the letters absent
         from the output are summed. A letter repeated within one operand takes that operand's diagonal ("ii->i").
+        `dtype` is the dtype of that sum (and of the result).
         """
         tensors = list(operands[0]) if len(operands) == 1 and isinstance(operands[0], (list, tuple)) else list(operands)
         spec = formula.replace(" ", "")
@@ -116,7 +117,8 @@ class NNMixin(TensorFields):
         for t, sub in zip(tensors[1:], inputs[1:]):
             prod = prod.mul(align(t, sub))
         summed = tuple(range(len(out), len(letters)))
-        return prod.sum(summed) if summed else prod.expand(tuple(sizes[c] for c in out))
+        ret = prod.sum(summed, dtype=dtype) if summed else prod.expand(tuple(sizes[c] for c in out))
+        return ret if dtype is None else ret.cast(dtype)
 
     def _diagonal(self: Tensor, p: int, q: int) -> Tensor:
         """The diagonal of axes p < q (of equal size n), kept at axis p: element i reads [.., i, .., i, ..]."""
@@ -244,15 +246,28 @@ class NNMixin(TensorFields):
         return windows.sum(axes).div(counts)
 
     def max_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: Any = None, dilation: int | tuple[int, ...] = 1,
-                   padding: int | tuple[int, ...] = 0, ceil_mode: bool = False) -> Tensor:
-        """Max over windows of the last two axes (padding counts as -inf)."""
+                   padding: int | tuple[int, ...] = 0, ceil_mode: bool = False, return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """Max over windows of the last len(kernel_size) axes (padding counts as -inf). With `return_indices`, also the
+        position of each max within the flattened unpadded spatial axes (int32; the first one on ties)."""
         k, s, pads = self._pool_args(kernel_size, stride, padding)
         pads = self._pool_pads(k, s, dilation, pads, ceil_mode)
         lead = ((0, 0),) * (self.ndim - len(k))
+        axes = tuple(range(-len(k), 0))
+        x = self
         if any(b or e for b, e in pads):
             inside = self.ones_like(dtype=dtypes.bool).pad((*lead, *pads))
-            self = inside.where(self.pad((*lead, *pads)), self._lowest())
-        return self._pool(k, s, dilation).max(tuple(range(-len(k), 0)))
+            x = inside.where(self.pad((*lead, *pads)), self._lowest())
+        windows = x._pool(k, s, dilation)
+        pooled = windows.max(axes)
+        if not return_indices:
+            return pooled
+        # each spatial position counts down from its size so the max over a window's hits is the first position
+        spatial = self.shape[-len(k):]
+        size = math.prod(spatial)
+        countdown = type(self).arange(size, 0, -1, dtype=dtypes.int32, device=self.device).reshape(spatial)
+        positions = countdown.pad(pads)._pool(k, s, dilation)
+        hits = windows == pooled.reshape(*pooled.shape, *(1,) * len(k))
+        return pooled, hits.where(positions, 0).max(axes).mul(-1).add(size)
 
     # ---- normalization and friends ----
     def layernorm(self: Tensor, axis: int | tuple[int, ...] = -1, eps: float = 1e-5) -> Tensor:
@@ -308,8 +323,12 @@ class NNMixin(TensorFields):
         return self._tri(diagonal, False)
 
     def scaled_dot_product_attention(self: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
-                                     is_causal: bool = False) -> Tensor:
-        """softmax(self @ key^T / sqrt(d) + mask) @ value (a bool mask keeps where True)."""
+                                     is_causal: bool = False, enable_gqa: bool = False) -> Tensor:
+        """softmax(self @ key^T / sqrt(d) + mask) @ value (a bool mask keeps where True). With `enable_gqa`, key and
+        value have fewer heads (axis -3) than the query, and each of theirs serves a group of query heads."""
+        if enable_gqa:
+            key = key.repeat_interleave(self.shape[-3] // key.shape[-3], dim=-3)
+            value = value.repeat_interleave(self.shape[-3] // value.shape[-3], dim=-3)
         qk = self.matmul(key.transpose(-2, -1)).div(math.sqrt(self.shape[-1]))
         if is_causal:
             keep = type(self).ones(qk.shape[-2], qk.shape[-1], dtype=dtypes.bool, device=self.device).tril()

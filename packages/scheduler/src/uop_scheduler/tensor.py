@@ -359,9 +359,12 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin,
         """Mark this value to be materialized in its own buffer when realized."""
         return self._wrap(self.uop.contiguous())
 
-    def clone(self) -> Tensor:
-        """A copy in a new buffer."""
-        return self.contiguous()
+    def clone(self, device: str | None = None) -> Tensor:
+        """A copy in a new buffer, on `device` when given; the gradient, if any, is cloned with it."""
+        ret = (self if device is None else self.to(device)).contiguous()
+        if self.grad is not None:
+            ret.grad = self.grad.clone(device)
+        return ret
 
     def detach(self) -> Tensor:
         """The same value, cut off from gradients."""
