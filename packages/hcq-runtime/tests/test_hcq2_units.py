@@ -1,44 +1,11 @@
-"""The generic hcq2 pieces against independent oracles: run-time patches against `CommandBuffer.patch` (struct.pack),
-dependency tracking against a brute-force overlap check, and the runtime pool's wrapping over a fake device."""
+"""The generic hcq2 pieces against independent oracles: dependency tracking against a brute-force overlap check, and
+the runtime pool's wrapping over a fake device."""
 
 import numpy as np
 import pytest
-from hcq_runtime.hcq2 import CommandBuffer, DepsTracker, HCQError, PatchError, PatchKind, RuntimePatches, RuntimePool, runtime
+from hcq_runtime.hcq2 import CommandBuffer, DepsTracker, HCQError, PatchKind, RuntimePool, runtime
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-WORDS = st.lists(st.tuples(st.sampled_from([4, 8]), st.integers(0, 2), st.integers(-(1 << 12), 1 << 12), st.sampled_from([0, 8]),
-                           st.integers(0, 0xFFFFFFFF)), min_size=1, max_size=16)
-
-
-@settings(max_examples=80, derandomize=True)
-@given(WORDS, st.lists(st.integers(1 << 13, (1 << 40)), min_size=3, max_size=3))
-def test_runtime_patches_write_what_commandbuffer_patch_writes(words, sources):
-    cmd = CommandBuffer()
-    for width, source, add, shift, fixed in words:
-        cmd.emit([fixed, (runtime(f"s{source}", width) + add) >> shift])
-    names = {f"s{i}": value for i, value in enumerate(sources)}
-    if any(((names[f"s{s}"] + a) >> sh) >= 1 << (8 * w) for w, s, a, sh, _ in words):
-        return  # the oracle refuses values that do not fit; covered by the overflow test
-    oracle = CommandBuffer()
-    oracle.data, oracle.patches = bytearray(cmd.data), cmd.patches
-    oracle.patch(names)
-    memory = np.zeros(len(cmd.data) + 8, np.uint8)
-    memory[4:4 + len(cmd.data)] = np.frombuffer(bytes(cmd.data), np.uint8)
-    plan = RuntimePatches(memory, [(4, p) for p in cmd.patches], {name: i for i, name in enumerate(names)})
-    assert plan.apply(np.array(sources, np.uint64)) == len(words)
-    assert bytes(memory[4:4 + len(cmd.data)]) == bytes(oracle.data)
-
-
-def test_runtime_patches_refuse_unknown_sources_and_oversized_values():
-    cmd = CommandBuffer()
-    cmd.emit([runtime("timeline:X")])
-    with pytest.raises(PatchError, match="'timeline:X'"):
-        RuntimePatches(np.zeros(4, np.uint8), [(0, p) for p in cmd.patches], {})
-    plan = RuntimePatches(np.zeros(4, np.uint8), [(0, p) for p in cmd.patches], {"timeline:X": 0})
-    with pytest.raises(PatchError, match="does not fit"):
-        plan.apply(np.array([1 << 32], np.uint64))
-
 
 ACCESS = st.tuples(st.integers(0, 2), st.integers(0, 60), st.integers(1, 20), st.booleans(), st.integers(0, 2))
 

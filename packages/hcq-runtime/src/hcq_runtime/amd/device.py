@@ -22,6 +22,7 @@ from ..compiler import AMDCompiler
 from ..errors import AllocationError
 from ..hcq2.cmdbuf import CommandBuffer, PatchKind, Sym, Word, qword
 from ..hcq2.hwqueue import COMPUTE, COPY, HWQueue, QueueDevice
+from ..hcq2.submitter import SubmitCode
 from . import pm4, regs
 from .driver import Driver, GPUMemory, QueueDesc, QueueKind
 from .errors import AMDError, QueueHangError
@@ -30,6 +31,7 @@ from .loader import load_image
 from .mock_gpu import TraceEvent
 from .mock_kfd import MockKFD
 from .queue import AMDComputeQueue, AMDCopyQueue, ProgramInfo
+from .ring_code import ring_write
 
 SIGNAL_SIZE = 16  # value (u64), timestamp (u64)
 KERNARG_ALIGN = 256
@@ -67,12 +69,20 @@ class Signal:
 
 @dataclass
 class RingQueue:
-    """A hardware queue of the device: the driver's descriptor, its ring and pointer memory, the host's put pointer."""
+    """A hardware queue of the device: the driver's descriptor, its ring and pointer memory."""
 
     desc: QueueDesc
     ring: GPUMemory
     pointers: GPUMemory
-    put: int = 0
+
+    @property
+    def put(self) -> int:
+        """The host's write pointer: kept only in the queue's write-pointer memory, which compiled submitters update too."""
+        return int(self.desc.write_ptr[0])
+
+    @put.setter
+    def put(self, value: int) -> None:
+        self.desc.write_ptr[0] = value
 
 
 @dataclass
@@ -252,7 +262,6 @@ class AMDDevice(QueueDevice):
             self._reserve(queue, len(words), 4, timeout_ms)
             ring[start:start + len(words)] = words
             queue.put += 4 * len(words)
-        queue.desc.write_ptr[0] = queue.put
         queue.desc.doorbell.ring(queue.put)
 
     def _reserve(self, queue: RingQueue, dwords: int, unit: int, timeout_ms: int) -> int:
@@ -424,6 +433,24 @@ class AMDDevice(QueueDevice):
         else:
             assert memory.view is not None
             self.submit_words(memory.view[offset:offset + nbytes].view(np.uint32), QueueKind.SDMA)
+
+    def submit_code(self, kind: str, memory: GPUMemory, offset: int, nbytes: int, code: SubmitCode) -> None:
+        """As `submit_commands`: COMPUTE puts a prebuilt INDIRECT_BUFFER packet on the ring, COPY the commands themselves."""
+        assert memory.view is not None
+        if kind == COMPUTE:
+            packet = np.array(pm4.indirect_buffer(memory.va + offset, nbytes // 4), np.uint32)
+            code.keep(packet)
+            ring_write(code, self.compute, packet.ctypes.data, len(packet), sdma=False)
+        else:
+            if nbytes // 4 >= len(self.copy_queue.desc.ring):
+                raise AMDError(f"{nbytes} bytes of SDMA commands do not fit a ring of {4 * len(self.copy_queue.desc.ring)}; use a larger ring_size")
+            ring_write(code, self.copy_queue, memory.view.ctypes.data + offset, nbytes // 4, sdma=True)
+
+    def make_room(self, kind: str) -> None:
+        """Wait until the queue's engine has read everything on its ring."""
+        queue = self.compute if kind == COMPUTE else self.copy_queue
+        unit = 1 if kind == COMPUTE else 4
+        self._reserve(queue, len(queue.desc.ring), unit, DEFAULT_TIMEOUT_MS)
 
     def run_queue(self, kind: str, queue: HWQueue) -> None:
         self.submit(queue.cmd, QueueKind.COMPUTE if kind == COMPUTE else QueueKind.SDMA)

@@ -25,7 +25,10 @@ class QueueKind(Enum):
 
 
 class Doorbell:
-    """Where the host writes a queue's new write pointer to wake the engine."""
+    """Where the host writes a queue's new write pointer to wake the engine: a 64-bit word at host `address` (an MMIO
+    page of the GPU, or the mock's doorbell page), which compiled submitters store into directly."""
+
+    address: int
 
     def ring(self, value: int) -> None:
         """Write `value` (the queue's write pointer, in the queue's units) to the doorbell."""

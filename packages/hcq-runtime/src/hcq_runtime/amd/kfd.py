@@ -144,7 +144,7 @@ def _host_view(address: int, size: int) -> np.ndarray:
 
 class _KFDDoorbell(Doorbell):
     def __init__(self, words: np.ndarray):
-        self.words = words
+        self.words, self.address = words, words.ctypes.data
 
     def ring(self, value: int) -> None:
         self.words[0] = value

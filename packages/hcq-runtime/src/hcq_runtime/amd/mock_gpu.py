@@ -1,6 +1,7 @@
 """`MockGPU`: executes the real PM4 and SDMA byte streams of the queues of a `MockKFD`.
 
-When a doorbell rings, each queue's ring is read from its read pointer to the doorbell value, packet by packet.
+Whenever it runs (a doorbell rung from Python, a host wait), the GPU reads each queue's doorbell word in the mock
+KFD's doorbell page and executes its ring from the read pointer to that value, packet by packet.
 Malformed packets raise `MalformedPacketError` naming the packet and its ring offset. WAIT_REG_MEM and POLL_REGMEM
 stall their queue until the awaited memory holds the value (another queue, or the host, may write it later); RELEASE_MEM
 and FENCE write signals; COPY_LINEAR copies; DISPATCH_DIRECT runs the kernel in the amd-isa emulator with the state the
@@ -9,13 +10,15 @@ COMPUTE_NUM_THREAD_*, and the workgroup counts of the packet.
 
 Mock-only choices: the kernel descriptor is found next to the code (the 64-byte-aligned descriptor in the same
 allocation whose entry offset points at COMPUTE_PGM), since the emulator needs the descriptor's user-SGPR layout; the
-kernel's arguments are read at its kernarg pointer and handed to the emulator, which places its own copy. Everything
-runs synchronously on the host thread.
+kernel's arguments are read at its kernarg pointer and handed to the emulator, which places its own copy. The emulator's
+view of GPU memory is mapped once and reused until an allocation comes or goes. Everything runs synchronously on the
+host thread.
 """
 
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -97,6 +100,7 @@ class MockGPU:
         self.gfx9 = kfd.target[0] == 9
         self._held = False
         self._body_dwords = regs.PM4_BODY_DWORDS_BY_GFX[kfd.target[0]]
+        self._memory: tuple[int, emu.Memory] | None = None  # (allocation generation, every allocation mapped)
 
     def add_queue(self, desc: QueueDesc) -> None:
         """Start fetching from a new queue (its pointers start at 0)."""
@@ -111,17 +115,21 @@ class MockGPU:
         allocations cannot change code found earlier)."""
         self._kernels = {pc: kernel for pc, kernel in self._kernels.items() if not va <= pc < va + size}
 
-    def doorbell(self, queue_id: int, value: int) -> None:
-        """The host wrote `value` to the queue's doorbell: execute up to it (and anything that unblocks)."""
+    def doorbell(self, queue_id: int) -> None:
+        """The host stored a new write pointer into the queue's doorbell: execute up to it (and anything that unblocks)."""
         queue = self.queues.get(queue_id)
         if queue is None:
             raise KFDError(f"doorbell of queue {queue_id}, which does not exist")
-        if value < queue.wptr:
-            raise MalformedPacketError(f"queue {queue_id}: the doorbell went back from {queue.wptr} to {value}; write pointers only grow")
         if queue.error is not None:
             raise GPUFaultError(f"queue {queue_id} stopped after an earlier error ({queue.error}); recreate the device")
-        queue.wptr = value
         self.run()
+
+    def _latch_doorbell(self, queue_id: int, queue: _Queue) -> None:
+        value = int(self.kfd.doorbells[queue_id])
+        if value < queue.wptr:
+            queue.error = f"the doorbell went back from {queue.wptr} to {value}"
+            raise MalformedPacketError(f"queue {queue_id}: the doorbell went back from {queue.wptr} to {value}; write pointers only grow")
+        queue.wptr = value
 
     @contextlib.contextmanager
     def held(self) -> Iterator[None]:
@@ -138,6 +146,9 @@ class MockGPU:
         """Advance every queue until none can make progress (all done, or stalled on waits); nothing while `held`."""
         if self._held:
             return
+        for queue_id, queue in self.queues.items():
+            if queue.error is None:
+                self._latch_doorbell(queue_id, queue)
         progressed = True
         while progressed:
             progressed = False
@@ -346,9 +357,7 @@ class MockGPU:
                 kernargs = bytes(self.kfd.bytes_at(kernarg_ptr, kd.kernarg_size))
             except KFDError as e:
                 raise GPUFaultError(f"{where}: reading {kd.kernarg_size} bytes of kernel arguments: {e}") from None
-        memory = emu.Memory()
-        for mem in self.kfd.allocations():
-            memory.map(mem.view, address=mem.va)
+        memory = self._emulator_memory()
         try:
             run = emu.run_kernel(kernel.code, kernargs, tuple(g * s for g, s in zip(groups, local, strict=True)), local, memory,
                                  kernel=kernel.name, trace=self.profile)
@@ -357,6 +366,18 @@ class MockGPU:
         self.dispatches += 1
         if self.profile:
             self.traces.append(TraceEvent(kernel.name, kernel.code, program, run.sqtt))
+
+    def _emulator_memory(self) -> emu.Memory:
+        """Every allocation mapped at its GPU address, for one dispatch. The mapping is made once per allocation set;
+        a dispatch gets a copy with its own region list, since the emulator maps the kernel's arguments into it."""
+        if self._memory is None or self._memory[0] != self.kfd.generation:
+            memory = emu.Memory()
+            for mem in self.kfd.allocations():
+                memory.map(mem.view, address=mem.va)
+            self._memory = (self.kfd.generation, memory)
+        dispatch = copy.copy(self._memory[1])
+        dispatch.regions = list(dispatch.regions)
+        return dispatch
 
     def _kernel(self, program: int, where: str) -> _Kernel:
         """The kernel whose code starts at `program`, with the descriptor loaded before it in the same allocation."""

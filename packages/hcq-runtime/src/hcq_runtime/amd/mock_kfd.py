@@ -1,8 +1,13 @@
 """`MockKFD`: the KFD driver interface over a host (numpy) address space, with a `MockGPU` behind the doorbells.
 
 Every allocation is a numpy array placed at a fresh page-aligned GPU virtual address (addresses are never reused,
-so a GPU access after `free` faults instead of reading someone else's data). Ringing a doorbell runs the mock GPU
-until no queue can make progress, so a submit has finished, or stalled on a wait, when it returns.
+so a GPU access after `free` faults instead of reading someone else's data).
+
+Doorbells are 64-bit words of a doorbell page in host memory, one per queue, as the real KFD maps them. A doorbell
+rung from Python (`Doorbell.ring`) stores there and runs the mock GPU until no queue can make progress, so the submit
+has finished, or stalled on a wait, when it returns. A compiled submitter only stores, as it would into the GPU's MMIO
+page; the mock GPU picks the new write pointer up the next time it runs: when the host waits on a signal (`poll`),
+waits for room in a ring, or rings a doorbell from Python.
 """
 
 from __future__ import annotations
@@ -22,15 +27,21 @@ PAGE = 0x1000
 VA_BASE = 0x2_0000_0000
 KFD_VERSION = (1, 17)
 EVENT_PAGE_SLOTS = 256
+DOORBELL_SLOTS = PAGE // 8
 
 
 class _MockDoorbell(Doorbell):
-    def __init__(self, gpu: MockGPU, queue_id: int):
-        self.gpu, self.queue_id, self.value = gpu, queue_id, 0
+    def __init__(self, gpu: MockGPU, queue_id: int, word: np.ndarray):
+        self.gpu, self.queue_id, self.word, self.address = gpu, queue_id, word, word.ctypes.data
+
+    @property
+    def value(self) -> int:
+        """The last write pointer stored into the doorbell."""
+        return int(self.word[0])
 
     def ring(self, value: int) -> None:
-        self.value = value
-        self.gpu.doorbell(self.queue_id, value)
+        self.word[0] = value
+        self.gpu.doorbell(self.queue_id)
 
 
 class MockKFD(Driver):
@@ -52,6 +63,10 @@ class MockKFD(Driver):
         self._allocs: dict[int, GPUMemory] = {}  # base -> allocation
         self._queue_ids = itertools.count(1)
         self.queues: dict[int, QueueDesc] = {}
+        #: the doorbell page: queue `i` rings word `i`
+        self.doorbells = np.zeros(DOORBELL_SLOTS, np.uint64)
+        #: bumped by every alloc and free (the mock GPU remaps its emulator memory when it changes)
+        self.generation = 0
         self.gpu = MockGPU(self)
         self._event_page: GPUMemory | None = None
         self._event_ids = itertools.count(1)
@@ -76,6 +91,7 @@ class MockKFD(Driver):
         mem = GPUMemory(va, size, next(self._handles), np.zeros(size, np.uint8))
         bisect.insort(self._bases, va)
         self._allocs[va] = mem
+        self.generation += 1
         return mem
 
     def free(self, mem: GPUMemory) -> None:
@@ -84,6 +100,7 @@ class MockKFD(Driver):
             raise KFDError(f"free of {mem.va:#x}, which is not an allocation of this driver (double free?)")
         del self._allocs[mem.va]
         self._bases.remove(mem.va)
+        self.generation += 1
         self.gpu.memory_freed(mem.va, mem.size)
 
     def allocations(self) -> list[GPUMemory]:
@@ -113,8 +130,11 @@ class MockKFD(Driver):
         if ring.size & (ring.size - 1):
             raise KFDError(f"a ring is a power of two bytes, not {ring.size}")
         queue_id = next(self._queue_ids)
+        if queue_id >= DOORBELL_SLOTS:
+            raise KFDError(f"the mock KFD's doorbell page has {DOORBELL_SLOTS} slots and all were handed out; open a new device")
         words = pointers.view[:16].view(np.uint64)
-        desc = QueueDesc(queue_id, kind, ring.view.view(np.uint32), words[0:1], words[1:2], _MockDoorbell(self.gpu, queue_id))
+        doorbell = _MockDoorbell(self.gpu, queue_id, self.doorbells[queue_id:queue_id + 1])
+        desc = QueueDesc(queue_id, kind, ring.view.view(np.uint32), words[0:1], words[1:2], doorbell)
         desc.read_ptr[0] = desc.write_ptr[0] = 0
         self.queues[queue_id] = desc
         self.gpu.add_queue(desc)

@@ -2,7 +2,8 @@
 once into command buffers with patches, linked once, and replayed with only run-time patches written.
 
 Generic pieces live here (`CommandBuffer` and `Sym` patches, `HWQueue` / `QueueDevice` interfaces, dependency tracking,
-the runtime pool, staging, the engine); backends (`hcq_runtime.amd`) implement the interfaces."""
+the runtime pool, staging, the compiled `Submitter` of linked batches, the engine); backends (`hcq_runtime.amd`,
+`hcq_runtime.qcom`) implement the interfaces."""
 
 from . import staging
 from .cmdbuf import CommandBuffer, Patch, PatchKind, Sym, Word, link, qword, runtime
@@ -14,12 +15,12 @@ from .hwqueue import COMPUTE, COPY, HWQueue, QueueDevice
 from .lanes import LANE_VARIABLE, lane_buffers, split_lanes
 from .linked import LinkedBatch
 from .memory import GPUMemory
-from .patches import RuntimePatches
 from .pool import RuntimePool
+from .submitter import SubmitCode, Submitter
 
 __all__ = [
     "staging", "CommandBuffer", "Patch", "PatchKind", "Sym", "Word", "link", "qword", "runtime", "DepsTracker", "EncodedBatch",
     "enqueue_target", "LinkedSteps", "compile_cache", "copy_host", "link_cache", "link_calls", "run_calls", "uses_queue_devices",
-    "HCQError", "PatchError", "COMPUTE", "COPY", "HWQueue", "QueueDevice", "LinkedBatch", "GPUMemory", "RuntimePatches", "RuntimePool",
+    "HCQError", "PatchError", "COMPUTE", "COPY", "HWQueue", "QueueDevice", "LinkedBatch", "GPUMemory", "RuntimePool", "Submitter", "SubmitCode",
     "LANE_VARIABLE", "lane_buffers", "split_lanes",
 ]

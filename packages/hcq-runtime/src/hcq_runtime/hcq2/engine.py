@@ -8,7 +8,8 @@ Copies between a queue device and host memory go through the staging ring (`stag
   of the same shapes reuse the encoding), linked into the device's runtime pool with every address baked in, and run.
 - `link_calls` (JIT): the batches are linked once into memory of their own, the given input buffers read through the
   inputs table, the result cached in `link_cache`; `LinkedSteps(inputs, var_vals)` then writes the inputs table and
-  the variables into the values vector, patches and submits. No encoding, no pool.
+  the variables into the values vector and calls each batch's compiled `Submitter`, which patches and submits. No
+  encoding, no pool.
 """
 
 from __future__ import annotations

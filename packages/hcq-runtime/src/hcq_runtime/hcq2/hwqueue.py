@@ -9,6 +9,7 @@ patch and submit the resulting command buffers.
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -16,7 +17,9 @@ import numpy as np
 
 from ..compiled import CompiledDevice
 from .cmdbuf import CommandBuffer, Sym, Word
+from .errors import HCQError
 from .pool import RuntimePool
+from .submitter import SubmitCode
 
 COMPUTE, COPY = "COMPUTE", "COPY"
 """The two queue kinds of a batch: programs go to COMPUTE, copies between buffers of one device to COPY."""
@@ -117,6 +120,22 @@ class QueueDevice(CompiledDevice):
     def submit_commands(self, kind: str, memory: Memory, offset: int, nbytes: int) -> None:
         """Run the (linked, patched) commands at `memory` + `offset` on the `kind` queue and ring its doorbell."""
         raise NotImplementedError
+
+    def submit_code(self, kind: str, memory: Memory, offset: int, nbytes: int, code: SubmitCode) -> None:
+        """Emit into `code` the C statements of `submit_commands` for these commands (the compiled submitter's part).
+
+        Every address and device variable goes through `code.const`, so the C depends only on the shape of the submit;
+        a full ring ends the call with `code.stop("NO_ROOM")`, a refused submit with `code.stop("FAILED")` (errno in
+        `detail[1]`)."""
+        raise NotImplementedError
+
+    def make_room(self, kind: str) -> None:
+        """Wait until the `kind` queue's ring has room again (the compiled submitter found it full)."""
+        raise NotImplementedError
+
+    def submit_error(self, kind: str, errno: int) -> Exception:
+        """The error to raise for a compiled submit the `kind` queue refused with `errno`."""
+        return HCQError(f"{self.name}: the compiled submit to the {kind} queue failed: {os.strerror(errno)}")
 
     def wait(self, signal: SignalLike, value: int, timeout_ms: int = 30_000) -> None:
         """Block until `signal.value >= value`; raise the backend's hang error after `timeout_ms`."""

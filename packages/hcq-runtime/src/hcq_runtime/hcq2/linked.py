@@ -2,48 +2,40 @@
 
 Linking copies each queue's data (kernel arguments) and commands into one piece of host-visible device memory,
 writes the link-time patches there once (owned buffer addresses, program addresses, the data address, device state
-such as signal addresses and scratch) and turns the run-time patches into a `RuntimePatches`. Eager batches link into
-the device's wrapping runtime pool; JIT captures link into memory of their own that lives as long as they do.
-A run then writes only the run-time patches and submits: an INDIRECT_BUFFER (or a ring copy) per queue.
+such as signal addresses and scratch). Eager batches link into the device's wrapping runtime pool and run once: Python
+writes their few run-time words (timelines, variables) and calls each device's `submit_commands`. JIT captures link
+into memory of their own that lives as long as they do, and compile their run-time half into a `Submitter`: a replay
+is the fence wait, the timeline bases and one native call that patches and submits every queue.
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..buffer import Buffer
 from ..device import Device
-from .cmdbuf import PatchKind
+from .cmdbuf import Patch, PatchKind
 from .encode import EncodedBatch
-from .patches import RuntimePatches
 from .pool import ALIGN
-
-
-@dataclass
-class _Part:
-    device: Any
-    kind: str
-    memory: Any
-    offset: int
-    nbytes: int
+from .submitter import PartSpec, Submitter
 
 
 class LinkedBatch:
     """An encoded batch linked to concrete buffers; `run(values)` patches and submits it.
 
     `sources` maps run-time names to their index in the values vector; `refs` is everything the linked commands
-    address (owned buffers, programs, device state, the command memory) and therefore keep alive."""
+    address (owned buffers, programs, device state, the command memory) and therefore keep alive. `persistent`
+    batches (JIT captures) own their memory and compile their submit; the others carve from the runtime pool."""
 
     def __init__(self, encoded: EncodedBatch, owned: Sequence[Buffer], sources: Mapping[str, int], *, persistent: bool):
         self.encoded = encoded
         self.refs: list[Any] = [*owned, *encoded.programs]
-        self.parts: list[_Part] = []
-        self.plans: list[RuntimePatches] = []
+        self.parts: list[PartSpec] = []
+        patches: list[tuple[int, Patch]] = []  # (host address of the patched buffer, run-time patch)
         self.timelines = {name: sources[f"timeline:{name}"] for name in encoded.points}
         self._last: dict[str, int] = {}
         for queue in encoded.queues:
@@ -70,15 +62,13 @@ class LinkedBatch:
                     values[name] = dev.program_address(encoded.programs[int(index)])
             queue.data.link(values, into=view[:data_len])
             queue.cmds.link(values, into=view[data_len:total])
-            rt = [(0, p) for p in queue.data.patches if p.kind is PatchKind.RUNTIME]
-            rt += [(data_len, p) for p in queue.cmds.patches if p.kind is PatchKind.RUNTIME]
-            self.plans.append(RuntimePatches(view, rt, sources))
-            self.parts.append(_Part(dev, queue.kind, memory, data_len, len(queue.cmds)))
-
-    @property
-    def runtime_patches(self) -> int:
-        """How many command words a run patches."""
-        return sum(len(plan) for plan in self.plans)
+            host = view.ctypes.data
+            patches += [(host, p) for p in queue.data.patches if p.kind is PatchKind.RUNTIME]
+            patches += [(host + data_len, p) for p in queue.cmds.patches if p.kind is PatchKind.RUNTIME]
+            self.parts.append(PartSpec(dev, queue.kind, memory, data_len, len(queue.cmds)))
+        #: patches and submits every run: compiled for replays, from Python for an eager batch (which runs once)
+        self.submit: Submitter | PythonSubmit = Submitter(patches, self.parts, sources) if persistent else \
+            PythonSubmit(encoded, self.parts, sources)
 
     @property
     def command_bytes(self) -> int:
@@ -86,19 +76,47 @@ class LinkedBatch:
         return sum(part.offset + part.nbytes for part in self.parts)
 
     def run(self, values: np.ndarray) -> int:
-        """Patch the run-time words from `values` (the timeline entries are filled here) and submit every queue.
+        """Patch the run-time words from `values` (the timeline entries are filled here) and submit every queue; return
+        how many words were patched.
 
-        The previous run of these same commands must be done before they are patched again: that wait is the fence."""
+        The previous run of these same commands must be done before they are patched again: that wait is the fence.
+        A run that fails before its first submit (a value that does not fit, a refused ioctl) leaves the timelines as
+        they were."""
         for name, end in self._last.items():
             dev = Device[name]
             dev.wait(dev.timeline, end)
+        before = {name: Device[name].timeline_value for name in self.encoded.points}
+        last = dict(self._last)
         for name, points in self.encoded.points.items():
-            dev = Device[name]
-            base = dev.timeline_value
-            values[self.timelines[name]] = base
-            dev.timeline_value = base + points
-            self._last[name] = base + points - 1
-        written = sum(plan.apply(values) for plan in self.plans)
-        for part in self.parts:
+            values[self.timelines[name]] = before[name]
+            Device[name].timeline_value = before[name] + points
+            self._last[name] = before[name] + points - 1
+        try:
+            return self.submit(values)
+        except Exception:
+            if not self.submit.submitted:  # nothing reached a queue: the run did not happen
+                for name, value in before.items():
+                    Device[name].timeline_value = value
+                self._last = last
+            raise
+
+
+class PythonSubmit:
+    """The run of an eager batch: its few run-time words (variables, timelines) written with `CommandBuffer.patch`,
+    then each device's `submit_commands`. Same interface as `Submitter`."""
+
+    def __init__(self, encoded: EncodedBatch, parts: Sequence[PartSpec], sources: Mapping[str, int]):
+        self.encoded, self.parts, self.sources = encoded, parts, sources
+        #: parts the last call submitted
+        self.submitted = 0
+
+    def __call__(self, values: np.ndarray) -> int:
+        named = {name: int(values[index]) for name, index in self.sources.items()}
+        self.submitted = written = 0
+        for queue, part in zip(self.encoded.queues, self.parts, strict=True):
+            view = part.memory.view
+            written += queue.data.patch(named, into=view[:part.offset])
+            written += queue.cmds.patch(named, into=view[part.offset:part.offset + part.nbytes])
             part.device.submit_commands(part.kind, part.memory, part.offset, part.nbytes)
+            self.submitted += 1
         return written

@@ -4,7 +4,9 @@ engine as a `QueueDevice` with one CP queue.
 Commands are `QCOMComputeQueue`s; linking places them (and the kernel arguments they address as "data") in device
 memory and writes the link-time values: the private-memory stack, the cache-flush dummy page, the border-colour page
 and the signals, which the linked commands keep references to. A submit writes the run-time values (timeline) and
-issues IOCTL_KGSL_GPU_COMMAND with the IB on the device's draw context. Copies run on the host (`HostCopyQueue`):
+issues IOCTL_KGSL_GPU_COMMAND with the IB on the device's draw context; replays of linked batches issue it from their
+compiled submitter, through a function pointer (libc's ioctl, or the mock's callback) with the file descriptor and
+context id from the device's `variables` and a request prebuilt at link. Copies run on the host (`HostCopyQueue`):
 every GPU object is mapped in the process at its GPU address. Image buffers (allocated with an `ImageDType` as the
 option) keep their rows at the driver's pitch; a dispatch binds a program's image arguments as texture or UAV
 descriptors with the geometry its library declares (`bind_images`).
@@ -26,6 +28,7 @@ from ..errors import AllocationError
 from ..hcq2.cmdbuf import CommandBuffer, PatchKind, Word, link, runtime
 from ..hcq2.hwqueue import COMPUTE, COPY, HWQueue, Memory, QueueDevice
 from ..hcq2.memory import GPUMemory
+from ..hcq2.submitter import SubmitCode
 from . import kgsl
 from .cl_compiler import CLCompiler
 from .errors import QCOMError, UnsupportedGPUError
@@ -172,7 +175,7 @@ class QCOMDevice(QueueDevice):
         if rt_nbytes is not None:
             self.rt_nbytes = rt_nbytes
         self._mappings: dict[int, kgsl.Mapping] = {}
-        self.last_timestamp = 0
+        self._last_timestamp = ctypes.c_uint32(0)  # compiled submitters store the timestamps of their submits here
         self.allocator = QCOMAllocator(self)
         self.renderer = QCOMRenderer("a{}{}{}".format(*self.gpu_id))
         self._signals = self.gpu_alloc(STATE_PAGE, uncached=True)
@@ -292,6 +295,41 @@ class QCOMDevice(QueueDevice):
         request = kgsl.call(self.file, "GPU_COMMAND", cmdlist=ctypes.addressof(command), cmdsize=ctypes.sizeof(command), numcmds=1,
                             context_id=self.ctx)
         self.last_timestamp = request.timestamp
+
+    @property
+    def last_timestamp(self) -> int:
+        """The kgsl timestamp of the last submit on the draw context."""
+        return self._last_timestamp.value
+
+    @last_timestamp.setter
+    def last_timestamp(self, value: int) -> None:
+        self._last_timestamp.value = value
+
+    @property
+    def variables(self) -> dict[str, int]:
+        """The device's values compiled submitters read: the kgsl file descriptor and draw context, the ioctl function."""
+        return {"kgsl_fd": self.file.fd, "kgsl_ctx": self.ctx, "ioctl": self.file.ioctl_address}
+
+    def submit_code(self, kind: str, memory: Memory, offset: int, nbytes: int, code: SubmitCode) -> None:
+        """As `submit_commands`: the request and its command object are built here once; each run fills the context id,
+        calls ioctl and records the timestamp kgsl gave the submit."""
+        if kind != COMPUTE:
+            raise QCOMError(f"{self.name} has one CP queue (COMPUTE); its copies run on the host, not as {kind} commands")
+        command = kgsl.CommandObject(gpuaddr=memory.va + offset, size=nbytes, flags=kgsl.CMDLIST_IB)
+        request = kgsl.GPUCommand(cmdlist=ctypes.addressof(command), cmdsize=ctypes.sizeof(command), numcmds=1)
+        code.keep((command, request))
+        number = kgsl.IOCTLS["GPU_COMMAND"][0]
+        variables = self.variables
+        req = code.const(ctypes.addressof(request))
+        code.emit(f"*(volatile uint32_t *)(uintptr_t)({req} + {kgsl.GPUCommand.context_id.offset}) = (uint32_t){code.const(variables['kgsl_ctx'])};",
+                  f"int (*ioctl_fn)(int, unsigned long, void *) = (int (*)(int, unsigned long, void *))(uintptr_t){code.const(variables['ioctl'])};",
+                  f"if (ioctl_fn((int){code.const(variables['kgsl_fd'])}, {number:#x}ul, (void *)(uintptr_t){req}) < 0) "
+                  f"{{ detail[1] = errno; {code.stop('FAILED')} }}",
+                  f"*{code.pointer(ctypes.addressof(self._last_timestamp), 'uint32_t')} = "
+                  f"*(volatile uint32_t *)(uintptr_t)({req} + {kgsl.GPUCommand.timestamp.offset});")
+
+    def submit_error(self, kind: str, errno: int) -> Exception:
+        return self.file.ioctl_error(kgsl.IOCTLS["GPU_COMMAND"][0], errno)
 
     def wait(self, signal: Any, value: int, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
         """Block until `signal.value >= value`: kgsl sleeps until the last submit retires, then the signal must show it."""

@@ -148,12 +148,30 @@ class Mapping:
     keepalive: Any = None  # what owns the mapping (an mmap object, the mock's array)
 
 
+#: the C signature compiled submitters call ioctl through: int ioctl(int fd, unsigned long request, void *arg)
+IOCTL_PROTOTYPE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p)
+
+
 class KGSLFile:
-    """An open kgsl device file. Each method states its contract; implementations raise KGSLError."""
+    """An open kgsl device file. Each method states its contract; implementations raise KGSLError.
+
+    `fd` and `ioctl_address` are what compiled submitters use: they call the C function at `ioctl_address` as
+    `ioctl(fd, request, &arg)` and hand a failure's errno to `ioctl_error`."""
+
+    fd: int
 
     def ioctl(self, request: int, arg: ctypes.Structure) -> None:
         """Issue ioctl `request` with `arg` (read and updated in place, as the kernel does)."""
         raise NotImplementedError
+
+    @property
+    def ioctl_address(self) -> int:
+        """The address of a C function with the signature of `IOCTL_PROTOTYPE` that issues ioctls on `fd`."""
+        raise NotImplementedError
+
+    def ioctl_error(self, request: int, errno: int) -> Exception:
+        """The error for ioctl `request` that a compiled submitter saw fail with `errno`."""
+        return KGSLError(f"kgsl ioctl {IOCTL_NAMES.get(request, hex(request))} failed: {os.strerror(errno)}")
 
     def mmap(self, size: int, offset: int) -> Mapping:
         """Map `size` bytes of the GPU object at mmap `offset` (its id times the page size) read-write, shared."""
@@ -183,6 +201,10 @@ class DevKGSL(KGSLFile):
             self.fd = os.open(path, os.O_RDWR)
         except OSError as e:
             raise KGSLError(f"cannot open {path} ({e.strerror}): QCOM needs an Adreno GPU with the kgsl driver; use MOCKQCOM elsewhere") from None
+
+    @property
+    def ioctl_address(self) -> int:
+        return ctypes.cast(ctypes.CDLL(None).ioctl, ctypes.c_void_p).value or 0
 
     def ioctl(self, request: int, arg: ctypes.Structure) -> None:
         try:

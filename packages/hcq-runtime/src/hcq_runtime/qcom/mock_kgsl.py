@@ -2,6 +2,10 @@
 struct, live context and object ids, mapped IBs), hands out GPU objects as host memory whose CPU address is also
 their GPU address (kgsl's USE_CPU_MAP), and runs each GPU_COMMAND's IBs on a `MockCP`: before the ioctl returns, or,
 when `asynchronous`, only once someone waits for (or reads) a timestamp, as a GPU running behind the host would.
+
+Compiled submitters reach the mock through a C function pointer (`ioctl_address`, a ctypes callback with the
+signature of libc's ioctl): their ioctl lands in the same Python handler. An exception cannot cross the C frames, so
+the callback keeps it and returns -1; `ioctl_error` hands it back to the caller once the compiled code has returned.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from .mock_gpu import MockCP
 
 #: Adreno 630 (Snapdragon 845): chip id 6.3.0.1
 DEFAULT_CHIP_ID = 0x06030001
+#: the mock's file descriptor: never a real one (an ioctl on it through libc fails with EBADF)
+MOCK_FD = -1
 
 
 @dataclass
@@ -49,6 +55,9 @@ class MockKGSL(kgsl.KGSLFile):
         self._context_ids = itertools.count(1)
         self.cp = MockCP(self.bytes_at)
         self.closed = False
+        self.fd = MOCK_FD
+        self._c_ioctl = kgsl.IOCTL_PROTOTYPE(self._ioctl_from_c)
+        self._c_failure: Exception | None = None
 
     # -- memory as the GPU sees it -------------------------------------------------------------------------
 
@@ -74,6 +83,27 @@ class MockKGSL(kgsl.KGSLFile):
             raise KGSLError(f"{name} takes a {kgsl.IOCTLS[name][1].__name__}, not a {type(arg).__name__}")
         self.calls.append(name)
         getattr(self, f"_{name.lower()}")(arg)
+
+    @property
+    def ioctl_address(self) -> int:
+        return ctypes.cast(self._c_ioctl, ctypes.c_void_p).value or 0
+
+    def _ioctl_from_c(self, fd: int, request: int, address: int) -> int:
+        try:
+            if fd != self.fd:
+                raise KGSLError(f"ioctl on file descriptor {fd}, which is not the mock kgsl file ({self.fd})")
+            name = kgsl.IOCTL_NAMES.get(request)
+            if name is None:
+                raise KGSLError(f"unknown kgsl ioctl {request:#x}")
+            self.ioctl(request, kgsl.IOCTLS[name][1].from_address(address))
+            return 0
+        except Exception as e:  # noqa: BLE001 -- kept for ioctl_error: an exception cannot unwind through C
+            self._c_failure = e
+            return -1
+
+    def ioctl_error(self, request: int, errno: int) -> Exception:
+        failure, self._c_failure = self._c_failure, None
+        return failure if failure is not None else super().ioctl_error(request, errno)
 
     def mmap(self, size: int, offset: int) -> kgsl.Mapping:
         obj = self.objects.get(offset // kgsl.PAGE)
