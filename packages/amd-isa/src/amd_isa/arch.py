@@ -43,8 +43,11 @@ class Arch:
     # Target-specific spellings on shared tables: gfx90a names gfx940's sc0/nt/sc1 cache bits glc/slc/scc and has no scratch SVE bit.
     cache_names: dict[str, str] = field(default_factory=dict)
     scratch_sve: bool = True
-    # hwreg(...) names as LLVM spells them (read off llvm-mc-15's disassembler); empty: the table's names.
+    # hwreg(...) names as LLVM spells them (read off llvm-mc's disassembler); empty: the table's names.
     hwreg_names: dict[int, str] = field(default_factory=dict)
+    # 16-bit VGPR operands of VOP1/VOP2/VOPC encodings are register halves: v0-v127, bit 7 selecting the high half.
+    # The assembler promotes other registers to VOP3 and the printer names the halves (v3.h), as LLVM 19 does for gfx12.
+    short16_halves: bool = False
 
     @property
     def formats(self) -> dict:
@@ -66,9 +69,17 @@ _LLVM_HWREG_GFX90A = {1: "HW_REG_MODE", 2: "HW_REG_STATUS", 3: "HW_REG_TRAPSTS",
 _LLVM_HWREG_GFX940 = {**_LLVM_HWREG_GFX90A, 20: "HW_REG_XCC_ID", 21: "HW_REG_SQ_PERF_SNAPSHOT_DATA", 22: "HW_REG_SQ_PERF_SNAPSHOT_DATA1",
                       23: "HW_REG_SQ_PERF_SNAPSHOT_PC_LO", 24: "HW_REG_SQ_PERF_SNAPSHOT_PC_HI"}
 
+# gfx12 (read off llvm-mc-19's disassembler): the ISA document's HW_REG_WAVE_* registers without WAVE_.
+_LLVM_HWREG_GFX12 = {1: "HW_REG_MODE", 2: "HW_REG_STATUS", 4: "HW_REG_STATE_PRIV", 5: "HW_REG_GPR_ALLOC", 6: "HW_REG_LDS_ALLOC",
+                     7: "HW_REG_IB_STS", 10: "HW_REG_PERF_SNAPSHOT_DATA", 11: "HW_REG_PERF_SNAPSHOT_PC_LO",
+                     12: "HW_REG_PERF_SNAPSHOT_PC_HI", 15: "HW_REG_PERF_SNAPSHOT_DATA1", 16: "HW_REG_PERF_SNAPSHOT_DATA2",
+                     17: "HW_REG_EXCP_FLAG_PRIV", 18: "HW_REG_EXCP_FLAG_USER", 19: "HW_REG_TRAP_CTRL", 20: "HW_REG_SCRATCH_BASE_LO",
+                     21: "HW_REG_SCRATCH_BASE_HI", 23: "HW_REG_HW_ID1", 24: "HW_REG_HW_ID2", 29: "HW_REG_SHADER_CYCLES_LO",
+                     30: "HW_REG_SHADER_CYCLES_HI", 31: "HW_REG_DVGPR_ALLOC_LO", 32: "HW_REG_DVGPR_ALLOC_HI"}
+
 ARCHS: dict[str, Arch] = {
     "rdna3": Arch("rdna3", rdna3, 32, 106, _GFX11_SPECIAL, 124, True, hwreg_names=_LLVM_HWREG_GFX11),
-    "rdna4": Arch("rdna4", rdna4, 32, 106, _GFX11_SPECIAL, 124, True),
+    "rdna4": Arch("rdna4", rdna4, 32, 106, _GFX11_SPECIAL, 124, True, hwreg_names=_LLVM_HWREG_GFX12, short16_halves=True),
     # gfx9 has no NULL register: an unused address SGPR is 0x7f ("off"), and VOP3 cannot carry a literal.
     "cdna": Arch("cdna", cdna, 64, 102, _GFX9_SPECIAL, 0x7F, False, {k: v for k, v in _WIDE_SPECIAL.items() if k != 124},
                  hwreg_names=_LLVM_HWREG_GFX940),

@@ -9,13 +9,14 @@ from .builder import build
 from .errors import AmdIsaError, AsmError, EncodeError
 from .inst import Inst, op_index
 from .operands import OFF, Reg, Special, Sym
-from .symbols import parse_symbolic
+from .symbols import is_symbolic, parse_symbolic
 from .syntax_common import with_mods
 from .syntax_memory import EXPORT_TARGETS
 from .syntax_vector import VopdJoin
 
 _REG = re.compile(r"^(s|v|a|ttmp|acc)(\d+)$")
 _RANGE = re.compile(r"^(s|v|a|ttmp|acc)\[(\d+)(?::(\d+))?\]$")
+_HALF = re.compile(r"^v(\d+)\.([hl])$")
 _LABEL = re.compile(r"^[A-Za-z_.$][\w.$]*$")
 _ATTR = re.compile(r"^attr(\d+)\.([xyzw])$")
 _NUMBER = re.compile(r"^-?(0x[0-9a-fA-F]+|0b[01]+|\d+)$")
@@ -109,6 +110,8 @@ def _parse_operand(arch, token: str) -> object:
     if match := _REG.match(low):
         kind = "a" if match.group(1) == "acc" else match.group(1)
         return Reg(kind, int(match.group(2)))
+    if match := _HALF.match(low):
+        return Reg("v", int(match.group(1)), half=match.group(2))
     if match := _RANGE.match(low):
         kind = "a" if match.group(1) == "acc" else match.group(1)
         first = int(match.group(2))
@@ -127,7 +130,7 @@ def _parse_operand(arch, token: str) -> object:
         return float(low)
     if match := _ATTR.match(low):
         return Sym(int(match.group(1)) << 2 | "xyzw".index(match.group(2)), low)
-    if "(" in low:
+    if "(" in low or "uc_version_" in low:
         return Sym(parse_symbolic(arch, token), token)
     if low in _EXPORT_TARGETS:
         return Sym(_EXPORT_TARGETS[low], low)
@@ -205,7 +208,7 @@ def _parse_half(arch, text: str) -> tuple[str, list, dict[str, object]]:
     index = op_index(arch.name)
     entry = index.get(mnemonic) or index.get(mnemonic + "_e32")
     if entry is not None and entry[0] == "SOPP":
-        return mnemonic, [parse_operand(arch, rest) if "(" not in rest else Sym(parse_symbolic(arch, rest), rest)], {}
+        return mnemonic, [Sym(parse_symbolic(arch, rest), rest) if is_symbolic(rest) else parse_operand(arch, rest)], {}
     leading: list = []
     if entry is not None and entry[0] in ("EXP", "VEXPORT"):
         # The export target is separated from the sources by a space, not a comma: `exp mrt0 v1, off, off, off`.

@@ -15,13 +15,18 @@ TTMP_BASE = 108
 
 @dataclass(frozen=True)
 class Reg:
-    """`count` consecutive registers of file `kind` ("s", "v", "a", "ttmp") starting at `index`, with source modifiers."""
+    """`count` consecutive registers of file `kind` ("s", "v", "a", "ttmp") starting at `index`, with source modifiers.
+
+    `half` is "h" or "l" for one 16-bit half of a VGPR (`v3.h`, `v3.l`: LLVM's true16 spelling); only RDNA4's
+    VOP1/VOP2/VOPC encodings address high halves directly. A plain VGPR in a 16-bit operand is its low half.
+    """
 
     kind: str
     index: int
     count: int = 1
     neg: bool = False
     abs: bool = False
+    half: str = ""
 
     def __neg__(self) -> "Reg":
         return replace(self, neg=not self.neg)
@@ -29,14 +34,31 @@ class Reg:
     def __abs__(self) -> "Reg":
         return replace(self, abs=True)
 
+    @property
+    def h(self) -> "Reg":
+        """The high 16-bit half of this VGPR (`v[3].h` is `v3.h`)."""
+        return replace(self, half="h")
+
+    @property
+    def l(self) -> "Reg":  # noqa: E743 - LLVM's name for the low half
+        """The low 16-bit half of this VGPR (`v3.l`, the same as `v3` in a 16-bit operand)."""
+        return replace(self, half="l")
+
+    @property
+    def hi(self) -> bool:
+        """Whether this names the high 16-bit half of a VGPR."""
+        return self.half == "h"
+
     def __str__(self) -> str:
         text = f"{self.kind}{self.index}" if self.count == 1 else f"{self.kind}[{self.index}:{self.index + self.count - 1}]"
+        text += f".{self.half}" if self.half else ""
         if self.abs:
             text = f"|{text}|"
         return f"-{text}" if self.neg else text
 
     def __repr__(self) -> str:
         text = f"{self.kind}[{self.index}]" if self.count == 1 else f"{self.kind}[{self.index}:{self.index + self.count - 1}]"
+        text += f".{self.half}" if self.half else ""
         if self.abs:
             text = f"abs({text})"
         return f"-{text}" if self.neg else text

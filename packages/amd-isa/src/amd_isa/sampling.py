@@ -9,6 +9,8 @@ import random
 from .arch import Arch, get_arch
 from .inst import ALWAYS_LITERAL, SRC_FIELDS, Inst
 from .syntax_common import reg_count, x2_prefix
+from .syntax_memory import UFMT_DEFAULT, image_address_count
+from .syntax_vector import is_half_operand
 
 # Variant kinds, cycled per opcode: plain registers, scalar/constant sources, modifiers and literals, then DPP forms.
 KINDS = ("vgpr", "scalar", "mods", "dpp16", "dpp8")
@@ -22,8 +24,8 @@ INLINE_CODES = list(range(128, 209)) + list(range(240, 248))
 
 
 def _even(rng: random.Random, limit: int, count: int = 1) -> int:
-    # LLVM wants SGPR tuples of 4+ aligned to 4 and pairs to 2; even indices keep every register file happy.
-    align = 4 if count >= 4 else 2
+    # LLVM wants SGPR tuples of 3+ aligned to 4 and pairs to 2; even indices keep every register file happy.
+    align = 4 if count >= 3 else 2
     top = max(0, limit - count)
     return rng.randrange(0, top + 1, align) if top else 0
 
@@ -77,7 +79,8 @@ def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Rand
             if dfmt == "M64":
                 fields[field] = _even(rng, 100, arch.wave // 32)
                 continue
-            scalar_only = fmt.startswith("SOP") or optype == "SREG"
+            # Scalar-source VALU ops (v_s_exp_f32, v_readlane's lane select) take SGPRs and constants only.
+            scalar_only = fmt.startswith("SOP") or optype in ("SREG", "SSRC", "SREG_LITERAL", "SSRC_LANESEL")
             may_literal = _vop_src_allowed_literal(arch, fmt) and literal is None and optype != "SREG"
             code = _src_code(rng, arch, kind, bits, may_literal, is_float, scalar_only)
             if optype == "SREG" and code >= 128:
@@ -120,8 +123,10 @@ def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Rand
                 fields[field] = rng.randrange(0, 0x1000)
         elif field in ("offen", "idxen"):
             fields[field] = rng.getrandbits(1)
-        elif field in ("format", "dfmt", "nfmt") and kind != "vgpr":
+        elif field in ("format", "dfmt", "nfmt") and kind != "vgpr" and "tbuffer" in name:
             fields[field] = rng.getrandbits(min(width, 6))
+        elif field == "format" and "tbuffer" not in name:
+            fields[field] = UFMT_DEFAULT  # gfx12 buffer_* share tbuffer's format field; LLVM sets it to its default
         elif field == "target":
             fields[field] = rng.choice([0, 3, 7, 8, 12, 16, 20, 21])
         elif field == "en":
@@ -178,6 +183,10 @@ def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Rand
         for field in ("src1", "src2"):
             if fields.get(field) == 255:
                 fields[field] = 256
+    if fmt in ("VOP1", "VOP2", "VOPC"):
+        _low_halves(arch, fmt, info, fields, variant)
+    if fmt in ("VIMAGE", "VSAMPLE"):
+        _image_addresses(name, fields, rng)
     if fmt == "VOPD":
         fields["opy"] = opcode
         literal = None
@@ -190,6 +199,24 @@ def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Rand
     if any(part in name for part in ALWAYS_LITERAL):
         literal = rng.getrandbits(16 if info.get("vdst", (32,))[0] == 16 else 32)
     return fields, literal, variant
+
+
+def _low_halves(arch: Arch, fmt: str, info: dict, fields: dict[str, int], variant: str) -> None:
+    """Keep 16-bit half operands (RDNA4 VOP1/VOP2/VOPC) in v0-v127: v128 and up are .h halves there, which LLVM's
+    default (fake16) syntax cannot name, so the LLVM agreement tests could not check those samples."""
+    for operand, field in (("vdst", "vdst"), ("src0", "vsrc0" if variant else "src0"), ("vsrc1", "vsrc1")):
+        if operand in info and field in fields and is_half_operand(arch, fmt, info[operand]):
+            base = 256 if field == "src0" else 0  # a 9-bit source field: VGPRs are codes 256 and up
+            if fields[field] >= base:
+                fields[field] = base + (fields[field] - base) % 128
+
+
+def _image_addresses(name: str, fields: dict[str, int], rng: random.Random) -> None:
+    """Fill the gfx12 address VGPRs the instruction reads past vaddr0 (left at v0, LLVM 19's disassembler drops them)."""
+    slots = sum(f"vaddr{i}" in fields for i in range(5))
+    count = image_address_count(name, fields.get("dim", 0), bool(fields.get("a16")))
+    for i in range(1, min(count, slots)):
+        fields[f"vaddr{i}"] = _even(rng, 240, count - slots + 1 if i == slots - 1 else 1)
 
 
 def _scaled_mfma_fields(arch: Arch, kind: str, rng: random.Random) -> dict[str, int]:

@@ -19,6 +19,9 @@ GPR_IDX_MODES = ("SRC0", "SRC1", "SRC2", "DST")
 SENDMSG_GFX11 = {1: "MSG_INTERRUPT", 2: "MSG_HS_TESSFACTOR", 3: "MSG_DEALLOC_VGPRS", 9: "MSG_GS_ALLOC_REQ"}
 SENDMSG_GFX9 = {1: "MSG_INTERRUPT", 2: "MSG_GS", 3: "MSG_GS_DONE", 4: "MSG_SAVEWAVE", 5: "MSG_STALL_WAVE_GEN", 6: "MSG_HALT_WAVES",
                 7: "MSG_ORDERED_PS_DONE", 8: "MSG_EARLY_PRIM_DEALLOC", 9: "MSG_GS_ALLOC_REQ", 10: "MSG_GET_DOORBELL", 15: "MSG_SYSMSG"}
+# s_version: the microcode version code (bits 7:0, named where LLVM names it) and three flag bits.
+UC_VERSIONS = {0: "UC_VERSION_GFX7", 4: "UC_VERSION_GFX10", 6: "UC_VERSION_GFX11", 9: "UC_VERSION_GFX12"}
+UC_VERSION_BITS = {13: "UC_VERSION_W64_BIT", 14: "UC_VERSION_W32_BIT", 15: "UC_VERSION_MDP_BIT"}
 _CALL = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(([^()]*)\)")
 
 
@@ -89,6 +92,32 @@ def format_simm16(arch: Arch, optype: str, raw: int, mnemonic: str) -> str:
     return f"{raw:#x}"
 
 
+def version_text(raw: int) -> str:
+    """LLVM 19's spelling of an s_version operand: `UC_VERSION_GFX12|UC_VERSION_W32_BIT`, or hex when bits 12:8 are set."""
+    if raw & 0x1F00:
+        return f"{raw:#x}"
+    text = UC_VERSIONS.get(raw & 0xFF, str(raw & 0xFF))
+    for bit, name in UC_VERSION_BITS.items():
+        if raw >> bit & 1:
+            text = f"({text})|{name}" if "|" in text else f"{text}|{name}"
+    return text
+
+
+def parse_version(text: str) -> int:
+    """Inverse of version_text: names and numbers joined by `|` (parentheses ignored)."""
+    names = {name: value for value, name in UC_VERSIONS.items()} | {name: 1 << bit for bit, name in UC_VERSION_BITS.items()}
+    value = 0
+    for part in text.replace("(", "").replace(")", "").split("|"):
+        part = part.strip()
+        value |= names[part.upper()] if part.upper() in names else _int(part)
+    return value
+
+
+def is_symbolic(text: str) -> bool:
+    """Whether an immediate operand is written symbolically (`vmcnt(0)`, `UC_VERSION_GFX12|UC_VERSION_W32_BIT`)."""
+    return "(" in text or "|" in text or text.strip().upper().startswith("UC_VERSION_")
+
+
 def swizzle_text(raw: int) -> str:
     """LLVM's spelling of a ds_swizzle_b32 offset: swizzle(QUAD_PERM|SWAP|REVERSE|BROADCAST|BITMASK_PERM, ...) or a number."""
     if raw & 0xFF00 == 0x8000:
@@ -133,6 +162,8 @@ def parse_swizzle(text: str) -> int:
 
 def parse_symbolic(arch: Arch, text: str) -> int:
     """The raw 16-bit value of a symbolic immediate such as `vmcnt(0) lgkmcnt(0)` or `hwreg(HW_REG_MODE, 0, 4)`."""
+    if "UC_VERSION_" in text.upper():
+        return parse_version(text)
     if text.replace(" ", "").startswith("gpr_idx("):
         modes = [m.strip() for m in text.strip()[8:-1].split(",") if m.strip()]
         if any(m not in GPR_IDX_MODES for m in modes):

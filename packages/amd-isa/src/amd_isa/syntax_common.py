@@ -123,7 +123,7 @@ def encode_scalar(arch: Arch, what: str, operand: Operand) -> int:
 def encode_src(draft: Draft, what: str, operand: Operand, allow_literal: bool = True) -> int:
     """The 9-bit source code of an operand; a constant that is not inline goes to the draft's literal."""
     if isinstance(operand, Reg) and operand.kind in ("v", "a"):
-        return VGPR_BASE + operand.index
+        return VGPR_BASE + encode_vgpr(draft, what, operand)
     if isinstance(operand, Reg | Special | Sym):
         return encode_scalar(draft.arch, what, operand)
     if isinstance(operand, Lit):
@@ -153,6 +153,8 @@ def encode_src(draft: Draft, what: str, operand: Operand, allow_literal: bool = 
 def encode_vgpr(draft: Draft, what: str, operand: Operand) -> int:
     """The index of a VGPR (or, on CDNA, AGPR) operand."""
     if isinstance(operand, Reg) and operand.kind in ("v", "a"):
+        if operand.hi:
+            raise EncodeError(f"{draft.name}: {what} cannot name the 16-bit half {operand} in this encoding")
         return operand.index
     raise EncodeError(f"{draft.name}: {what} must be a vector register, got {operand!r}")
 

@@ -246,7 +246,7 @@ def split_flat(inst) -> Split:
             ops.append(Reg("v", fields[addr_f], 2 if wide else 1))
     if data_f in info:
         ops.append(_vreg(fields[data_f], info[data_f][0], acc))
-    if kind != "FLAT":
+    if kind != "FLAT" and info:  # gfx12's global_inv/wb/wbinv take no operands
         ops.append(scalar_operand(arch, saddr, 2 if kind == "GLOBAL" else 1) if has_saddr else OFF)
     mods: Mods = {}
     offset = _signed(fields[off_f], _width(inst.layout["fields"][off_f]))
@@ -266,7 +266,7 @@ def join_flat(draft: Draft, ops: list, mods: Mods) -> None:
     ops = list(ops)
     returns = _returns(name, fields, arch.name)
     slots = [s for s, present in (("vdst", _has_vdst(name, info) and returns), (addr_f, addr_f in info), (data_f, data_f in info),
-                                  ("saddr", kind != "FLAT")) if present]
+                                  ("saddr", kind != "FLAT" and bool(info))) if present]
     if len(ops) != len(slots):
         raise EncodeError(f"{name} takes {len(slots)} operand(s) ({', '.join(slots)}), got {len(ops)}")
     for slot, operand in zip(slots, ops, strict=True):
@@ -517,13 +517,14 @@ def join_image(draft: Draft, ops: list, mods: Mods) -> None:
 
 
 def split_ldsdir(inst) -> Split:
-    """LDSDIR/VDSDIR: `lds_param_load v0, attr0.x wait_vdst:0` and `lds_direct_load v0 wait_vdst:0`."""
+    """LDSDIR/VDSDIR: `lds_param_load v0, attr0.x wait_vdst:1` (gfx11), `ds_direct_load v0 wait_va_vdst:0 wait_vm_vsrc:0` (gfx12)."""
     fields = inst.fields
     ops: list = [Reg("v", fields["vdst"])]
     if "param" in inst.mnemonic:
         ops.append(Sym(fields["attr"] << 2 | fields["attr_chan"], f"attr{fields['attr']}.{'xyzw'[fields['attr_chan']]}"))
-    wait = "wait_vdst" if "wait_vdst" in fields else "wait_va_vdst"
-    return inst.mnemonic, ops, ({wait: fields[wait]} if fields[wait] else {})
+    if "wait_va_vdst" in fields:  # gfx12: LLVM 19 prints both wait fields, zero or not
+        return inst.mnemonic, ops, {"wait_va_vdst": fields["wait_va_vdst"], "wait_vm_vsrc": fields["wait_vm_vsrc"]}
+    return inst.mnemonic, ops, ({"wait_vdst": fields["wait_vdst"]} if fields["wait_vdst"] else {})
 
 
 def join_ldsdir(draft: Draft, ops: list, mods: Mods) -> None:
@@ -549,7 +550,7 @@ def split_vinterp(inst) -> Split:
     mods: Mods = {}
     if fields.get("clmp"):
         mods["clamp"] = True
-    if fields["waitexp"]:
+    if fields["waitexp"] or inst.arch.name == "rdna4":  # LLVM 19 prints gfx12's wait_exp:0, LLVM 15 leaves gfx11's out
         mods["wait_exp"] = fields["waitexp"]
     return inst.mnemonic, ops, mods
 

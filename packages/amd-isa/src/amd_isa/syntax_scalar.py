@@ -2,14 +2,14 @@
 
 from .errors import EncodeError
 from .operands import Operand, Reg, Special, Sym
-from .symbols import format_simm16, parse_simm16_operand
+from .symbols import format_simm16, parse_simm16_operand, version_text
 from .syntax_common import Draft, decode_src, encode_scalar, encode_src, reg_count, scalar_operand
 from .syntax_memory import SCOPE_NAMES, parse_policy, th_text
 
 Mods = dict[str, object]
 Split = tuple[str, list, Mods]
 # simm16 spellings printed in hex by LLVM (everything else prints in decimal).
-HEX_SIMM16_OPS = ("s_clause", "s_wait_event", "s_set_inst_prefetch_distance", "s_version", "s_ttracedata_imm", "s_round_mode")
+HEX_SIMM16_OPS = ("s_clause", "s_wait_event", "s_set_inst_prefetch_distance", "s_ttracedata_imm", "s_round_mode")
 
 
 def _fields_of(inst) -> dict[str, int]:
@@ -48,6 +48,8 @@ def split_salu(inst) -> Split:
             imm: Operand = _sign16(raw)
         elif optype in ("HWREG", "SENDMSG", "WAITCNT", "DELAY", "WAITCNT_DEPCTR"):
             imm = Sym(raw, format_simm16(arch, optype, raw, name))
+        elif optype == "VERSION" and arch.name == "rdna4":
+            imm = Sym(raw, version_text(raw))  # LLVM 15 prints gfx11's s_version in hex, LLVM 19 gfx12's symbolically
         else:
             imm = Sym(raw, f"{raw:#x}")
         if "setreg" in name:
@@ -97,9 +99,12 @@ def split_sopp(inst) -> Split:
         return name, [_sign16(raw)], {}
     if name == "s_set_gpr_idx_mode":
         return name, [Sym(raw, format_simm16(inst.arch, "GPR_IDX", raw, name))], {}
-    if optype in ("SIMM16",) and name not in HEX_SIMM16_OPS:
+    if optype == "WAIT_ALU":
+        return name, [Sym(raw, format_simm16(inst.arch, "WAITCNT_DEPCTR", raw, name))], {}
+    hex_text = name in HEX_SIMM16_OPS or name.startswith("s_wait_")  # gfx12's s_wait_*cnt print their count in hex
+    if optype in ("SIMM16",) and not hex_text:
         return name, [Sym(raw, _imm_text(raw))], {}
-    if optype in ("SIMM16", "CLAUSE", "WAIT_EVENT") or name in HEX_SIMM16_OPS:
+    if optype in ("SIMM16", "CLAUSE", "WAIT_EVENT") or hex_text:
         return name, [Sym(raw, f"{raw:#x}")], {}
     return name, [Sym(raw, format_simm16(inst.arch, optype, raw, name))], {}
 
@@ -129,8 +134,12 @@ def split_smem(inst) -> Split:
         bits, optype, _ = info["sdata"]
         ops.append(fields["sdata"] if optype.startswith("SIMM") else scalar_operand(arch, fields["sdata"], reg_count(bits)))
     if "sbase" not in info:
+        if _is_prefetch(info):  # s_prefetch_*_pc_rel: offset, soffset, then the length
+            return name, [_smem_off(fields["ioffset"], 24), scalar_operand(arch, fields["soffset"], 1), ops[0]], {}
         return name, ops, {}
     ops.append(scalar_operand(arch, fields["sbase"] << 1, reg_count(info["sbase"][0])))
+    if _is_prefetch(info):
+        return name, [*ops[1:], _smem_off(fields["ioffset"], 24), scalar_operand(arch, fields["soffset"], 1), fields["sdata"]], {}
     mods: Mods = {}
     if arch.name == "cdna":
         offset = fields["offset"]
@@ -148,12 +157,14 @@ def split_smem(inst) -> Split:
     off_name = "ioffset" if "ioffset" in fields else "offset"
     width = 24 if off_name == "ioffset" else 21
     offset, soffset = fields[off_name], fields["soffset"]
-    if offset == 0 or soffset != arch.null_code:
-        ops.append(scalar_operand(arch, soffset, 1))
-        if offset:
-            mods["offset"] = _smem_off(offset, width)
-    else:
+    # gfx11 (LLVM 15) spells a bare null offset `null` and leaves out offset:0; gfx12 (LLVM 19) prints the immediate
+    # whenever there is one to print: `0x0` for null, `s2 offset:0x0` for an SGPR.
+    if soffset == arch.null_code and (offset or off_name == "ioffset"):
         ops.append(_smem_off(offset, width))
+    else:
+        ops.append(scalar_operand(arch, soffset, 1))
+        if offset or off_name == "ioffset":
+            mods["offset"] = _smem_off(offset, width)
     for flag in ("glc", "dlc"):
         if fields.get(flag):
             mods[flag] = True
@@ -181,6 +192,9 @@ def _smem_off(raw: int, width: int) -> _SmemOffset:
 def join_smem(draft: Draft, ops: list, mods: Mods) -> None:
     """Inverse of split_smem."""
     info, name, arch, fields = draft.info, draft.name, draft.arch, draft.fields
+    if _is_prefetch(info):
+        _join_prefetch(draft, ops, mods)
+        return
     slots = [f for f in ("sdata", "sbase") if f in info]
     expected = len(slots) + (1 if "sbase" in info else 0)
     if len(ops) != expected:
@@ -218,6 +232,24 @@ def join_smem(draft: Draft, ops: list, mods: Mods) -> None:
     for flag in ("th", "scope"):
         if flag in mods:
             fields[flag] = parse_policy(flag, mods.pop(flag))
+    _no_mods(draft, mods)
+
+
+def _is_prefetch(info: dict) -> bool:
+    """gfx12's s_prefetch_* and s_buffer_prefetch_data: sdata holds a length, not a register."""
+    return info.get("sdata", (0, ""))[1] == "SIMM5"
+
+
+def _join_prefetch(draft: Draft, ops: list, mods: Mods) -> None:
+    """Prefetches as LLVM 19 spells them: `s_prefetch_data s[0:1], 0x10, null, 7` (the _pc_rel forms without sbase)."""
+    slots = (["sbase"] if "sbase" in draft.info else []) + ["ioffset", "soffset", "sdata"]
+    _expect(draft, ops, slots)
+    values = dict(zip(slots, ops, strict=True))
+    if "sbase" in values:
+        draft.fields["sbase"] = encode_scalar(draft.arch, f"{draft.name} sbase", values["sbase"]) >> 1
+    draft.fields["ioffset"] = int(values["ioffset"]) & 0xFFFFFF  # type: ignore[call-overload]
+    draft.fields["soffset"] = encode_scalar(draft.arch, f"{draft.name} soffset", values["soffset"])
+    draft.fields["sdata"] = int(values["sdata"])  # type: ignore[call-overload]
     _no_mods(draft, mods)
 
 

@@ -62,6 +62,38 @@ def _dst_operand(arch, info: dict, field: str, raw: int, acc: bool = False) -> O
     return Reg("a" if acc or optype == "ACCVGPR" else "v", raw, reg_count(bits))
 
 
+def is_half_operand(arch, fmt: str, info_entry: tuple[int, str, str]) -> bool:
+    """Whether a VGPR operand is a 16-bit register half in this encoding (`short16_halves`: RDNA4 VOP1/VOP2/VOPC).
+
+    LLVM 19 keeps the packed fp8/bf8 sources of v_cvt_pk_f32_fp8/bf8 whole registers.
+    """
+    bits, _, dfmt = info_entry
+    return arch.short16_halves and fmt in ("VOP1", "VOP2", "VOPC") and bits == 16 and dfmt not in ("PK2_FP8", "PK2_BF8")
+
+
+# Opcodes LLVM 19 knows only in its true16 spelling, which names both halves: v_mov_b16_e32 v1.l, v2.h.
+TRUE16_SPELLED = ("v_mov_b16_e32",)
+
+
+def _as_half(operand: Operand, name: str) -> Operand:
+    """A decoded VGPR of a half operand as the half it names (v212 -> v84.h; v3 stays v3 unless `name` spells v3.l)."""
+    if isinstance(operand, Reg) and operand.kind == "v":
+        if operand.index >= 128:
+            return Reg("v", operand.index - 128, half="h")
+        if name in TRUE16_SPELLED:
+            return Reg("v", operand.index, half="l")
+    return operand
+
+
+def _from_half(draft: Draft, field: str, operand: object) -> object:
+    """A half operand's register as the encoding sees it (v84.h -> v212); v128-v255 do not fit and need VOP3."""
+    if not (isinstance(operand, Reg) and operand.kind == "v" and field in draft.info and is_half_operand(draft.arch, draft.fmt, draft.info[field])):
+        return operand
+    if operand.index >= 128:
+        raise EncodeError(f"{draft.name}: a 16-bit {field} of this encoding reaches v0-v127 and their .h halves, got {operand}; use _e64")
+    return Reg("v", operand.index + (128 if operand.hi else 0), neg=operand.neg, abs=operand.abs)
+
+
 def _src_list(info: dict, names: tuple[str, ...]) -> list[str]:
     return [n for n in names if n in info]
 
@@ -98,7 +130,8 @@ def split_valu(inst) -> Split:
     long = fmt in ("VOP3", "VOP3SD", "VOP3P")
     writes_vcc, reads_vcc = _carry(name) if not long else (False, False)
     if "vdst" in info and info["vdst"][1] != "EXEC":
-        ops.append(_dst_operand(arch, info, "vdst", fields["vdst"]))
+        dst = _dst_operand(arch, info, "vdst", fields["vdst"])
+        ops.append(_as_half(dst, name) if is_half_operand(arch, fmt, info["vdst"]) else dst)
     elif fmt == "VOPC" and (arch.wave == 64 or "cmpx" not in name):
         ops.append(_vcc(arch))
     if fmt == "VOP3SD":
@@ -117,6 +150,8 @@ def split_valu(inst) -> Split:
             operand = Reg("v", raw, reg_count(info[field][0]))
         else:
             operand = _src(inst, field, raw)
+        if is_half_operand(arch, fmt, info[field]):
+            operand = _as_half(operand, name)
         neg, abs_ = _src_mods(inst, i)
         ops.append(with_mods(operand, neg, abs_))
     if reads_vcc:
@@ -163,12 +198,18 @@ def _split_long_mods(inst, nsrc: int, mods: Mods) -> None:
         return
     opsel = fields.get("opsel", 0)
     if opsel:
-        mods["op_sel"] = flag_list(opsel, nsrc) + [opsel >> 3 & 1]
+        mods["op_sel"] = flag_list(opsel, opsel_sources(inst.arch, name, nsrc)) + [opsel >> 3 & 1]
     if fields.get("clmp"):
         mods["clamp"] = True
     if fields.get("omod"):
         key, value = OMOD[fields["omod"]]
         mods[key] = value
+
+
+def opsel_sources(arch, name: str, nsrc: int) -> int:
+    """Sources an RDNA VOP3 op_sel list names before the destination's entry: the multiply-accumulates (v_fmac_f16_e64)
+    count their tied accumulator as a third source, so LLVM 19 spells op_sel:[src0,src1,src2,dst] (LLVM 15 rejects it)."""
+    return 3 if arch.name != "cdna" and nsrc == 2 and "mac_" in name else nsrc
 
 
 def _split_variant_mods(inst, mods: Mods) -> None:
@@ -325,7 +366,7 @@ def join_valu(draft: Draft, ops: list, mods: Mods) -> None:
         raise EncodeError(f"{name} takes {len(srcs)} source operand(s), got {len(ops)}")
     neg = abs_ = 0
     for i, (field, operand) in enumerate(zip(srcs, ops, strict=True)):
-        value, n, a = split_mod_const(operand)
+        value, n, a = split_mod_const(_from_half(draft, field, operand))
         neg |= n << i
         abs_ |= a << i
         if i == 0 and draft.variant:
@@ -338,7 +379,7 @@ def join_valu(draft: Draft, ops: list, mods: Mods) -> None:
         elif field == "vsrc1":
             if not (isinstance(value, Reg) and value.kind == "v"):
                 raise EncodeError(f"{name}: src1 of the e32 form must be a VGPR, got {value}; use the _e64 form")
-            fields["vsrc1"] = value.index
+            fields["vsrc1"] = encode_vgpr(draft, field, value)
         elif info[field][2] == "M64" and isinstance(value, Reg | Special):
             fields[field] = encode_scalar(arch, field, value)
         else:
@@ -385,7 +426,7 @@ def _take_implicit(draft: Draft, ops: list, what: str) -> None:
 
 
 def _encode_dst(draft: Draft, ops: list, field: str) -> int:
-    operand = _pop(draft, ops, field)
+    operand = _from_half(draft, field, _pop(draft, ops, field))
     optype = draft.info[field][1]
     if optype in ("SREG", "SDST", "SREG_NOVCC"):
         return encode_scalar(draft.arch, f"{draft.name} {field}", operand)
@@ -413,8 +454,9 @@ def _join_long_mods(draft: Draft, nsrc: int, neg: int, abs_: int, mods: Mods) ->
         fields["abs"] = abs_
     if "op_sel" in mods:
         flags = list(mods.pop("op_sel"))  # type: ignore[call-overload]
-        if len(flags) != nsrc + 1:
-            raise EncodeError(f"{name}: op_sel needs {nsrc + 1} entries (sources, then destination), got {len(flags)}")
+        nsel = opsel_sources(draft.arch, name, nsrc)
+        if len(flags) != nsel + 1:
+            raise EncodeError(f"{name}: op_sel needs {nsel + 1} entries (sources, then destination), got {len(flags)}")
         fields["opsel"] = list_flags(flags[:-1]) | int(flags[-1]) << 3
     fields["clmp"] = int(bool(mods.pop("clamp", False)))
     omod = 0
