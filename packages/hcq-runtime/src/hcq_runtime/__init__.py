@@ -12,7 +12,7 @@ from .device import Device, canonicalize
 from .disk import DiskDevice
 from .errors import AllocationError, CompileError, DeviceError, RuntimeErrorBase
 from .ffi import FFIError, ccall, cstruct
-from .hcq2 import LinkedSteps
+from .hcq2 import LinkedSteps, ProfileEvent
 from .realize import CompiledKernel, Counters, bind_buffer, buffer_for, compile_body, counters, run_call
 
 __version__ = "0.1.0"
@@ -41,6 +41,7 @@ __all__ = [
     "LRUAllocator",
     "LinkedLinear",
     "LinkedSteps",
+    "ProfileEvent",
     "RuntimeErrorBase",
     "CompiledKernel",
     "Counters",

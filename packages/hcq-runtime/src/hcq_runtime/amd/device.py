@@ -63,7 +63,7 @@ class Signal:
 
     @property
     def timestamp(self) -> int:
-        """The last timestamp written (GPU clock ticks, 100 MHz)."""
+        """The last timestamp written (GPU clock ticks, 100 MHz: `AMDDevice.timestamp_divider`)."""
         return int(self.words[1])
 
 
@@ -166,6 +166,8 @@ class AMDDevice(QueueDevice):
     """One AMD GPU: a compute queue, an SDMA copy queue, a timeline signal, an allocator, program loading; kernels are
     rendered as OpenCL C and compiled with clang-15 for the device's target (`renderer`, `compiler`). As a
     `QueueDevice` it is driven by the hcq2 engine: PM4 for COMPUTE, SDMA for COPY, a signal per queue."""
+
+    timestamp_divider = 100.0  # RELEASE_MEM's GPU clock and SDMA TIMESTAMP count at 100 MHz on gfx9, gfx11 and gfx12
 
     def __init__(self, name: str = "MOCKAMD", driver: Driver | None = None, *, ring_size: int = 1 << 20, kernarg_size: int = 1 << 20):
         self.name = name

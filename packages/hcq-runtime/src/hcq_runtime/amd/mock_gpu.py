@@ -8,6 +8,8 @@ and FENCE write signals; COPY_LINEAR copies; DISPATCH_DIRECT runs the kernel in 
 SET_SH_REG packets set: the code at COMPUTE_PGM_LO/HI, the user SGPRs of COMPUTE_USER_DATA_*, the workgroup size of
 COMPUTE_NUM_THREAD_*, and the workgroup counts of the packet.
 
+The GPU clock timestamps read (`MockGPU.clock`) advances by the emulated work, not host time (see `DISPATCH_TICKS`).
+
 Mock-only choices: the kernel descriptor is found next to the code (the 64-byte-aligned descriptor in the same
 allocation whose entry offset points at COMPUTE_PGM), since the emulator needs the descriptor's user-SGPR layout; the
 kernel's arguments are read at its kernarg pointer and handed to the emulator, which places its own copy. The emulator's
@@ -20,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -47,9 +48,13 @@ COMPARE: dict[int, Callable[[int, int], bool]] = {
 }
 
 
-def gpu_clock() -> int:
-    """The GPU clock counter: 100 MHz, as the backend's timestamp divider assumes."""
-    return time.perf_counter_ns() // 10
+# The GPU clock counts at 100 MHz (10 ns a tick), as the backend's timestamp divider assumes. The mock advances it by
+# the work it emulates rather than by host time, so timestamps are deterministic: a tick for every packet but a wait,
+# a dispatch's launch plus its wave-instructions at one per cycle of a nominal 2 GHz shader clock, a copy's bytes at a
+# nominal 16 GB/s.
+DISPATCH_TICKS = 100
+INSTRUCTIONS_PER_TICK = 20
+COPY_BYTES_PER_TICK = 160
 
 
 @dataclass
@@ -95,6 +100,8 @@ class MockGPU:
         self._kernels: dict[int, _Kernel] = {}
         #: kernels dispatched and packets executed so far (tests and the benchmark read them)
         self.dispatches = 0
+        #: the GPU clock (100 MHz ticks of emulated work) RELEASE_MEM and SDMA TIMESTAMP write
+        self.clock = 0
         self.profile = os.environ.get("PROFILE", "0") not in ("", "0")
         self.traces: list[TraceEvent] = []
         self.gfx9 = kfd.target[0] == 9
@@ -259,6 +266,8 @@ class MockGPU:
 
     def _pm4(self, q: _Queue, name: str, body: list[int], where: str) -> bool:
         """Execute one packet; False means it is a wait whose condition does not hold yet."""
+        if name != "WAIT_REG_MEM":
+            self.clock += 1
         if name == "SET_SH_REG":
             if len(body) < 2:
                 raise MalformedPacketError(f"{where}: SET_SH_REG needs a register offset and at least one value")
@@ -302,7 +311,7 @@ class MockGPU:
         elif data_sel == regs.DATA_SEL_64:
             self._write(address, value, 8, where)
         elif data_sel == regs.DATA_SEL_GPU_CLOCK:
-            self._write(address, gpu_clock(), 8, where)
+            self._write(address, self.clock, 8, where)
         elif data_sel != regs.DATA_SEL_NONE:
             raise MalformedPacketError(f"{where}: data_sel {data_sel} is not emulated (use none, 32-bit, 64-bit or the GPU clock)")
         if int_sel != regs.INT_SEL_NONE and body[6]:
@@ -364,6 +373,7 @@ class MockGPU:
         except AmdIsaError as e:
             raise GPUFaultError(f"{where}: the kernel at {program:#x} faulted: {e}") from None
         self.dispatches += 1
+        self.clock += DISPATCH_TICKS + -(-run.instructions // INSTRUCTIONS_PER_TICK)
         if self.profile:
             self.traces.append(TraceEvent(kernel.name, kernel.code, program, run.sqtt))
 
@@ -456,6 +466,8 @@ class MockGPU:
         return progressed
 
     def _sdma(self, name: str, sub_op: int, words: list[int], where: str) -> bool:
+        if name != "POLL_REGMEM":
+            self.clock += 1
         if name == "COPY":
             if sub_op != regs.SDMA_SUBOP_COPY_LINEAR:
                 raise MalformedPacketError(f"{where}: COPY sub-op {sub_op} is not emulated (only COPY_LINEAR, 0)")
@@ -466,6 +478,7 @@ class MockGPU:
                 self.kfd.bytes_at(dst, nbytes)[:] = data
             except KFDError as e:
                 raise GPUFaultError(f"{where}: {e}") from None
+            self.clock += -(-nbytes // COPY_BYTES_PER_TICK)
         elif name == "WRITE":
             address = words[1] | words[2] << 32
             for i, value in enumerate(words[4:]):
@@ -486,5 +499,5 @@ class MockGPU:
         elif name == "TIMESTAMP":
             if sub_op != regs.SDMA_SUBOP_TIMESTAMP_GET_GLOBAL:
                 raise MalformedPacketError(f"{where}: TIMESTAMP sub-op {sub_op} is not emulated (only GET_GLOBAL, 2)")
-            self._write(words[1] | words[2] << 32, gpu_clock(), 8, where)
+            self._write(words[1] | words[2] << 32, self.clock, 8, where)
         return True

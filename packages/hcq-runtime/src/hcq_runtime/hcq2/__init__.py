@@ -16,11 +16,13 @@ from .lanes import LANE_VARIABLE, lane_buffers, split_lanes
 from .linked import LinkedBatch
 from .memory import GPUMemory
 from .pool import RuntimePool
+from .profile import ProfileEvent, profiling
 from .submitter import SubmitCode, Submitter
 
 __all__ = [
     "staging", "CommandBuffer", "Patch", "PatchKind", "Sym", "Word", "link", "qword", "runtime", "DepsTracker", "EncodedBatch",
     "enqueue_target", "LinkedSteps", "compile_cache", "copy_host", "link_cache", "link_calls", "run_calls", "uses_queue_devices",
     "HCQError", "PatchError", "COMPUTE", "COPY", "HWQueue", "QueueDevice", "LinkedBatch", "GPUMemory", "RuntimePool", "Submitter", "SubmitCode",
+    "ProfileEvent", "profiling",
     "LANE_VARIABLE", "lane_buffers", "split_lanes",
 ]

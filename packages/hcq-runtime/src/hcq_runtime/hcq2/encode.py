@@ -13,6 +13,10 @@ again. Encoding then walks the calls in order:
   device timeline.
 Timeline values are run-time patches (`timeline:<device>` + point), signal addresses and program addresses link-time
 patches, buffer addresses link-time ("buf:N") or run-time from the inputs table ("input:N").
+
+A profiled batch (`profile.profiling()` when described, part of the key) also writes a timestamp before each command
+(unless the previous command's end stamp directly precedes it) and after it, into 8-byte slots of its queue's timestamp
+area ("stamps", a link-time address); `EncodedQueue.timed` says which slots time which command.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from .deps import DepsTracker
 from .errors import HCQError
 from .hwqueue import COMPUTE, COPY, HWQueue, QueueDevice
 from .lanes import LANE_VARIABLE
+from .profile import Timed, profiling
 
 
 def queue_device(name: str) -> QueueDevice | None:
@@ -76,16 +81,19 @@ class ValueArg:
 @dataclass
 class Described:
     """A batch described structurally: `key` for the encode cache, the calls with their arguments, the buffers the
-    batch owns (in "buf:N" order) and the values of bound variables."""
+    batch owns (in "buf:N" order), the values of bound variables, and whether it records timestamps."""
 
     key: tuple
     calls: list[tuple[UOp, str, str, tuple[BufferArg | ValueArg, ...]]]
     owned: list[Buffer]
     bound: dict[str, int]
+    profile: bool = False
 
 
-def describe(calls: Sequence[UOp], inputs: Mapping[UOp, int]) -> Described:
-    """Name the buffers and values of `calls` (all enqueueable); buffers in `inputs` are read from the inputs table."""
+def describe(calls: Sequence[UOp], inputs: Mapping[UOp, int], profile: bool | None = None) -> Described:
+    """Name the buffers and values of `calls` (all enqueueable); buffers in `inputs` are read from the inputs table.
+    `profile` (default: `profiling()`) makes the batch record device timestamps."""
+    profile = profiling() if profile is None else profile
     owned: list[Buffer] = []
     owned_slot: dict[UOp, int] = {}
     bases: dict[int, int] = {}
@@ -120,18 +128,21 @@ def describe(calls: Sequence[UOp], inputs: Mapping[UOp, int]) -> Described:
             else:
                 raise HCQError(f"a call argument must be a BUFFER, CONST, BIND or variable, got {node.op.name}")
         described.append((call.src[0], *target, tuple(args)))
-    key = tuple((body.key, device, kind, args) for body, device, kind, args in described)
-    return Described(key, described, owned, bound)
+    key = (profile, *((body.key, device, kind, args) for body, device, kind, args in described))
+    return Described(key, described, owned, bound, profile)
 
 
 @dataclass
 class EncodedQueue:
-    """The commands of one (device, queue) of a batch, and the data (kernel arguments) they address as "data"."""
+    """The commands of one (device, queue) of a batch, the data (kernel arguments) they address as "data", and for a
+    profiled batch its `stamps` timestamp slots (8 bytes each, addressed as "stamps") and the commands they time."""
 
     device: str
     kind: str
     cmds: CommandBuffer
     data: CommandBuffer
+    stamps: int = 0
+    timed: list[Timed] = field(default_factory=list)
 
 
 @dataclass
@@ -178,6 +189,7 @@ class _Encoder:
     points: dict[str, int] = field(default_factory=dict)  # device -> next point
     tail: dict[tuple[str, str], int | None] = field(default_factory=dict)  # queue -> point signalled after its last command
     waited: dict[tuple[tuple[str, str], tuple[str, str]], int] = field(default_factory=dict)
+    stamps: dict[tuple[str, str], tuple[int, int]] = field(default_factory=dict)  # queue -> (slots used, command bytes after the last)
 
     def queue(self, device: str, kind: str) -> HWQueue:
         if (device, kind) not in self.hw:
@@ -186,6 +198,16 @@ class _Encoder:
             self.hw[(device, kind)] = (hw, CommandBuffer())
             self.tail[(device, kind)] = None
         return self.hw[(device, kind)][0]
+
+    def stamp(self, queue: tuple[str, str], reuse: bool = False) -> int:
+        """A timestamp slot written at this point of `queue`: with `reuse`, the last one when no command followed it."""
+        hw = self.hw[queue][0]
+        used, at = self.stamps.get(queue, (0, -1))
+        if reuse and at == len(hw.cmd):
+            return used - 1
+        hw.timestamp(link("stamps", 8) + 8 * used)
+        self.stamps[queue] = (used + 1, len(hw.cmd))
+        return used
 
     def wait_for(self, queue: tuple[str, str], other: tuple[str, str], point: int) -> None:
         if self.waited.get((queue, other), -1) >= point:
@@ -239,10 +261,12 @@ def encode(described: Described) -> EncodedBatch:
     enc = _Encoder(encoded)
     call_point: dict[int, int] = {}
     variables: dict[str, None] = {}
+    timed: dict[tuple[str, str], list[Timed]] = {}
     for index, ((_body, device, kind, args), (kernel, waits)) in enumerate(zip(described.calls, steps, strict=True)):
         hw = enc.queue(device, kind)
         for other, producer in waits.items():
             enc.wait_for((device, kind), other, call_point[producer])
+        start = enc.stamp((device, kind), reuse=True) if described.profile else 0
         if kernel is not None:
             info = kernel.info
             slot = program_slot.setdefault(id(kernel.program), len(programs))
@@ -254,15 +278,19 @@ def encode(described: Described) -> EncodedBatch:
             Device[device].encode_kernel(hw, enc.hw[(device, kind)][1], kernel.program, link(f"prog:{slot}", 8), addresses, values,
                                          tuple(info.global_size), tuple(info.local_size))
             encoded.n_kernels += 1
+            name = info.function_name
         else:
             dst, src = args[0], args[1]
             assert isinstance(dst, BufferArg) and isinstance(src, BufferArg)
             hw.copy(_buffer_word(dst), _buffer_word(src), min(dst.nbytes, src.nbytes))
             encoded.n_copies += 1
+            name = f"copy {min(dst.nbytes, src.nbytes)} bytes"
+        if described.profile:
+            timed.setdefault((device, kind), []).append(Timed(name, start, enc.stamp((device, kind))))
         enc.tail[(device, kind)] = None
         if index in producers:
             call_point[index] = enc.signal((device, kind))
     enc.fence()
-    encoded.queues = [EncodedQueue(device, kind, hw.cmd, data) for (device, kind), (hw, data) in enc.hw.items()]
+    encoded.queues = [EncodedQueue(*q, hw.cmd, data, enc.stamps.get(q, (0, 0))[0], timed.get(q, [])) for q, (hw, data) in enc.hw.items()]
     encoded.variables = tuple(variables)
     return encoded

@@ -10,6 +10,9 @@ Copies between a queue device and host memory go through the staging ring (`stag
   inputs table, the result cached in `link_cache`; `LinkedSteps(inputs, var_vals)` then writes the inputs table and
   the variables into the values vector and calls each batch's compiled `Submitter`, which patches and submits. No
   encoding, no pool.
+
+Profiled batches (see `profile`) are waited for after each run: their kernels and copies are appended to each
+device's `profile_events()` and, with `DEBUG>=2`, printed one line each with its device time.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from .encode import Described, EncodedBatch, describe, encode, enqueue_target, q
 from .errors import HCQError
 from .lanes import split_lanes
 from .linked import LinkedBatch
+from .profile import print_events
 
 #: structural batch key -> encoded batch (the "compile cache": a hit only links)
 compile_cache: dict[tuple, EncodedBatch] = {}
@@ -113,16 +117,21 @@ def run_calls(calls: Sequence[UOp], var_vals: Mapping[str, int] | None = None) -
         linked = LinkedBatch(encoded, described.owned, sources, persistent=False)
         start = time.perf_counter()
         linked.run(_values_vector(sources, {**described.bound, **values_in}))
-        if debug := debug_level() >= 2:  # time the batch's device work, not only its submit
-            for name in encoded.points:
-                Device[name].synchronize()
-        elapsed = time.perf_counter() - start
+        _record(linked)
         counters.kernels += encoded.n_kernels
         counters.copies += encoded.n_copies
-        counters.seconds += elapsed
-        if debug:
-            label = f"batch: {encoded.n_kernels} kernels, {encoded.n_copies} copies on {', '.join(encoded.points)}"
-            print(f"*** {label:<40s} {elapsed * 1e6:10.1f} us")
+        counters.seconds += time.perf_counter() - start
+
+
+def _record(batch: LinkedBatch) -> None:
+    """After a run of a profiled batch: wait for it, keep its events on their devices, print them at DEBUG>=2."""
+    if not batch.profiled:
+        return
+    events = batch.profile()
+    for event in events:
+        Device[event.device].profile_events().append(event)
+    if debug_level() >= 2:
+        print_events(events)
 
 
 def _values_vector(sources: Mapping[str, int], var_vals: Mapping[str, int]) -> np.ndarray:
@@ -216,6 +225,7 @@ class LinkedSteps:
         for queued, step in self.steps:
             if queued:
                 self.patches_written += step.run(values)
+                _record(step)
             else:
                 for call in step:
                     _host_step(call, given)

@@ -19,6 +19,7 @@ from ..compiled import CompiledDevice
 from .cmdbuf import CommandBuffer, Sym, Word
 from .errors import HCQError
 from .pool import RuntimePool
+from .profile import ProfileEvent
 from .submitter import SubmitCode
 
 COMPUTE, COPY = "COMPUTE", "COPY"
@@ -58,6 +59,11 @@ class HWQueue:
         """Copy `nbytes` between device addresses (copy queues only)."""
         raise NotImplementedError
 
+    def timestamp(self, address: int | Sym) -> HWQueue:
+        """Once prior commands are done, write the device clock (64 bits, `QueueDevice.timestamp_divider` ticks a
+        microsecond) at `address` (8-byte aligned)."""
+        raise NotImplementedError
+
 
 class QueueDevice(CompiledDevice):
     """A `CompiledDevice` whose work goes through hardware queues; what the hcq2 engine needs from it.
@@ -70,11 +76,22 @@ class QueueDevice(CompiledDevice):
     has_copy_queue: bool = True
     #: bytes of the runtime pool eager batches carve their command buffers and arguments from
     rt_nbytes: int = 4 << 20
+    #: ticks of the clock `HWQueue.timestamp` writes per microsecond
+    timestamp_divider: float = 1.0
 
     @functools.cached_property
     def rt_pool(self) -> RuntimePool:
         """The runtime pool eager batches carve from (made on first use)."""
         return RuntimePool(self)
+
+    @functools.cached_property
+    def _profile_events(self) -> list[ProfileEvent]:
+        return []
+
+    def profile_events(self) -> list[ProfileEvent]:
+        """The kernels and copies of profiled batches (`PROFILE=1` or `DEBUG>=2` when they were encoded) in the order
+        they ran, with their device times; the list itself, so `clear()` starts over."""
+        return self._profile_events
 
     def hw_queue(self, kind: str) -> HWQueue:
         """A fresh encoder for a queue of `kind` (COMPUTE or COPY)."""

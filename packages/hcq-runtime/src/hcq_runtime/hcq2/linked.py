@@ -6,6 +6,9 @@ such as signal addresses and scratch). Eager batches link into the device's wrap
 writes their few run-time words (timelines, variables) and calls each device's `submit_commands`. JIT captures link
 into memory of their own that lives as long as they do, and compile their run-time half into a `Submitter`: a replay
 is the fence wait, the timeline bases and one native call that patches and submits every queue.
+
+A profiled batch's queues also own a timestamp area after their commands ("stamps"); `profile()` waits for the run
+and reads it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from ..device import Device
 from .cmdbuf import Patch, PatchKind
 from .encode import EncodedBatch
 from .pool import ALIGN
+from .profile import ProfileEvent
 from .submitter import PartSpec, Submitter
 
 
@@ -38,10 +42,14 @@ class LinkedBatch:
         patches: list[tuple[int, Patch]] = []  # (host address of the patched buffer, run-time patch)
         self.timelines = {name: sources[f"timeline:{name}"] for name in encoded.points}
         self._last: dict[str, int] = {}
+        self._stamps: list[np.ndarray] = []  # per queue: its timestamp slots (uint64 host view)
+        #: whether the batch records device timestamps (it was encoded while profiling)
+        self.profiled = any(queue.timed for queue in encoded.queues)
         for queue in encoded.queues:
             dev = Device[queue.device]
             data_len = -(-len(queue.data) // ALIGN) * ALIGN
-            total = data_len + len(queue.cmds)
+            stamps_at = data_len + -(-len(queue.cmds) // 8) * 8
+            total = stamps_at + 8 * queue.stamps
             if persistent:
                 memory = dev.alloc_memory(total)
                 weakref.finalize(self, dev.free_memory, memory).atexit = False  # at exit the driver goes with the process
@@ -49,11 +57,13 @@ class LinkedBatch:
                 memory = dev.rt_pool.carve(total)
             view = memory.view
             view[:len(queue.data)] = np.frombuffer(bytes(queue.data.data), np.uint8)
-            view[data_len:total] = np.frombuffer(bytes(queue.cmds.data), np.uint8)
+            view[data_len:data_len + len(queue.cmds)] = np.frombuffer(bytes(queue.cmds.data), np.uint8)
+            view[stamps_at:total] = 0
+            self._stamps.append(view[stamps_at:total].view(np.uint64))
             names = queue.data.names(PatchKind.LINK) | queue.cmds.names(PatchKind.LINK)
-            state, keep = dev.link_state({n for n in names if n != "data" and not n.startswith(("buf:", "prog:"))})
+            state, keep = dev.link_state({n for n in names if n not in ("data", "stamps") and not n.startswith(("buf:", "prog:"))})
             self.refs += keep
-            values = {"data": memory.va, **state}
+            values = {"data": memory.va, "stamps": memory.va + stamps_at, **state}
             for name in names:
                 kind, _, index = name.partition(":")
                 if kind == "buf":
@@ -61,7 +71,7 @@ class LinkedBatch:
                 elif kind == "prog":
                     values[name] = dev.program_address(encoded.programs[int(index)])
             queue.data.link(values, into=view[:data_len])
-            queue.cmds.link(values, into=view[data_len:total])
+            queue.cmds.link(values, into=view[data_len:data_len + len(queue.cmds)])
             host = view.ctypes.data
             patches += [(host, p) for p in queue.data.patches if p.kind is PatchKind.RUNTIME]
             patches += [(host + data_len, p) for p in queue.cmds.patches if p.kind is PatchKind.RUNTIME]
@@ -74,6 +84,18 @@ class LinkedBatch:
     def command_bytes(self) -> int:
         """Bytes of commands and kernel arguments the batch submits."""
         return sum(part.offset + part.nbytes for part in self.parts)
+
+    def profile(self) -> list[ProfileEvent]:
+        """Wait for the last run and return its kernels and copies with their device times (none unless `profiled`)."""
+        for name, end in self._last.items():
+            dev = Device[name]
+            dev.wait(dev.timeline, end)
+        events = []
+        for queue, stamps in zip(self.encoded.queues, self._stamps, strict=True):
+            divider = Device[queue.device].timestamp_divider
+            events += [ProfileEvent(queue.device, t.name, int(stamps[t.start]) / divider, int(stamps[t.end]) / divider) for t in queue.timed]
+        order = {name: i for i, name in enumerate(self.encoded.points)}
+        return sorted(events, key=lambda e: (order[e.device], e.start_us))  # each device's in the order its clock saw them
 
     def run(self, values: np.ndarray) -> int:
         """Patch the run-time words from `values` (the timeline entries are filled here) and submit every queue; return

@@ -157,6 +157,7 @@ class QCOMDevice(QueueDevice):
     """An Adreno 6xx GPU: a draw context, GPU objects, a timeline signal; kernels rendered as OpenCL C."""
 
     has_copy_queue = False  # copies between buffers of the device are host memmoves, outside the batches
+    timestamp_divider = TIMESTAMP_DIVIDER
 
     def __init__(self, name: str = "MOCKQCOM", kgsl_file: kgsl.KGSLFile | None = None, *, rt_nbytes: int | None = None):
         self.name = name

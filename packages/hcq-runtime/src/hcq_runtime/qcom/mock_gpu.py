@@ -3,14 +3,18 @@ bits, known opcodes and registers, body sizes), keeps the compute register file,
 state loads read GPU memory (and fault outside it), CP_RUN_OPENCL runs the loaded image (a MOCKQCOM shared object)
 over the dispatch the registers describe, with the constants the last CP_LOAD_STATE6 uploaded and the texture and UAV
 descriptors it loaded (checked by `check_image_descriptor`, then decoded by the kernel's read_image / write_image).
+
+The always-on counter CP_REG_TO_MEM copies (`MockCP.clock`, 19.2 MHz) advances by the emulated work, not host time:
+`PACKET_NS` for every type-7 packet but a wait, and for a dispatch `DISPATCH_NS` plus `ITEM_NS` per work-item (the
+kernel runs natively on the host, so its work-item count is the mock's measure of its work).
 """
 
 from __future__ import annotations
 
 import ctypes
 import hashlib
+import math
 import struct
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,8 +35,9 @@ BODY_DWORDS: dict[int, tuple[int, ...] | None] = {
 #: (state type, state block) of the compute state CP_LOAD_STATE6 may load -> bytes per unit
 STATE_UNITS = {(pk.ST6_CONSTANTS, pk.SB6_CS_SHADER): pk.CONSTANT_UNIT, (pk.ST6_SHADER, pk.SB6_CS_SHADER): pk.SHADER_UNIT,
                (pk.ST6_SHADER, pk.SB6_CS_TEX): 16, (pk.ST6_CONSTANTS, pk.SB6_CS_TEX): 64, (pk.ST6_UAV, pk.SB6_CS_SHADER): 64}
-TICKS_PER_NS = 0.0192
-DISPATCH_HISTORY = 256  # the always-on counter runs at 19.2 MHz
+TICKS_PER_NS = 0.0192  # the always-on counter runs at 19.2 MHz
+DISPATCH_HISTORY = 256
+PACKET_NS, DISPATCH_NS, ITEM_NS = 10, 1000, 1  # the emulated work the always-on counter counts (module docstring)
 
 Memory = Callable[[int, int], np.ndarray]  # (address, nbytes) -> writable uint8 view; raises GPUFaultError when unmapped
 
@@ -100,6 +105,13 @@ class MockCP:
         #: the last DISPATCH_HISTORY dispatches (tests inspect them; a long run does not grow without bound)
         self.dispatches: deque[Dispatch] = deque(maxlen=DISPATCH_HISTORY)
         self._libraries: dict[bytes, tuple[Any, list[int]]] = {}
+        #: nanoseconds of emulated work so far (the always-on counter is `clock`)
+        self.elapsed_ns = 0
+
+    @property
+    def clock(self) -> int:
+        """The always-on counter: 19.2 MHz ticks of emulated work."""
+        return int(self.elapsed_ns * TICKS_PER_NS)
 
     def execute(self, ib_address: int, ib_bytes: int) -> None:
         """Run the packets of the IB at `ib_address` (`ib_bytes` long)."""
@@ -155,6 +167,8 @@ class MockCP:
         return _u64(self.regs.get(register, 0), self.regs.get(register + 1, 0))
 
     def _command(self, opcode: int, body: list[int], where: str) -> None:
+        if opcode != pk.CP_WAIT_REG_MEM:
+            self.elapsed_ns += PACKET_NS
         if opcode == pk.CP_SET_MARKER and body[0] >> pk.SET_MARKER_MODE_SHIFT & 0xF != pk.RM6_COMPUTE:
             raise MalformedPacketError(f"{where}: the mock runs compute only (RM6_COMPUTE), not marker mode {body[0]:#x}")
         if opcode == pk.CP_EVENT_WRITE:
@@ -174,7 +188,7 @@ class MockCP:
         elif opcode == pk.CP_REG_TO_MEM:
             if body[0] != pk.REG_CP_ALWAYS_ON_COUNTER | 2 << pk.REG_TO_MEM_CNT_SHIFT | pk.REG_TO_MEM_64B:
                 raise MalformedPacketError(f"{where}: the mock copies only the 64-bit always-on counter, not {body[0]:#x}")
-            self.memory(_u64(body[1], body[2]), 8).view(np.uint64)[0] = int(time.perf_counter_ns() * TICKS_PER_NS)
+            self.memory(_u64(body[1], body[2]), 8).view(np.uint64)[0] = self.clock
         elif opcode == pk.CP_LOAD_STATE6_FRAG:
             self._load_state(body, where)
         elif opcode == pk.CP_RUN_OPENCL:
@@ -235,6 +249,7 @@ class MockCP:
         dims = (ctypes.c_uint32 * 6)(*local, *groups)
         const_file = ctypes.create_string_buffer(consts.data, len(consts.data))
         status = entry(const_file, dims, textures, uavs)
+        self.elapsed_ns += DISPATCH_NS + ITEM_NS * math.prod(sizes)
         self.dispatches.append(Dispatch(groups, local, consts, image_address, stack_address, stack_bytes, self.loads))  # type: ignore[arg-type]
         self.loads = []
         if status:
