@@ -34,8 +34,10 @@ def wheels(tmp_path_factory) -> dict[str, Path]:
 def install_alone(wheel: Path, wheel_dir: Path, venv: Path) -> Path:
     run("uv", "venv", "--quiet", "--python", sys.executable, venv)
     python = venv / "bin" / "python"
-    # workspace dependencies come from the freshly built wheels, third-party ones from the registry
-    run("uv", "pip", "install", "--quiet", "--python", python, "--find-links", wheel_dir, wheel)
+    # workspace dependencies come from the freshly built wheels, third-party ones from the registry; uv's cache keys a
+    # find-links wheel by its path, and pytest reuses temporary paths across runs, so workspace wheels are never cached
+    refresh = [arg for dist in sorted(WORKSPACE_DISTS) for arg in ("--refresh-package", dist)]
+    run("uv", "pip", "install", "--quiet", "--python", python, *refresh, "--find-links", wheel_dir, wheel)
     return python
 
 
