@@ -192,8 +192,8 @@ def test_swap_b16_and_find_first_zero() -> None:
 
     state = WaveState(32)
     state.v[1], state.v[2] = 0x1111_2222, 0x3333_4444
-    # VGPR 130 in a 16-bit VOP1 operand is the high half of v2 (the assembler has no .l/.h syntax).
-    st_ = run_program([v_swap_b16_e32(v[1], v[130])], state=state)
+    # v_swap_b16 exchanges the low half of v1 with the high half of v2 (field value 130 in the VOP1 encoding).
+    st_ = run_program([v_swap_b16_e32(v[1], v[2].h)], state=state)
     assert (int(st_.v[1, 0]), int(st_.v[2, 0])) == (0x1111_3333, 0x2222_4444)
 
     def setup(state: WaveState) -> None:

@@ -46,7 +46,8 @@ class Arch:
     # hwreg(...) names as LLVM spells them (read off llvm-mc's disassembler); empty: the table's names.
     hwreg_names: dict[int, str] = field(default_factory=dict)
     # 16-bit VGPR operands of VOP1/VOP2/VOPC encodings are register halves: v0-v127, bit 7 selecting the high half.
-    # The assembler promotes other registers to VOP3 and the printer names the halves (v3.h), as LLVM 19 does for gfx12.
+    # The assembler promotes other registers to VOP3 and the printer names the halves (v3.h), as LLVM 19 does for gfx11
+    # and gfx12 (LLVM 15's gfx11 encodes v128 and up as such fields, which the hardware then reads as halves).
     short16_halves: bool = False
 
     @property
@@ -78,7 +79,7 @@ _LLVM_HWREG_GFX12 = {1: "HW_REG_MODE", 2: "HW_REG_STATUS", 4: "HW_REG_STATE_PRIV
                      30: "HW_REG_SHADER_CYCLES_HI", 31: "HW_REG_DVGPR_ALLOC_LO", 32: "HW_REG_DVGPR_ALLOC_HI"}
 
 ARCHS: dict[str, Arch] = {
-    "rdna3": Arch("rdna3", rdna3, 32, 106, _GFX11_SPECIAL, 124, True, hwreg_names=_LLVM_HWREG_GFX11),
+    "rdna3": Arch("rdna3", rdna3, 32, 106, _GFX11_SPECIAL, 124, True, hwreg_names=_LLVM_HWREG_GFX11, short16_halves=True),
     "rdna4": Arch("rdna4", rdna4, 32, 106, _GFX11_SPECIAL, 124, True, hwreg_names=_LLVM_HWREG_GFX12, short16_halves=True),
     # gfx9 has no NULL register: an unused address SGPR is 0x7f ("off"), and VOP3 cannot carry a literal.
     "cdna": Arch("cdna", cdna, 64, 102, _GFX9_SPECIAL, 0x7F, False, {k: v for k, v in _WIDE_SPECIAL.items() if k != 124},

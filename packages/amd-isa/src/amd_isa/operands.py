@@ -17,7 +17,7 @@ TTMP_BASE = 108
 class Reg:
     """`count` consecutive registers of file `kind` ("s", "v", "a", "ttmp") starting at `index`, with source modifiers.
 
-    `half` is "h" or "l" for one 16-bit half of a VGPR (`v3.h`, `v3.l`: LLVM's true16 spelling); only RDNA4's
+    `half` is "h" or "l" for one 16-bit half of a VGPR (`v3.h`, `v3.l`: LLVM's true16 spelling); only RDNA (gfx11, gfx12)
     VOP1/VOP2/VOPC encodings address high halves directly. A plain VGPR in a 16-bit operand is its low half.
     """
 

@@ -202,7 +202,7 @@ def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Rand
 
 
 def _low_halves(arch: Arch, fmt: str, info: dict, fields: dict[str, int], variant: str) -> None:
-    """Keep 16-bit half operands (RDNA4 VOP1/VOP2/VOPC) in v0-v127: v128 and up are .h halves there, which LLVM's
+    """Keep 16-bit half operands (RDNA VOP1/VOP2/VOPC) in v0-v127: v128 and up are .h halves there, which LLVM's
     default (fake16) syntax cannot name, so the LLVM agreement tests could not check those samples."""
     for operand, field in (("vdst", "vdst"), ("src0", "vsrc0" if variant else "src0"), ("vsrc1", "vsrc1")):
         if operand in info and field in fields and is_half_operand(arch, fmt, info[operand]):

@@ -63,7 +63,7 @@ def _dst_operand(arch, info: dict, field: str, raw: int, acc: bool = False) -> O
 
 
 def is_half_operand(arch, fmt: str, info_entry: tuple[int, str, str]) -> bool:
-    """Whether a VGPR operand is a 16-bit register half in this encoding (`short16_halves`: RDNA4 VOP1/VOP2/VOPC).
+    """Whether a VGPR operand is a 16-bit register half in this encoding (`short16_halves`: RDNA3/RDNA4 VOP1/VOP2/VOPC).
 
     LLVM 19 keeps the packed fp8/bf8 sources of v_cvt_pk_f32_fp8/bf8 whole registers.
     """

@@ -40,8 +40,8 @@ INT_RANGES = {np.uint32: (0, 0xFFFFFFFF), np.int32: (-(1 << 31), (1 << 31) - 1),
 
 def is_short16(inst: Inst) -> bool:
     """Whether a VGPR number of 128 or more in a 16-bit operand names a high half: RDNA VOP1/VOP2/VOPC encodings only
-    (gfx9 has no such rule)."""
-    return inst.fmt in ("VOP1", "VOP2", "VOPC") and inst.arch.name != "cdna"
+    (`Arch.short16_halves`; gfx9 has no such rule)."""
+    return inst.fmt in ("VOP1", "VOP2", "VOPC") and inst.arch.short16_halves
 
 
 def base_name(mnemonic: str) -> str:
