@@ -284,6 +284,9 @@ class AMDDevice(QueueDevice):
         gpu = getattr(self.driver, "gpu", None)
         if gpu is None:
             raise AMDError("profiling traces come from the mock GPU: open MOCKAMD with PROFILE=1")
+        if self.target[0] != 11:
+            raise AMDError(f"{self.name}: the emulator writes SQTT traces of RDNA3 (gfx11) targets only, this one is {self.arch}; "
+                           "its kernels' times are in profile_events()")
         runs: dict[str, int] = {}
         events = []
         for event in gpu.traces:
