@@ -333,3 +333,37 @@ def test_scalar_narrow_integer_ops_wrap(rng):
     cmp = to_program(UOp.sink(param(0, dtypes.bool, 4).index(i := UOp.range(4, 0)).store(
         (param(1, dtypes.uint8, 4).index(i).load() + param(2, dtypes.uint8, 4).index(i).load()) < 5).end(i)), CRenderer(), opts=[])
     np.testing.assert_array_equal(run(cmp, (4, dtypes.bool), a, b), (a + b) < 5)
+
+
+def test_attention_over_a_symbolic_number_of_rows_with_the_heuristic_opts(rng):
+    # scores[h, g, p] = q[h, g] . k[p, h] for the first `live` of 96 cached rows: grouped heads as accumulators, 2 cores
+    heads, group, dim, cap = 4, 3, 64, 96
+    var = UOp.variable("start_pos", 0, cap - 1)
+    rows = var + 1
+    out, q = param(0, dtypes.float32, heads * group * cap), param(1, dtypes.float32, heads * group * dim)
+    k = param(2, dtypes.float32, cap * heads * dim)
+    h, g, p, d = UOp.range(heads, 0), UOp.range(group, 1), UOp.range(rows, 2), UOp.range(dim, 3, AxisType.REDUCE)
+    value = (q.index((h * group + g) * dim + d).load() * k.index((p * heads + h) * dim + d).load()).reduce(d)
+    program = to_program(UOp.sink(out.index((h * group + g) * rows + p).store(value).end(h, g, p)), CRenderer(vector_width=16), n_cores=2)
+    assert program.arg.global_size[0] == 2
+    qs, ks = rng.standard_normal((heads, group, dim), dtype=np.float32), rng.standard_normal((cap, heads, dim), dtype=np.float32)
+    bufs = [UOp.new_buffer("CPU", heads * group * cap, dtypes.float32), UOp.new_buffer("CPU", qs.size, dtypes.float32),
+            UOp.new_buffer("CPU", ks.size, dtypes.float32)]
+    buffer_for(bufs[1]).copyin(qs)
+    buffer_for(bufs[2]).copyin(ks)
+    for live in (1, 17, cap):
+        run_linear(UOp(Ops.LINEAR, dtypes.void, (UOp(Ops.CALL, dtypes.void, (program, *bufs, var.bind(live - 1))),)))
+        got = buffer_for(bufs[0]).numpy()[: heads * group * live].reshape(heads, group, live)
+        np.testing.assert_allclose(got, np.einsum("hgd,phd->hgp", qs, ks[:live]), rtol=1e-5, atol=1e-5)
+
+
+def test_threaded_kernels_launched_from_several_python_threads(rng):
+    # launches are serialized and each core's part is claimed exactly once, even with more parts than pool threads
+    from concurrent.futures import ThreadPoolExecutor
+
+    program = to_program(elementwise_add_broadcast(96, 64), CRenderer(), opts=[Opt(OptOps.THREAD, 0, 6)])
+    arrays = [rng.standard_normal((96, 64), dtype=np.float32) for _ in range(8)]
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda a: run(program, (96 * 64, dtypes.float32), a, a[0]), arrays))
+    for a, out in zip(arrays, outs):
+        np.testing.assert_array_equal(out.reshape(96, 64), a + a[0])

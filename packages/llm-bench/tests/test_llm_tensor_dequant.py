@@ -22,7 +22,7 @@ from llm_bench import (
     write_random_model,
 )
 from llm_bench.tensor_weights import Linear, upload_matrices
-from uop_scheduler import Tensor
+from uop_scheduler import Device, Tensor
 
 TYPES = sorted(GRAPH_QUANT_TYPES, key=lambda t: t.name)
 
@@ -74,6 +74,26 @@ def test_quantized_matmuls_match_numpy(ggml_ref, tmp_path, monkeypatch, rows_per
     x = np.random.default_rng(4).standard_normal((3, 512)).astype(np.float32)
     want = x @ np.concatenate([t.dequantize() for t in tensors]).T
     np.testing.assert_allclose(linear(Tensor(x)).numpy(), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
+def test_float_matrices_are_stored_as_one_block_per_core(tmp_path, monkeypatch):
+    monkeypatch.setattr(Device["CPU"], "n_cores", 4)
+    rng = np.random.default_rng(5)
+    writer = GGUFWriter()
+    for name, shape in (("q", (256, 384)), ("k", (64, 384)), ("small", (32, 64))):
+        writer.add_tensor(name, (rng.standard_normal(shape) * 0.1).astype(np.float16))
+    gguf = read_gguf(writer.write(tmp_path / "m.gguf"))
+    # 256 outputs share out evenly between 4 cores in 32-lane pieces; q and k together (320) between 2; 32 x 64 is too
+    # little work to thread
+    groups = (("q",), ("q", "k"), ("small",))
+    linears = [Linear(upload_matrices([gguf.tensor(n) for n in names], "CPU")) for names in groups]
+    assert [linear.parts[0].core_blocks for linear in linears] == [4, 2, 1]
+    assert linears[0].parts[0].data.shape == (4, 384, 64)
+    for linear, names in zip(linears, groups):
+        w = np.concatenate([gguf.tensor(n).dequantize() for n in names])
+        x = rng.standard_normal((3, w.shape[1])).astype(np.float32)
+        for rows in (x[:1], x):  # a decode step's matrix-vector product and a prompt's matmul
+            np.testing.assert_allclose(linear(Tensor(rows)).numpy(), rows @ w.T, rtol=1e-4, atol=1e-4)
 
 
 @pytest.fixture(scope="module")

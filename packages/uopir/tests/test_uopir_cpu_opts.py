@@ -5,7 +5,7 @@ import math
 import re
 
 import pytest
-from uopir import AxisType, CRenderer, Opt, OptOps, UOp, dtypes, heuristic_opts, to_program
+from uopir import AMDOpenCLRenderer, AxisType, CRenderer, Opt, OptOps, UOp, dtypes, heuristic_opts, to_program
 from uopir.codegen.linearize import MAX_UNROLL
 from uopir.codegen.opts import MATVEC_ROWS
 from uopir.renderer.cstyle import UNROLL_BUDGET
@@ -59,3 +59,45 @@ def test_nested_scalar_unrolls_stay_within_the_budget():
     assert "vector_size" not in src and math.prod(unroll_pragmas(src)) <= UNROLL_BUDGET
     # a GPU-style renderer without SIMD lanes unrolls every register loop up to MAX_UNROLL
     assert sorted(unroll_pragmas(to_program(ast, CRenderer(vector_width=1), opts=opts).src[2].arg)) == [n0, n1, n2]
+
+
+def prefetches(src: str) -> list[str]:
+    return re.findall(r"__builtin_prefetch\(&(data\d+)\[.* \+ (\d+)ll\]\);", src)
+
+
+def test_matvec_weight_loads_prefetch_the_next_pass():
+    n = 4608
+    src = to_program(matvec(512, n), CRenderer(vector_width=16), n_cores=2).src[2].arg
+    # each 64-byte half vector is one cache line; the next pass starts MATVEC_ROWS weight rows further on
+    assert prefetches(src) == [("data2", str(MATVEC_ROWS * n))]
+    # float32 weights: a 32-lane vector spans two lines, each prefetched
+    out, x, w = UOp.param(0, dtypes.float32.ptr(n)), UOp.param(1, dtypes.float32.ptr(512)), UOp.param(2, dtypes.float32.ptr(512 * n))
+    j, r = UOp.range(n, 0), UOp.range(512, 1, AxisType.REDUCE)
+    f32 = UOp.sink(out.index(j).store((x.index(r).load() * w.index(r * n + j).load()).reduce(r)).end(j))
+    src = to_program(f32, CRenderer(vector_width=16), n_cores=2).src[2].arg
+    assert prefetches(src) == [("data2", str(MATVEC_ROWS * n)), ("data2", str(MATVEC_ROWS * n + 16))]
+
+
+def test_no_prefetch_for_short_jumps_or_on_gpus():
+    # a 64-wide float32 matmul moves its B loads 256 bytes per step: the hardware prefetcher follows that on its own
+    assert "__builtin_prefetch" not in to_program(matmul(64, 64, 64), CRenderer(vector_width=8)).src[2].arg
+    assert AMDOpenCLRenderer().prefetch("&data0[0]") is None
+
+
+def attention_scores(heads: int, group: int, dim: int, rows: UOp) -> UOp:
+    """scores[h, g, p] = sum_d q[h, g, d] * k[p, h, d] over a symbolic number of cached rows p (grouped-query)."""
+    n = int(rows.vmax)
+    out, q = UOp.param(0, dtypes.float32.ptr(heads * group * n)), UOp.param(1, dtypes.float32.ptr(heads * group * dim))
+    k = UOp.param(2, dtypes.float32.ptr(n * heads * dim))
+    h, g, p, d = UOp.range(heads, 0), UOp.range(group, 1), UOp.range(rows, 2), UOp.range(dim, 3, AxisType.REDUCE)
+    value = (q.index((h * group + g) * dim + d).load() * k.index((p * heads + h) * dim + d).load()).reduce(d)
+    return UOp.sink(out.index((h * group + g) * rows + p).store(value).end(h, g, p))
+
+
+def test_symbolic_kernels_get_cores_and_independent_accumulators_but_no_split_of_the_symbolic_axis():
+    rows = UOp.variable("start_pos", 0, 255) + 1
+    opts = heuristic_opts(attention_scores(4, 3, 64, rows), n_cores=2, vector_width=16)
+    # the 3 query heads of a group become 3 accumulators sharing each key; the 4 KV heads go 2 per core
+    assert opts == [Opt(OptOps.UPCAST, 1, 3), Opt(OptOps.THREAD, 0, 2)]
+    # no short axis: a long one is split into `rows` accumulators (8 on AVX-512)
+    assert heuristic_opts(attention_scores(1, 24, 64, rows), n_cores=1, vector_width=16) == [Opt(OptOps.UPCAST, 1, 8)]

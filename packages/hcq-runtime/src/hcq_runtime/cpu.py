@@ -5,6 +5,7 @@ Program ABI (what a renderer for this device emits): every program exports
 program's globals order, variable values in its variables order, and for a THREAD kernel the index of
 this core among `n_cores`. Launches with `n_cores > 1` go through a small native launcher that runs the
 cores on a persistent pthread pool, so no Python thread is involved and the GIL is released for the whole launch.
+The pool's threads claim the cores' parts as they come, so a thread another process holds up delays nothing.
 """
 
 from __future__ import annotations
@@ -72,49 +73,101 @@ def load_shared_object(binary: bytes) -> ctypes.CDLL:
 
 _LAUNCHER_SRC = r"""
 #include <pthread.h>
-/* A persistent pool: workers sleep on a condition variable between launches, so a THREAD kernel costs a wake-up,
-   not a pthread_create per core. Launches are serialized; core 0 runs on the caller's thread. */
+#include <stdatomic.h>
+#include <time.h>
+/* A persistent pool running the parts (core ids) of one kernel at a time; the caller's thread works too, and launches
+   are serialized. Parts are claimed, not assigned: `state` holds the job's generation, part count and next unclaimed
+   part, and every thread claims parts with a compare-and-swap until none is left. So a worker that is descheduled
+   (another process on the core) or still waking up costs parallelism, never a wait: the caller only waits for parts
+   that were claimed. Waking a sleeping thread costs tens of microseconds and a decode step launches its kernels back
+   to back, so after each job a worker spins on `state` for SPIN_NS before it sleeps on `start_cv`, and the caller
+   spins the same way on `unfinished` before it sleeps on `done_cv`. Sleepers re-check under `mu`, which every wake-up
+   takes, so no wake-up is lost. */
+#define SPIN_NS 50000LL
 typedef void (*uop_kernel)(void **, const long long *, int, int);
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER, launch_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t start_cv = PTHREAD_COND_INITIALIZER, done_cv = PTHREAD_COND_INITIALIZER;
-static uop_kernel job_fn; static void **job_bufs; static const long long *job_vals;
-static int job_n, pending, n_workers;
-static unsigned long long generation;
-static void *uop_worker(void *arg) {
-  int core = (int)(long)arg;
-  unsigned long long seen = 0;
-  pthread_mutex_lock(&mu);
+static uop_kernel job_fn; static void **job_bufs; static const long long *job_vals; static int job_n;
+static _Atomic unsigned long long state;  /* generation << 32 | parts << 16 | next unclaimed part */
+static _Atomic int unfinished;
+static int n_workers;
+static unsigned long long generation_of(unsigned long long s) { return s >> 32; }
+static long long now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+static void relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+/* The part of job `gen` this thread now owns, or -1 when that job has none left (or is over). */
+static int claim(unsigned long long gen) {
+  unsigned long long s = atomic_load_explicit(&state, memory_order_acquire);
   for (;;) {
-    while (generation == seen) pthread_cond_wait(&start_cv, &mu);
-    seen = generation;
-    if (core < job_n) {
-      uop_kernel fn = job_fn; void **bufs = job_bufs; const long long *vals = job_vals; int n = job_n;
-      pthread_mutex_unlock(&mu);
-      fn(bufs, vals, core, n);
+    if (generation_of(s) != gen || (s & 0xffff) >= ((s >> 16) & 0xffff)) return -1;
+    if (atomic_compare_exchange_weak_explicit(&state, &s, s + 1, memory_order_acq_rel, memory_order_acquire))
+      return (int)(s & 0xffff);
+  }
+}
+/* A claimed part keeps the caller waiting, so the job's fields stay valid while it runs. */
+static void run_parts(unsigned long long gen) {
+  for (int part; (part = claim(gen)) >= 0;) {
+    job_fn(job_bufs, job_vals, part, job_n);
+    if (atomic_fetch_sub_explicit(&unfinished, 1, memory_order_acq_rel) == 1) {
       pthread_mutex_lock(&mu);
-      if (--pending == 0) pthread_cond_signal(&done_cv);
+      pthread_cond_signal(&done_cv);
+      pthread_mutex_unlock(&mu);
     }
+  }
+}
+static void *uop_worker(void *arg) {
+  (void)arg;
+  unsigned long long seen = 0;
+  for (;;) {
+    long long deadline = now_ns() + SPIN_NS;
+    for (int i = 1; generation_of(atomic_load_explicit(&state, memory_order_acquire)) == seen; i++) {
+      relax();
+      if (i % 256 == 0 && now_ns() > deadline) {
+        pthread_mutex_lock(&mu);
+        while (generation_of(atomic_load(&state)) == seen) pthread_cond_wait(&start_cv, &mu);
+        pthread_mutex_unlock(&mu);
+      }
+    }
+    seen = generation_of(atomic_load_explicit(&state, memory_order_acquire));
+    run_parts(seen);
   }
   return 0;
 }
 int uop_parallel(uop_kernel fn, void **bufs, const long long *vals, int n) {
+  if (n < 1 || n > 0xffff) return -1;
   pthread_mutex_lock(&launch_mu);
   pthread_mutex_lock(&mu);
   while (n_workers < n - 1) {
     pthread_t thread;
-    if (pthread_create(&thread, 0, uop_worker, (void *)(long)(n_workers + 1)) != 0) {
+    if (pthread_create(&thread, 0, uop_worker, 0) != 0) {
       pthread_mutex_unlock(&mu); pthread_mutex_unlock(&launch_mu); return -1;
     }
     pthread_detach(thread);
     n_workers++;
   }
-  job_fn = fn; job_bufs = bufs; job_vals = vals; job_n = n; pending = n - 1; generation++;
+  job_fn = fn; job_bufs = bufs; job_vals = vals; job_n = n;
+  atomic_store_explicit(&unfinished, n, memory_order_relaxed);
+  unsigned long long gen = (generation_of(atomic_load(&state)) + 1) & 0xffffffffull;
+  atomic_store_explicit(&state, gen << 32 | (unsigned long long)n << 16, memory_order_release);
   pthread_cond_broadcast(&start_cv);
   pthread_mutex_unlock(&mu);
-  fn(bufs, vals, 0, n);
-  pthread_mutex_lock(&mu);
-  while (pending) pthread_cond_wait(&done_cv, &mu);
-  pthread_mutex_unlock(&mu);
+  run_parts(gen);
+  long long deadline = now_ns() + SPIN_NS;
+  for (int i = 1; atomic_load_explicit(&unfinished, memory_order_acquire) != 0; i++) {
+    relax();
+    if (i % 256 == 0 && now_ns() > deadline) {
+      pthread_mutex_lock(&mu);
+      while (atomic_load(&unfinished) != 0) pthread_cond_wait(&done_cv, &mu);
+      pthread_mutex_unlock(&mu);
+    }
+  }
   pthread_mutex_unlock(&launch_mu);
   return 0;
 }

@@ -101,7 +101,9 @@ class TensorModel(LanguageModel):
         self.jit = jit
         self._step_fn = TinyJit(self._step) if jit else self._step
         self._prefill_fns: dict[int, Any] = {}  # padded prompt length -> its (captured) forward
-        self.reset()
+        # k0, v0, k1, v1, ...: state the captured forwards write into in place (never replaced: `reset` zeroes them)
+        self.caches = [Tensor.zeros(*self._cache_shape, dtype=dtypes.float32, device=device).contiguous().realize()
+                       for _ in range(2 * c.n_layers)]
 
     # ---- loading ----
     def _norm(self, gguf: GGUFFile, name: str, size: int) -> Tensor:
@@ -144,11 +146,13 @@ class TensorModel(LanguageModel):
         return layer
 
     # ---- sizes ----
+    @property
+    def _cache_shape(self) -> tuple[int, int, int]:
+        return (self.max_context, self.config.n_kv_heads, self.config.head_dim)
+
     def reset(self) -> None:
-        # k0, v0, k1, v1, ...: the step's cache inputs and outputs in the same order
-        c = self.config
-        shape = (self.max_context, c.n_kv_heads, c.head_dim)
-        self.caches = [Tensor.zeros(*shape, dtype=dtypes.float32, device=self.device).contiguous().realize() for _ in range(2 * c.n_layers)]
+        for cache in self.caches:
+            cache.assign(Tensor.zeros(*self._cache_shape, dtype=dtypes.float32, device=self.device)).realize()
 
     @property
     def param_count(self) -> int:
@@ -183,7 +187,7 @@ class TensorModel(LanguageModel):
         start = Variable("start_pos", 0, self.max_context - 1).bind(start_pos)
         if n_new == 1:
             x = Tensor(self._embed(ids), device=self.device)
-            return self._step_fn(x, start, *self.caches).numpy().astype(np.float32)
+            return self._step_fn(x, start).numpy().astype(np.float32)
         # A prompt goes through in one pass with a causal mask. Its position is a bound variable and the token count is
         # padded to a power of two, so few prompt graphs are ever compiled (and captured, one TinyJit per padded
         # count). The padding tokens write cache rows past the prompt, which no query reads before they are rewritten.
@@ -193,7 +197,7 @@ class TensorModel(LanguageModel):
                   self._sin[start_pos : start_pos + padded, None], visible]
         if padded not in self._prefill_fns:
             self._prefill_fns[padded] = TinyJit(self._prefill) if self.jit else self._prefill
-        logits = self._prefill_fns[padded](*[Tensor(np.ascontiguousarray(a), device=self.device) for a in inputs], start, *self.caches)
+        logits = self._prefill_fns[padded](*[Tensor(np.ascontiguousarray(a), device=self.device) for a in inputs], start)
         return logits.numpy()[:n_new].astype(np.float32)
 
     def _embed(self, ids: np.ndarray) -> np.ndarray:
@@ -201,23 +205,23 @@ class TensorModel(LanguageModel):
         rows = self.token_embd.array()[ids]
         return dequantize(rows, self.token_embd.ggml_type, (len(ids), self.config.dim))
 
-    def _step(self, x: Tensor, start: Any, *caches: Tensor) -> Tensor:
-        """One token: x (1, dim) embedding at position `start` (a bound Variable), caches k0, v0, k1, ... (written in
+    def _step(self, x: Tensor, start: Any) -> Tensor:
+        """One token: x (1, dim) embedding at position `start` (a bound Variable), the caches (written in
         place) -> logits (1, vocab). The graph is the same at every position, so TinyJit captures it once."""
         where = _Positions(start, self.cos[start : start + 1].reshape(1, 1, -1), self.sin[start : start + 1].reshape(1, 1, -1), None)
-        return self._forward(x, where, caches).realize()
+        return self._forward(x, where).realize()
 
-    def _prefill(self, x: Tensor, cos: Tensor, sin: Tensor, visible: Tensor, start: Any, *caches: Tensor) -> Tensor:
+    def _prefill(self, x: Tensor, cos: Tensor, sin: Tensor, visible: Tensor, start: Any) -> Tensor:
         """n tokens: x (n, dim) embeddings from position `start` (a bound Variable), their cos/sin (n, 1, head_dim/2),
-        the causal mask (n, max_context), caches (written in place) -> logits (n, vocab)."""
-        return self._forward(x, _Positions(start, cos, sin, visible), caches).realize()
+        the causal mask (n, max_context), the caches (written in place) -> logits (n, vocab)."""
+        return self._forward(x, _Positions(start, cos, sin, visible)).realize()
 
-    def _forward(self, x: Tensor, where: _Positions, caches: Sequence[Tensor]) -> Tensor:
+    def _forward(self, x: Tensor, where: _Positions) -> Tensor:
         """x (n, dim) embeddings at the positions `where` describes -> logits (n, vocab), writing their K/V rows."""
         c = self.config
         for i, layer in enumerate(self.layers):
             h = rms_norm(x, layer.attn_norm, c.norm_eps)
-            x = x + self._attention(layer, h, where, caches[2 * i], caches[2 * i + 1])
+            x = x + self._attention(layer, h, where, self.caches[2 * i], self.caches[2 * i + 1])
             h = rms_norm(x, layer.ffn_norm, c.norm_eps)
             x = x + (self._moe(layer, h) if layer.router is not None else self._swiglu(h, layer.gate_up, layer.down))
         return self.output(rms_norm(x, self.output_norm, c.norm_eps))
@@ -235,7 +239,8 @@ class TensorModel(LanguageModel):
         if c.qk_norm == "head":
             assert layer.q_norm is not None and layer.k_norm is not None
             q, k = rms_norm(q, layer.q_norm, c.norm_eps), rms_norm(k, layer.k_norm, c.norm_eps)
-        q, k = rope_neox(q, where.cos, where.sin), rope_neox(k, where.cos, where.sin)
+        # q is materialized: fused into the scores, its rotation would be recomputed for every cached row
+        q, k = rope_neox(q, where.cos, where.sin).contiguous(), rope_neox(k, where.cos, where.sin)
         # the new rows are written into the caches in place; attention reads only the rows up to the last token
         end = where.start + n
         k_cache[where.start : end].assign(k)
@@ -247,7 +252,8 @@ class TensorModel(LanguageModel):
         scores = q @ keys.permute(1, 2, 0).unsqueeze(1) * (1.0 / math.sqrt(c.head_dim))
         if where.visible is not None:
             scores = where.visible[:, 0:end].where(scores, float("-inf"))
-        out = scores.softmax(-1) @ values.permute(1, 0, 2).unsqueeze(1)
+        # the probabilities are materialized: fused into the product, each would be recomputed for every output dimension
+        out = scores.softmax(-1).contiguous() @ values.permute(1, 0, 2).unsqueeze(1)
         return layer.wo(out.permute(2, 0, 1, 3).reshape(n, q_out))
 
     def _swiglu(self, x: Tensor, gate_up: Linear | None, down: Linear | None) -> Tensor:

@@ -176,15 +176,17 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Op
     reductions, unroll short reduce loops, and spread the outermost loop axis across cores."""
     opts: list[Opt] = []
     ranges = kernel_ranges(ast)
-    if any(r.src[0].op is not Ops.CONST for r in ranges):
-        return opts
-    loops = [i for i, r in enumerate(ranges) if axis_type(r) not in REDUCE_AXES]
+    # a symbolic range (attention over the live rows of a KV cache) is never split, and its kernel gets no vectors:
+    # its output axes are often merged ones (heads x group x head_dim) that other operands index with divisions, which
+    # a vector block cannot take. Its constant axes still get cores and independent accumulators.
+    sizes = {i: range_end(r) for i, r in enumerate(ranges) if r.src[0].op is Ops.CONST}
+    symbolic = len(sizes) < len(ranges)
+    loops = [i for i, r in enumerate(ranges) if axis_type(r) not in REDUCE_AXES and i in sizes]
     reduces = [i for i, r in enumerate(ranges) if axis_type(r) in REDUCE_AXES]
-    sizes = {i: range_end(ranges[i]) for i in range(len(ranges))}
-    work = math.prod(sizes.values())
+    work = math.prod(sizes.values()) * math.prod(int(r.src[0].vmax) for i, r in enumerate(ranges) if i not in sizes)
     # the contiguous output axis gets a vector-sized upcast (two vectors per row of a register tile; one vector for
     # elementwise kernels, where a wider unroll measured slower)
-    inner = next((i for i in reversed(loops) if _contiguous_in(ast, ranges[i])), None)
+    inner = None if symbolic else next((i for i in reversed(loops) if _contiguous_in(ast, ranges[i])), None)
     if inner is not None:
         for amount in ((2 * vector_width, vector_width, 4) if reduces else (vector_width, 4)):
             if sizes[inner] % amount == 0 and sizes[inner] > amount:
@@ -199,6 +201,14 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Op
         if other is not None:
             opts.append(Opt(OptOps.UPCAST, other, rows))
             sizes[other] //= rows
+    # a reduce with no output axis to vectorize (attention scores) keeps a short output axis in registers instead: its
+    # accumulators are independent chains rather than one serial chain of adds, and share each loaded key
+    if reduces and inner is None:
+        short = next(((i, sizes[i]) for i in reversed(loops) if 1 < sizes[i] <= rows), None)
+        short = short or next(((i, rows) for i in reversed(loops) if sizes[i] % rows == 0), None)
+        if short is not None:
+            opts.append(Opt(OptOps.UPCAST, *short))
+            sizes[short[0]] //= short[1]
     # cores: split the outermost loop axis that divides evenly, when there is enough work to pay for the threads
     if n_cores > 1 and work >= 1 << 16:
         threaded = next(((i, c) for i in loops for c in range(n_cores, 1, -1) if sizes[i] % c == 0), None)
@@ -211,7 +221,7 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Op
         opts.append(Opt(OptOps.UPCAST, inner, sizes[inner]))
         # and several weight rows per pass over the accumulators: each accumulator vector is loaded and stored once
         # per MATVEC_ROWS products, and the loads run as that many parallel streams
-        unroll = next((i for i in reduces if sizes[i] % MATVEC_ROWS == 0 and sizes[i] > MATVEC_ROWS), None)
+        unroll = next((i for i in reduces if i in sizes and sizes[i] % MATVEC_ROWS == 0 and sizes[i] > MATVEC_ROWS), None)
         if unroll is not None:
             opts.append(Opt(OptOps.UNROLL, unroll, MATVEC_ROWS))
     return opts

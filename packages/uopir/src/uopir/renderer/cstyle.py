@@ -10,6 +10,8 @@ Semantics it guarantees, whatever the C compiler does with undefined behaviour:
 - Casts from float to int truncate; a value outside the target's range is undefined, as in C and numpy.
 - Contiguous upcast register loops are written with GCC vector types (see `cvector`); the rest are unrolled loops or,
   when long or deeply nested, loops the C compiler vectorizes (see `_CProgram.plan_unrolls`).
+- A vector load in a reduce loop that jumps across rows (a matrix-vector kernel's weight rows) prefetches what the next
+  iteration reads (see `_CProgram.prefetch_next`).
 ABI: `void NAME(void **bufs, const long long *vals, int core_id, int n_cores)`, buffers in slot order, variables by
 name (see hcq_runtime's CPU device).
 """
@@ -20,11 +22,12 @@ import math
 from collections import Counter
 
 from uopir.dtypes import AddrSpace, DType, PtrDType, dtypes
-from uopir.ops import GroupOp, Ops
+from uopir.ops import AxisType, GroupOp, Ops
 from uopir.uop import UOp
 
 from ..codegen.kernel import REGISTER_AXES, CodegenError, variable_name
 from ..codegen.linearize import MAX_UNROLL
+from ..codegen.opts import stride
 from .base import Renderer
 from .c_support import BF16_FAST, GENERIC, SMALL_FLOATS, small_float_helpers
 from .cvector import VectorBlock, find_vector_block, vector_type
@@ -46,6 +49,12 @@ _MATH = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", O
 UNROLL_BUDGET = 256
 #: on SIMD targets an innermost scalar register loop this long or longer is left to the C compiler's loop vectorizer
 LOOP_VECTORIZE_MIN = 16
+#: a vector load whose address moves this many bytes or more per iteration of its reduce loop is prefetched one
+#: iteration ahead: each weight row it starts is a new hardware prefetch stream, which only ramps up after misses (a
+#: 100M-parameter F16 decode step on 2 cores: 18.9 ms instead of 21.3 ms with its weights in DRAM)
+PREFETCH_MIN_JUMP = 1024
+#: bytes one prefetch brings in
+CACHE_LINE = 64
 
 
 class CRenderer(Renderer):
@@ -115,6 +124,11 @@ class CRenderer(Renderer):
         loop = f"for ({self.index_type} {name} = 0; {name} < {end}; {name}++) {{"
         return f"_Pragma(\"GCC unroll {unroll}\") {loop}" if unroll else loop
 
+    def prefetch(self, address: str) -> str | None:
+        """A statement that starts loading the cache line at `address`, or None on targets without a cache to fill
+        ahead (work-item targets)."""
+        return None if self.global_dims else f"__builtin_prefetch({address});"
+
     def barrier(self) -> str:
         raise CodegenError("the C renderer has no work groups to synchronize: GROUP and LOCAL opts are for GPU renderers")
 
@@ -152,6 +166,7 @@ class _CProgram:
         self.inline_depth: dict[UOp, int] = {}
         self.body: list[str] = []
         self.depth = 1
+        self.loops: list[UOp] = []  # the RANGEs open at the node being rendered, outermost first
 
     def fresh(self, prefix: str) -> str:
         n = self.counter[prefix]
@@ -337,6 +352,7 @@ class _CProgram:
             return
         if op is Ops.LOAD:
             target, _, _ = self.access(node.src[0])
+            self.prefetch_next(node.src[0])
             self.define_vector(node, f"(*({self.vtype(node.dtype, aligned=False)} *)&{target})", "val")
             return
         vt = self.vtype(node.dtype)
@@ -365,6 +381,22 @@ class _CProgram:
             self.define_vector(node, expr, "alu")
         else:
             self.names[node] = expr
+
+    def prefetch_next(self, index: UOp) -> None:
+        """Prefetch the lines a vector access reads in the next iteration of the innermost loop it is in, when that loop
+        is a reduce loop that moves the access by PREFETCH_MIN_JUMP bytes or more."""
+        assert self.block is not None
+        loop = next((r for r in reversed(self.loops) if r.arg[1] not in REGISTER_AXES), None)
+        if loop is None or loop.arg[1] is not AxisType.REDUCE or index.src[0].arg.addrspace is not AddrSpace.GLOBAL:
+            return
+        itemsize = index.src[0].dtype.base.itemsize
+        step = stride(index.src[1], loop)
+        if step is None or abs(step) * itemsize < PREFETCH_MIN_JUMP:
+            return
+        for offset in range(0, self.block.width * itemsize, CACHE_LINE):
+            ahead = self.r.int_literal(step + offset // itemsize, dtypes.int64)
+            if (stmt := self.r.prefetch(f"&{self.names[index.src[0]]}[{self.names[index.src[1]]} + {ahead}]")) is not None:
+                self.line(stmt)
 
     def too_deep(self, node: UOp) -> bool:
         """Whether inlining `node` would nest expressions deeper than compilers like (clang stops at 256 brackets)."""
@@ -439,6 +471,10 @@ class _CProgram:
         self.block: VectorBlock | None = None
         vector_ends = {end for _, end in blocks.values()}
         for i, node in enumerate(self.linear):
+            if node.op is Ops.RANGE:
+                self.loops.append(node)
+            elif node.op is Ops.END:
+                self.loops.pop()
             if i in blocks:
                 self.block, _ = blocks[i]
                 name = self.names[node] = f"uidx{node.arg[0]}"
