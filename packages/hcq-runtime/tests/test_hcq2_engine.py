@@ -9,6 +9,7 @@ import pytest
 from hcq_runtime import AMDCompiler, CompileError, Device, buffer_for, hcq2, link_linear, run_linear
 from hcq_runtime.amd import QueueHangError
 from hcq_runtime.hcq2 import COMPUTE, COPY, PatchKind
+from kernel_asts import call, linear, prefix, scale_add
 from uopir import Ops, UOp, dtypes
 
 try:
@@ -20,27 +21,8 @@ DEV = "MOCKAMD"
 N = 64
 
 
-def scale_add(n: int, scale: float) -> UOp:
-    """out[i] = a[i] * scale + b[i]"""
-    out, a, b = (UOp.param(s, dtypes.float32.ptr(n)) for s in range(3))
-    i = UOp.range(n, 0)
-    return UOp.sink(out.index(i).store(a.index(i).load() * scale + b.index(i).load()).end(i))
 
 
-def prefix(n: int) -> UOp:
-    """out[i] = a[i] for i < len, else -1 (len is a variable)"""
-    out, a = (UOp.param(s, dtypes.float32.ptr(n)) for s in range(2))
-    length = UOp.variable("len", 1, n)
-    i = UOp.range(n, 0)
-    return UOp.sink(out.index(i).store((i < length).where(a.index(i).load(), -1.0)).end(i))
-
-
-def call(body: UOp, *args: UOp) -> UOp:
-    return UOp(Ops.CALL, dtypes.void, (body, *args))
-
-
-def linear(*calls: UOp) -> UOp:
-    return UOp(Ops.LINEAR, dtypes.void, calls)
 
 
 def new(data: np.ndarray | None = None, n: int = N, device: str = DEV, dtype=dtypes.float32) -> UOp:

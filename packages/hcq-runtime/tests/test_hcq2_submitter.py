@@ -10,20 +10,12 @@ from hcq_runtime import AMDCompiler, CompileError, Device, buffer_for, link_line
 from hcq_runtime.amd import AMDDevice
 from hcq_runtime.hcq2 import CommandBuffer, PatchError, Submitter, runtime
 from hcq_runtime.qcom import KGSLError, MockKGSL, QCOMDevice
+from kernel_asts import call, scale_add
 from uopir import Ops, UOp, dtypes
 
 N = 64
 
 
-def scale_add(n: int, scale: float) -> UOp:
-    """out[i] = a[i] * scale + b[i]"""
-    out, a, b = (UOp.param(s, dtypes.float32.ptr(n)) for s in range(3))
-    i = UOp.range(n, 0)
-    return UOp.sink(out.index(i).store(a.index(i).load() * scale + b.index(i).load()).end(i))
-
-
-def call(body: UOp, *args: UOp) -> UOp:
-    return UOp(Ops.CALL, dtypes.void, (body, *args))
 
 
 def copy(dst: UOp, src: UOp) -> UOp:

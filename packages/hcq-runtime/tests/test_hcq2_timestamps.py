@@ -13,6 +13,7 @@ from hcq_runtime.hcq2 import COMPUTE
 from hcq_runtime.hcq2.encode import describe, encode
 from hcq_runtime.qcom import mock_gpu as qcom_mock
 from hcq_runtime.qcom import packets as pk
+from kernel_asts import call, scale_add
 from uopir import Ops, UOp, dtypes
 
 try:
@@ -24,15 +25,6 @@ SMALL, BIG = 32, 2048
 DEVICES = ["MOCKAMD", "MOCKQCOM"]
 
 
-def scale_add(n: int, scale: float) -> UOp:
-    """out[i] = a[i] * scale + b[i] for i < n"""
-    out, a, b = (UOp.param(s, dtypes.float32.ptr(n)) for s in range(3))
-    i = UOp.range(n, 0)
-    return UOp.sink(out.index(i).store(a.index(i).load() * scale + b.index(i).load()).end(i))
-
-
-def call(body: UOp, *args: UOp) -> UOp:
-    return UOp(Ops.CALL, dtypes.void, (body, *args))
 
 
 def new(device: str, data: np.ndarray | None = None, n: int = BIG) -> UOp:

@@ -3,26 +3,8 @@
 import numpy as np
 import pytest
 from hcq_runtime import AMDCompiler, CCompiler, CompileError, DeviceError, LinkedLinear, LinkedSteps, buffer_for, counters, link_linear, run_linear
+from kernel_asts import call, prefix, scale_add
 from uopir import Ops, UOp, dtypes
-
-
-def scale_add_kernel(n: int, scale: float) -> UOp:
-    """out[i] = a[i] * scale + b[i]"""
-    out, a, b = (UOp.param(s, dtypes.float32.ptr(n)) for s in range(3))
-    i = UOp.range(n, 0)
-    return UOp.sink(out.index(i).store(a.index(i).load() * scale + b.index(i).load()).end(i))
-
-
-def prefix_kernel(n: int) -> UOp:
-    """out[i] = a[i] for i < len, else -1  (len is a variable)"""
-    out, a = (UOp.param(s, dtypes.float32.ptr(n)) for s in range(2))
-    length = UOp.variable("len", 1, n)
-    i = UOp.range(n, 0)
-    return UOp.sink(out.index(i).store((i < length).where(a.index(i).load(), -1.0)).end(i))
-
-
-def call(body: UOp, *args: UOp) -> UOp:
-    return UOp(Ops.CALL, dtypes.void, (body, *args))
 
 
 def test_chain_of_kernels_replays_with_new_inputs_and_variables():
@@ -30,9 +12,9 @@ def test_chain_of_kernels_replays_with_new_inputs_and_variables():
     x_in, y_in = UOp.new_buffer("CPU", n, dtypes.float32), UOp.new_buffer("CPU", n, dtypes.float32)
     tmp, out = UOp.new_buffer("CPU", n, dtypes.float32), UOp.new_buffer("CPU", n, dtypes.float32)
     linear = UOp(Ops.LINEAR, dtypes.void, (
-        call(scale_add_kernel(n, 2.0), tmp, x_in, y_in),  # tmp = 2x + y
-        call(scale_add_kernel(n, 3.0), out, tmp, x_in),  # out = 3 tmp + x
-        call(prefix_kernel(n), tmp, out),  # tmp = out[:len], -1 after
+        call(scale_add(n, 2.0), tmp, x_in, y_in),  # tmp = 2x + y
+        call(scale_add(n, 3.0), out, tmp, x_in),  # out = 3 tmp + x
+        call(prefix(n), tmp, out),  # tmp = out[:len], -1 after
     ))
     linked = link_linear(linear, inputs=[x_in, y_in])
     assert linked.variables == ("len",) and linked.n_kernels == 3
@@ -55,7 +37,7 @@ def test_linked_result_equals_run_linear():
     a, b, out = (UOp.new_buffer("CPU", n, dtypes.float32) for _ in range(3))
     buffer_for(a).copyin(np.arange(n, dtype=np.float32))
     buffer_for(b).copyin(np.ones(n, dtype=np.float32))
-    linear = UOp(Ops.LINEAR, dtypes.void, (call(scale_add_kernel(n, 0.5), out, a, b),))
+    linear = UOp(Ops.LINEAR, dtypes.void, (call(scale_add(n, 0.5), out, a, b),))
     run_linear(linear)
     eager = buffer_for(out).numpy().copy()
     buffer_for(out).copyin(np.zeros(n, dtype=np.float32))
@@ -66,7 +48,7 @@ def test_linked_result_equals_run_linear():
 def test_linked_program_checks_its_arguments():
     n = 8
     a, out = UOp.new_buffer("CPU", n, dtypes.float32), UOp.new_buffer("CPU", n, dtypes.float32)
-    linked = link_linear(UOp(Ops.LINEAR, dtypes.void, (call(prefix_kernel(n), out, a),)), inputs=[a])
+    linked = link_linear(UOp(Ops.LINEAR, dtypes.void, (call(prefix(n), out, a),)), inputs=[a])
     with pytest.raises(DeviceError, match="takes 1 input buffers, got 0"):
         linked([])
     with pytest.raises(DeviceError, match="variable len has no value"):
@@ -76,13 +58,13 @@ def test_linked_program_checks_its_arguments():
 def test_link_linear_picks_the_native_cpu_batch_or_the_hcq2_engine():
     n = 8
     cpu = [UOp.new_buffer("CPU", n, dtypes.float32) for _ in range(3)]
-    assert isinstance(link_linear(UOp(Ops.LINEAR, dtypes.void, (call(scale_add_kernel(n, 2.0), *cpu),)), [cpu[1]]), LinkedLinear)
+    assert isinstance(link_linear(UOp(Ops.LINEAR, dtypes.void, (call(scale_add(n, 2.0), *cpu),)), [cpu[1]]), LinkedLinear)
     try:
         AMDCompiler("gfx1100")
     except CompileError:
         pytest.skip("clang-15 and ld.lld-15 are needed to build AMD kernels")
     gpu = [UOp.new_buffer("MOCKAMD", n, dtypes.float32) for _ in range(3)]
-    linked = link_linear(UOp(Ops.LINEAR, dtypes.void, (call(scale_add_kernel(n, 2.0), *gpu),)), [gpu[0], gpu[1]])
+    linked = link_linear(UOp(Ops.LINEAR, dtypes.void, (call(scale_add(n, 2.0), *gpu),)), [gpu[0], gpu[1]])
     assert isinstance(linked, LinkedSteps) and linked.submits == 1
     x = np.arange(n, dtype=np.float32)
     buffer_for(gpu[2]).copyin(np.ones(n, np.float32))
