@@ -9,6 +9,7 @@ from amd_isa import assemble, assemble_insts
 from amd_isa.codeobject import CodeObject
 from amd_isa.emu import EmulatorError, Memory, WaveState, run_kernel, run_program
 from amd_isa.sqtt import decode, map_insts
+from amd_isa.sqtt.mapping import SILENT
 
 M32 = 0xFFFFFFFF
 
@@ -104,29 +105,38 @@ loop:
 """
 
 
-def test_trace_mode_stream_maps_back_to_the_executed_instructions() -> None:
-    code = assemble(TRACED, "gfx1100")
-    blob = CodeObject.from_code(code, "gfx1100", "traced").to_bytes()
+# the same program in gfx12 spelling (s_add_co_u32, s_wait_kmcnt, and s_barrier split into signal and wait)
+TRACED_GFX12 = (TRACED.replace("s_add_u32", "s_add_co_u32").replace("s_waitcnt lgkmcnt(0)", "s_wait_kmcnt 0x0")
+                .replace("s_barrier", "s_barrier_signal -1\n    s_barrier_wait 0xffff"))
+
+
+@pytest.mark.parametrize("target, layout, text", [("gfx1100", "rdna3", TRACED), ("gfx1201", "rdna4", TRACED_GFX12)])
+def test_trace_mode_stream_maps_back_to_the_executed_instructions(target: str, layout: str, text: str) -> None:
+    code = assemble(text, target)
+    blob = CodeObject.from_code(code, target, "traced").to_bytes()
     mem = Memory()
     out = np.zeros(64, np.uint32)
     run = run_kernel(blob, struct.pack("<Q", mem.map(out)), 64, 64, mem, trace=True, count_mix=True)
     assert [int(x) for x in out] == [lane + 3 for lane in range(64)]
     assert run.sqtt is not None
-    packets = list(decode(run.sqtt, "rdna3"))
-    assert [p.name for p in packets].count("WAVESTART") == 2 and [p.name for p in packets].count("WAVEEND") == 2
-    mapped = [info for _, info in map_insts(run.sqtt, blob, "rdna3") if info is not None]
-    # Every executed instruction except s_delay_alu (silent on the hardware too) is recorded once, in program order per wave.
-    assert len(mapped) == run.instructions - run.mix["s_delay_alu"]
-    executed = [line.split()[0] for line in TRACED.strip().splitlines() if not line.strip().endswith(":")]
+    packets = list(decode(run.sqtt, layout))
+    assert packets[0].name == "LAYOUT_HEADER" and packets[0].layout == int(layout[-1])
+    assert [p.name.removesuffix("_RDNA4") for p in packets].count("WAVESTART") == 2
+    assert [p.name.removesuffix("_RDNA4") for p in packets].count("WAVEEND") == 2
+    mapped = [info for _, info in map_insts(run.sqtt, blob, target) if info is not None]
+    # Every executed instruction except the silent ones (s_delay_alu, s_barrier_wait: no packet on the hardware either) is
+    # recorded once, in program order per wave.
+    assert len(mapped) == run.instructions - sum(run.mix[name] for name in SILENT)
+    executed = [line.split()[0] for line in text.strip().splitlines() if not line.strip().endswith(":")]
     per_wave = [[i.inst.mnemonic for i in mapped if i.wave == w] for w in (0, 1)]
-    loop = ["s_add_u32", "s_cmp_lt_u32", "s_cbranch_scc1"]
-    expected = executed[:4] + loop * 3 + [n for n in executed[7:] if n != "s_delay_alu"]
+    loop = executed[4:7]
+    expected = executed[:4] + loop * 3 + [n for n in executed[7:] if n not in SILENT]
     assert per_wave[0] == per_wave[1] == expected
 
 
 def test_trace_mode_rejects_other_architectures() -> None:
     blob = CodeObject.from_code(assemble("s_endpgm", "gfx90a"), "gfx90a", "k").to_bytes()
-    with pytest.raises(EmulatorError, match="RDNA3"):
+    with pytest.raises(EmulatorError, match="RDNA3 and RDNA4 SQTT layouts, not cdna"):
         run_kernel(blob, b"", 64, 64, Memory(), trace=True)
 
 

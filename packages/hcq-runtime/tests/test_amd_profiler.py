@@ -76,3 +76,19 @@ def test_assembled_kernel_runs_and_traces(dev):
     (trace,) = Device[dev].profile_traces()
     assert trace.name == "asm_kernel"
     assert [i.inst.mnemonic for i in mapped(trace)] == ["s_nop", "s_mov_b32", "s_endpgm"]
+
+
+def test_rdna4_dispatches_trace_in_the_rdna4_layout(monkeypatch):
+    try:
+        AMDCompiler("gfx1201")
+    except CompileError as e:
+        pytest.skip(str(e))
+    monkeypatch.setenv("PROFILE", "1")
+    dev = "MOCKAMD:gfx1201:7"  # a fresh gfx12 device opened with profiling on
+    linear, bufs = calls(dev, scale(2.0))
+    run_linear(linear)
+    np.testing.assert_array_equal(buffer_for(bufs[1]).numpy(), np.arange(N) * 2)
+    (trace,) = Device[dev].profile_traces()
+    assert next(iter(sqtt.decode(trace.sqtt, "rdna4"))).layout == 4
+    insts = [info.inst.mnemonic for _, info in sqtt.map_insts(trace.sqtt, trace.code, "gfx1201") if info is not None]
+    assert insts[-1] == "s_endpgm" and any(m.startswith("global_store") for m in insts)

@@ -173,12 +173,12 @@ def test_without_profiling_nothing_is_encoded(device, monkeypatch):
 
 
 def test_profiling_a_cdna_target_times_kernels_without_sqtt_traces(profile):
-    # the emulator writes SQTT only in the RDNA3 layout: a CDNA device still runs and times its kernels under PROFILE=1
+    # the emulator writes SQTT only in the RDNA layouts: a CDNA device still runs and times its kernels under PROFILE=1
     device = "MOCKAMD:gfx940"
     lin, _, out = two_kernels(device)
     run_linear(lin)
     x = np.arange(BIG, dtype=np.float32)
     np.testing.assert_array_equal(buffer_for(out).numpy()[:SMALL], 3 * (2 * x[:SMALL] + 1) + x[:SMALL])
     assert [e.name for e in Device[device].profile_events()[-2:]] == names(device, lin)
-    with pytest.raises(AMDError, match="SQTT traces of RDNA3 \\(gfx11\\) targets only, this one is gfx940"):
+    with pytest.raises(AMDError, match="SQTT traces of RDNA \\(gfx11, gfx12\\) targets only, this one is gfx940"):
         Device[device].profile_traces()

@@ -97,7 +97,7 @@ def run_kernel(code_object: bytes | CodeObject, kernargs: bytes, global_size: in
     `kernargs` are the kernel's argument bytes (pointers are addresses returned by `memory.map`); they are copied into
     `memory`. Workgroups run one after another; the waves of a workgroup run until each reaches s_barrier or s_endpgm,
     then all are released. Returns a `KernelRun` with counts, the per-mnemonic mix if `count_mix`, and with `trace` an
-    RDNA3 SQTT stream of the run in `sqtt` (decode it with `amd_isa.sqtt`; every wave appears on CU 0 / SIMD 0).
+    RDNA3 or RDNA4 SQTT stream of the run in `sqtt` (decode it with `amd_isa.sqtt`; every wave appears on CU 0 / SIMD 0).
     """
     co = code_object if isinstance(code_object, CodeObject) else CodeObject.from_bytes(code_object)
     if not co.descriptors:
@@ -116,7 +116,7 @@ def run_kernel(code_object: bytes | CodeObject, kernargs: bytes, global_size: in
     mix: Counter = Counter()
     if count_mix:
         program = _counting(program, mix)
-    tracer = Tracer() if trace else None
+    tracer = Tracer(arch) if trace else None
     if tracer is not None:
         program = tracer.wrap(program)
     kernarg_addr, kernarg_buf = memory.alloc(max(len(kernargs), 16) + 256)

@@ -1,10 +1,10 @@
-"""Trace mode: record an SQTT packet stream (RDNA3 layout) while a kernel runs, so emulated runs can be decoded,
-mapped to instructions and viewed with the `amd_isa.sqtt` tools.
+"""Trace mode: record an SQTT packet stream (the RDNA3 or RDNA4 layout, by the kernel's architecture) while a kernel
+runs, so emulated runs can be decoded, mapped to instructions and viewed with the `amd_isa.sqtt` tools.
 
 Every wave is traced as if it ran on CU 0 / SIMD 0 (the SIMD the mapper follows), one issue per cycle: WAVESTART,
 one packet per issued instruction (VALUINST for VALU, IMMEDIATE for s_nop/s_waitcnt-like SOPP, INST with the
-instruction's kind otherwise, JUMP / JUMP_NO for branches), and WAVEEND at s_endpgm. s_delay_alu issues no packet,
-as on the hardware.
+instruction's kind otherwise, JUMP / JUMP_NO for branches), and WAVEEND at s_endpgm. s_delay_alu, s_wait_alu and
+s_barrier_wait issue no packet, as on the hardware.
 """
 
 from collections.abc import Callable
@@ -12,14 +12,13 @@ from collections.abc import Callable
 from ..inst import Inst
 from ..sqtt import encode
 from ..sqtt import packets as P
-from ..sqtt.ops import InstOp
+from ..sqtt.mapping import SILENT
+from ..sqtt.ops import InstOp, InstOpRDNA4
 from .errors import EmulatorError
 from .names import canonical
 from .program import Program
 from .scalar import END
 from .state import WaveState
-
-_SILENT = ("s_delay_alu",)
 
 
 def _inst_op(inst: Inst) -> InstOp | None:
@@ -42,11 +41,24 @@ def _inst_op(inst: Inst) -> InstOp | None:
     return None
 
 
-class Tracer:
-    """Collects SQTT packets for a kernel run; `stream()` encodes them (LAYOUT_HEADER first)."""
+#: the RDNA4 numbering of the INST kinds the tracer emits (RDNA4 has no separate EXEC-writing SALU kind)
+_RDNA4_OPS = {InstOp.SALU: InstOpRDNA4.SALU, InstOp.SALU_WR_EXEC: InstOpRDNA4.SALU, InstOp.SMEM_RD: InstOpRDNA4.SMEM,
+              InstOp.JUMP: InstOpRDNA4.JUMP, InstOp.JUMP_NO: InstOpRDNA4.JUMP_NO, InstOp.MESSAGE: InstOpRDNA4.MESSAGE,
+              InstOp.BARRIER: InstOpRDNA4.BARRIER_WAIT, InstOp.FLAT_RD_2: InstOpRDNA4.FLAT_RD_2, InstOp.FLAT_WR_3: InstOpRDNA4.FLAT_WR_3,
+              InstOp.LDS_RD: InstOpRDNA4.LDS_RD, InstOp.LDS_WR_1: InstOpRDNA4.LDS_WR_1}  # fmt: skip
+#: per layout: the LAYOUT_HEADER value and the packet types of a wave start, a wave end and a non-VALU instruction
+_LAYOUTS = {"rdna3": (3, P.WAVESTART, P.WAVEEND, P.INST), "rdna4": (4, P.WAVESTART_RDNA4, P.WAVEEND_RDNA4, P.INST_RDNA4)}
 
-    def __init__(self) -> None:
-        self.packets: list[P.Packet] = [P.LAYOUT_HEADER.make(0, layout=3)]
+
+class Tracer:
+    """Collects SQTT packets for a kernel run of `arch` ("rdna3" or "rdna4"); `stream()` encodes them (LAYOUT_HEADER first)."""
+
+    def __init__(self, arch: str = "rdna3") -> None:
+        if arch not in _LAYOUTS:
+            raise EmulatorError(f"trace mode writes the RDNA3 and RDNA4 SQTT layouts, not {arch}'s; trace an RDNA (gfx11 / gfx12) kernel")
+        self.arch = arch
+        layout, self._start, self._end, self._inst = _LAYOUTS[arch]
+        self.packets: list[P.Packet] = [P.LAYOUT_HEADER.make(0, layout=layout)]
         self.time = 0
 
     def emit(self, kind: type[P.Packet], **fields: int) -> None:
@@ -55,35 +67,40 @@ class Tracer:
 
     def start(self, st: WaveState) -> None:
         """Record a wave start; `st.trace_slot` is its wave id in the trace."""
-        self.emit(P.WAVESTART, wave=st.trace_slot)
+        self.emit(self._start, wave=st.trace_slot)
 
     def stream(self) -> bytes:
         """The SQTT byte stream of everything recorded."""
-        return encode(self.packets, "rdna3")
+        return encode(self.packets, self.arch)
 
     def wrap(self, program: Program) -> Program:
         """A copy of `program` whose closures also record their issue."""
-        if program.instructions and program.instructions[0].arch.name != "rdna3":
-            raise EmulatorError("trace mode writes the RDNA3 SQTT layout; trace an RDNA3 (gfx11) kernel")
+        if program.instructions and program.instructions[0].arch.name != self.arch:
+            raise EmulatorError(f"this tracer writes the {self.arch} layout; the kernel is {program.instructions[0].arch.name}")
         ops = [self._wrap_one(op, inst) for op, inst in zip(program.ops, program.instructions, strict=False)]
         return program.with_ops([*ops, program.ops[-1]])
 
+    def _op(self, op: InstOp) -> int:
+        return _RDNA4_OPS[op] if self.arch == "rdna4" else op
+
     def _wrap_one(self, op: Callable, inst: Inst) -> Callable:
         name, fmt = canonical(inst), inst.fmt
-        emit = self.emit
-        if name in _SILENT:
+        emit, end, inst_packet = self.emit, self._end, self._inst
+        if name in SILENT:
             return op
         if name.startswith("s_endpgm"):
             def run_end(st: WaveState):
                 result = op(st)
                 if result == END:
-                    emit(P.WAVEEND, wave=st.trace_slot)
+                    emit(end, wave=st.trace_slot)
                 return result
             return run_end
         if fmt == "SOPP" and "branch" in name:
+            jump, no_jump = self._op(InstOp.JUMP), self._op(InstOp.JUMP_NO)
+
             def run_branch(st: WaveState):
                 result = op(st)
-                emit(P.INST, wave=st.trace_slot, op=InstOp.JUMP if result is not None else InstOp.JUMP_NO)
+                emit(inst_packet, wave=st.trace_slot, op=jump if result is not None else no_jump)
                 return result
             return run_branch
         if fmt.startswith("VOP") or fmt in ("VOPD", "VINTERP"):
@@ -92,6 +109,8 @@ class Tracer:
                 return op(st)
             return run_valu
         kind = _inst_op(inst)
+        if kind is not None:
+            kind = self._op(kind)
         if kind is None:
             def run_immediate(st: WaveState):
                 emit(P.IMMEDIATE, wave=st.trace_slot)
@@ -99,6 +118,6 @@ class Tracer:
             return run_immediate
 
         def run_inst(st: WaveState):
-            emit(P.INST, wave=st.trace_slot, op=kind)
+            emit(inst_packet, wave=st.trace_slot, op=kind)
             return op(st)
         return run_inst

@@ -25,7 +25,8 @@ from .layouts import layout_of
 from .ops import InstOp, InstOpRDNA4, op_name
 
 # instructions the hardware retires without an SQTT packet
-_SILENT = frozenset({"s_delay_alu", "s_wait_alu", "s_barrier_wait"})
+#: instructions that issue no SQTT packet
+SILENT = frozenset({"s_delay_alu", "s_wait_alu", "s_barrier_wait"})
 
 
 class CodeText(Protocol):
@@ -90,7 +91,7 @@ class _Waves:
 
     def __init__(self, pcs: dict[int, Inst]):
         # mnemonics and sizes once per instruction, not once per packet
-        self.steps = {pc: _Step(inst, inst.size(), (name := inst.mnemonic) in _SILENT, "branch" in name) for pc, inst in pcs.items()}
+        self.steps = {pc: _Step(inst, inst.size(), (name := inst.mnemonic) in SILENT, "branch" in name) for pc, inst in pcs.items()}
         self.entry = next(iter(pcs))
         self.pc: dict[tuple[int, int], int] = {}
 

@@ -284,8 +284,8 @@ class AMDDevice(QueueDevice):
         gpu = getattr(self.driver, "gpu", None)
         if gpu is None:
             raise AMDError("profiling traces come from the mock GPU: open MOCKAMD with PROFILE=1")
-        if self.target[0] != 11:
-            raise AMDError(f"{self.name}: the emulator writes SQTT traces of RDNA3 (gfx11) targets only, this one is {self.arch}; "
+        if self.target[0] not in (11, 12):
+            raise AMDError(f"{self.name}: the emulator writes SQTT traces of RDNA (gfx11, gfx12) targets only, this one is {self.arch}; "
                            "its kernels' times are in profile_events()")
         runs: dict[str, int] = {}
         events = []

@@ -92,8 +92,8 @@ class TraceEvent:
 class MockGPU:
     """The engines behind a `MockKFD`: one PM4 compute processor and one SDMA engine per queue.
 
-    With `profile` on, every dispatch of an RDNA3 (gfx11) target also records a `TraceEvent` in `traces` (the
-    emulator's SQTT trace mode writes the RDNA3 layout only; other targets still record timestamps)."""
+    With `profile` on, every dispatch of an RDNA (gfx11 / gfx12) target also records a `TraceEvent` in `traces` (the
+    emulator's SQTT trace mode writes the RDNA3 and RDNA4 layouts; CDNA targets still record timestamps)."""
 
     def __init__(self, kfd: MockKFD):
         self.kfd = kfd
@@ -103,7 +103,7 @@ class MockGPU:
         self.dispatches = 0
         #: the GPU clock (100 MHz ticks of emulated work) RELEASE_MEM and SDMA TIMESTAMP write
         self.clock = 0
-        self.profile = os.environ.get("PROFILE", "0") not in ("", "0") and kfd.target[0] == 11
+        self.profile = os.environ.get("PROFILE", "0") not in ("", "0") and kfd.target[0] in (11, 12)
         self.traces: list[TraceEvent] = []
         self.gfx9 = kfd.target[0] == 9
         self._held = False
