@@ -166,3 +166,8 @@ def test_shifts_by_tensor_amounts_broadcast():
     np.testing.assert_array_equal((Tensor(x) >> Tensor(s)).numpy(), x >> s)
     u = np.array([200, 7], np.uint8)
     np.testing.assert_array_equal(Tensor(u).rshift(Tensor(np.array([1, 2], np.int32))).numpy(), u >> np.array([1, 2], np.uint8))
+
+
+def test_sign_of_infinities_zeros_and_nan():
+    x = np.array([-np.inf, -2.5, -0.0, 0.0, 3.0, np.inf, np.nan], np.float32)
+    np.testing.assert_array_equal(Tensor(x).sign().numpy(), np.sign(x))

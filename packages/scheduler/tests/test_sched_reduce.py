@@ -74,10 +74,13 @@ def test_cumulative(rng, close):
     x = rng.standard_normal((3, 5)).astype(np.float32)
     close(Tensor(x).cumsum(1), x.cumsum(1), rtol=1e-5, atol=1e-6)
     close(Tensor(x).cumsum(0), x.cumsum(0), rtol=1e-5, atol=1e-6)
-    close(Tensor(x).cummax(1), np.maximum.accumulate(x, 1))
-    i = np.array([3, -1, 4, 1, -5], np.int32)
+    close(Tensor(x).cummax(1)[0], np.maximum.accumulate(x, 1))
+    i = np.array([3, -1, 4, 1, -5, 4], np.int32)
     close(Tensor(i).cumsum(), i.cumsum().astype(np.int32))
-    close(Tensor(i).cummax(), np.maximum.accumulate(i))
+    values, indices = Tensor(i).cummax()
+    close(values, np.maximum.accumulate(i))
+    # the index of the first element equal to the running max (a direct loop)
+    np.testing.assert_array_equal(indices.numpy(), [int(np.argmax(i[:k + 1])) for k in range(len(i))])
 
 
 def test_nan_propagates_through_max():

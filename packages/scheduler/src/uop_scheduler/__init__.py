@@ -5,7 +5,7 @@ from uopir import dtypes
 
 from . import nn
 from .context import Context
-from .errors import BroadcastError, SchedulerError, ShapeError, TensorIndexError, TensorRuntimeError, TensorTypeError
+from .errors import ArgumentError, BroadcastError, SchedulerError, ShapeError, TensorIndexError, TensorRuntimeError, TensorTypeError
 from .function import FunctionError, function
 from .jit import JitError, TinyJit
 from .multi import ShardedTensor
@@ -38,4 +38,5 @@ __all__ = [
     "TensorIndexError",
     "TensorTypeError",
     "TensorRuntimeError",
+    "ArgumentError",
 ]

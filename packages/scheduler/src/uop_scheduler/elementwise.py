@@ -476,9 +476,9 @@ class ElementwiseMixin(TensorFields):
         return (self < 0).where(self.neg(), self)
 
     def sign(self: Tensor) -> Tensor:
-        """-1, 0 or 1 by the sign of self (NaN stays NaN)."""
+        """-1, 0 or 1 by the sign of self (±inf gives ±1, NaN stays NaN)."""
         ret = self.ne(0).where((self < 0).where(self._const(-1, self.dtype), self._const(1, self.dtype)), self._const(0, self.dtype))
-        return ret.add(self.mul(0)) if dtypes.is_float(self.dtype) else ret
+        return self.ne(self).where(self, ret) if dtypes.is_float(self.dtype) else ret
 
     def clip(self: Tensor, min_: Any = None, max_: Any = None) -> Tensor:
         """self limited to [min_, max_]."""

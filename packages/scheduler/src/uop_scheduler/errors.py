@@ -29,3 +29,7 @@ class TensorTypeError(SchedulerError, TypeError):
 
 class TensorRuntimeError(SchedulerError, RuntimeError):
     """An operation cannot run as asked: bad dtype for the op, mismatched devices, un-multipliable shapes."""
+
+
+class ArgumentError(SchedulerError, ValueError):
+    """An argument is outside the values an op accepts (a reduction name, a mode, a probability, a sample count)."""

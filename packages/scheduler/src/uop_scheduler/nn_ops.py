@@ -10,9 +10,10 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from uopir import dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
 
-from .errors import ShapeError, TensorRuntimeError
+from .errors import ArgumentError, ShapeError, TensorRuntimeError
 from .fields import TensorFields
 
 if TYPE_CHECKING:
@@ -34,6 +35,23 @@ def _conv_padding(padding: int | Sequence[int], ndims: int) -> tuple[tuple[int, 
     if len(pad) == 2 * ndims:
         return tuple(zip(pad[-2::-2], pad[::-2]))
     raise ShapeError(f"padding {pad} must be an int, {ndims} ints or {2 * ndims} ints")
+
+
+def _resample_weights(n_in: int, n_out: int, mode: str, align_corners: bool) -> np.ndarray:
+    """The (n_out, n_in) matrix of source weights of a 1-D resampling (see `interpolate`)."""
+    w = np.zeros((n_out, n_in))
+    for i in range(n_out):
+        if mode != "linear":
+            w[i, min(n_in - 1, ((2 * i + 1) * n_in) // (2 * n_out) if mode == "nearest-exact" else (i * n_in) // n_out)] = 1
+            continue
+        # the source coordinate num / den, clamped to [0, n_in - 1]
+        num, den = (i * (n_in - 1), max(1, n_out - 1)) if align_corners else ((2 * i + 1) * n_in - n_out, 2 * n_out)
+        num = min(max(num, 0), (n_in - 1) * den)
+        lo, frac = divmod(num, den)
+        w[i, lo] += 1 - frac / den
+        if frac:
+            w[i, lo + 1] += frac / den
+    return w
 
 
 class NNMixin(TensorFields):
@@ -268,6 +286,44 @@ class NNMixin(TensorFields):
         positions = countdown.pad(pads)._pool(k, s, dilation)
         hits = windows == pooled.reshape(*pooled.shape, *(1,) * len(k))
         return pooled, hits.where(positions, 0).max(axes).mul(-1).add(size)
+
+    def max_unpool2d(self: Tensor, indices: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: Any = None,
+                     dilation: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0, output_size: Any = None) -> Tensor:
+        """The partial inverse of `max_pool2d(..., return_indices=True)`: each pooled value goes back to the flat
+        spatial position in `indices`, zeros elsewhere (any number of spatial axes; `output_size` overrides the size
+        the pooling arguments give)."""
+        if self.ndim < 3 or indices.shape != self.shape:
+            raise ShapeError(f"max_unpool2d needs (bs, c, *spatial) values and indices of the same shape, got {self.shape} and {indices.shape}")
+        bs, c, *spatial = self.shape
+        if output_size is None:
+            k, s, pads = self._pool_args(make_tuple(kernel_size, len(spatial)), stride, padding)
+            out = tuple((i - 1) * st - (b + e) + dd * (kk - 1) + 1
+                        for i, kk, st, dd, (b, e) in zip(spatial, k, make_tuple(s, len(k)), make_tuple(dilation, len(k)), pads))
+        else:
+            out = tuple(output_size)[-len(spatial):]
+        size = math.prod(out)
+        hit = indices.reshape(bs, c, -1, 1).eq(type(self).arange(size, device=self.device))
+        ret = hit.where(self.reshape(bs, c, -1, 1), self._const(0, self.dtype, ())).sum(2).cast(self.dtype)
+        return ret.reshape(bs, c, *out)
+
+    def interpolate(self: Tensor, size: tuple[int, ...], mode: str = "linear", align_corners: bool = False) -> Tensor:
+        """Resample the last len(size) axes to `size`: "linear" (bi/trilinear for 2 / 3 axes; half-pixel centers
+        unless `align_corners`), "nearest" (source floor(i * in / out)) or "nearest-exact" (floor((i + 0.5) * in / out)).
+        Source positions are computed exactly in integers on the host; the result keeps self's dtype."""
+        if not isinstance(size, (tuple, list)) or not 0 < len(size) <= self.ndim or not all(isinstance(n, int) and n > 0 for n in size):
+            raise ShapeError(f"interpolate size {size!r} must be 1..{self.ndim} positive ints for shape {self.shape}")
+        if mode not in ("linear", "nearest", "nearest-exact"):
+            raise ArgumentError(f"interpolate mode {mode!r} must be 'linear', 'nearest' or 'nearest-exact'")
+        if align_corners and mode != "linear":
+            raise ArgumentError("interpolate align_corners can only be set with mode 'linear'")
+        x: Tensor = self
+        for axis, out in zip(range(self.ndim - len(size), self.ndim), size):
+            w = _resample_weights(self.shape[axis], out, mode, align_corners)
+            weights = type(self)(w, device=self.device, dtype=least_upper_dtype(self.dtype, dtypes.float32))
+            # (..., out, in): a sum over the source axis of the weighted picks (skipping zero weights keeps infs apart)
+            src = x.transpose(axis, -1).unsqueeze(-2)
+            x = weights.ne(0).where(src.mul(weights), 0).sum(-1).transpose(axis, -1)
+        return x.cast(self.dtype)
 
     # ---- normalization and friends ----
     def layernorm(self: Tensor, axis: int | tuple[int, ...] = -1, eps: float = 1e-5) -> Tensor:

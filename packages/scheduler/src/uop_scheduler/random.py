@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from uopir import dtypes, to_dtype
 
+from .errors import ArgumentError
+
 if TYPE_CHECKING:
     from .tensor import Tensor
 
@@ -81,6 +83,59 @@ class RandomMixin:
         """Uniform integers in [low, high)."""
         dt = to_dtype(dtype) if dtype is not None else dtypes.int32
         return cls.rand(*shape, **kwargs).mul(high - low).floor().add(low).cast(dt)
+
+    @classmethod
+    def scaled_uniform(cls, *shape: Any, **kwargs: Any) -> Tensor:
+        """Uniform samples in [-n**-0.5, n**-0.5) for n = prod(shape)."""
+        tensor_cls: Any = cls
+        return cls.uniform(*shape, low=-1.0, high=1.0, **kwargs).mul(math.prod(tensor_cls._shape_arg(shape)) ** -0.5)
+
+    @classmethod
+    def glorot_uniform(cls, *shape: Any, **kwargs: Any) -> Tensor:
+        """Glorot (Xavier) uniform init: bound sqrt(6 / (shape[0] + prod(shape[1:])))."""
+        tensor_cls: Any = cls
+        dims = tensor_cls._shape_arg(shape)
+        bound = (6 / (dims[0] + math.prod(dims[1:]))) ** 0.5
+        return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @classmethod
+    def kaiming_uniform(cls, *shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+        """Kaiming (He) uniform init for a leaky ReLU of slope `a`: bound sqrt(6 / (1 + a**2) / prod(shape[1:]))."""
+        tensor_cls: Any = cls
+        bound = (6 / (1 + a**2) / math.prod(tensor_cls._shape_arg(shape)[1:])) ** 0.5
+        return cls.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @classmethod
+    def kaiming_normal(cls, *shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+        """Kaiming (He) normal init for a leaky ReLU of slope `a`: std sqrt(2 / (1 + a**2) / prod(shape[1:]))."""
+        tensor_cls: Any = cls
+        std = (2 / (1 + a**2) / math.prod(tensor_cls._shape_arg(shape)[1:])) ** 0.5
+        return cls.normal(*shape, mean=0.0, std=std, **kwargs)
+
+    @classmethod
+    def randperm(cls, n: int, device: str | None = None, dtype: Any = dtypes.int32, **kwargs: Any) -> Tensor:
+        """A random permutation of 0..n-1 (the stable argsort of uniform samples)."""
+        return cls.rand(n, device=device, **kwargs).argsort().cast(to_dtype(dtype))
+
+    def multinomial(self: Tensor, num_samples: int = 1, replacement: bool = False) -> Tensor:
+        """`num_samples` class indices per row drawn with probability proportional to the weights in this 1-D or 2-D
+        tensor (int32). Without replacement the classes of a row are distinct (Efraimidis-Spirakis keys)."""
+        me: Any = self
+        if me.ndim not in (1, 2) or num_samples <= 0:
+            raise ArgumentError(f"multinomial needs a 1-D or 2-D weight tensor and num_samples > 0, got {me.shape} and {num_samples}")
+        weight = me.unsqueeze(0) if me.ndim == 1 else me
+        if not replacement and num_samples > weight.shape[1]:
+            raise ArgumentError(f"cannot draw {num_samples} distinct classes out of {weight.shape[1]} without replacement")
+        if replacement or num_samples == 1:
+            cdf = weight.cumsum(1).float()
+            cdf = cdf.div(cdf[:, -1].unsqueeze(1))
+            u = type(me).rand(num_samples, cdf.shape[0], 1, device=me.device)
+            # the class of a sample is the number of cdf steps at or below it
+            indices = (u >= cdf).sum(2).permute(1, 0)
+        else:
+            keys = weight.rand_like(dtype=dtypes.float32).log2().div(weight)
+            indices = keys.topk(num_samples, dim=1)[1]
+        return (indices.squeeze(0) if me.ndim == 1 else indices).cast(dtypes.int32)
 
     def _like(self: Tensor, sampler: str, kwargs: dict[str, Any]) -> Tensor:
         me: Any = self

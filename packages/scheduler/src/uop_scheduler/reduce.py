@@ -1,4 +1,4 @@
-"""Reductions: sum, prod, max, min, mean, var, std, argmax, any/all, logsumexp, softmax, cumulative ops.
+"""Reductions: sum, prod, max, min, mean, var, std, argmax, any/all, logsumexp, softmax, cumulative ops, sorting.
 
 Each builds a tensor-form REDUCE (`UOp.r`) that keeps the reduced axes as size 1, then drops them unless keepdim.
 Sums accumulate in `sum_acc_dtype` (ints widen to int32/uint32, small floats to float32) as tinygrad does.
@@ -107,6 +107,19 @@ class ReduceMixin(TensorFields):
         """Standard deviation over `axis`."""
         return self.var(axis, keepdim, correction).sqrt()
 
+    def var_mean(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+        """(var, mean) over `axis`."""
+        return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+
+    def std_mean(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+        """(std, mean) over `axis`."""
+        return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+
+    def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
+        """self divided by its Lp norm along `dim` (at least `eps`); p=0 counts the nonzero elements."""
+        norm = self.ne(0).sum(dim, keepdim=True) if p == 0 else self.abs().pow(p).sum(dim, keepdim=True).pow(1 / p)
+        return self.div(norm.maximum(eps))
+
     def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
         """Index of the first maximum along `axis` (of the flattened tensor when None), as int32."""
         if axis is None:
@@ -152,6 +165,8 @@ class ReduceMixin(TensorFields):
         wide = x.unsqueeze(-2)
         if op is Ops.ADD:
             ret = mask.where(wide, 0).sum(-1, dtype=None if not dtypes.is_float(self.dtype) else self.dtype)
+        elif op is Ops.MUL:
+            ret = mask.where(wide, 1).prod(-1)
         else:
             ret = mask.where(wide, self._lowest()).max(-1)
         return ret.transpose(axis, -1)
@@ -182,6 +197,10 @@ class ReduceMixin(TensorFields):
         indices = hit.where(arange(n, device=self.device).reshape(n, 1), 0).sum(-2).cast(dtypes.int32)
         return values.transpose(axis, -1), indices.transpose(axis, -1)
 
+    def argsort(self: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
+        """The indices that sort `dim` (stable: equal elements keep their order), as int32."""
+        return self.sort(dim, descending)[1]
+
     def topk(self: Tensor, k: int, dim: int = -1, largest: bool = True, sorted_: bool = True) -> tuple[Tensor, Tensor]:
         """The k largest (or smallest) elements along `dim` and their indices, in sorted order."""
         axis = self._resolve_dim(dim)
@@ -195,6 +214,43 @@ class ReduceMixin(TensorFields):
         """Running sum along `axis`."""
         return self._cumulative(Ops.ADD, axis)
 
-    def cummax(self: Tensor, axis: int = 0) -> Tensor:
-        """Running max along `axis`."""
-        return self._cumulative(Ops.MAX, axis)
+    def cummax(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+        """(running max, int32 index of the first element equal to it) along `axis`."""
+        return self._running_with_index(self._cumulative(Ops.MAX, axis) if self.ndim else self, axis)
+
+    def cumprod(self: Tensor, axis: int) -> Tensor:
+        """Running product along `axis`."""
+        return self._cumulative(Ops.MUL, axis)
+
+    def cummin(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
+        """(running min, int32 index of the first element equal to it) along `axis`."""
+        return self._running_with_index(self._inverse()._cumulative(Ops.MAX, axis)._inverse() if self.ndim else self, axis)
+
+    def _running_with_index(self: Tensor, values: Tensor, axis: int) -> tuple[Tensor, Tensor]:
+        """(values, the index of the first element of self at or before each position that equals its value)."""
+        if self.ndim == 0:
+            return values, type(self).zeros((), dtype=dtypes.int32, device=self.device)
+        axis = self._resolve_dim(axis)
+        x, v = self.transpose(axis, -1), values.transpose(axis, -1)
+        n = x.shape[-1]
+        arange = type(self).arange
+        # match[..., j, i]: element j (at or before i) equals the running value at i; the countdown picks the first j
+        upto = arange(n, device=self.device).reshape(n, 1) <= arange(n, device=self.device).reshape(1, n)
+        match = x.unsqueeze(-1).eq(v.unsqueeze(-2)).bitwise_and(upto)
+        first = match.where(arange(n, 0, -1, device=self.device).reshape(n, 1), 0).max(-2)
+        return values, first.sub(n, True).cast(dtypes.int32).transpose(axis, -1)
+
+    def logcumsumexp(self: Tensor, axis: int = 0) -> Tensor:
+        """log(cumsum(exp(self))) along `axis`, shifted by the running max so it neither overflows nor underflows."""
+        if self.ndim == 0:
+            return self
+        axis = self._resolve_dim(axis)
+        x = self._float().transpose(axis, -1)
+        n = x.shape[-1]
+        m = x._cumulative(Ops.MAX, -1).detach()
+        m = m.isinf().where(0, m)
+        arange = type(self).arange
+        upto = arange(n, device=self.device).reshape(1, n) <= arange(n, device=self.device).reshape(n, 1)
+        # terms[..., i, j] = x[j] - m[i] for j <= i
+        terms = upto.where(x.unsqueeze(-2).sub(m.unsqueeze(-1)), -math.inf)
+        return terms.exp().sum(-1).log().add(m).transpose(axis, -1)

@@ -15,10 +15,14 @@ import numpy as np
 from hcq_runtime import Device, bind_buffer, buffer_for, canonicalize, numpy_dtype
 from uopir import DType, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8_to_float, strong_dtype, to_dtype
 
+from .activations import ActivationMixin
 from .calls import IN_PLACE
 from .elementwise import ElementwiseMixin
 from .errors import TensorRuntimeError, TensorTypeError
 from .gradient import GradientMixin, requires_grad_tensors
+from .indexing import IndexingMixin
+from .losses import LossMixin
+from .math_ops import MathMixin
 from .movement import MovementMixin
 from .multi import ShardedTensor, shard
 from .nn_ops import NNMixin
@@ -77,7 +81,8 @@ def _norm_dtype(dtype: Any) -> DType | None:
     return None if dtype is None else to_dtype(dtype)
 
 
-class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin, GradientMixin):
+class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, MovementMixin, IndexingMixin, NNMixin, LossMixin, RandomMixin,
+             GradientMixin):
     """A lazy n-dimensional array on a device.
 
     `Tensor(data)` accepts a Python scalar, a (nested) list or tuple, a numpy array, bytes, or a tensor-level UOp.
@@ -354,6 +359,26 @@ class Tensor(ElementwiseMixin, ReduceMixin, MovementMixin, NNMixin, RandomMixin,
     def bool(self) -> Tensor:
         """Cast to bool."""
         return self.cast(dtypes.bool)
+
+    def double(self) -> Tensor:
+        """Cast to float64."""
+        return self.cast(dtypes.float64)
+
+    def long(self) -> Tensor:
+        """Cast to int64."""
+        return self.cast(dtypes.int64)
+
+    def short(self) -> Tensor:
+        """Cast to int16."""
+        return self.cast(dtypes.int16)
+
+    def bfloat16(self) -> Tensor:
+        """Cast to bfloat16."""
+        return self.cast(dtypes.bfloat16)
+
+    def is_floating_point(self) -> bool:
+        """True when the dtype is a float dtype."""
+        return dtypes.is_float(self.dtype)
 
     def contiguous(self) -> Tensor:
         """Mark this value to be materialized in its own buffer when realized."""
