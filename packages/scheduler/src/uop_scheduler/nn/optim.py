@@ -1,20 +1,28 @@
-"""Optimizers: SGD (momentum, nesterov, weight decay), Adam and AdamW, with tinygrad's defaults.
+"""Optimizers with tinygrad's names and defaults: LARS (SGD is LARS without the trust ratio), LAMB (Adam and AdamW are LAMB
+without it) and OptimizerGroup.
 
 `step()` computes every parameter's new value from its `.grad`, assigns it and realizes all parameters and optimizer
-state in one schedule; `zero_grad()` clears the gradients.
+state in one schedule (`schedule_step()` does the assigns and returns what to realize); `zero_grad()` clears the gradients.
 """
 
 from __future__ import annotations
 
 from ..tensor import Tensor
 
-__all__ = ["SGD", "Adam", "AdamW", "Optimizer"]
+__all__ = ["LAMB", "LARS", "SGD", "Adam", "AdamW", "Optimizer", "OptimizerGroup"]
+
+
+def _trust_ratio(r1: Tensor, r2: Tensor, ratio: Tensor) -> Tensor:
+    """`ratio` where both norms r1 (of the parameter) and r2 are positive, else 1 (the trust ratio of LARS and LAMB)."""
+    return (r1 > 0).where((r2 > 0).where(ratio, 1.0), 1.0)
 
 
 class Optimizer:
     """Base: holds the parameters (tensors whose requires_grad is not False; None becomes True) and the learning rate."""
 
     def __init__(self, params: list[Tensor], lr: float):
+        if lr < 0:
+            raise ValueError(f"invalid learning rate {lr}: it must be >= 0")
         self.params = [p for p in params if p.requires_grad is not False]
         for p in self.params:
             if p.requires_grad is None:
@@ -23,62 +31,127 @@ class Optimizer:
         self.state: list[Tensor] = []
 
     def zero_grad(self) -> None:
+        """Clear every parameter's gradient."""
         for p in self.params:
             p.grad = None
 
     def step(self) -> None:
+        """Update the parameters that have a gradient and realize them with the optimizer state."""
+        Tensor.realize(*self.schedule_step())
+
+    def schedule_step(self) -> list[Tensor]:
+        """Assign each parameter's new value (lazily) and return the tensors to realize to perform the step."""
         for i, p in enumerate(self.params):
-            if p.grad is None:
-                continue
-            p.assign(self._update(i, p, p.grad.detach()).detach().cast(p.dtype))
-        Tensor.realize(*self.params, *self.state)
+            if p.grad is not None:
+                p.assign(self._update(i, p.detach(), p.grad.detach()).detach().cast(p.dtype))
+        return [*self.params, *self.state]
 
     def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
         raise NotImplementedError
 
 
-class SGD(Optimizer):
-    def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False):
+class OptimizerGroup(Optimizer):
+    """Several optimizers (e.g. one per parameter group) zeroed and stepped as one, in a single schedule."""
+
+    def __init__(self, *optimizers: Optimizer):  # no super().__init__: the members own parameters and state
+        self.optimizers = optimizers
+        self.params = [p for o in optimizers for p in o.params]
+        self.state = [s for o in optimizers for s in o.state]
+
+    def __getitem__(self, i: int) -> Optimizer:
+        return self.optimizers[i]
+
+    def zero_grad(self) -> None:
+        for o in self.optimizers:
+            o.zero_grad()
+
+    def schedule_step(self) -> list[Tensor]:
+        return [t for o in self.optimizers for t in o.schedule_step()]
+
+
+class LARS(Optimizer):
+    """Layer-wise Adaptive Rate Scaling: SGD whose step is scaled per parameter by the trust ratio
+    tcoef * |p| / (|g| + weight_decay * |p|) (1 when a norm is zero).
+
+    `classic` applies lr (and the ratio) before the momentum buffer, otherwise after it; `pre_wd` adds weight_decay * p to
+    the gradient first, otherwise weight_decay * lr * p to the final step."""
+
+    def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4, *,
+                 nesterov: bool = False, classic: bool = True, pre_wd: bool = True, tcoef: float = 0.001):
+        if momentum < 0:
+            raise ValueError(f"invalid momentum {momentum}: it must be >= 0")
         super().__init__(params, lr)
-        self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
-        self.state = [Tensor.zeros(*p.shape, device=p.device) for p in self.params] if momentum else []
+        self.momentum, self.wd, self.nesterov, self.classic, self.pre_wd, self.tcoef = momentum, weight_decay, nesterov, classic, pre_wd, tcoef
+        self.b = [Tensor.zeros(*p.shape, device=p.device) for p in self.params] if momentum else []
+        self.state = self.b
 
     def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
-        g = g + self.weight_decay * p if self.weight_decay else g
+        r: Tensor | float = 1.0
+        if self.tcoef:
+            r1, r2 = p.square().sum().sqrt(), g.square().sum().sqrt()
+            r = _trust_ratio(r1, r2, self.tcoef * r1 / (r2 + self.wd * r1))
+        if self.pre_wd and self.wd:
+            g = g + self.wd * p
+        if self.classic:
+            g = g * r * self.lr
         if self.momentum:
-            buf = self.state[i].assign(self.momentum * self.state[i] + g)
+            buf = self.b[i].assign(self.momentum * self.b[i] + g)
             g = g + self.momentum * buf if self.nesterov else buf
-        return p - self.lr * g
+        if not self.classic:
+            g = g * r * self.lr
+        if not self.pre_wd and self.wd:
+            g = g + self.wd * self.lr * p
+        return p - g
 
 
-class AdamW(Optimizer):
-    """Adam with decoupled weight decay (AdamW); `Adam` is AdamW with weight_decay=0."""
+def SGD(params: list[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,  # noqa: N802
+        classic: bool = False) -> LARS:
+    """Stochastic gradient descent with optional momentum (nesterov), weight decay and tinygrad's `classic` momentum rule:
+    LARS without the trust ratio."""
+    return LARS(params, lr, momentum, weight_decay, nesterov=nesterov, classic=classic, pre_wd=True, tcoef=0.0)
 
-    def __init__(self, params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.01):
+
+class LAMB(Optimizer):
+    """Layer-wise Adaptive Moments: the Adam step m_hat / (sqrt(v_hat) + eps) + weight_decay * p, scaled per parameter by
+    the trust ratio |p| / |step| (1 when a norm is zero); `adam=True` drops the ratio, which is AdamW."""
+
+    def __init__(self, params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
+                 weight_decay: float = 0.0, adam: bool = False):
+        if weight_decay < 0:
+            raise ValueError(f"invalid weight_decay {weight_decay}: it must be >= 0")
         super().__init__(params, lr)
-        self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
+        self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
         self.m = [Tensor.zeros(*p.shape, device=p.device) for p in self.params]
         self.v = [Tensor.zeros(*p.shape, device=p.device) for p in self.params]
         # b1**t and b2**t live in tensors rather than constants, so every step has the same graph: one schedule and
         # one set of kernels for the whole run instead of new ones per step
         self.b1_t, self.b2_t = Tensor([1.0]), Tensor([1.0])
-        self.state = [*self.m, *self.v, self.b1_t, self.b2_t]
+        self.state = [self.b1_t, self.b2_t, *self.m, *self.v]
 
-    def step(self) -> None:
+    def schedule_step(self) -> list[Tensor]:
         self.b1_t.assign(self.b1_t * self.b1)
         self.b2_t.assign(self.b2_t * self.b2)
-        super().step()
+        return super().schedule_step()
 
     def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
         m = self.m[i].assign(self.b1 * self.m[i] + (1 - self.b1) * g)
         v = self.v[i].assign(self.b2 * self.v[i] + (1 - self.b2) * g * g)
         m_hat, v_hat = m / (1 - self.b1_t.to(p.device)), v / (1 - self.b2_t.to(p.device))
-        update = m_hat / (v_hat.sqrt() + self.eps)
-        if self.weight_decay:
-            update = update + self.weight_decay * p
-        return p - self.lr * update
+        up = m_hat / (v_hat.sqrt() + self.eps)
+        if self.wd:
+            up = up + self.wd * p
+        if not self.adam:
+            r1, r2 = p.square().sum().sqrt(), up.square().sum().sqrt()
+            up = up * _trust_ratio(r1, r2, r1 / r2)
+        return p - self.lr * up
 
 
-def Adam(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> AdamW:  # noqa: N802
-    """Adam: AdamW without weight decay (tinygrad's spelling)."""
-    return AdamW(params, lr, b1, b2, eps, weight_decay=0.0)
+def AdamW(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,  # noqa: N802
+          weight_decay: float = 0.01) -> LAMB:
+    """Adam with decoupled weight decay: LAMB without the trust ratio."""
+    return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True)
+
+
+def Adam(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> LAMB:  # noqa: N802
+    """Adam: LAMB without the trust ratio or weight decay."""
+    return LAMB(params, lr, b1, b2, eps, 0.0, adam=True)

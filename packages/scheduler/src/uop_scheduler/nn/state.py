@@ -1,4 +1,5 @@
-"""Model state: parameters and state dicts found by walking an object's attributes, and the safetensors format.
+"""Model state: parameters and state dicts found by walking an object's attributes, the safetensors format, and the
+files of tar and zip archives as uint8 tensors.
 
 safetensors (the format Hugging Face uses): an 8-byte little-endian header length N, N bytes of JSON mapping each
 tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets into the data that follows; an optional
@@ -7,10 +8,13 @@ tensor name to {"dtype", "shape", "data_offsets": [begin, end]} (offsets into th
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import struct
+import tarfile
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +24,10 @@ from uopir import dtypes
 from ..errors import SchedulerError
 from ..tensor import Tensor
 
-__all__ = ["SafetensorsError", "get_parameters", "get_state_dict", "load_state_dict", "safe_load", "safe_save"]
+__all__ = [
+    "SafetensorsError", "get_parameters", "get_state_dict", "load_state_dict", "safe_load", "safe_load_metadata", "safe_save",
+    "tar_extract", "zip_extract",
+]
 
 SAFETENSORS_DTYPES = {
     "F64": dtypes.float64, "F32": dtypes.float32, "F16": dtypes.float16, "BF16": dtypes.bfloat16, "I64": dtypes.int64,
@@ -104,19 +111,42 @@ def _raw_bytes(t: Tensor) -> bytes:
     return t.numpy().tobytes()
 
 
-def safe_load(path: str | os.PathLike) -> dict[str, Tensor]:
-    """The tensors of a safetensors file, by name."""
-    data = Path(path).read_bytes()
+def _file_bytes(fn: Tensor | str | os.PathLike) -> bytes:
+    """The bytes of a file, or of a uint8 tensor holding one (tinygrad's loaders accept either)."""
+    if isinstance(fn, Tensor):
+        if fn.dtype != dtypes.uint8:
+            raise SchedulerError(f"a file tensor must be uint8, not {fn.dtype}")
+        return fn.numpy().tobytes()
+    return Path(fn).read_bytes()
+
+
+def _parse_header(data: bytes, name: object) -> tuple[int, dict[str, Any]]:
+    """(offset of the tensor data, the JSON header) of safetensors bytes."""
     if len(data) < 8:
-        raise SafetensorsError(f"{path}: {len(data)} bytes is too short for a safetensors header")
+        raise SafetensorsError(f"{name}: {len(data)} bytes is too short for a safetensors header")
     (n,) = struct.unpack_from("<Q", data)
     if 8 + n > len(data):
-        raise SafetensorsError(f"{path}: the header claims {n} bytes but the file has {len(data) - 8} after the length")
+        raise SafetensorsError(f"{name}: the header claims {n} bytes but the file has {len(data) - 8} after the length")
     try:
-        header = json.loads(data[8:8 + n])
+        return 8 + n, json.loads(data[8:8 + n])
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SafetensorsError(f"{path}: the header is not valid JSON ({e})") from None
-    body = memoryview(data)[8 + n:]
+        raise SafetensorsError(f"{name}: the header is not valid JSON ({e})") from None
+
+
+def safe_load_metadata(fn: Tensor | str | os.PathLike) -> tuple[Tensor, int, dict[str, Any]]:
+    """(the whole file as a uint8 tensor, the byte offset where tensor data starts, the JSON header) of a safetensors file,
+    as tinygrad returns them; the header maps names to dtype/shape/data_offsets and may hold "__metadata__"."""
+    data = _file_bytes(fn)
+    start, header = _parse_header(data, fn if not isinstance(fn, Tensor) else "tensor")
+    return (fn if isinstance(fn, Tensor) else Tensor(np.frombuffer(data, np.uint8))), start, header
+
+
+def safe_load(fn: Tensor | str | os.PathLike) -> dict[str, Tensor]:
+    """The tensors of a safetensors file (a path, or a uint8 tensor of its bytes), by name."""
+    data = _file_bytes(fn)
+    path = fn if not isinstance(fn, Tensor) else "tensor"
+    start, header = _parse_header(data, path)
+    body = memoryview(data)[start:]
     out: dict[str, Tensor] = {}
     for name, info in header.items():
         if name == "__metadata__":
@@ -131,3 +161,19 @@ def safe_load(path: str | os.PathLike) -> dict[str, Tensor]:
         raw = np.frombuffer(body[begin:end], dtype=_RAW[dt.itemsize]).reshape(shape)
         out[name] = Tensor(raw).bitcast(dt) if dt.fmt is None else Tensor(raw.view(dt.fmt))
     return out
+
+
+def _uint8(data: bytes) -> Tensor:
+    return Tensor(np.frombuffer(data, np.uint8))
+
+
+def tar_extract(fn: Tensor | str | os.PathLike) -> dict[str, Tensor]:
+    """The regular files of a tar archive (any compression tarfile reads), by member name, as uint8 tensors."""
+    with tarfile.open(fileobj=io.BytesIO(_file_bytes(fn)), mode="r") as tar:
+        return {m.name: _uint8(tar.extractfile(m).read()) for m in tar if m.isreg()}
+
+
+def zip_extract(fn: Tensor | str | os.PathLike) -> dict[str, Tensor]:
+    """The files of a zip archive, decompressed, by name, as uint8 tensors."""
+    with zipfile.ZipFile(io.BytesIO(_file_bytes(fn))) as zf:
+        return {info.filename: _uint8(zf.read(info)) for info in zf.infolist() if not info.is_dir()}
