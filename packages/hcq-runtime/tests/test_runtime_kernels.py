@@ -367,3 +367,17 @@ def test_threaded_kernels_launched_from_several_python_threads(rng):
         outs = list(pool.map(lambda a: run(program, (96 * 64, dtypes.float32), a, a[0]), arrays))
     for a, out in zip(arrays, outs):
         np.testing.assert_array_equal(out.reshape(96, 64), a + a[0])
+
+
+def test_a_scalar_broadcast_into_a_vector_keeps_the_sign_of_zero():
+    # out[i, j] = a[i, j] + b[i] with j as a GCC vector: b[i] is broadcast, and -0.0 + -0.0 must stay -0.0
+    rows, cols = 4, 16
+    out, a, b = param(0, dtypes.float32, rows * cols), param(1, dtypes.float32, rows * cols), param(2, dtypes.float32, rows)
+    i, j = UOp.range(rows, 0), UOp.range(cols, 1)
+    ast = UOp.sink(out.index(i * cols + j).store(a.index(i * cols + j).load() + b.index(i).load()).end(i, j))
+    program = to_program(ast, CRenderer(), opts=[Opt(OptOps.UPCAST, 1, cols)])
+    av = np.full((rows, cols), -0.0, dtype=np.float32)
+    av[1] = 1.5
+    bv = np.array([-0.0, -0.0, 0.0, 2.0], dtype=np.float32)
+    got = run(program, (rows * cols, dtypes.float32), av, bv).reshape(rows, cols)
+    np.testing.assert_array_equal(got.view(np.uint32), (av + bv[:, None]).view(np.uint32))

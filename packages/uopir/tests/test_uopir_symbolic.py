@@ -295,3 +295,31 @@ def test_c_division_forms():
     assert lowered.op is Ops.CDIV and lowered.sym_infer({"x": 7, "y": 2}) == (7 * 4 + 2) // 3
     assert graph_rewrite(n // 3, pm_lower_floor_ops).op is Ops.FLOORDIV
     assert n.cdiv(2).sym_infer({"n": -5}) == -2 and n.cmod(2).sym_infer({"n": -5}) == -1
+
+
+def test_division_by_a_multiple_of_a_shared_factor():
+    # (a*f + r) // (f*k) == a // k and % == (a % k)*f + r when 0 <= r < f: a merged (heads x head_dim) index, or a
+    # vector lane inside a block, divided by a multiple of its inner size loses the inner part
+    a, lane = UOp.variable("a", 0, 11), UOp.variable("lane", 0, 31)
+    assert ((a * 32 + lane) // 192).simplify() is (a // 6).simplify()
+    assert ((a * 32 + lane) % 192).simplify() is ((a % 6) * 32 + lane).simplify()
+    assert ((a * 32 + lane + 5) // 64).simplify().op is Ops.FLOORDIV  # lane + 5 may reach 32: no shared factor splits off
+
+
+@pytest.mark.parametrize("f,k,lo,hi,const", [(4, 3, -5, 7, 0), (8, 2, 0, 9, 3), (6, 4, -3, 3, -7), (3, 5, -2, 11, 2)])
+def test_shared_factor_divmod_exhaustive(f, k, lo, hi, const):
+    """Every value of x*f + y*2f + r + const (r spanning less than f with the constant) divided and reduced by f*k,
+    against Python's integers."""
+    xv, yv = UOp.variable("x", lo, hi), UOp.variable("y", -2, 3)
+    rv = UOp.variable("r", 0, f - 1 - const % f)
+    c = f * k
+    expr = xv * f + yv * (2 * f) + rv + const
+    for op in ("div", "mod"):
+        s = (expr // c if op == "div" else expr % c).simplify()
+        for xi in range(lo, hi + 1):
+            for yi in range(-2, 4):
+                for ri in range(rv.vmin, rv.vmax + 1):
+                    value = xi * f + yi * 2 * f + ri + const
+                    want = value // c if op == "div" else value % c
+                    env = {"x": xi, "y": yi, "r": ri}
+                    assert (s.sym_infer(env) if s.op is not Ops.CONST else s.arg) == want, f"{s.render()} at {env}"

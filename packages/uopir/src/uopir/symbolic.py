@@ -248,6 +248,21 @@ def fold_divmod(d: UOp, x: UOp, y: UOp) -> UOp | None:
         if is_div:
             return build_sum(x, [*whole, (rem.alu(Ops.FLOORDIV, y), 1)], const // c)
         return None if rem is x else rem.alu(Ops.FLOORMOD, y)
+    return _divmod_by_factor(x, coefs, const, c, is_div)
+
+
+def _divmod_by_factor(x: UOp, coefs: dict[UOp, int], const: int, c: int, is_div: bool) -> UOp | None:
+    """x = f*S + R with f a factor of c that some terms' coefficients share and 0 <= R < f (the rest of the terms):
+    x // c == S // (c//f) and x % c == (S % (c//f))*f + R. E.g. (a*32 + lane) // 192 == a // 6 for lane in [0, 32)."""
+    for f in sorted({math.gcd(v, c) for v in coefs.values()} - {1, c}, reverse=True):
+        rest = build_sum(x, [(t, v) for t, v in coefs.items() if v % f != 0], const % f)
+        if rest.vmin < 0 or rest.vmax >= f:
+            continue
+        k = c // f
+        scaled = build_sum(x, [(t, v // f) for t, v in coefs.items() if v % f == 0], const // f)
+        if is_div:
+            return scaled.alu(Ops.FLOORDIV, scaled.const_like(k))
+        return scaled.alu(Ops.FLOORMOD, scaled.const_like(k)).alu(Ops.MUL, scaled.const_like(f)).alu(Ops.ADD, rest)
     return None
 
 

@@ -340,9 +340,10 @@ class _CProgram:
         return name
 
     def vec(self, node: UOp, text: str) -> str:
-        """`text` as a vector: values of the block already are, scalars are broadcast."""
+        """`text` as a vector: values of the block already are, scalars are broadcast (as `x - 0`, which keeps the sign
+        of a -0.0 that `0 + x` would lose)."""
         assert self.block is not None
-        return text if node in self.block.values else f"(({self.vtype(node.dtype)}){{}} + ({text}))"
+        return text if node in self.block.values else f"(({text}) - ({self.vtype(node.dtype)}){{}})"
 
     def render_vector_node(self, node: UOp, srcs: list[str]) -> None:
         op = node.op
