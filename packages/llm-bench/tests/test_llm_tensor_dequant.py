@@ -96,6 +96,28 @@ def test_float_matrices_are_stored_as_one_block_per_core(tmp_path, monkeypatch):
             np.testing.assert_allclose(linear(Tensor(rows)).numpy(), rows @ w.T, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("type_name", ["Q8_0", "Q4_K"])
+def test_quantized_matrices_are_stored_as_one_block_per_core(ggml_ref, tmp_path, monkeypatch, type_name):
+    monkeypatch.setattr(Device["CPU"], "n_cores", 4)
+    out, n_in = 256, 512
+    raw = small_blocks(ggml_ref, type_name, out * n_in // ggml_ref.BLOCK_SIZES[type_name][0], seed=6, scale=0.01)
+    writer = GGUFWriter()
+    writer.add_tensor("w", raw, GGMLType[type_name], (out, n_in))
+    gguf = read_gguf(writer.write(tmp_path / "m.gguf"))
+    linear = Linear(upload_matrices([gguf.tensor("w")], "CPU"))
+    (part,) = linear.parts
+    # 4 blocks of 64 outputs, each (n_blocks, block_bytes, 64): the file's bytes, one contiguous run per core
+    block_elems, block_bytes = ggml_ref.BLOCK_SIZES[type_name]
+    assert part.core_blocks == 4
+    assert part.data.shape == (4, n_in // block_elems, block_bytes, out // 4)
+    assert linear.nbytes == raw.nbytes
+    w = ggml_ref.decode(type_name, raw.tobytes()).reshape(out, n_in)
+    x = np.random.default_rng(7).standard_normal((3, n_in)).astype(np.float32)
+    for rows in (x[:1], x):  # a decode step's matrix-vector product and a prompt's matmul
+        want = rows @ w.T
+        np.testing.assert_allclose(linear(Tensor(rows)).numpy(), want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+
+
 @pytest.fixture(scope="module")
 def quantized_model(ggml_ref, tmp_path_factory):
     """A one-block llama with dim 256 (whole K-quant blocks) whose matrices use every block type in turn, as a GGUF."""

@@ -6,10 +6,11 @@ byte-transposed to (..., n_blocks, block_bytes, out), so for every input element
 are adjacent (the same bytes as the file, reordered; never a float copy). Quantized matrices are dequantized inside
 the graph of the matmul that reads them (`tensor_dequant`).
 
-The matrix-vector kernel splits the outputs between the CPU cores. A float matrix whose outputs split evenly is stored
-as one (in, out / cores) block per core, so each core streams one contiguous run of memory rather than a slice of every
-row (a 100M-parameter F16 decode step with its weights in DRAM took 18.9 ms instead of 20.9 ms on 2 cores); the matmul
-reads it through a view, so values and results are the same.
+The matrix-vector kernel splits the outputs between the CPU cores. A 2-D matrix whose outputs split evenly is stored
+as one block per core ((in, out / cores) values or (n_blocks, block_bytes, out / cores) bytes), so each core streams
+one contiguous run of memory rather than a slice of every row (a 100M-parameter F16 decode step with its weights in
+DRAM took 18.9 ms instead of 20.9 ms on 2 cores; the Q8_0 one 3.4 ms instead of 3.9 ms from the cache); the matmul reads
+it through a view, so values and results are the same.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ CORE_BLOCK_MIN_WORK = 1 << 16
 @dataclass(frozen=True)
 class DeviceMatrix:
     """One (..., out, in) weight matrix on the device: `data` holds float32/float16 values as (..., in, out) when
-    `ggml_type` is None (a 2-D one as (core_blocks, in, out / core_blocks)), else raw `ggml_type` blocks as
-    (..., n_blocks, block_bytes, out)."""
+    `ggml_type` is None, else raw `ggml_type` blocks as (..., n_blocks, block_bytes, out); a 2-D matrix stored in
+    `core_blocks` > 1 blocks has a leading block axis and out / core_blocks outputs per block."""
 
     data: Tensor
     ggml_type: GGMLType | None
@@ -46,15 +47,19 @@ class DeviceMatrix:
 
     def transposed(self) -> Tensor:
         """The values as a lazy (..., in, out) Tensor (float32, or float16 for float16 storage)."""
-        if self.ggml_type is None and self.core_blocks > 1:
-            blocks, n_in, width = self.data.shape
-            return self.data.permute(1, 0, 2).reshape(n_in, blocks * width)
+        data = self.data
+        if self.core_blocks > 1:  # (blocks, ..., width) -> (..., blocks * width): a view
+            data = data.permute(*range(1, data.ndim - 1), 0, data.ndim - 1).reshape(*data.shape[1:-1], -1)
         if self.ggml_type is None:
-            return self.data
-        nd = self.data.ndim
+            return data
+        nd = data.ndim
         # (..., n_blocks, block_bytes, out) -> (..., out, n_blocks, block_bytes): a view, decoded to (..., out, in)
-        blocks = self.data.permute(*range(nd - 3), nd - 1, nd - 3, nd - 2)
+        blocks = data.permute(*range(nd - 3), nd - 1, nd - 3, nd - 2)
         return dequantize_blocks(blocks, self.ggml_type).transpose(-1, -2)
+
+    def block(self, i: int) -> Tensor:
+        """The values of per-core block `i` as a lazy (in, out / core_blocks) Tensor."""
+        return DeviceMatrix(self.data[i], self.ggml_type).transposed()
 
 
 @dataclass(frozen=True)
@@ -84,7 +89,7 @@ def _product(x: Tensor, part: DeviceMatrix) -> Tensor:
     if part.core_blocks > 1 and x.shape[0] > 1:
         # a prompt's matmul splits its tokens between the cores, not the outputs, and reads the blocked view through
         # index divisions that keep it from vectorizing: one product per block instead
-        blocks = [x.matmul(part.data[i], dtype=dtypes.float32).contiguous() for i in range(part.core_blocks)]
+        blocks = [x.matmul(part.block(i), dtype=dtypes.float32).contiguous() for i in range(part.core_blocks)]
         return blocks[0].cat(*blocks[1:], dim=-1)
     return x.matmul(part.transposed(), dtype=dtypes.float32)
 
@@ -119,7 +124,7 @@ def upload_matrices(tensors: Sequence[GGUFTensor], device: str, rows: Callable[[
 
 
 def core_blocks(shape: tuple[int, ...], device: str) -> int:
-    """How many per-core blocks a float matrix of `shape` (..., out, in) is stored in on `device` (1: unblocked): the
+    """How many per-core blocks a matrix of `shape` (..., out, in) is stored in on `device` (1: unblocked): the
     most cores, up to the device's, that share its vector pieces of outputs evenly."""
     cores = getattr(Device[device], "n_cores", 1)
     if len(shape) != 2 or shape[0] * shape[1] < CORE_BLOCK_MIN_WORK:
@@ -131,13 +136,16 @@ def _device_matrix(kind: GGMLType | None, array: np.ndarray, device: str) -> Dev
     """A (..., out, in) float array (`kind` None; its dtype is kept), or `kind` blocks as (..., out, row_bytes) uint8,
     on `device` in the streaming layout."""
     if kind is None:
-        if (blocks := core_blocks(array.shape, device)) > 1:
-            # (out, in) -> (blocks, out / blocks, in) -> (blocks, in, out / blocks)
-            stored = array.reshape(blocks, array.shape[0] // blocks, array.shape[1]).transpose(0, 2, 1)
-            return DeviceMatrix(Tensor(np.ascontiguousarray(stored), device=device), None, blocks)
-        return DeviceMatrix(Tensor(np.ascontiguousarray(np.swapaxes(array, -1, -2)), device=device), None)
-    layout = BLOCK_LAYOUTS[kind]
-    blocks = array.reshape(*array.shape[:-1], array.shape[-1] // layout.block_bytes, layout.block_bytes)
-    nd = blocks.ndim
-    # (..., out, n_blocks, block_bytes) -> (..., n_blocks, block_bytes, out)
-    return DeviceMatrix(Tensor(np.ascontiguousarray(blocks.transpose(*range(nd - 3), nd - 2, nd - 1, nd - 3)), device=device), kind)
+        n_in, stored = array.shape[-1], np.swapaxes(array, -1, -2)
+    else:
+        layout = BLOCK_LAYOUTS[kind]
+        n_in = array.shape[-1] // layout.block_bytes * layout.block_elems
+        blocks = array.reshape(*array.shape[:-1], array.shape[-1] // layout.block_bytes, layout.block_bytes)
+        nd = blocks.ndim
+        # (..., out, n_blocks, block_bytes) -> (..., n_blocks, block_bytes, out)
+        stored = blocks.transpose(*range(nd - 3), nd - 2, nd - 1, nd - 3)
+    if (n_blocks := core_blocks((*array.shape[:-1], n_in), device)) > 1:
+        # (..., out) -> (..., blocks, out / blocks) -> (blocks, ..., out / blocks)
+        stored = stored.reshape(*stored.shape[:-1], n_blocks, -1)
+        stored = np.moveaxis(stored, -2, 0)
+    return DeviceMatrix(Tensor(np.ascontiguousarray(stored), device=device), kind, n_blocks)
