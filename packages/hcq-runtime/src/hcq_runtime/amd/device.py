@@ -28,7 +28,7 @@ from .driver import Driver, GPUMemory, QueueDesc, QueueKind
 from .errors import AMDError, QueueHangError
 from .kfd import KFDDriver
 from .loader import load_image
-from .mock_gpu import TraceEvent
+from .mock_gpu import SQTT_GENERATIONS, TraceEvent
 from .mock_kfd import MockKFD
 from .queue import AMDComputeQueue, AMDCopyQueue, ProgramInfo
 from .ring_code import ring_write
@@ -284,7 +284,7 @@ class AMDDevice(QueueDevice):
         gpu = getattr(self.driver, "gpu", None)
         if gpu is None:
             raise AMDError("profiling traces come from the mock GPU: open MOCKAMD with PROFILE=1")
-        if self.target[0] not in (11, 12):
+        if self.target[0] not in SQTT_GENERATIONS:
             raise AMDError(f"{self.name}: the emulator writes SQTT traces of RDNA (gfx11, gfx12) targets only, this one is {self.arch}; "
                            "its kernels' times are in profile_events()")
         runs: dict[str, int] = {}

@@ -55,6 +55,8 @@ COMPARE: dict[int, Callable[[int, int], bool]] = {
 DISPATCH_TICKS = 100
 INSTRUCTIONS_PER_TICK = 20
 COPY_BYTES_PER_TICK = 160
+#: gfx major versions whose dispatches the emulator traces (it writes the RDNA3 and RDNA4 SQTT layouts)
+SQTT_GENERATIONS = (11, 12)
 
 
 @dataclass
@@ -103,7 +105,7 @@ class MockGPU:
         self.dispatches = 0
         #: the GPU clock (100 MHz ticks of emulated work) RELEASE_MEM and SDMA TIMESTAMP write
         self.clock = 0
-        self.profile = os.environ.get("PROFILE", "0") not in ("", "0") and kfd.target[0] in (11, 12)
+        self.profile = os.environ.get("PROFILE", "0") not in ("", "0") and kfd.target[0] in SQTT_GENERATIONS
         self.traces: list[TraceEvent] = []
         self.gfx9 = kfd.target[0] == 9
         self._held = False
@@ -136,7 +138,7 @@ class MockGPU:
         value = int(self.kfd.doorbells[queue_id])
         if value < queue.wptr:
             queue.error = f"the doorbell went back from {queue.wptr} to {value}"
-            raise MalformedPacketError(f"queue {queue_id}: the doorbell went back from {queue.wptr} to {value}; write pointers only grow")
+            raise MalformedPacketError(f"queue {queue_id}: {queue.error}; write pointers only grow")
         queue.wptr = value
 
     @contextlib.contextmanager

@@ -87,15 +87,19 @@ class LinkedBatch:
 
     def profile(self) -> list[ProfileEvent]:
         """Wait for the last run and return its kernels and copies with their device times (none unless `profiled`)."""
-        for name, end in self._last.items():
-            dev = Device[name]
-            dev.wait(dev.timeline, end)
+        self._wait_last_run()
         events = []
         for queue, stamps in zip(self.encoded.queues, self._stamps, strict=True):
             divider = Device[queue.device].timestamp_divider
             events += [ProfileEvent(queue.device, t.name, int(stamps[t.start]) / divider, int(stamps[t.end]) / divider) for t in queue.timed]
         order = {name: i for i, name in enumerate(self.encoded.points)}
         return sorted(events, key=lambda e: (order[e.device], e.start_us))  # each device's in the order its clock saw them
+
+    def _wait_last_run(self) -> None:
+        """Block until every device has passed the last timeline point of the previous run."""
+        for name, end in self._last.items():
+            dev = Device[name]
+            dev.wait(dev.timeline, end)
 
     def run(self, values: np.ndarray) -> int:
         """Patch the run-time words from `values` (the timeline entries are filled here) and submit every queue; return
@@ -104,9 +108,7 @@ class LinkedBatch:
         The previous run of these same commands must be done before they are patched again: that wait is the fence.
         A run that fails before its first submit (a value that does not fit, a refused ioctl) leaves the timelines as
         they were."""
-        for name, end in self._last.items():
-            dev = Device[name]
-            dev.wait(dev.timeline, end)
+        self._wait_last_run()
         before = {name: Device[name].timeline_value for name in self.encoded.points}
         last = dict(self._last)
         for name, points in self.encoded.points.items():
