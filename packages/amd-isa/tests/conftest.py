@@ -1,27 +1,27 @@
 """Shared fixtures of the amd-isa tests: locating LLVM 15 and LLVM 19 tools and running llvm-mc on a whole corpus at once."""
 
 import re
-import shutil
 import subprocess
 from dataclasses import dataclass
 
 import pytest
+from llvm_tools import find_llvm_tool
 
 
 def llvm_tool(name: str) -> str:
-    """Path of an LLVM 15 tool, or skip the test when it is not installed."""
-    path = shutil.which(f"{name}-15") or shutil.which(name)
+    """Path of an LLVM 15 tool (`name-15`, or `name` when it is LLVM 15), or skip the test when it is not installed."""
+    path, why = find_llvm_tool(name, (15,))
     if path is None:
-        pytest.skip(f"{name}-15 is not installed (apt-get install llvm-15)")
+        pytest.skip(f"{name}-15 is needed: {why} (apt-get install llvm-15)")
     return path
 
 
 def llvm_mc_18_plus() -> str:
     """Path of llvm-mc from LLVM 19 (else another release from 18 on, which also knows gfx12), or skip the test."""
-    for version in (19, 20, 21, 22, 18):
-        if (path := shutil.which(f"llvm-mc-{version}")) is not None:
-            return path
-    pytest.skip("llvm-mc-19 is not installed (apt-get install llvm-19)")
+    path, why = find_llvm_tool("llvm-mc", (19, 20, 21, 22, 18))
+    if path is None:
+        pytest.skip(f"llvm-mc-19 is needed: {why} (apt-get install llvm-19)")
+    return path
 
 
 @dataclass
