@@ -282,3 +282,34 @@ def test_sqtt_long_stream_splitter_matches_reference(blob, block, arch):
     finally:
         decoder._BLOCKED_MIN_NIBBLES, decoder._BLOCK_NIBBLES = saved
     assert got == reference_decode(blob, arch or "rdna3")
+
+
+def test_check_stream_accepts_encoded_traces_and_rejects_other_bytes():
+    packets = [P.LAYOUT_HEADER.make(layout=4), P.WAVESTART_RDNA4.make(wave=3, simd=1, delta=2), P.INST_RDNA4.make(wave=3, op=sqtt.InstOpRDNA4.SALU)]
+    blob = sqtt.encode(packets, "rdna3")
+    sqtt.check_stream(blob)
+    assert [p.name for p in sqtt.decode(blob, check=True)] == ["LAYOUT_HEADER", "WAVESTART_RDNA4", "INST_RDNA4"]
+    with pytest.raises(sqtt.SqttDecodeError, match="no complete packet"):
+        sqtt.check_stream(b"")
+    with pytest.raises(sqtt.SqttDecodeError, match="ELF file"):
+        sqtt.check_stream(b"\x7fELF" + bytes(60))
+    with pytest.raises(sqtt.SqttDecodeError, match="does not begin with a LAYOUT_HEADER"):
+        sqtt.decode(sqtt.encode(packets[1:], "rdna4"), "rdna4", check=True)
+    # any bytes at all: check_stream either accepts or raises SqttDecodeError, nothing else
+    rng = __import__("random").Random(7)
+    for _ in range(200):
+        junk = bytes(rng.randrange(256) for _ in range(rng.randrange(64)))
+        try:
+            sqtt.check_stream(junk)
+        except sqtt.SqttDecodeError:
+            pass
+
+
+def test_map_insts_unreadable_code_object_is_one_error_of_both_kinds():
+    from amd_isa.errors import CodeObjectError
+
+    blob = sqtt.encode([P.LAYOUT_HEADER.make(layout=3)], "rdna3")
+    for bad in (b"", b"\x7fELF" + bytes(12), b"not an elf at all"):
+        with pytest.raises(sqtt.SqttCodeObjectError) as info:
+            list(sqtt.map_insts(blob, bad, "gfx1100"))
+        assert isinstance(info.value, sqtt.SqttMapError) and isinstance(info.value, CodeObjectError)

@@ -57,7 +57,7 @@ class ElementwiseMixin(TensorFields):
         padded = (1,) * (len(shape) - self.ndim) + self.shape
         if any(p != 1 and p != s for p, s in zip(padded, shape)):
             raise BroadcastError(f"cannot broadcast {self.shape} to new_shape={tuple(shape)}")
-        return self._wrap(self.uop.reshape(padded).expand(tuple(shape)))
+        return self._view(Ops.RESHAPE, padded)._view(Ops.EXPAND, tuple(shape))
 
     def _const(self: Tensor, value: Scalar, dtype: DType, shape: tuple[int, ...] | None = None) -> Tensor:
         shape = self.shape if shape is None else shape
@@ -117,7 +117,9 @@ class ElementwiseMixin(TensorFields):
         """self / x: true division in a float dtype; rounding_mode "trunc" or "floor" rounds the quotient."""
         a, b = self._broadcasted(x, reverse)
         if rounding_mode is not None and dtypes.is_int(a.dtype):
-            return a._alu(Ops.CDIV, b) if rounding_mode == "trunc" else a._floor_divmod(b)[0]
+            if rounding_mode not in ("trunc", "floor"):
+                raise TensorRuntimeError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+            return a._trunc_divmod(b)[0] if rounding_mode == "trunc" else a._floor_divmod(b)[0]
         q = a._float()._alu(Ops.FDIV, b._float())
         if rounding_mode == "trunc":
             return q.trunc()
@@ -127,10 +129,17 @@ class ElementwiseMixin(TensorFields):
             raise TensorRuntimeError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
         return q
 
+    def _trunc_divmod(self: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+        """C's / and % on same-shape int tensors, with numpy's answer for a zero divisor: 0 for both (the IR's CMOD by 0
+        is the dividend, so the remainder is selected; for a constant divisor the select folds away)."""
+        zero = self._const(0, self.dtype)
+        r = b._alu(Ops.CMPEQ, zero)._alu(Ops.WHERE, zero, self._alu(Ops.CMOD, b))
+        return self._alu(Ops.CDIV, b), r
+
     def _floor_divmod(self: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
-        """Python // and % on same-shape int tensors, from C's truncating division (kernels have no floor division)."""
-        b = b
-        q, r = self._alu(Ops.CDIV, b), self._alu(Ops.CMOD, b)
+        """Python // and % on same-shape int tensors, from C's truncating division (kernels have no floor division);
+        a zero divisor gives 0 for both, as in numpy."""
+        q, r = self._trunc_divmod(b)
         if dtypes.is_unsigned(self.dtype):
             return q, r
         # truncation rounded toward zero; step one down when the remainder and divisor have opposite signs
@@ -142,7 +151,7 @@ class ElementwiseMixin(TensorFields):
         """Integer division rounding toward zero (C semantics)."""
         a, b = self._broadcasted(x, reverse)
         a._check_int("idiv")
-        return a._alu(Ops.CDIV, b)
+        return a._trunc_divmod(b)[0]
 
     def floordiv(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
         """self // x: floor division (Python semantics)."""

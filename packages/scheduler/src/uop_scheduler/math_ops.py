@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from uopir import Ops, dtypes
+from uopir import dtypes
 
 from .errors import TensorRuntimeError
 from .fields import TensorFields
@@ -107,10 +107,10 @@ class MathMixin(TensorFields):
         return negative.where(mag.neg(), mag)
 
     def fmod(self: Tensor, x: Any) -> Tensor:
-        """C's remainder: the sign follows the dividend (`self - trunc(self / x) * x`)."""
+        """C's remainder: the sign follows the dividend (`self - trunc(self / x) * x`); an int x of 0 gives 0, as numpy."""
         a, b = self._broadcasted(x)
         if dtypes.is_int(a.dtype):
-            return a._alu(Ops.CMOD, b)
+            return a._trunc_divmod(b)[1]
         if a.dtype is dtypes.bool:
             raise TensorRuntimeError("fmod of bool tensors is not supported: cast to int first")
         return a.sub(a.div(b, rounding_mode="trunc").mul(b))

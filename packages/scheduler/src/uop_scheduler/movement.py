@@ -41,7 +41,7 @@ class MovementMixin(TensorFields):
         if any(isinstance(d, UOp) for d in (*new, *self.shape)):
             if -1 in new:
                 raise ShapeError(f"reshape of symbolic shape {self.shape} to {new} cannot infer a -1 dim: give every dim")
-            return self._wrap(self.uop.reshape(new))
+            return self._view(Ops.RESHAPE, new)
         if new.count(-1) > 1:
             raise TensorRuntimeError(f"only one dimension can be inferred using -1, getting {new}")
         numel = math.prod(self.shape)
@@ -54,7 +54,7 @@ class MovementMixin(TensorFields):
             raise ShapeError(f"shape can't contain negative numbers {new}")
         if math.prod(new) != numel:
             raise ShapeError(f"size mismatch, can't reshape ({self.shape}) -> ({new})")
-        return self._wrap(self.uop.reshape(new))
+        return self._view(Ops.RESHAPE, new)
 
     def view(self: Tensor, shape: Any, *args: Any) -> Tensor:
         """Same as reshape."""
@@ -65,7 +65,7 @@ class MovementMixin(TensorFields):
         resolved = tuple(self._resolve_dim(d) for d in argfix(order, *args))
         if sorted(resolved) != list(range(self.ndim)):
             raise TensorRuntimeError(f"order is not a valid permutation, getting {resolved} for shape {self.shape}")
-        return self._wrap(self.uop.permute(resolved))
+        return self._view(Ops.PERMUTE, resolved)
 
     def expand(self: Tensor, shape: Any, *args: Any) -> Tensor:
         """Size-1 dims broadcast to `shape` (-1 keeps a dim); new leading dims are added."""
@@ -84,12 +84,12 @@ class MovementMixin(TensorFields):
         for (b, e), s in zip(pairs, self.shape):
             if all(isinstance(x, int) for x in (b, e, s)) and not 0 <= b <= e <= s:
                 raise ShapeError(f"shrink {pairs} is out of bounds for shape {self.shape}")
-        return self._wrap(self.uop.shrink(pairs))
+        return self._view(Ops.SHRINK, pairs)
 
     def flip(self: Tensor, axis: Any, *args: Any) -> Tensor:
         """Reverse the order along `axis`."""
         axes = {self._resolve_dim(a) for a in argfix(axis, *args)}
-        return self._wrap(self.uop.flip(tuple(i in axes for i in range(self.ndim))))
+        return self._view(Ops.FLIP, tuple(i in axes for i in range(self.ndim)))
 
     def pad(self: Tensor, padding: Sequence[Any], mode: str = "constant", value: float = 0.0) -> Tensor:
         """Pad with `value` (mode "constant") or by "reflect", "replicate" or "circular".
@@ -261,7 +261,8 @@ class MovementMixin(TensorFields):
         if step == 1:
             return x
         # every step-th element: pad to count*step, split the axis into (count, step), keep column 0
-        x = x.pad(tuple((0, count * step - x.shape[axis]) if i == axis else None for i in range(x.ndim)))
+        # (a pad inside a slice is part of the view: a write through x[::2] lands in x)
+        x = x._view(Ops.PAD, tuple((0, count * step - x.shape[axis]) if i == axis else (0, 0) for i in range(x.ndim)))
         x = x.reshape(x.shape[:axis] + (count, step) + x.shape[axis + 1:])
         x = x.shrink(tuple((0, 1) if i == axis + 1 else None for i in range(x.ndim)))
         return x.reshape(x.shape[:axis] + (count,) + x.shape[axis + 2:])

@@ -32,6 +32,10 @@ from .rangeify import KernelLowering
 _ONE_TO_ONE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.CONTIGUOUS, Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP}
 
 
+# the arg of a copy that keeps an overwritten buffer version for its readers
+_PRESERVE = "keep the overwritten version"
+
+
 @dataclass(frozen=True)
 class KernelStep:
     """Run kernel `ast`; `args[slot]` is the buffer number bound to PARAM `slot` (slot 0 is the output); `variables`
@@ -282,7 +286,9 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
                     deps[st].add(reader)
             if old in live:
                 preserve.setdefault(old, set())
-    copies = {old: UOp(Ops.CONTIGUOUS, old.dtype, (old,)) for old in preserve}
+    # the copy is a node of its own (its arg marks it): a user's `old.contiguous()` in the graph is the same node as a
+    # plain CONTIGUOUS of `old`, and sharing it would make the copy read and write one buffer
+    copies = {old: UOp(Ops.CONTIGUOUS, old.dtype, (old,), arg=_PRESERVE) for old in preserve}
     for old, cp in copies.items():
         deps[cp] = {producer[old]} if old in producer else set()
         for st, olds in overwrites.items():

@@ -30,7 +30,7 @@ from .random import RandomMixin
 from .realize import done, realize_uops, realized_buffers, written_versions
 from .reduce import ReduceMixin
 from .symbolic import concrete
-from .writes import VIEW_OPS, ViewStep, all_tensors, live_reads, pending, rebind_views, storage_of, view_steps, write
+from .writes import ViewStep, all_tensors, apply_view, live_reads, pending, rebind_views, storage_of, write
 
 _NUMPY_TO_DTYPE = {np.dtype(d.fmt): d for d in dtypes.all if d.fmt is not None}
 
@@ -56,7 +56,8 @@ def _shape_of_list(data: Any) -> tuple[int, ...]:
 def to_storage(arr: np.ndarray, dt: DType) -> np.ndarray:
     """Host values as the bytes a buffer of `dt` holds (bfloat16 and fp8, which numpy lacks, as their bit patterns)."""
     if dt.fmt is not None:
-        return np.ascontiguousarray(arr.astype(numpy_dtype(dt), copy=False))
+        # (np.ascontiguousarray would make a 0-d array 1-d)
+        return np.ascontiguousarray(arr.astype(numpy_dtype(dt), copy=False)).reshape(arr.shape)
     values = np.asarray(arr, dtype=np.float64)
     if dt is dtypes.bfloat16:
         return np.vectorize(float_to_bf16_bits, otypes=[np.uint16])(values).reshape(arr.shape)
@@ -148,9 +149,16 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
 
     # ---- wrapping ----
     def _wrap(self, u: UOp, device: str | None = None) -> Tensor:
-        ret = Tensor(u, device=device or self._device)
-        if u.op in VIEW_OPS and (device is None or device == self._device) and (steps := view_steps(self.uop, u)) is not None:
-            ret._make_view_of(self, steps)
+        """A new tensor holding the value `u` (computed from this one: not a view of it)."""
+        return Tensor(u, device=device or self._device)
+
+    def _view(self, op: Ops, arg: Any) -> Tensor:
+        """This tensor seen through one view step (a movement op, DETACH or BITCAST): a view of this tensor's root,
+        rebuilt whenever the root gets a new value and written through by `assign` (see writes.py). The step is recorded
+        as it was asked for, even when the resulting graph node is the same as this one's (`a[:]`, `a.reshape(a.shape)`)."""
+        step = (op, arg)
+        ret = Tensor(apply_view(self.uop, step), device=self._device)
+        ret._make_view_of(self, (step,))
         return ret
 
     def _make_view_of(self, parent: Tensor, steps: tuple[ViewStep, ...]) -> None:
@@ -337,12 +345,12 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         if dt is self.dtype:
             return self
         if dt.itemsize == self.dtype.itemsize:
-            return self._wrap(UOp(Ops.BITCAST, dt, (self.uop,)))
+            return self._view(Ops.BITCAST, dt)
         if dtypes.bool in (dt, self.dtype) or not self.shape:
             raise TensorRuntimeError(f"bitcast from {self.dtype} to {dt} needs numeric dtypes and at least one axis")
         if (self.shape[-1] * self.dtype.itemsize) % dt.itemsize:
             raise TensorRuntimeError(f"unsupported size in bitcast: last axis of {self.shape} x {self.dtype} does not fill whole {dt}s")
-        return self._wrap(UOp(Ops.BITCAST, dt, (self.uop,)))
+        return self._view(Ops.BITCAST, dt)
 
     def float(self) -> Tensor:
         """Cast to float32."""

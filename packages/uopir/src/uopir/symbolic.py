@@ -5,6 +5,12 @@ Layers, from cheap to full: `pm_fold_constants` (evaluate constant ALU, decide n
 sorted, constants last), `pm_divmod` (floor div/mod from value ranges), `pm_compare` (comparison folding), combined in
 `symbolic`. Index math uses Python floor semantics (FLOORDIV/FLOORMOD); every rule holds for negative values too.
 
+Integers of a fixed width wrap around (C/numpy); only `weakint` index math is exact. ADD and MUL wrap as a ring, so
+the canonical form (reassociating, combining terms, distributing constants) holds whatever wraps. Division, modulo
+and comparisons do not: a rule that reasons about them through the terms of a sum first checks that the sum is
+exact, i.e. the range of sum(coef*term) + const, computed from the terms' (sound) ranges, fits the dtype, and it
+only builds constants that fit (see `exact_sum`).
+
 Rules reach nodes only through their methods, so this module does not import the UOp class.
 """
 
@@ -13,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from uopir.dtypes import dtypes, truncate
+from uopir.dtypes import ConstType, DType, dtypes, truncate
 from uopir.errors import DTypeError
 from uopir.interp import exec_alu
 from uopir.ops import GroupOp, Ops
@@ -28,6 +34,32 @@ _INTS = (*dtypes.ints, dtypes.weakint)
 
 def _is_int(u: UOp) -> bool:
     return dtypes.is_int(u.dtype) and u.dtype.count == 1
+
+
+# ---------------- wrap-around ----------------
+
+
+def fits(dt: DType, lo: ConstType, hi: ConstType) -> bool:
+    """Whether [lo, hi] lies in the range of int dtype `dt` (weakint is unbounded)."""
+    return dt.scalar() is dtypes.weakint or (dt.min <= lo and hi <= dt.max)
+
+
+def exact_terms(dt: DType, coefs: dict[UOp, int] | list[tuple[UOp, int]], const: int) -> bool:
+    """Whether sum(coef*term) + const in `dt` equals its exact integer value for every value of the terms: the
+    range computed from the terms' ranges fits the dtype (intermediate wraps cancel out, as ADD and MUL are a ring)."""
+    if dt.scalar() is dtypes.weakint:
+        return True
+    lo = hi = const
+    for term, c in (coefs.items() if isinstance(coefs, dict) else coefs):
+        a, b = c * term.vmin, c * term.vmax
+        lo, hi = lo + min(a, b), hi + max(a, b)
+    return fits(dt, lo, hi)
+
+
+def exact_sum(x: UOp) -> bool:
+    """Whether the int sum of terms `x` never wraps (see `exact_terms`)."""
+    coefs, const = split_terms(x)
+    return exact_terms(x.dtype, coefs, const)
 
 
 # ---------------- constant folding ----------------
@@ -158,7 +190,7 @@ def _combine_mods(coefs: dict[UOp, int]) -> bool:
             changed = True
             continue
         for outer in [t for t in coefs if t.op is Ops.FLOORMOD and t.src[0] is div and t.src[1].op is Ops.CONST and t.src[1].arg > 0]:
-            if coefs.get(outer) == k * c.arg:
+            if coefs.get(outer) == k * c.arg and fits(x.dtype, 0, c.arg * outer.src[1].arg):
                 merged = x.alu(Ops.FLOORMOD, c.const_like(c.arg * outer.src[1].arg))
                 del coefs[m], coefs[outer]
                 coefs[merged] = coefs.get(merged, 0) + k
@@ -219,13 +251,15 @@ def fold_divmod(d: UOp, x: UOp, y: UOp) -> UOp | None:
             return d.const_like(q0)
         coefs, const = split_terms(x)
         return build_sum(x, coefs, const - q0 * c)
-    if x.op is Ops.FLOORDIV and x.src[1].op is Ops.CONST and x.src[1].arg > 0 and is_div:
+    if x.op is Ops.FLOORDIV and x.src[1].op is Ops.CONST and x.src[1].arg > 0 and is_div and fits(d.dtype, 0, x.src[1].arg * c):
         return x.src[0].alu(Ops.FLOORDIV, y.const_like(x.src[1].arg * c))
     if x.op is Ops.FLOORMOD and x.src[1].op is Ops.CONST and x.src[1].arg > 0 and x.src[1].arg % c == 0:
         if not is_div:
             return x.src[0].alu(Ops.FLOORMOD, y)
         return x.src[0].alu(Ops.FLOORDIV, y).alu(Ops.FLOORMOD, y.const_like(x.src[1].arg // c))
     coefs, const = split_terms(x)
+    if not exact_terms(x.dtype, coefs, const):
+        return None  # x wraps: its terms say nothing about its quotient
     # common factor: (g*S + k) // (g*c') == (S + k//g) // c' and (g*S + k) % (g*c') == ((S + k//g) % c')*g + k%g
     g = math.gcd(c, *coefs.values())
     if g > 1:
@@ -238,6 +272,8 @@ def fold_divmod(d: UOp, x: UOp, y: UOp) -> UOp | None:
     # split x = c*W + R with R = sum((coef % c) * term) + const % c: x // c = W + R // c, x % c = R % c
     whole = [(t, v // c) for t, v in coefs.items() if v // c != 0]
     rest = [(t, v % c) for t, v in coefs.items() if v % c != 0]
+    if not exact_terms(x.dtype, rest, const % c):
+        return None
     rem = build_sum(x, rest, const % c)
     r0, r1 = rem.vmin // c, rem.vmax // c
     if r0 == r1:
@@ -255,7 +291,10 @@ def _divmod_by_factor(x: UOp, coefs: dict[UOp, int], const: int, c: int, is_div:
     """x = f*S + R with f a factor of c that some terms' coefficients share and 0 <= R < f (the rest of the terms):
     x // c == S // (c//f) and x % c == (S % (c//f))*f + R. E.g. (a*32 + lane) // 192 == a // 6 for lane in [0, 32)."""
     for f in sorted({math.gcd(v, c) for v in coefs.values()} - {1, c}, reverse=True):
-        rest = build_sum(x, [(t, v) for t, v in coefs.items() if v % f != 0], const % f)
+        rest_terms = [(t, v) for t, v in coefs.items() if v % f != 0]
+        if not exact_terms(x.dtype, rest_terms, const % f):
+            continue
+        rest = build_sum(x, rest_terms, const % f)
         if rest.vmin < 0 or rest.vmax >= f:
             continue
         k = c // f
@@ -294,17 +333,22 @@ def fold_lt(x: UOp, c: UOp) -> UOp | None:
         return None
     if x.op is Ops.FLOORDIV and x.src[1].op is Ops.CONST and x.src[1].arg > 0:
         # x//d < c  <=>  x < c*d
-        return x.src[0].alu(Ops.CMPLT, c.const_like(c.arg * x.src[1].arg))
+        bound = c.arg * x.src[1].arg
+        return x.src[0].alu(Ops.CMPLT, c.const_like(bound)) if fits(x.dtype, bound, bound) else None
     if x.op not in (Ops.ADD, Ops.MUL):
         return None
     coefs, const = split_terms(x)
+    if not exact_terms(x.dtype, coefs, const):
+        return None  # x wraps: moving terms across would change the answer
     g = math.gcd(*coefs.values()) if coefs else 1
     if const == 0 and g == 1:
         return _split_lt(x, coefs, c)
     # S + k < c  <=>  S < c - k ; g*S' < t  <=>  S' < ceil(t/g)
-    bound = c.arg - const
-    lhs = build_sum(x, [(t, v // g) for t, v in coefs.items()], 0)
-    return lhs.alu(Ops.CMPLT, c.const_like(-((-bound) // g)))
+    bound = -((-(c.arg - const)) // g)
+    lhs_terms = [(t, v // g) for t, v in coefs.items()]
+    if not fits(x.dtype, bound, bound) or not exact_terms(x.dtype, lhs_terms, 0):
+        return None
+    return build_sum(x, lhs_terms, 0).alu(Ops.CMPLT, c.const_like(bound))
 
 
 def _split_lt(x: UOp, coefs: dict[UOp, int], c: UOp) -> UOp | None:
@@ -317,13 +361,16 @@ def _split_lt(x: UOp, coefs: dict[UOp, int], c: UOp) -> UOp | None:
         return None
     d = c.arg
     if d == 1 and all(v > 0 for v in coefs.values()) and any(v != 1 for v in coefs.values()):
-        return build_sum(x, [(t, 1) for t in coefs], 0).alu(Ops.CMPLT, c)
+        ones = [(t, 1) for t in coefs]
+        return build_sum(x, ones, 0).alu(Ops.CMPLT, c) if exact_terms(x.dtype, ones, 0) else None
     for m in sorted({v for v in coefs.values() if v > 1}, reverse=True):
         if d % m:
             continue
         whole = [(t, v // m) for t, v in coefs.items() if v % m == 0]
         rest = [(t, v) for t, v in coefs.items() if v % m != 0]
         if not rest:
+            continue
+        if not exact_terms(x.dtype, rest, 0) or not exact_terms(x.dtype, whole, 0):
             continue
         rem = build_sum(x, rest, 0)
         if rem.vmin >= 0 and rem.vmax < m:
@@ -339,8 +386,11 @@ def fold_gt(c: UOp, x: UOp) -> UOp | None:
     g = math.gcd(*coefs.values()) if coefs else 1
     if const == 0 and g == 1:
         return None
-    rhs = build_sum(x, [(t, v // g) for t, v in coefs.items()], 0)
-    return c.const_like((c.arg - const) // g).alu(Ops.CMPLT, rhs)
+    bound = (c.arg - const) // g
+    rhs_terms = [(t, v // g) for t, v in coefs.items()]
+    if not exact_terms(x.dtype, coefs, const) or not exact_terms(x.dtype, rhs_terms, 0) or not fits(x.dtype, bound, bound):
+        return None
+    return c.const_like(bound).alu(Ops.CMPLT, build_sum(x, rhs_terms, 0))
 
 
 pm_compare = PatternMatcher([

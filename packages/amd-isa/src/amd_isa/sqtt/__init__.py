@@ -7,9 +7,9 @@
 
 from . import packets
 from .cli import add_sqtt_command, run_sqtt
-from .decoder import decode, stream_layout
+from .decoder import check_stream, decode, stream_layout
 from .encoder import encode
-from .errors import SqttArchError, SqttDecodeError, SqttEncodeError, SqttError, SqttMapError
+from .errors import SqttArchError, SqttCodeObjectError, SqttDecodeError, SqttEncodeError, SqttError, SqttMapError
 from .layouts import LAYOUT_TYPES, LAYOUTS, PACKET_TYPES, layout_of
 from .mapping import CodeText, InstructionInfo, code_map, map_insts
 from .ops import AluSrc, InstOp, InstOpCDNA, InstOpRDNA4, MemSrc, op_name
@@ -18,10 +18,10 @@ from .printing import NOISE, InstRow, format_inst_table, format_packet, inst_row
 from .timeline import issue_cycles, trace_events, write_timeline
 
 __all__ = [
-    "decode", "encode", "map_insts", "InstructionInfo", "CodeText", "code_map", "add_sqtt_command", "run_sqtt",
+    "decode", "check_stream", "encode", "map_insts", "InstructionInfo", "CodeText", "code_map", "add_sqtt_command", "run_sqtt",
     "stream_layout", "layout_of", "LAYOUTS", "LAYOUT_TYPES", "PACKET_TYPES",
     "Packet", "Field", "packets", "InstOp", "InstOpRDNA4", "InstOpCDNA", "MemSrc", "AluSrc", "op_name",
     "NOISE", "is_noise", "format_packet", "packet_lines", "print_packets", "packet_record", "InstRow", "inst_rows", "format_inst_table",
     "issue_cycles", "trace_events", "write_timeline",
-    "SqttError", "SqttArchError", "SqttDecodeError", "SqttEncodeError", "SqttMapError",
+    "SqttError", "SqttArchError", "SqttDecodeError", "SqttEncodeError", "SqttMapError", "SqttCodeObjectError",
 ]  # fmt: skip

@@ -221,15 +221,28 @@ def _times(kinds: np.ndarray, raw: np.ndarray) -> list[int]:
     return list(accumulate(steps))
 
 
-def decode(blob: bytes | bytearray | memoryview, arch: str | None = None) -> Iterator[P.Packet]:
+def decode(blob: bytes | bytearray | memoryview, arch: str | None = None, *, check: bool = False) -> Iterator[P.Packet]:
     """Decode a raw SQTT byte stream into packets, each with its absolute `time` in shader clock cycles.
 
     `arch` ('rdna3', 'rdna4', 'cdna' or a target such as 'gfx1100') picks the layout the stream starts in; by
     default the stream starts as RDNA3 and the LAYOUT_HEADER picks RDNA4 or CDNA. Headers inside the stream switch
     the layout in both cases. Raises SqttDecodeError for a blob that is not bytes and SqttArchError for an
-    unknown arch; any byte content decodes (a truncated stream ends at its last complete packet window).
+    unknown arch; any byte content decodes (a truncated stream ends at its last complete packet window) unless
+    `check` is set: then a blob that is not an SQTT stream (see `check_stream`) raises SqttDecodeError.
     """
-    data = _as_bytes(blob)
+    decoded = _decode_arrays(_as_bytes(blob), arch)
+    if check:
+        _check_arrays(_as_bytes(blob), *decoded)
+    start_arr, kind_arr, raw, times = decoded
+    if not start_arr.size:
+        return iter(())
+    # C-level construction: no Python frame per packet
+    types = map(ALL_TYPES.__getitem__, kind_arr.tolist())
+    return map(tuple.__new__, types, zip(raw.tolist(), times))
+
+
+def _decode_arrays(data: bytes | bytearray | memoryview, arch: str | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[int]]:
+    """(start nibble, type index, raw bits, absolute time) of every packet."""
     layout = "rdna3" if arch is None else layout_of(arch)
     n_nibbles = 2 * len(data)
     # zero padding past the end keeps every 16-nibble window read in bounds
@@ -240,11 +253,48 @@ def decode(blob: bytes | bytearray | memoryview, arch: str | None = None) -> Ite
     nib[1::2] = padded >> 4
     start_arr, kind_arr = _split(nib, n_nibbles, layout)
     if not start_arr.size:
-        return iter(())
+        return start_arr, kind_arr, np.zeros(0, dtype=np.uint64), []
     raw = _windows(padded, start_arr) & _RAW_MASK[kind_arr]
-    # C-level construction: no Python frame per packet
-    types = map(ALL_TYPES.__getitem__, kind_arr.tolist())
-    return map(tuple.__new__, types, zip(raw.tolist(), _times(kind_arr, raw)))
+    return start_arr, kind_arr, raw, _times(kind_arr, raw)
+
+
+def check_stream(blob: bytes | bytearray | memoryview, arch: str | None = None) -> None:
+    """Raise SqttDecodeError, saying why, unless `blob` reads as an SQTT stream.
+
+    What every trace the hardware writes (and every stream `encode` and the emulator write) has, and other files
+    almost never have: at least one packet; a LAYOUT_HEADER as the first packet, at byte 0; no later LAYOUT_HEADER
+    announcing another layout; and a clock that never runs backwards (CDNA absolute timestamps can only move it
+    forward). `decode(blob, check=True)` runs the same check.
+    """
+    data = _as_bytes(blob)
+    _check_arrays(data, *_decode_arrays(data, arch))
+
+
+_ELF_MAGIC = b"\x7fELF"
+
+
+def _check_arrays(data: bytes | bytearray | memoryview, starts: np.ndarray, kinds: np.ndarray, raw: np.ndarray, times: list[int]) -> None:
+    def fail(reason: str) -> None:
+        hint = " (it is an ELF file: a code object, not a trace)" if bytes(data[:4]) == _ELF_MAGIC else ""
+        raise SqttDecodeError(f"not an SQTT trace: {reason}{hint}")
+
+    if not starts.size:
+        fail(f"{len(data)} bytes hold no complete packet (a trace is at least {_WINDOW_NIBBLES // 2} bytes)")
+    if kinds[0] != _HEADER or starts[0] != 0:
+        fail(f"it does not begin with a LAYOUT_HEADER packet (byte 0 is {data[0]:#04x})")
+    headers = np.nonzero(kinds == _HEADER)[0]
+    layout_field = (raw[headers] >> np.uint64(7)) & np.uint64(0x3F)
+    if (switch := np.nonzero(layout_field != layout_field[0])[0]).size:
+        at = int(starts[headers[switch[0]]]) // 2
+        fail(f"a LAYOUT_HEADER at byte {at} switches to layout {int(layout_field[switch[0]])} after layout {int(layout_field[0])}")
+    try:
+        clock = np.array(times, dtype=np.int64)
+    except OverflowError:  # a clock past 2**63 cycles: compare the Python ints
+        clock = np.array(times, dtype=object)
+    steps = np.diff(clock)
+    if (back := np.nonzero(steps < 0)[0]).size:
+        i = int(back[0]) + 1
+        fail(f"the clock runs backwards at byte {int(starts[i]) // 2} ({ALL_TYPES[int(kinds[i])].name} at time {times[i]} after {times[i - 1]})")
 
 
 def _windows(padded: np.ndarray, starts: np.ndarray) -> np.ndarray:

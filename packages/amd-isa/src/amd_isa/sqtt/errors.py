@@ -1,6 +1,6 @@
 """Exceptions raised by the SQTT decoder, encoder and instruction mapper: all are `amd_isa` errors."""
 
-from ..errors import AmdIsaError
+from ..errors import AmdIsaError, CodeObjectError
 
 
 class SqttError(AmdIsaError):
@@ -21,3 +21,7 @@ class SqttEncodeError(SqttError, ValueError):
 
 class SqttMapError(SqttError):
     """Trace packets that do not agree with the code object they are mapped onto."""
+
+
+class SqttCodeObjectError(SqttMapError, CodeObjectError):
+    """The code object given to the mapper cannot be read (catchable as either error)."""

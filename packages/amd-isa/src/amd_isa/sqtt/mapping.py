@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from ..codeobject import CodeObject
-from ..errors import DecodeError
+from ..errors import CodeObjectError, DecodeError
 from ..inst import Inst, decode_one
 from . import packets as P
 from .decoder import decode
-from .errors import SqttMapError
+from .errors import SqttCodeObjectError, SqttMapError
 from .layouts import layout_of
 from .ops import InstOp, InstOpRDNA4, op_name
 
@@ -136,6 +136,8 @@ def _issue_one(waves: _Waves, packet: P.Packet) -> InstructionInfo | None:
     is_jump = jumps is not None and packet.op in jumps  # type: ignore[attr-defined]
     if step.branch and not is_jump:
         raise SqttMapError(f"{packet!r} maps to branch {step.inst} but is not a JUMP / JUMP_NO packet; pass the code object of the traced kernel")
+    if is_jump and not step.branch:
+        raise SqttMapError(f"{packet!r} is a JUMP / JUMP_NO packet but maps to {step.inst}, not a branch; pass the code object of the traced kernel")
     return waves.issue(key, packet, branch_taken=is_jump and packet.op == jumps[0])  # type: ignore[attr-defined,index]
 
 
@@ -144,12 +146,16 @@ def map_insts(blob: bytes, code_object: CodeText | bytes, target: str) -> Iterat
 
     `code_object` is the traced kernel's code object: ELF bytes, a `CodeObject`, or anything with `.text` and
     `.text_addr`; `target` is its gfx target or family. Every packet is yielded at least once; IMMEDIATE_MASK and
-    CDNA_ISSUE yield once per wave they record. Raises SqttMapError when the trace walks a wave outside the code or
-    a branch without a JUMP packet.
+    CDNA_ISSUE yield once per wave they record. Raises SqttMapError (and nothing else for any trace bytes) when the
+    trace walks a wave outside the code, a branch without a JUMP packet or a JUMP packet onto a non-branch, and its
+    subclass SqttCodeObjectError (also a CodeObjectError) for code object bytes that cannot be read.
     """
     layout = layout_of(target)
     if isinstance(code_object, bytes | bytearray | memoryview):
-        code_object = CodeObject.from_bytes(bytes(code_object))
+        try:
+            code_object = CodeObject.from_bytes(bytes(code_object))
+        except CodeObjectError as e:
+            raise SqttCodeObjectError(f"the code object cannot be read: {e}") from None
     pcs = code_map(code_object, target)
     if not pcs:
         raise SqttMapError("the code object's .text holds no instructions; pass the code object of the traced kernel")

@@ -1,8 +1,14 @@
 """The C renderer: a linear program as one C function (clang or gcc, C11 with GNU extensions).
 
 Semantics it guarantees, whatever the C compiler does with undefined behaviour:
+- Fixed-width integers wrap around in two's complement, as numpy's do: ADD, SUB, MUL, NEG, SHL and MULACC of signed
+  or narrow types are computed in the unsigned type of their width (or `unsigned int`) and converted back, so signed
+  overflow, which C leaves undefined and compilers fold away (`x + 1 > x`), never happens. `weakint` index math stays
+  plain signed C: it never wraps, and the compiler may rely on that.
+- Shifts by an amount outside [0, bits) give numpy's answers: 0 for SHL, 0 or -1 (by the sign) for SHR.
 - Integer CDIV truncates toward zero and CMOD takes the dividend's sign (C's `/` and `%`, which is how tinygrad's
-  UOp division behaves); a zero divisor gives 0 for CDIV and the dividend for CMOD, so `a == (a/b)*b + a%b` holds.
+  UOp division behaves); a zero divisor gives 0 for CDIV and the dividend for CMOD, so `a == (a/b)*b + a%b` holds;
+  the most negative value divided by -1 wraps to itself (remainder 0). The -1 guard is for signed types only.
   Python's floor division is lowered to these before rendering.
 - MAX on floats propagates NaN (C's fmax would drop it).
 - float16 is `_Float16` with a cast after every op (no excess precision); bfloat16 and the fp8 formats are stored as
@@ -41,6 +47,9 @@ C_TYPES: dict[DType, str] = {
 
 _INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.CMPLT: "<", Ops.CMPNE: "!=", Ops.CMPEQ: "==",
           Ops.XOR: "^", Ops.OR: "|", Ops.AND: "&", Ops.SHL: "<<", Ops.SHR: ">>"}
+#: the ops whose results can leave their dtype's range: rendered in unsigned arithmetic, which wraps (see `wraps`)
+_WRAPPING = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.SHL, Ops.MULACC})
+_UNSIGNED = {dtypes.int8: dtypes.uint8, dtypes.int16: dtypes.uint16, dtypes.int32: dtypes.uint32, dtypes.int64: dtypes.uint64}
 _MATH = {Ops.EXP2: "exp2", Ops.LOG2: "log2", Ops.SIN: "sin", Ops.SQRT: "sqrt", Ops.TRUNC: "trunc", Ops.POW: "pow"}
 
 
@@ -219,15 +228,53 @@ class _CProgram:
             raise CodegenError(f"BITCAST from {src} to {dst} changes the size ({src.itemsize} vs {dst.itemsize} bytes)")
         return self.r.bitcast_expr(x, src, dst)
 
+    def wrapping_type(self, dt: DType) -> str | None:
+        """The unsigned C type a wrapping op of `dt` is computed in, or None when C's own arithmetic already wraps
+        (uint32, uint64) or never needs to (floats, bool, weakint index math)."""
+        if not dtypes.is_int(dt) or dt.scalar() is dtypes.weakint or dt in (dtypes.uint32, dtypes.uint64):
+            return None
+        return self.r.types[dtypes.uint64 if dt.itemsize == 8 else dtypes.uint32]
+
+    def wrapping_alu(self, node: UOp, a: list[str], unsigned: str) -> str:
+        """ADD/SUB/MUL/NEG/SHL/MULACC of a signed or narrow int in unsigned arithmetic, converted back to the dtype
+        (gcc and clang convert out-of-range values modulo 2**bits)."""
+        op, vt = node.op, self.r.value_type(node.dtype)
+        u = [f"(({unsigned})({x}))" for x in a]
+        if op is Ops.NEG:
+            return f"(({vt})(-{u[0]}))"
+        if op is Ops.MULACC:
+            return f"(({vt})({u[0]} * {u[1]} + {u[2]}))"
+        if op is Ops.SHL:
+            return self.shift(node, f"(({vt})({u[0]} << {a[1]}))", a)
+        return f"(({vt})({u[0]} {_INFIX[op]} {u[1]}))"
+
+    def shift(self, node: UOp, expr: str, a: list[str]) -> str:
+        """`expr` (the shift of a[0] by a[1]) where the amount is in [0, bits), else numpy's answer for a shift that
+        long: 0, or -1 for a negative value shifted right."""
+        dt, amount = node.dtype, node.src[1]
+        if dt.scalar() is dtypes.weakint:
+            return expr
+        bits = dt.itemsize * 8
+        vt = self.r.value_type(dt)
+        out_of_range = "0" if node.op is Ops.SHL or dtypes.is_unsigned(dt) else f"({a[0]} < 0 ? ({vt})-1 : ({vt})0)"
+        if amount.op is Ops.CONST:
+            return expr if 0 <= amount.arg < bits else out_of_range
+        return f"(({self.r.types[dtypes.uint64]})({a[1]}) < {bits} ? {expr} : {out_of_range})"
+
     def alu(self, node: UOp, a: list[str]) -> str:
         op, dt = node.op, node.dtype
         src_dt = node.src[0].dtype
         is_float = dtypes.is_float(src_dt)
+        if op in _WRAPPING and (unsigned := self.wrapping_type(dt)) is not None:
+            return self.wrapping_alu(node, a, unsigned)
+        if op in (Ops.SHL, Ops.SHR) and dtypes.is_int(dt):
+            return self.shift(node, self.rounded(f"({a[0]} {_INFIX[op]} {a[1]})", dt), a)
         if op in _INFIX:
             expr = f"({a[0]} {_INFIX[op]} {a[1]})"
             return expr if op in GroupOp.Comparison else self.rounded(expr, dt)
         if op is Ops.NEG:
-            return f"(!{a[0]})" if dt == dtypes.bool else self.rounded(f"(-{a[0]})", dt)
+            # parenthesized: a negative literal after the minus would read as a decrement (`--7`)
+            return f"(!{a[0]})" if dt == dtypes.bool else self.rounded(f"(-({a[0]}))", dt)
         if op is Ops.RECIPROCAL:
             return self.rounded(f"(1.0{'' if src_dt == dtypes.float64 else 'f'} / {a[0]})", dt)
         if op in _MATH:
@@ -242,12 +289,18 @@ class _CProgram:
             if is_float:
                 return self.rounded(f"({a[0]} / {a[1]})", dt)
             if node.src[1].op is Ops.CONST and node.src[1].arg not in (0, -1):
-                return f"({a[0]} / {a[1]})"
-            return f"({a[1]} == 0 ? 0 : {a[1]} == -1 ? -{a[0]} : {a[0]} / {a[1]})"
+                return self.rounded(f"({a[0]} / {a[1]})", dt)
+            # C leaves x / 0 and INT_MIN / -1 undefined: 0, and the wrapped negation (which -x / -1 is)
+            if not dtypes.is_int(dt) or dtypes.is_unsigned(dt):
+                return f"({a[1]} == 0 ? 0 : {a[0]} / {a[1]})"
+            neg = self.alu(node.src[0].alu(Ops.NEG), [a[0]])
+            return self.rounded(f"({a[1]} == 0 ? 0 : {a[1]} == -1 ? {neg} : {a[0]} / {a[1]})", dt)
         if op is Ops.CMOD:
             if node.src[1].op is Ops.CONST and node.src[1].arg not in (0, -1):
-                return f"({a[0]} % {a[1]})"
-            return f"({a[1]} == 0 ? {a[0]} : {a[1]} == -1 ? 0 : {a[0]} % {a[1]})"
+                return self.rounded(f"({a[0]} % {a[1]})", dt)
+            if not dtypes.is_int(dt) or dtypes.is_unsigned(dt):
+                return f"({a[1]} == 0 ? {a[0]} : {a[0]} % {a[1]})"
+            return self.rounded(f"({a[1]} == 0 ? {a[0]} : {a[1]} == -1 ? 0 : {a[0]} % {a[1]})", dt)
         if op is Ops.WHERE:
             return f"({a[0]} ? {a[1]} : {a[2]})"
         if op is Ops.MULACC:  # fused: one rounding
@@ -362,8 +415,13 @@ class _CProgram:
             expr = f"__builtin_convertvector({args[0]}, {vt})"
         elif op is Ops.BITCAST:
             expr = self.r.vector_bitcast_expr(args[0], vt)
+        elif op in _WRAPPING and node.dtype in _UNSIGNED:
+            # signed vector overflow is as undefined as scalar: compute in the unsigned vector of the same lanes
+            uvt = self.vtype(_UNSIGNED[node.dtype])
+            u = [f"(({uvt})({x}))" for x in args]
+            expr = f"(({vt})(-{u[0]}))" if op is Ops.NEG else f"(({vt})({u[0]} {_INFIX[op]} {u[1]}))"
         elif op is Ops.NEG:
-            expr = f"(-{args[0]})"
+            expr = f"(-({args[0]}))"
         elif op is Ops.RECIPROCAL:
             expr = f"({self.vec(node.src[0].const_like(1), '1')} / {args[0]})"
         elif op is Ops.MULACC:

@@ -17,7 +17,8 @@ from uopir.uop import UOp
 
 from ..codegen.opts import stride
 
-#: computed with as vectors (GCC vector integer ops wrap in the element type, as the dtype does)
+#: computed with as vectors (GCC vector ops keep narrow lanes narrow; signed ones are computed as unsigned vectors so
+#: they wrap, see cstyle)
 VECTOR_DTYPES = frozenset({dtypes.float32, dtypes.float64, dtypes.int8, dtypes.uint8, dtypes.int16, dtypes.uint16, dtypes.int32,
                            dtypes.uint32, dtypes.int64, dtypes.uint64})
 #: loaded, stored and converted as vectors, but not computed with (each op would need its own rounding to half)
@@ -97,6 +98,9 @@ def _vectorizable(node: UOp, kind: dict[UOp, str]) -> bool:
         return {node.dtype, node.src[0].dtype} <= VECTOR_DTYPES | STORAGE_ONLY_DTYPES and node.src[0].dtype.itemsize == node.dtype.itemsize
     if node.dtype not in VECTOR_DTYPES:
         return False
+    if node.op in (Ops.SHL, Ops.SHR):  # only a constant in-range amount: any other has numpy's answer in scalar code
+        amount = node.src[1]
+        return amount.op is Ops.CONST and 0 <= amount.arg < node.dtype.itemsize * 8
     return node.op in (_FLOAT_OPS if dtypes.is_float(node.dtype) else _INT_OPS)
 
 
