@@ -377,3 +377,31 @@ def run(program: Program) -> Mismatch | None:
         if name in tenv and name in nenv:
             compare(name, "at the end")
     return found[0] if found else None
+
+
+def _fails(program: Program) -> str | None:
+    """How `program` fails (a mismatch or a crash of the Tensor side, as one line), or None when it passes or is not
+    a valid program (a statement names a removed tensor)."""
+    try:
+        found = run(program)
+    except NameError:
+        return None
+    except Exception as e:
+        return f"crash {type(e).__name__}"
+    return None if found is None else f"mismatch {found.name if found.name != '-' else found.where}"
+
+
+def minimize(program: Program) -> Program:
+    """A shorter program that fails the same way (statements removed one at a time while it still does)."""
+    want = _fails(program)
+    if want is None:
+        return program
+    steps = list(program.steps)
+    changed = True
+    while changed:
+        changed = False
+        for i in reversed(range(len(steps))):
+            trial = Program(program.seed, program.dtype, steps[:i] + steps[i + 1:], program.names)
+            if _fails(trial) == want:
+                steps, changed = trial.steps, True
+    return Program(program.seed, program.dtype, steps, program.names)

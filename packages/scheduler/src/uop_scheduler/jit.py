@@ -145,7 +145,7 @@ class TinyJit(Generic[ReturnType]):
             n = cap.linked.n_kernels if cap.linked is not None else len(cap.linear.src)
             print(f"*** jit {getattr(self.fn, '__name__', 'fn')} replay {self.cnt - 1}: {n} kernels {(time.perf_counter() - start) * 1e6:10.1f} us")
         self.cnt += 1
-        fresh = iter(Tensor(b.reshape(bind_shape(shape, var_vals)), device=device) for b, (shape, _, device, _) in zip(outputs, cap.outputs))
+        fresh = iter(Tensor._owning(b.reshape(bind_shape(shape, var_vals)), device) for b, (shape, _, device, _) in zip(outputs, cap.outputs))
         return cap.structure([inputs[a] if a is not None else next(fresh) for a in cap.aliased])
 
 

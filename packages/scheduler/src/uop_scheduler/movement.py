@@ -367,6 +367,8 @@ class MovementMixin(TensorFields):
         picked = tensor_cls.arange(n, device=self.device).reshape(self.shape)[indices]
         m = picked.numel()
         value = value._broadcast_to(picked.shape).reshape(1, m)
+        if m == 0:  # no element picked (an empty axis): nothing is written, as in numpy
+            return self
         order = tensor_cls.arange(1, m + 1, device=self.device).reshape(1, m)
         hit = tensor_cls.arange(n, device=self.device).reshape(n, 1) == picked.reshape(1, m)
         last = hit.where(order, 0).max(1, keepdim=True)  # 1 + the last k writing each position, 0 when none does

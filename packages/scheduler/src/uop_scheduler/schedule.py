@@ -174,11 +174,12 @@ def _reads(node: UOp, realized: set[UOp], leaf_set: set[UOp]) -> set[UOp]:
     return out
 
 
-def _unsafe_self_read(value: UOp, version: UOp, aligned: UOp, boundary: set[UOp]) -> bool:
-    """Whether computing `value` element by element while writing it through the view `aligned` of buffer version
-    `version` could read an element the same kernel already overwrote: a read of `version` other than through
-    `aligned`, or `aligned` read through a movement op or a reduction. Only the nodes fused into the kernel count: the
-    walk stops at `boundary` (values other kernels compute, which are ordered before the write)."""
+def _unsafe_self_read(value: UOp, versions: set[UOp], aligned: UOp, boundary: set[UOp]) -> bool:
+    """Whether computing `value` element by element while writing it through the view `aligned` of a buffer version
+    could read an element the same kernel already overwrote: a read of the version (any node of `versions`, the nodes
+    that hold it) other than through `aligned`, or `aligned` read through a movement op or a reduction. Only the nodes
+    fused into the kernel count: the walk stops at `boundary` (values other kernels compute, which are ordered before
+    the write)."""
     tainted: dict[UOp, bool] = {}
     stack = [value]
     order: list[UOp] = []
@@ -194,7 +195,7 @@ def _unsafe_self_read(value: UOp, version: UOp, aligned: UOp, boundary: set[UOp]
     for n in reversed(order):  # sources before users
         if n is aligned:
             tainted[n] = True
-        elif n is version:
+        elif n in versions:
             return True
         elif n in boundary and n is not value:
             tainted[n] = False
@@ -203,6 +204,16 @@ def _unsafe_self_read(value: UOp, version: UOp, aligned: UOp, boundary: set[UOp]
             if t and (n.op in GroupOp.Movement or n.op is Ops.REDUCE):
                 return True
     return False
+
+
+def _without_detach(view: UOp) -> UOp:
+    """A view with its DETACH steps left out (they do not move elements)."""
+    if view.op is Ops.DETACH:
+        return _without_detach(view.src[0])
+    if view.op in GroupOp.Movement:
+        inner = _without_detach(view.src[0])
+        return view if inner is view.src[0] else view.replace(src=(inner, *view.src[1:]))
+    return view
 
 
 def _reaches(deps: dict[UOp, set[UOp]], start: UOp, goal: UOp) -> bool:
@@ -256,13 +267,21 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
         if node.op is Ops.REDUCE and node not in leaf_set and not _fuses_into_consumer(node, consumers, realized):
             realized.add(node)
     realized = {n for n in realized if n not in leaf_set and n.op is not Ops.AFTER}
-    # a STORE whose value reads the overwritten buffer at other places than the ones it writes gets the value computed
-    # into a buffer of its own first (x.assign(x.flip(0)) must not read elements it already wrote)
+    # a STORE whose value reads the overwritten version at other places than the ones it writes reads a copy of that
+    # version instead (x.assign(x.flip(0)) must not read elements it already wrote); the copy is made below, with the
+    # copies kept for other readers
+    self_reads: list[tuple[UOp, UOp]] = []
     for st in [n for n in overwrites if n.op is Ops.STORE]:
         target, value, old = st.src
-        aligned = target.substitute({_store_base(st): old})
-        if value not in leaf_set and _unsafe_self_read(value, old, aligned, realized | leaf_set):
-            realized.add(value)
+        aligned = _without_detach(target.substitute({_store_base(st): old}))
+        # the version is also read through any input holding the same buffer (a realized value computed into it)
+        versions = {old} | {leaf for leaf in leaf_set if canon.get(leaf, leaf) is canon.get(old, old)}
+        if value in leaf_set:
+            unsafe = value in versions and value is not aligned
+        else:
+            unsafe = _unsafe_self_read(value, versions, aligned, realized | leaf_set)
+        if unsafe:
+            self_reads.append((st, canon.get(old, old)))
 
     order = [n for n in walk.nodes if n in realized]
     reads = {n: {canon.get(r, r) for r in _reads(n, realized, leaf_set)} for n in order}
@@ -286,6 +305,8 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
                     deps[st].add(reader)
             if old in live:
                 preserve.setdefault(old, set())
+    for st, old in self_reads:
+        preserve.setdefault(old, set()).add(st)
     # the copy is a node of its own (its arg marks it): a user's `old.contiguous()` in the graph is the same node as a
     # plain CONTIGUOUS of `old`, and sharing it would make the copy read and write one buffer
     copies = {old: UOp(Ops.CONTIGUOUS, old.dtype, (old,), arg=_PRESERVE) for old in preserve}
@@ -332,7 +353,8 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
                 leaves.update((n, bufnum[copies[old]]) for n in leaves if canon.get(n, n) is old)
         if node.op is Ops.STORE:
             old = canon.get(node.src[2], node.src[2])
-            leaves.update((n, out) for n in list(leaves) if canon.get(n, n) is old)
+            if node not in preserve.get(old, ()):  # else it reads the copy
+                leaves.update((n, out) for n in list(leaves) if canon.get(n, n) is old)
             lowering = KernelLowering(leaves, out)
             ast = lowering.store_kernel(node, _store_base(node))
         else:

@@ -90,7 +90,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
     Ops build a graph; `realize()` / `numpy()` / `tolist()` / `item()` run it.
     """
 
-    __slots__ = ("uop", "_device", "_requires_grad", "grad", "_root", "_chain", "_views", "__weakref__")
+    __slots__ = ("uop", "_device", "_requires_grad", "grad", "_root", "_chain", "_views", "_borrowed", "__weakref__")
     training: ClassVar[bool] = False
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None, requires_grad: bool | None = None):
@@ -103,9 +103,13 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         self._root: Tensor | None = None
         self._chain: tuple[ViewStep, ...] = ()
         self._views: weakref.WeakSet[Tensor] | None = None
+        # whether this tensor's buffer may be another tensor's too (made from a UOp that is a view of existing storage,
+        # or realized to a buffer another tensor realized first): its first write copies (see writes.write)
+        self._borrowed = False
         all_tensors.add(self)
         if isinstance(data, UOp):
             self.uop = data if dt is None or data.dtype is dt else data.cast(dt)
+            self._borrowed = storage_of(self.uop) is not None
             return
         if isinstance(data, Tensor):
             raise TensorTypeError("Tensor(Tensor) is not supported: use .clone(), .to(device) or .cast(dtype)")
@@ -151,6 +155,14 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
     def _wrap(self, u: UOp, device: str | None = None) -> Tensor:
         """A new tensor holding the value `u` (computed from this one: not a view of it)."""
         return Tensor(u, device=device or self._device)
+
+    @staticmethod
+    def _owning(u: UOp, device: str) -> Tensor:
+        """A tensor whose value is `u`, a view of a buffer (version) made for this tensor alone: it owns the buffer, so
+        its writes land in place."""
+        t = Tensor(u, device=device)
+        t._borrowed = False
+        return t
 
     def _view(self, op: Ops, arg: Any) -> Tensor:
         """This tensor seen through one view step (a movement op, DETACH or BITCAST): a view of this tensor's root,
@@ -235,15 +247,22 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
                     t._settle(storage, written_versions[storage])
             elif (buf := realized_buffers.get(u)) is not None:
                 t._settle(u, buf.reshape(t.shape))
+                t._borrowed = True  # another tensor with the same value realized it first
             else:
                 by_device.setdefault(t.device, []).append((t, u))
-        exclude = {id(t) for t in tensors}
+        # the values this schedule computes read what it orders; every other live tensor (one already a view of a
+        # buffer, or of a written version, included) may still read a version the schedule overwrites
+        exclude = {id(t) for group in by_device.values() for t, u in group if u.op is not Ops.AFTER}
         # one schedule per target device: a target with no buffer below it (a constant) belongs to its tensor's device
         for device, group in by_device.items():
             bufs = realize_uops(tuple(dict.fromkeys(u for _, u in group)), device, lambda: live_reads(exclude))
             got = dict(zip(dict.fromkeys(u for _, u in group), bufs))
+            owned: set[UOp] = set()
             for t, u in group:
                 t._settle(u, got[u] if u.op is Ops.AFTER else got[u].reshape(t.shape))
+                if u.op is not Ops.AFTER:
+                    t._borrowed = u in owned  # tensors of one value share its buffer: the first one owns it
+                    owned.add(u)
         return self
 
     def _settle(self, old: UOp, new: UOp) -> None:
@@ -297,7 +316,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
             news.append(new)
         body = fxn(*[UOp.param(i, t.dtype.ptr(b.arg.size)) for i, (t, b) in enumerate(zip(srcs, olds))])
         call = body.call(*news, *(t.uop for t in srcs), grad_fxn=grad_fxn, aux=(IN_PLACE, len(news)))
-        return [Tensor(new.after(call).reshape(t.shape), device=t.device) for t, new in zip(srcs, news)]
+        return [Tensor._owning(new.after(call).reshape(t.shape), t.device) for t, new in zip(srcs, news)]
 
     def numpy(self) -> np.ndarray:
         """The values as a numpy array (realizing first)."""
@@ -417,7 +436,12 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         """An uninitialized tensor."""
         dims, dt = Tensor._shape_arg(shape), _norm_dtype(dtype) or dtypes.default_float
         dev = canonicalize(device) if device is not None else Device.DEFAULT
-        return Tensor(UOp.new_buffer(dev, math.prod(dims), dt).reshape(dims), device=dev, **kwargs)
+        t = Tensor._owning(UOp.new_buffer(dev, math.prod(dims), dt).reshape(dims), dev)
+        if kwargs:
+            t.requires_grad = kwargs.pop("requires_grad", None)
+        if kwargs:
+            raise TensorTypeError(f"empty() got unexpected keyword arguments {sorted(kwargs)}")
+        return t
 
     @staticmethod
     def full(shape: tuple[int, ...] | int, fill_value: Any, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:

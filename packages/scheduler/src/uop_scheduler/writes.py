@@ -87,6 +87,17 @@ def storage_of(u: UOp) -> UOp | None:
     return u if u.op is Ops.BUFFER or (u.op is Ops.AFTER and (u.src[1].op is Ops.STORE or is_kernel_output(u))) else None
 
 
+def _in_place(u: UOp) -> bool:
+    """Whether every element of `u` is one element of its storage, so a write into `u` can land in the storage: no PAD
+    (its padding has no memory) or EXPAND (its copies share one) between `u` and the buffer. A tensor whose value is
+    such a view (`a.pad(...)` is a value of its own, not a view of `a`) gets a buffer of its own before a write."""
+    while u.op in GroupOp.Movement or u.op is Ops.DETACH:
+        if u.op in (Ops.PAD, Ops.EXPAND):
+            return False
+        u = u.src[0]
+    return True
+
+
 def rebind_views(root: Tensor) -> None:
     """Rebuild every live view of `root` from its current value."""
     for v in list(root._views or ()):
@@ -137,14 +148,19 @@ def write(target: Tensor, value: Tensor) -> None:
     """Write `value` (same dtype and device, broadcast to `target`'s shape) into `target` and everything it views."""
     root = target._root if target._root is not None else target
     chain = target._chain
-    if not chain and storage_of(root.uop) is None:
-        # a value not in a buffer yet: becomes (a copy of) the value, never an alias of the value's own buffer
+    if not chain and (storage_of(root.uop) is None or root._borrowed):
+        # a value not in a buffer of its own: becomes (a copy of) the value, never an alias of the value's own buffer
         root.uop = value.uop.contiguous()
+        root._borrowed = False
         rebind_views(root)
         pending[root] = None
         return
-    if storage_of(root.uop) is None:
+    if storage_of(root.uop) is None or not _in_place(root.uop) or root._borrowed:
+        # the write lands in a buffer of the root's own: its value computed (or copied) into one first
+        if storage_of(root.uop) is not None:
+            root.uop = root.uop.contiguous()
         root.realize()
+        root._borrowed = False
     storage = storage_of(root.uop)
     assert storage is not None
     # the chain from the storage: the root's own view ops (a reshape of the flat buffer), then the target's
@@ -174,6 +190,7 @@ def write(target: Tensor, value: Tensor) -> None:
     bind_buffer(new, buffer_for(base))
     st = UOp(Ops.STORE, dtypes.void, (apply_chain(new, write_chain), value.uop, storage))
     root.uop = apply_chain(new.after(st), tuple(reversed(root_chain)))
+    root._borrowed = False
     rebind_views(root)
     pending[root] = None
 

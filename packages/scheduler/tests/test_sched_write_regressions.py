@@ -1,0 +1,139 @@
+"""Programs the write fuzzer (tests/write_fuzz.py) found wrong, each reduced by hand, with numpy as the oracle: every
+statement is run on numpy arrays too, views aliasing their base as in numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+from uop_scheduler import Tensor
+
+
+def f32(*values) -> np.ndarray:
+    return np.array(values, np.float32)
+
+
+def test_write_through_flipped_view_of_a_lazy_base_reads_the_old_values():
+    # the base is computed, not yet in a buffer: the write realizes it, and its kernel then read elements it had
+    # already written through the flip (the realized value and the buffer were not seen as one version)
+    a = Tensor(f32(1, 2, 3, 4)) * 1
+    v = a.flip(0)
+    v += a
+    want = f32(1, 2, 3, 4)
+    np.flip(want, 0).__iadd__(want.copy())
+    np.testing.assert_array_equal(a.numpy(), want)
+
+
+def test_assign_of_a_flipped_self_through_a_reshape_of_a_lazy_value():
+    t0 = Tensor(np.zeros((3, 4), np.float32))
+    t1 = t0 + t0
+    t3 = t1.reshape((3, 4))
+    t3.assign(t3.flip(0) + 1)
+    np.testing.assert_array_equal(t1.numpy(), np.ones((3, 4), np.float32))
+
+
+def test_setitem_into_a_padded_value_writes_its_padding():
+    # a.pad() is a value of its own: writing into it must not land in (or be cut to) a's buffer
+    a = Tensor(f32(7, 5))
+    p = a.pad(((1, 1),))
+    p[0] = 3.0
+    p[1] = 9.0
+    np.testing.assert_array_equal(p.numpy(), f32(3, 9, 5, 0))
+    np.testing.assert_array_equal(a.numpy(), f32(7, 5))
+    m = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3))
+    q = m.pad(((2, 1), (1, 2)))
+    q[[0, 4]] = 3.0
+    want = np.pad(np.arange(6, dtype=np.float32).reshape(2, 3), ((2, 1), (1, 2)))
+    want[[0, 4]] = 3.0
+    np.testing.assert_array_equal(q.numpy(), want)
+
+
+def test_zero_pad_is_a_copy_not_an_alias():
+    # pad by zero builds the same graph node as its source: the tensor shares the buffer, and its first write must copy
+    a = Tensor(f32(-3, 8, 5, -4))
+    a += a
+    p = a.pad(((0, 0),))
+    p += p
+    a += p
+    p *= -3.0
+    x = f32(-3, 8, 5, -4)
+    x += x
+    y = x.copy()
+    y += y
+    x += y
+    y *= -3.0
+    np.testing.assert_array_equal(a.numpy(), x)
+    np.testing.assert_array_equal(p.numpy(), y)
+
+
+def test_two_tensors_realized_to_one_buffer_write_separately():
+    base = Tensor(f32(1, 2, 3))
+    b, c = base * 2, base * 2  # one graph node: realized once, into one buffer
+    Tensor.realize(b, c)
+    b += 1
+    c += 10
+    np.testing.assert_array_equal(b.numpy(), f32(3, 5, 7))
+    np.testing.assert_array_equal(c.numpy(), f32(12, 14, 16))
+
+
+def test_a_value_that_is_a_view_of_a_buffer_keeps_the_old_value_across_a_write():
+    # p is a padded view of a's buffer that realize leaves as a view: the write into a must wait for (or copy for) it
+    for realize_first in (False, True):
+        a = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3)).realize()
+        p = a.pad(((1, 0), (0, 1)))
+        if realize_first:
+            p.realize()
+        a += 1
+        np.testing.assert_array_equal(p.numpy(), np.pad(np.arange(6, dtype=np.float32).reshape(2, 3), ((1, 0), (0, 1))))
+        np.testing.assert_array_equal(a.numpy(), np.arange(6, dtype=np.float32).reshape(2, 3) + 1)
+
+
+def test_fancy_index_write_into_an_empty_view_writes_nothing():
+    a = Tensor(np.arange(12, dtype=np.int32).reshape(3, 4)).realize()
+    e = a[:, 4:1:3]  # shape (3, 0)
+    e[[0, 2]] = 1
+    np.testing.assert_array_equal(a.numpy(), np.arange(12, dtype=np.int32).reshape(3, 4))
+    assert e.shape == (3, 0)
+
+
+def _numpy_flip_assign(x: np.ndarray) -> np.ndarray:
+    w = x.copy()
+    np.flip(w, 0)[...] = w.copy()
+    return w
+
+
+def test_assign_of_self_into_a_flipped_view_of_a_buffer():
+    # the value is the buffer itself (a leaf): its kernel read elements it had already written
+    x = f32(1, 2, 3, 4)
+    t = Tensor(x).realize()
+    t.flip(0).assign(t)
+    np.testing.assert_array_equal(t.numpy(), _numpy_flip_assign(x))
+
+
+def test_assign_of_self_into_a_flipped_view_of_a_pending_write():
+    # the value is the pending version (an AFTER): it could not be lowered inside the write's kernel
+    t = Tensor(f32(1, 2, 3, 4)).realize()
+    t[0:2] = 5.0
+    t.flip(0).assign(t)
+    np.testing.assert_array_equal(t.numpy(), _numpy_flip_assign(f32(5, 5, 3, 4)))
+
+
+def test_write_through_detach_of_a_pending_version_reads_it_in_place():
+    a = Tensor(f32(-1, 2, 7, -1, -1, 5)) * 1
+    d = a.detach()
+    r = a.reshape((1, 6))
+    r *= 0.0
+    d[:] = a + 1
+    np.testing.assert_array_equal(a.numpy(), np.ones(6, np.float32))
+    np.testing.assert_array_equal(d.numpy(), np.ones(6, np.float32))
+
+
+def test_value_viewing_a_pending_version_keeps_it_when_a_later_write_lands_in_the_same_schedule():
+    x = np.arange(12, dtype=np.int32).reshape(3, 4)
+    t = Tensor(x).realize()
+    t[:, 0:0] = -1  # a pending (empty) write: t is now a written version
+    p = t.pad(((1, 1), (0, 2)))  # a value over that version
+    t[0, :] = 1
+    Tensor.realize(p, t)
+    np.testing.assert_array_equal(p.numpy(), np.pad(x, ((1, 1), (0, 2))))
+    want = x.copy()
+    want[0, :] = 1
+    np.testing.assert_array_equal(t.numpy(), want)
