@@ -292,10 +292,15 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
     deps = {n: {producer[r] for r in reads[n] if r in producer} for n in order}
     # write-after-read: readers of the version a STORE overwrites go first, unless that would make a cycle
     preserve: dict[UOp, set[UOp]] = {}  # old version -> the readers that read a copy of it instead
+    # first every write after the write it overwrites (versions of one buffer in order), then each reader before the
+    # write that overwrites what it reads where that makes no cycle: an edge added only after the check keeps the
+    # graph acyclic whatever order the writes come in
     for st in order:
         for old in (canon.get(o, o) for o in overwrites.get(st, ())):
             if old in producer:
                 deps[st].add(producer[old])
+    for st in order:
+        for old in (canon.get(o, o) for o in overwrites.get(st, ())):
             for reader in order:
                 if reader is st or old not in reads[reader]:
                     continue
@@ -312,6 +317,9 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
     copies = {old: UOp(Ops.CONTIGUOUS, old.dtype, (old,), arg=_PRESERVE) for old in preserve}
     for old, cp in copies.items():
         deps[cp] = {producer[old]} if old in producer else set()
+        for reader in preserve[old]:
+            if reader is not cp:
+                deps[reader].add(cp)
         for st, olds in overwrites.items():
             if any(canon.get(o, o) is old for o in olds):
                 deps[st].add(cp)

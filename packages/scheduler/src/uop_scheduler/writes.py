@@ -15,6 +15,7 @@ nothing reads (`pending`).
 
 from __future__ import annotations
 
+import itertools
 import math
 import weakref
 from typing import TYPE_CHECKING, Any
@@ -98,6 +99,15 @@ def _in_place(u: UOp) -> bool:
     return True
 
 
+_copies = itertools.count()
+
+
+def _own_copy(u: UOp) -> UOp:
+    """A copy of `u` that no other tensor's graph holds: a CONTIGUOUS of its own (the arg makes it a node of its own,
+    where a plain `u.contiguous()` is the same node as any other tensor's `u.contiguous()` and realizes to its buffer)."""
+    return UOp(Ops.CONTIGUOUS, u.dtype, (u,), arg=f"copy before a write #{next(_copies)}")
+
+
 def rebind_views(root: Tensor) -> None:
     """Rebuild every live view of `root` from its current value."""
     for v in list(root._views or ()):
@@ -155,10 +165,11 @@ def write(target: Tensor, value: Tensor) -> None:
         rebind_views(root)
         pending[root] = None
         return
-    if storage_of(root.uop) is None or not _in_place(root.uop) or root._borrowed:
-        # the write lands in a buffer of the root's own: its value computed (or copied) into one first
-        if storage_of(root.uop) is not None:
-            root.uop = root.uop.contiguous()
+    if storage_of(root.uop) is None:
+        root.realize()  # the value computed; it may come back sharing the buffer another tensor realized it into
+    if not _in_place(root.uop) or root._borrowed:
+        # the write lands in a buffer of the root's own: its value copied into one first
+        root.uop = _own_copy(root.uop)
         root.realize()
         root._borrowed = False
     storage = storage_of(root.uop)
