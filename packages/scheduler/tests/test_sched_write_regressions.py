@@ -168,3 +168,21 @@ def test_a_tensor_realized_into_a_buffer_another_tensor_realized_first_copies_be
     n3[3:2:-2] = 5.0
     np.testing.assert_array_equal(t2.numpy(), n2)
     np.testing.assert_array_equal(t3.numpy(), n3)
+
+
+def test_in_place_add_of_a_value_reading_the_flipped_target():
+    # the self-read check walked the value in an order that saw FLIP before its source: the flip went unnoticed
+    x = f32(9, 7, 9, 1)
+    t0 = Tensor(x).contiguous().realize()
+    t4 = t0.flip(0) - t0
+    t0 += t4
+    np.testing.assert_array_equal(t0.numpy(), x + (np.flip(x, 0) - x))
+    np.testing.assert_array_equal(t4.numpy(), np.flip(x, 0) - x)
+
+
+def test_in_place_add_through_an_identity_permute_of_a_value_reading_the_flipped_base():
+    x = f32(3, 4, 1, 8)
+    t0 = Tensor(x)
+    t2 = t0.permute((0,))
+    t2 += t0.flip(0).maximum(t0.permute((0,)))
+    np.testing.assert_array_equal(t0.numpy(), x + np.maximum(np.flip(x, 0), x))

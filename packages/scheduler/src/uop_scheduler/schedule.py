@@ -180,27 +180,27 @@ def _unsafe_self_read(value: UOp, versions: set[UOp], aligned: UOp, boundary: se
     that hold it) other than through `aligned`, or `aligned` read through a movement op or a reduction. Only the nodes
     fused into the kernel count: the walk stops at `boundary` (values other kernels compute, which are ordered before
     the write)."""
+    def expands(n: UOp) -> bool:
+        return n is not aligned and n.op not in (Ops.BUFFER, Ops.AFTER) and (n is value or n not in boundary)
+
+    # post-order (every source before its users), iteratively: a node is finished once all its sources are
     tainted: dict[UOp, bool] = {}
-    stack = [value]
-    order: list[UOp] = []
-    seen: set[UOp] = set()
+    stack: list[tuple[UOp, bool]] = [(value, False)]
     while stack:
-        n = stack.pop()
-        if n in seen:
+        n, ready = stack.pop()
+        if n in tainted:
             continue
-        seen.add(n)
-        order.append(n)
-        if n is not aligned and n.op not in (Ops.BUFFER, Ops.AFTER) and (n is value or n not in boundary):
-            stack.extend(n.src)
-    for n in reversed(order):  # sources before users
         if n is aligned:
             tainted[n] = True
         elif n in versions:
             return True
-        elif n in boundary and n is not value:
+        elif not expands(n):
             tainted[n] = False
+        elif not ready:
+            stack.append((n, True))
+            stack.extend((s, False) for s in n.src if s not in tainted)
         else:
-            t = tainted[n] = any(tainted.get(s, False) for s in n.src)
+            t = tainted[n] = any(tainted[s] for s in n.src)
             if t and (n.op in GroupOp.Movement or n.op is Ops.REDUCE):
                 return True
     return False
