@@ -186,3 +186,19 @@ def test_in_place_add_through_an_identity_permute_of_a_value_reading_the_flipped
     t2 = t0.permute((0,))
     t2 += t0.flip(0).maximum(t0.permute((0,)))
     np.testing.assert_array_equal(t0.numpy(), x + np.maximum(np.flip(x, 0), x))
+
+
+def test_a_rebuilt_graph_node_does_not_read_a_buffer_overwritten_since_it_was_realized():
+    # q's graph keeps w's node alive (through s's pending write); w's buffer is then overwritten in place with nothing
+    # reading it, and a new graph built from the same constants found the node "realized" in that buffer
+    s = Tensor.zeros(3).contiguous().realize()
+    w = Tensor.full((3,), 2.0).contiguous()
+    s.assign(w + 1)
+    q = s * 1
+    Tensor.realize(w)
+    w += 1
+    w.realize()
+    z = Tensor.full((3,), 2.0).contiguous()
+    np.testing.assert_array_equal(z.numpy(), np.full(3, 2.0, np.float32))
+    np.testing.assert_array_equal(q.numpy(), np.full(3, 3.0, np.float32))
+    np.testing.assert_array_equal(w.numpy(), np.full(3, 3.0, np.float32))

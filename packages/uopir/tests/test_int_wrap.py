@@ -22,7 +22,8 @@ def exprs(dt):
         return st.one_of(
             st.tuples(st.sampled_from(["add", "sub", "mul"]), children, children),
             st.tuples(st.sampled_from(["addc", "mulc"]), children, consts),
-            st.tuples(st.sampled_from(["floordiv", "mod"]), children, st.integers(1, 300)),
+            # divisors positive in the dtype itself (256 would wrap to 0 in int8, 200 to a negative)
+            st.tuples(st.sampled_from(["floordiv", "mod"]), children, st.integers(1, min(300, dt.max))),
         )
 
     return st.recursive(leaf, extend, max_leaves=5)
@@ -73,14 +74,14 @@ def check(dt, e, cmp_const=None):
             assert got.arg == want, f"{dt} {e} at x={v}: simplified {s} gives {got.arg}, numpy {want}"
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(st.data())
 def test_simplify_keeps_wraparound(data):
     dt = data.draw(st.sampled_from(list(DTYPES)))
     check(dt, data.draw(exprs(dt)))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 @given(st.data())
 def test_compare_folding_keeps_wraparound(data):
     dt = data.draw(st.sampled_from(list(DTYPES)))

@@ -2,7 +2,9 @@
 
 `realized_buffers` remembers, per realized tensor node, the BUFFER holding its value, so later graphs that share
 the node read the buffer instead of computing it again. It is weak on the node: when no graph refers to the node any
-more, the entry (and the buffer with it) goes away.
+more, the entry (and the buffer with it) goes away. A schedule that overwrites a buffer version in place without
+keeping a copy (nothing live reads it) drops every entry pointing at it: a graph rebuilding the same node later (a
+constant, or a value of buffers still alive) must compute it again, not read what the write left there.
 """
 
 from __future__ import annotations
@@ -22,6 +24,18 @@ realized_buffers: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionar
 # realized_buffers: running a write twice would apply it twice)
 written_versions: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 _captures: list[list[UOp]] = []
+# buffer versions overwritten in place with no copy kept: no realized node may map to them again
+_stale: weakref.WeakSet[UOp] = weakref.WeakSet()
+
+
+def _forget_overwritten(stale: set[UOp]) -> None:
+    """Drop the realized nodes whose value sat in buffer versions a write has since overwritten in place."""
+    if not stale:
+        return
+    _stale.update(stale)
+    for node, buf in list(realized_buffers.items()):
+        if buf in stale:
+            del realized_buffers[node]
 
 
 @contextmanager
@@ -37,7 +51,7 @@ def capture_linears() -> Iterator[list[UOp]]:
     finally:
         _captures.pop()
         realized_buffers.clear()
-        realized_buffers.update(saved)
+        realized_buffers.update({node: buf for node, buf in saved.items() if buf not in _stale})
 
 
 class _Realized:
@@ -114,6 +128,10 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
             _captures[-1].append(linear)
     for old, copy in plan.preserved:
         bind_buffer(buffers[old], buffer_for(buffers[copy]))
+    if overwritten:
+        kept = {buffers[old] for old, _ in plan.preserved}
+        position = {n: i for i, n in enumerate(walk.inputs)}
+        _forget_overwritten({buffers[position[old]] for old in overwritten if old in position} - kept)
     for pos, num in plan.afters:
         written_versions[walk.nodes[pos]] = buffers[num]
     outs = [buffers[n] for n in plan.outputs]
