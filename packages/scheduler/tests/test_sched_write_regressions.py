@@ -202,3 +202,14 @@ def test_a_rebuilt_graph_node_does_not_read_a_buffer_overwritten_since_it_was_re
     np.testing.assert_array_equal(z.numpy(), np.full(3, 2.0, np.float32))
     np.testing.assert_array_equal(q.numpy(), np.full(3, 3.0, np.float32))
     np.testing.assert_array_equal(w.numpy(), np.full(3, 3.0, np.float32))
+
+
+def test_a_realized_constant_is_not_read_from_its_buffer_on_another_device():
+    # a graph of constants alone was remembered as realized in a CPU buffer; the same constant in a CPU:1 graph was
+    # then loaded from that CPU buffer
+    Tensor(0.0).realize()
+    Tensor.zeros(4).realize()
+    x = np.array([-1, 2, -3, 4], np.float32)
+    b = Tensor(x, device="CPU:1")
+    np.testing.assert_array_equal(b.relu().numpy(), np.maximum(x, 0))
+    np.testing.assert_array_equal((b + Tensor.zeros(4, device="CPU:1")).numpy(), x)

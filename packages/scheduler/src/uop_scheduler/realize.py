@@ -94,6 +94,26 @@ def linear_for(plan: Plan, inputs: list[UOp], var_vals: dict[str, int] | None = 
     return UOp(Ops.LINEAR, dtypes.void, tuple(calls)), buffers
 
 
+def _has_device(node: UOp) -> bool:
+    """Whether `node` is computed from buffers (so it has one device). A graph of constants alone belongs to no device:
+    realized for a tensor on one device, it must not be read from that buffer by a kernel on another."""
+    return isinstance(node.device, str) or any(n.op is Ops.BUFFER for n in node.toposort())
+
+
+def _as_recorded(linear: UOp, rebound: list[UOp]) -> UOp:
+    """`linear` as a capture records it. The buffers in `rebound` are about to be bound to the copies that keep their
+    old values for later readers; the calls that ran here read and wrote the memory they had while running, so the
+    recording names that memory through stand-in buffers (a replay must read the state as it is then, not the copy
+    taken at capture)."""
+    if not rebound:
+        return linear
+    stand_ins = {}
+    for b in rebound:
+        stand_ins[b] = UOp.new_buffer(b.arg.device, b.arg.size, b.dtype)
+        bind_buffer(stand_ins[b], buffer_for(b))
+    return linear.substitute(stand_ins)
+
+
 def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Callable[[], set[UOp]] | None = None) -> list[UOp]:
     """Compute every target node; returns the BUFFER UOp holding each (targets already in a buffer are not rerun).
 
@@ -125,7 +145,7 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     if linear.src:
         run_linear(linear, var_vals)
         if _captures:
-            _captures[-1].append(linear)
+            _captures[-1].append(_as_recorded(linear, [buffers[old] for old, _ in plan.preserved]))
     for old, copy in plan.preserved:
         bind_buffer(buffers[old], buffer_for(buffers[copy]))
     if overwritten:
@@ -136,6 +156,6 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
         written_versions[walk.nodes[pos]] = buffers[num]
     outs = [buffers[n] for n in plan.outputs]
     for t, buf in zip(targets, outs):
-        if t.op not in (Ops.BUFFER, Ops.AFTER):
+        if t.op not in (Ops.BUFFER, Ops.AFTER) and _has_device(t):
             realized_buffers[t] = buf
     return outs

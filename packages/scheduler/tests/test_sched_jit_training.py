@@ -1,0 +1,72 @@
+"""TinyJit gives exactly the eager results on training steps: N jitted steps of a random small model and optimizer equal
+N eager steps, losses and every parameter (the replayed step used to read a copy of the parameters taken at capture,
+so every replay applied the same update)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from uop_scheduler import Context, Tensor, TinyJit, nn
+
+OPTIMIZERS = {
+    "sgd": lambda ps: nn.optim.SGD(ps, lr=0.05),
+    "momentum": lambda ps: nn.optim.SGD(ps, lr=0.05, momentum=0.9),
+    "nesterov": lambda ps: nn.optim.SGD(ps, lr=0.05, momentum=0.9, nesterov=True, weight_decay=0.01),
+    "adam": lambda ps: nn.optim.Adam(ps, lr=0.01),
+    "adamw": lambda ps: nn.optim.AdamW(ps, lr=0.01, weight_decay=0.1),
+}
+
+
+class Model:
+    def __init__(self, n_in: int, hidden: int, batchnorm: bool):
+        self.l1 = nn.Linear(n_in, hidden)
+        self.bn = nn.BatchNorm(hidden) if batchnorm else None
+        self.l2 = nn.Linear(hidden, 1)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        h = self.l1(x)
+        if self.bn is not None:
+            h = self.bn(h)
+        return self.l2(h.relu())
+
+
+def train(jit: bool, opt_name: str, hidden: int, batchnorm: bool, steps: int, seed: int):
+    Tensor.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model = Model(3, hidden, batchnorm)
+    params = nn.state.get_parameters(model)
+    opt = OPTIMIZERS[opt_name](params)
+    data = [(rng.standard_normal((8, 3)).astype(np.float32), rng.standard_normal((8, 1)).astype(np.float32)) for _ in range(steps)]
+
+    def step(x: Tensor, y: Tensor) -> Tensor:
+        opt.zero_grad()
+        loss = (model(x) - y).square().mean()
+        loss.backward()
+        opt.step()
+        return loss.realize()
+
+    fn = TinyJit(step) if jit else step
+    with Context(TRAINING=1):
+        losses = [fn(Tensor(x), Tensor(y)).numpy().item() for x, y in data]
+    return losses, [p.numpy() for p in nn.state.get_parameters(model)]
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@given(st.sampled_from(sorted(OPTIMIZERS)), st.integers(2, 6), st.booleans(), st.integers(3, 7), st.integers(0, 1000))
+def test_jitted_training_steps_equal_eager_steps(opt_name, hidden, batchnorm, steps, seed):
+    eager_losses, eager_params = train(False, opt_name, hidden, batchnorm, steps, seed)
+    jit_losses, jit_params = train(True, opt_name, hidden, batchnorm, steps, seed)
+    np.testing.assert_allclose(jit_losses, eager_losses, rtol=1e-5, atol=1e-6)
+    for got, want in zip(jit_params, eager_params, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_jitted_sgd_on_a_linear_model_keeps_training():
+    # the issue's case: with the bug, the bias moved by the same amount on every replay
+    eager_losses, eager_params = train(False, "sgd", 4, False, 8, 1)
+    jit_losses, jit_params = train(True, "sgd", 4, False, 8, 1)
+    assert len(set(jit_losses[2:])) == len(jit_losses[2:])  # every replay has a loss of its own
+    np.testing.assert_allclose(jit_losses, eager_losses, rtol=1e-5, atol=1e-6)
+    for got, want in zip(jit_params, eager_params, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
