@@ -115,3 +115,12 @@ def test_empty_reductions(close):
     assert Tensor.ones(2, 0).sum().item() == 0
     with pytest.raises(RuntimeError, match="empty axis"):
         Tensor.ones(2, 0).max(1)
+
+
+def test_sum_over_a_padded_int_axis_is_not_miscompiled():
+    # found by the write fuzzer: GCC 12.2 -O2 -march=native vectorized this kernel's if-converted gated loads wrongly
+    # (garbage or [0, 8, 9, 18]); the C compiler now runs with -fno-tree-loop-if-convert
+    x = np.array([2, 7, 9, 9, 8, 9], np.int32).reshape((2, 3))
+    for dtype in (np.int32, np.float32):
+        got = Tensor(x.astype(dtype)).pad(((0, 2), (1, 0))).sum(0, keepdim=True).numpy()
+        np.testing.assert_array_equal(got, np.pad(x.astype(dtype), ((0, 2), (1, 0))).sum(0, keepdims=True))

@@ -94,9 +94,15 @@ def source_line_error(src: str, stderr: str, filename: str) -> str:
 
 
 class CCompiler(Compiler):
-    """Compiles C source into a shared object with the system C compiler."""
+    """Compiles C source into a shared object with the system C compiler.
 
-    def __init__(self, flags: tuple[str, ...] = ("-O2", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-ffp-contract=off")):
+    -fno-tree-loop-if-convert: GCC 12.2's loop vectorizer miscompiles a reduction loop holding a completely unrolled
+    (`GCC unroll`) register loop of gated loads once it if-converts it (a padded int tensor summed over its padded axis
+    read the wrong elements; test_sched_reduce.py has the case). Loops without conditionals, matmuls among them, vectorize as
+    before; the cost measured on benchmarks/cpu_kernels.py is within its run-to-run noise."""
+
+    def __init__(self, flags: tuple[str, ...] = ("-O2", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-ffp-contract=off",
+                                                 "-fno-tree-loop-if-convert")):
         self.cc = find_c_compiler()
         self.flags = ("-shared", "-fPIC", "-std=gnu11", "-pthread", *flags, "-lm")
         self.cache_key = f"c\0{compiler_version(self.cc)}\0{' '.join(self.flags)}"
