@@ -174,3 +174,69 @@ def test_debug_2_reports_each_replay(monkeypatch, capsys):
     monkeypatch.setenv("DEBUG", "2")
     f(Tensor(np.ones(4, np.float32)))
     assert "*** jit f replay 1: 2 kernels" in capsys.readouterr().out
+
+
+def test_keyword_arguments_bind_by_name_after_capture():
+    @TinyJit
+    def f(first, second):
+        return (first - second).realize()
+
+    for i in range(4):
+        a, b = Tensor([10.0 * i]), Tensor([1.0])
+        np.testing.assert_array_equal(f(second=b, first=a).numpy(), [10.0 * i - 1])
+        np.testing.assert_array_equal(f(a, second=b).numpy(), [10.0 * i - 1])
+
+
+def test_tensors_inside_lists_and_dicts_are_inputs_of_every_replay():
+    @TinyJit
+    def f(a, arr, named):
+        return (a + arr[0] * named["k"]).realize()
+
+    for i in range(5):
+        got = f(Tensor(np.ones(3, np.float32)), [Tensor(np.full(3, i, np.float32)).realize()], {"k": Tensor(np.full(3, 2.0, np.float32))})
+        np.testing.assert_array_equal(got.numpy(), np.full(3, 1 + 2 * i, np.float32))
+
+
+def test_changed_argument_structure_and_duplicate_inputs_raise_jit_error():
+    @TinyJit
+    def f(a, arr):
+        return (a + arr[0]).realize()
+
+    for _ in range(3):
+        f(Tensor([1.0]), [Tensor([2.0])])
+    with pytest.raises(JitError, match="changed place"):
+        f(Tensor([1.0]), [Tensor([2.0]), Tensor([3.0])])
+    t = Tensor([1.0])
+    with pytest.raises(JitError, match="same tensor twice"):
+        f(t, [t])
+
+
+def test_random_numbers_in_a_jitted_function_follow_the_eager_sequence():
+    def draws(jit: bool) -> list[np.ndarray]:
+        Tensor.manual_seed(3)
+
+        def f(x):
+            return (x + Tensor.rand(3) + Tensor.randn(2, 2).sum() + x.dropout(0.5)).realize()
+
+        fn = TinyJit(f) if jit else f
+        out = [fn(Tensor.ones(3).contiguous()).numpy() for _ in range(5)]
+        out.append(Tensor.rand(2).numpy())  # eager draws after the jitted ones continue the same sequence
+        return out
+
+    from uop_scheduler import Context
+
+    with Context(TRAINING=1):
+        eager, jitted = draws(False), draws(True)
+    for got, want in zip(jitted, eager, strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert not np.allclose(jitted[3], jitted[4])
+
+
+def test_host_read_inside_a_captured_step_raises_jit_error():
+    @TinyJit
+    def f(x):
+        return (x * x.sum().item()).realize()
+
+    f(Tensor([1.0, 1.0]))  # the eager call is fine
+    with pytest.raises(JitError, match="read a tensor's value on the host"):
+        f(Tensor([2.0, 2.0]))

@@ -1,6 +1,6 @@
 """TinyJit gives exactly the eager results on training steps: N jitted steps of a random small model and optimizer equal
-N eager steps, losses and every parameter (the replayed step used to read a copy of the parameters taken at capture,
-so every replay applied the same update)."""
+N eager steps, losses and every parameter, BatchNorm in training mode and dropout included (the replayed step used to
+read a copy of the parameters taken at capture, so every replay applied the same update)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ OPTIMIZERS = {
 
 
 class Model:
-    def __init__(self, n_in: int, hidden: int, batchnorm: bool):
+    def __init__(self, n_in: int, hidden: int, batchnorm: bool, dropout: bool = False):
+        self.dropout = dropout
         self.l1 = nn.Linear(n_in, hidden)
         self.bn = nn.BatchNorm(hidden) if batchnorm else None
         self.l2 = nn.Linear(hidden, 1)
@@ -28,13 +29,14 @@ class Model:
         h = self.l1(x)
         if self.bn is not None:
             h = self.bn(h)
-        return self.l2(h.relu())
+        h = h.relu()
+        return self.l2(h.dropout(0.3) if self.dropout else h)
 
 
-def train(jit: bool, opt_name: str, hidden: int, batchnorm: bool, steps: int, seed: int):
+def train(jit: bool, opt_name: str, hidden: int, batchnorm: bool, steps: int, seed: int, dropout: bool = False):
     Tensor.manual_seed(seed)
     rng = np.random.default_rng(seed)
-    model = Model(3, hidden, batchnorm)
+    model = Model(3, hidden, batchnorm, dropout)
     params = nn.state.get_parameters(model)
     opt = OPTIMIZERS[opt_name](params)
     data = [(rng.standard_normal((8, 3)).astype(np.float32), rng.standard_normal((8, 1)).astype(np.float32)) for _ in range(steps)]
@@ -53,10 +55,10 @@ def train(jit: bool, opt_name: str, hidden: int, batchnorm: bool, steps: int, se
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
-@given(st.sampled_from(sorted(OPTIMIZERS)), st.integers(2, 6), st.booleans(), st.integers(3, 7), st.integers(0, 1000))
-def test_jitted_training_steps_equal_eager_steps(opt_name, hidden, batchnorm, steps, seed):
-    eager_losses, eager_params = train(False, opt_name, hidden, batchnorm, steps, seed)
-    jit_losses, jit_params = train(True, opt_name, hidden, batchnorm, steps, seed)
+@given(st.sampled_from(sorted(OPTIMIZERS)), st.integers(2, 6), st.booleans(), st.integers(3, 7), st.integers(0, 1000), st.booleans())
+def test_jitted_training_steps_equal_eager_steps(opt_name, hidden, batchnorm, steps, seed, dropout):
+    eager_losses, eager_params = train(False, opt_name, hidden, batchnorm, steps, seed, dropout)
+    jit_losses, jit_params = train(True, opt_name, hidden, batchnorm, steps, seed, dropout)
     np.testing.assert_allclose(jit_losses, eager_losses, rtol=1e-5, atol=1e-6)
     for got, want in zip(jit_params, eager_params, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -33,3 +33,8 @@ class TensorRuntimeError(SchedulerError, RuntimeError):
 
 class ArgumentError(SchedulerError, ValueError):
     """An argument is outside the values an op accepts (a reduction name, a mode, a probability, a sample count)."""
+
+
+class JitError(SchedulerError, RuntimeError):
+    """A TinyJit was called in a way its capture cannot serve (changed inputs, unsupported return values, a host read
+    inside the captured step)."""

@@ -14,6 +14,7 @@ and a write into other state (BatchNorm's statistics, an optimizer's moments) la
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import time
 from collections.abc import Callable
@@ -23,7 +24,8 @@ from typing import Any, Generic, TypeVar
 from hcq_runtime import DeviceError, LinkedLinear, LinkedSteps, buffer_for, link_linear, run_linear
 from uopir import Ops, UOp, dtypes
 
-from .errors import SchedulerError
+from .errors import JitError
+from .random import JitRng, RandomMixin
 from .realize import capture_linears
 from .symbolic import bind_shape, bound_values, unbound_shape
 from .tensor import Tensor
@@ -31,12 +33,48 @@ from .tensor import Tensor
 ReturnType = TypeVar("ReturnType")
 
 
-class JitError(SchedulerError, RuntimeError):
-    """A TinyJit was called in a way its capture cannot serve (changed inputs, unsupported return values)."""
+def _bound_arguments(fn: Callable[..., Any], args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+    """The call's arguments by parameter name, in the order of the function's parameters (so `f(b=y, a=x)` and
+    `f(x, y)` bind the same tensors to the same places); positions and sorted keywords when `fn` has no signature."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return [(f"#{i}", a) for i, a in enumerate(args)] + sorted(kwargs.items())
+    try:
+        bound = sig.bind(*args, **kwargs)
+    except TypeError as e:
+        raise JitError(f"TinyJit call does not match {getattr(fn, '__name__', 'the function')}{sig}: {e}") from None
+    bound.apply_defaults()
+    return list(bound.arguments.items())
 
 
-def _input_tensors(args: tuple, kwargs: dict) -> list[Tensor]:
-    return [t for t in (*args, *kwargs.values()) if isinstance(t, Tensor)]
+def _input_tensors(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple[list[Tensor], tuple]:
+    """The tensors a call passes, wherever they sit (an argument, or inside lists, tuples and dicts in arguments), in
+    parameter order, and where each one is (its path: parameter name, then indices and keys)."""
+    found: list[tuple[tuple, Tensor]] = []
+
+    def walk(value: Any, path: tuple) -> None:
+        if isinstance(value, Tensor):
+            found.append((path, value))
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                walk(item, (*path, i))
+        elif isinstance(value, dict):
+            for key in sorted(value, key=repr):
+                walk(value[key], (*path, key))
+
+    for name, value in _bound_arguments(fn, args, kwargs):
+        walk(value, (name,))
+    tensors = [t for _, t in found]
+    seen: dict[int, tuple] = {}
+    for path, t in found:
+        if (other := seen.setdefault(id(t), path)) is not path:
+            raise JitError(f"TinyJit got the same tensor twice (as {_where(other)} and {_where(path)}): pass it once, or pass a .clone()")
+    return tensors, tuple(p for p, _ in found)
+
+
+def _where(path: tuple) -> str:
+    return str(path[0]) + "".join(f"[{p!r}]" for p in path[1:])
 
 
 def _signature(tensors: list[Tensor]) -> tuple:
@@ -69,6 +107,8 @@ class _Captured:
     outputs: list[tuple[tuple[int, ...], Any, str, int]]  # shape, dtype, device, size of each fresh returned tensor
     aliased: list[int | None]  # per returned tensor: the input it is (written in place), or None for a fresh output
     structure: Callable[[list[Tensor]], Any]
+    paths: tuple = ()  # where each input tensor sits in the call (see `_input_tensors`)
+    rng: JitRng | None = None  # the step's RNG state buffers, when it draws random numbers
 
 
 class TinyJit(Generic[ReturnType]):
@@ -88,10 +128,13 @@ class TinyJit(Generic[ReturnType]):
         return self if obj is None else functools.partial(self.__call__, obj)
 
     def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
-        inputs = _input_tensors(args, kwargs)
+        inputs, paths = _input_tensors(self.fn, args, kwargs)
         if inputs:
             inputs[0].realize(*inputs[1:])
         if self.captured is not None:
+            if paths != self.captured.paths:
+                raise JitError(f"TinyJit inputs changed place: captured with tensors at {', '.join(map(_where, self.captured.paths)) or 'none'}, "
+                               f"called with {', '.join(map(_where, paths)) or 'none'} (call .reset() to capture again)")
             return self._replay(inputs, _var_vals(inputs, args, kwargs))
         if self.cnt == 0:
             self.cnt = 1
@@ -100,15 +143,19 @@ class TinyJit(Generic[ReturnType]):
             if outs:
                 outs[0].realize(*outs[1:])
             return ret
-        return self._capture(inputs, args, kwargs)
+        return self._capture(inputs, paths, args, kwargs)
 
-    def _capture(self, inputs: list[Tensor], args: tuple, kwargs: dict) -> ReturnType:
+    def _capture(self, inputs: list[Tensor], paths: tuple, args: tuple, kwargs: dict) -> ReturnType:
         input_buffers = [_buffer_of(t) for t in inputs]
-        with capture_linears() as linears:
-            ret = self.fn(*args, **kwargs)
-            outs = _returned_tensors(ret)
-            if outs:
-                outs[0].realize(*outs[1:])
+        rng = RandomMixin._jit_rng = JitRng(Tensor)
+        try:
+            with capture_linears() as linears:
+                ret = self.fn(*args, **kwargs)
+                outs = _returned_tensors(ret)
+                if outs:
+                    outs[0].realize(*outs[1:])
+        finally:
+            RandomMixin._jit_rng = None
         output_buffers = [_buffer_of(t) for t in outs]
         linear = UOp(Ops.LINEAR, dtypes.void, tuple(call for recorded in linears for call in recorded.src))
         # writes into an input made new versions of its buffer (same storage): they are that input on every replay
@@ -125,7 +172,8 @@ class TinyJit(Generic[ReturnType]):
             linked = None  # a device the runtime cannot link for: replay the recorded calls through run_linear
         fresh = [t for t, a in zip(outs, aliased) if a is None]
         out_info = [(unbound_shape(t.shape), t.dtype, t.device, b.arg.size) for t, b in zip(fresh, output_buffers)]
-        self.captured = _Captured(_signature(inputs), linked, linear, [*input_buffers, *output_buffers], out_info, aliased, _restructure(ret))
+        self.captured = _Captured(_signature(inputs), linked, linear, [*input_buffers, *output_buffers], out_info, aliased, _restructure(ret),
+                                  paths, rng if rng.calls else None)
         self.cnt = 2
         return ret
 
@@ -137,6 +185,9 @@ class TinyJit(Generic[ReturnType]):
                            "(same shapes, dtypes and devices are required; call .reset() to capture again)")
         outputs = [UOp.new_buffer(device, size, dtype) for _, dtype, device, size in cap.outputs]
         start = time.perf_counter()
+        if cap.rng is not None:
+            cap.rng.fill()  # the step's random tensors continue the eager sequence
+            RandomMixin._calls += cap.rng.calls
         if cap.linked is not None:
             cap.linked([buffer_for(_buffer_of(t)) for t in inputs] + [buffer_for(b).ensure_allocated() for b in outputs], var_vals)
         else:

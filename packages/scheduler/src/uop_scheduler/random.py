@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
+from hcq_runtime import Device, buffer_for, canonicalize
 from uopir import dtypes, to_dtype
 
 from .errors import ArgumentError
@@ -17,6 +19,35 @@ if TYPE_CHECKING:
     from .tensor import Tensor
 
 _GOLDEN = 0x9E3779B1
+_MUL_SEED, _MUL_CALL = 0x85EBCA6B, 0xC2B2AE35
+
+
+class JitRng:
+    """The RNG state of a step TinyJit captures: a uint32 buffer holding (seed, call count at the step's start) per
+    device, which the jit fills before every replay. The j-th random tensor of the step reads its key from it,
+    (seed * A + (count + j + 1) * B), the key eager mode computes for that call, so replays draw new numbers exactly
+    as eager calls would, and after each replay the jit advances the call count by `calls`."""
+
+    def __init__(self, tensor_cls: Any):
+        self.tensor_cls = tensor_cls
+        self.calls = 0
+        self.state: dict[str, Tensor] = {}  # device -> its (seed, count) buffer
+
+    def fill(self) -> None:
+        """Write the current (seed, call count) into every state buffer (before a replay)."""
+        values = np.array([RandomMixin._seed, RandomMixin._calls], np.uint32)
+        for t in self.state.values():
+            buffer_for(t.uop.base).copyin(values)
+
+    def key(self, device: str | None) -> Tensor:
+        """The key of the next random tensor of the step (the eager call count has already advanced for it)."""
+        dev = canonicalize(device) if device is not None else Device.DEFAULT
+        if dev not in self.state:
+            start = np.array([RandomMixin._seed, RandomMixin._calls - 1 - self.calls], np.uint32)
+            self.state[dev] = self.tensor_cls(start, device=dev)  # a buffer already (no realize: it would run pending writes)
+        state = self.state[dev]
+        self.calls += 1
+        return state[0].mul(_MUL_SEED).add(state[1].add(self.calls).mul(_MUL_CALL))
 
 
 class RandomMixin:
@@ -31,16 +62,21 @@ class RandomMixin:
         """Make the following random tensors reproducible from `seed`."""
         RandomMixin._seed, RandomMixin._calls = seed & 0xFFFFFFFF, 0
 
+    # while TinyJit captures a step: the step's RNG state (see `JitRng`), read from a buffer instead of baked in
+    _jit_rng: ClassVar[JitRng | None] = None
+
     @classmethod
     def _next_key(cls) -> int:
         RandomMixin._calls += 1
-        return (RandomMixin._seed * 0x85EBCA6B + RandomMixin._calls * 0xC2B2AE35) & 0xFFFFFFFF
+        return (RandomMixin._seed * _MUL_SEED + RandomMixin._calls * _MUL_CALL) & 0xFFFFFFFF
 
     @classmethod
     def _random_bits(cls, n: int, device: str | None) -> Tensor:
         """`n` pseudo-random uint32s."""
         tensor_cls: Any = cls
-        key = cls._next_key()
+        key: Any = cls._next_key()
+        if (rng := RandomMixin._jit_rng) is not None:
+            key = rng.key(device)
         x = tensor_cls.arange(n, dtype=dtypes.uint32, device=device).mul(_GOLDEN).add(key)
         x = x.bitwise_xor(x.rshift(16)).mul(0x85EBCA6B)
         x = x.bitwise_xor(x.rshift(13)).mul(0xC2B2AE35)

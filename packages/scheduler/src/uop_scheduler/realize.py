@@ -54,6 +54,11 @@ def capture_linears() -> Iterator[list[UOp]]:
         realized_buffers.update({node: buf for node, buf in saved.items() if buf not in _stale})
 
 
+def capturing() -> bool:
+    """Whether a TinyJit capture is recording the kernels being run."""
+    return bool(_captures)
+
+
 class _Realized:
     """The nodes whose value already sits in a buffer (a realized node or a buffer version a write made)."""
 

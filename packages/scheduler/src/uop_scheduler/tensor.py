@@ -18,7 +18,7 @@ from uopir import DType, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8
 from .activations import ActivationMixin
 from .calls import IN_PLACE
 from .elementwise import ElementwiseMixin
-from .errors import TensorRuntimeError, TensorTypeError
+from .errors import JitError, TensorRuntimeError, TensorTypeError
 from .gradient import GradientMixin, requires_grad_tensors
 from .indexing import IndexingMixin
 from .losses import LossMixin
@@ -27,7 +27,7 @@ from .movement import MovementMixin
 from .multi import ShardedTensor, shard
 from .nn_ops import NNMixin
 from .random import RandomMixin
-from .realize import done, realize_uops, realized_buffers, written_versions
+from .realize import capturing, done, realize_uops, realized_buffers, written_versions
 from .reduce import ReduceMixin
 from .symbolic import concrete
 from .writes import ViewStep, all_tensors, apply_view, live_reads, pending, rebind_views, storage_of, write
@@ -319,7 +319,11 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         return [Tensor._owning(new.after(call).reshape(t.shape), t.device) for t, new in zip(srcs, news)]
 
     def numpy(self) -> np.ndarray:
-        """The values as a numpy array (realizing first)."""
+        """The values as a numpy array (realizing first). Not inside a step TinyJit captures: the value would be baked
+        into every replay (JitError)."""
+        if capturing():
+            raise JitError("a jitted function read a tensor's value on the host (.numpy(), .item(), .tolist()): replays would "
+                           "reuse the value read at capture; return the tensor and read it after the call, or keep computing with tensors")
         shape = tuple(concrete(d) for d in self.shape)
         if math.prod(shape) == 0:
             return from_storage(np.zeros(shape, numpy_dtype(self.dtype)), self.dtype)
