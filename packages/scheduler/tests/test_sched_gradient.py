@@ -115,3 +115,17 @@ def test_detach_stops_gradients_and_backward_accumulates():
         (x * 2).sum().gradient(y)
     with pytest.raises(RuntimeError, match="non-scalar"):
         (x * 2).gradient(x)
+
+
+def test_backward_after_reading_the_value():
+    # .item() realizes y into a buffer; backward must still see the graph that computed it
+    xv, wv = np.array([[1, 2], [3, 4]], np.float32), np.array([[1, -1], [2, 0.5]], np.float32)
+    x, w = Tensor(xv), Tensor(wv, requires_grad=True)
+    y = (x @ w).relu().sum()
+    assert y.item() == np.maximum(xv @ wv, 0).sum()
+    y.backward()
+    np.testing.assert_allclose(w.grad.numpy(), xv.T @ ((xv @ wv) > 0).astype(np.float32))
+    z = (x @ w).sum()
+    z.realize()
+    (gw,) = z.gradient(w)
+    np.testing.assert_allclose(gw.numpy(), xv.T @ np.ones((2, 2), np.float32))

@@ -137,15 +137,20 @@ class GradientMixin:
             seed = self.uop.const_like(1.0)
         else:
             seed = gradient.uop
-        grads = compute_gradient(self.uop, seed, {t.uop for t in targets})
+        grads = compute_gradient(self._autograd_graph(), seed, {t.uop for t in targets})
         missing = [i for i, t in enumerate(targets) if t.uop not in grads]
         if missing:
             raise RuntimeError(f"targets {missing} are not part of the graph of this tensor: no gradient flows to them")
         return [self._wrap(grads[t.uop]) for t in targets]
 
+    def _autograd_graph(self):
+        """The graph gradients flow through: the computation kept by realize when it made this tensor a buffer."""
+        graph = getattr(self, "_graph", None)
+        return graph if graph is not None else self.uop
+
     def backward(self, gradient=None):
         """Accumulate d(self)/d(t) into `t.grad` for every tensor `t` with `requires_grad` that self depends on."""
-        nodes = set(self.uop.toposort())
+        nodes = set(self._autograd_graph().toposort())
         targets = [t for t in list(requires_grad_tensors) if t.uop in nodes]
         if not targets:
             raise RuntimeError("backward found no tensor with requires_grad=True in this graph")

@@ -90,7 +90,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
     Ops build a graph; `realize()` / `numpy()` / `tolist()` / `item()` run it.
     """
 
-    __slots__ = ("uop", "_device", "_requires_grad", "grad", "_root", "_chain", "_views", "_borrowed", "__weakref__")
+    __slots__ = ("uop", "_device", "_requires_grad", "grad", "_root", "_chain", "_views", "_borrowed", "_graph", "__weakref__")
     training: ClassVar[bool] = False
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None, requires_grad: bool | None = None):
@@ -106,6 +106,9 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         # whether this tensor's buffer may be another tensor's too (made from a UOp that is a view of existing storage,
         # or realized to a buffer another tensor realized first): its first write copies (see writes.write)
         self._borrowed = False
+        # the graph this tensor's value was computed by, kept when realize replaced it with a buffer and tensors that
+        # require gradients feed it (so `y.item(); y.backward()` still finds them); None otherwise
+        self._graph: UOp | None = None
         all_tensors.add(self)
         if isinstance(data, UOp):
             self.uop = data if dt is None or data.dtype is dt else data.cast(dt)
@@ -267,6 +270,10 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
 
     def _settle(self, old: UOp, new: UOp) -> None:
         """After a realize: the computed node `old` in this tensor's value is now `new` (a buffer or a view of one)."""
+        if self._graph is None and requires_grad_tensors and old.op is not Ops.AFTER:
+            leaves = {t.uop for t in list(requires_grad_tensors)}
+            if any(n in leaves for n in self.uop.toposort()):
+                self._graph = self.uop
         self.uop = new if self.uop is old else self.uop.substitute({old: new})
         if self._views:
             rebind_views(self)

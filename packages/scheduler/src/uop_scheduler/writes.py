@@ -158,6 +158,7 @@ def write(target: Tensor, value: Tensor) -> None:
     """Write `value` (same dtype and device, broadcast to `target`'s shape) into `target` and everything it views."""
     root = target._root if target._root is not None else target
     chain = target._chain
+    root._graph = None  # a new value: the graph it was computed by no longer describes it
     if not chain and (storage_of(root.uop) is None or root._borrowed):
         # a value not in a buffer of its own: becomes (a copy of) the value, never an alias of the value's own buffer
         root.uop = value.uop.contiguous()
