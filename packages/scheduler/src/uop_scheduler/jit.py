@@ -33,12 +33,25 @@ from .tensor import Tensor
 ReturnType = TypeVar("ReturnType")
 
 
-def _bound_arguments(fn: Callable[..., Any], args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
-    """The call's arguments by parameter name, in the order of the function's parameters (so `f(b=y, a=x)` and
-    `f(x, y)` bind the same tensors to the same places); positions and sorted keywords when `fn` has no signature."""
+@functools.cache
+def _signature_of(fn: Callable[..., Any]) -> tuple[inspect.Signature | None, tuple[str, ...]]:
+    """`fn`'s signature (None when it has none) and the names of its parameters when all of them are plain positional
+    ones (the fast path of `_bound_arguments`), else ()."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):
+        return None, ()
+    plain = all(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in sig.parameters.values())
+    return sig, tuple(sig.parameters) if plain else ()
+
+
+def _bound_arguments(fn: Callable[..., Any], args: tuple, kwargs: dict) -> list[tuple[str, Any]]:
+    """The call's arguments by parameter name, in the order of the function's parameters (so `f(b=y, a=x)` and
+    `f(x, y)` bind the same tensors to the same places); positions and sorted keywords when `fn` has no signature."""
+    sig, names = _signature_of(fn)
+    if not kwargs and len(args) == len(names):  # every parameter given by position: no binding to do
+        return list(zip(names, args))
+    if sig is None:
         return [(f"#{i}", a) for i, a in enumerate(args)] + sorted(kwargs.items())
     try:
         bound = sig.bind(*args, **kwargs)
