@@ -88,7 +88,7 @@ def write_shim(root: Path) -> None:
                  "class _Missing:",
                  "    def __init__(self, name): self._name = name",
                  "    def __call__(self, *a, **k): raise NotImplementedError(f'tinygrad name {self._name} has no uop_scheduler counterpart')",
-                 "    def __getattr__(self, attr): raise NotImplementedError(f'tinygrad name {self._name} has no uop_scheduler counterpart')",
+                 "    def __getattr__(self, attr): return _Missing(self._name + '.' + attr)",
                  "    def __mro_entries__(self, bases): return (object,)"]
         lines += [f"{name} = {expr}" for name, expr in names.items()]
         lines += ["def __getattr__(name):",
@@ -119,8 +119,9 @@ def prepare(src: Path, files: list[str], ours: bool) -> Path:
     return work
 
 
-_RESULT = re.compile(r"^(\S+::\S+) (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)")
-_RUNNING = re.compile(r"^(\S+::\S+) ")
+_SUMMARY = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS) (\S+::\S+)")
+_PROGRESS = re.compile(r"^(\S+::\S+)")
+_KIND = {"PASSED": "passed", "XPASS": "passed", "SKIPPED": "skipped", "XFAIL": "skipped", "FAILED": "failed", "ERROR": "failed"}
 
 
 def run_file(work: Path, f: str, env: dict[str, str], timeout: int) -> dict[str, str]:
@@ -130,7 +131,7 @@ def run_file(work: Path, f: str, env: dict[str, str], timeout: int) -> dict[str,
     out: dict[str, str] = {}
     deselect: list[str] = []
     for _ in range(50):
-        cmd = [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--rootdir", str(work), f,
+        cmd = [sys.executable, "-m", "pytest", "-v", "-rA", "-p", "no:cacheprovider", "--rootdir", str(work), f,
                *(arg for t in deselect for arg in ("--deselect", t))]
         try:
             proc = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
@@ -139,12 +140,12 @@ def run_file(work: Path, f: str, env: dict[str, str], timeout: int) -> dict[str,
             text = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
         last = None
         for line in text.splitlines():
-            if m := _RESULT.match(line):
-                kind = m.group(2)
-                out[m.group(1)] = "passed" if kind in ("PASSED", "XPASS") else "skipped" if kind in ("SKIPPED", "XFAIL") else "failed"
-            elif m := _RUNNING.match(line):
+            if m := _SUMMARY.match(line):  # the -rA summary: one line per test, whatever the test printed
+                out[m.group(2).split(" ")[0]] = _KIND[m.group(1)]
+            elif m := _PROGRESS.match(line):
                 last = m.group(1)
-        hung = last if last is not None and last not in out else None
+        finished = "short test summary info" in text
+        hung = None if finished or last is None or last in out else last
         if hung is None:
             return out
         out[hung] = "failed"
