@@ -61,3 +61,12 @@ def test_ci_runs_the_readme_test_command():
     assert "set -euo pipefail" in ci
     command = readme_test_command()
     assert command in ci.splitlines(), f"{command!r} from the README is not a line of .ci/run"
+
+
+def test_the_suite_runs_with_fresh_buffers_poisoned():
+    # the root conftest.py turns it on: reads of memory nothing wrote show up as NaN / 0xA5 in every test
+    import os
+
+    from hcq_runtime.buffer import poison_enabled
+
+    assert os.environ.get("UOP_POISON") == "1" and poison_enabled()

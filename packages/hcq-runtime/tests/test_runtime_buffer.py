@@ -62,3 +62,21 @@ def test_disk_buffer_persists_to_the_file(tmp_path, f32):
     np.testing.assert_array_equal(np.fromfile(path, dtype=np.float32), data)
     view = Buffer(f"DISK:{path}", 16, f32).view(4, f32, offset=16)
     np.testing.assert_array_equal(view.numpy(), [4, 5, 6, 7])
+
+
+def test_fresh_buffers_are_poisoned_in_debug_mode(monkeypatch):
+    from uopir import dtypes
+
+    monkeypatch.setenv("UOP_POISON", "1")
+    assert np.isnan(Buffer("CPU", 4, dtypes.float32).ensure_allocated().numpy()).all()
+    assert (Buffer("CPU", 3, dtypes.int32).ensure_allocated().numpy() == np.int32(-1515870811)).all()  # 0xA5A5A5A5
+    assert np.isnan(Buffer("CPU", 2, dtypes.float16).ensure_allocated().numpy()).all()
+    monkeypatch.setenv("UOP_POISON", "0")
+    monkeypatch.setenv("DEBUG", "1")
+    from hcq_runtime.buffer import poison_enabled
+
+    assert not poison_enabled()
+    monkeypatch.delenv("UOP_POISON")
+    assert poison_enabled()
+    monkeypatch.setenv("DEBUG", "0")
+    assert not poison_enabled()

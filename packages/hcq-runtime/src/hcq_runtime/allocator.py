@@ -13,6 +13,10 @@ Opaque = TypeVar("Opaque")
 class Allocator(Generic[Opaque]):
     """The memory interface of a device. `Opaque` is whatever handle the device uses for an allocation."""
 
+    #: whether an allocation is new memory (poisoned in debug mode, see `buffer.poison_enabled`); False where it maps
+    #: contents that exist already (a file)
+    fresh_memory = True
+
     def alloc(self, nbytes: int, options: Any = None) -> Opaque:
         """Allocate `nbytes` (> 0) bytes; raise AllocationError when the device is out of memory."""
         raise NotImplementedError

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -10,6 +11,24 @@ from .device import Device, canonicalize
 from .errors import AllocationError
 
 _UNSIGNED_BY_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def poison_enabled() -> bool:
+    """Whether fresh allocations are filled with a poison pattern (`UOP_POISON=1`, or `DEBUG` >= 1), so a read of memory
+    nothing wrote shows up as NaN (floats) or 0xA5A5... (integers) instead of whatever the allocator left there."""
+    flag = os.environ.get("UOP_POISON")
+    if flag is not None:
+        return flag not in ("", "0")
+    try:
+        return int(os.environ.get("DEBUG", "0") or 0) >= 1
+    except ValueError:
+        return False
+
+
+def poison_pattern(dtype: Any, nbytes: int) -> bytes:
+    """`nbytes` of poison for `dtype`: all ones (a NaN in every float format) for floats, 0xA5 bytes otherwise."""
+    is_float = getattr(dtype, "fmt", None) in ("e", "f", "d") or "float" in str(getattr(dtype, "name", dtype)) or "fp8" in str(dtype)
+    return (b"\xff" if is_float else b"\xa5") * nbytes
 
 
 def numpy_dtype(dtype: Any) -> np.dtype:
@@ -62,6 +81,8 @@ class Buffer:
         base = self.base
         if base._opaque is None:
             base._opaque = base.allocator.alloc(max(base.nbytes, 1), base.options)
+            if base.allocator.fresh_memory and poison_enabled():
+                base.allocator.copyin(base._opaque, memoryview(poison_pattern(base.dtype, max(base.nbytes, 1))))
         if self._base is not None and self._opaque is None:
             self._opaque = self.allocator.offset(base._opaque, self.offset, self.nbytes)
         return self

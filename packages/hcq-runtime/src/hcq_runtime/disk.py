@@ -27,6 +27,8 @@ class DiskMemory:
 class DiskAllocator(Allocator[DiskMemory]):
     """Every allocation starts at byte 0 of the file; the file grows to fit the largest one."""
 
+    fresh_memory = False  # the file's bytes are the buffer's contents
+
     def __init__(self, device: DiskDevice):
         self.device = device
 
