@@ -240,3 +240,45 @@ def test_host_read_inside_a_captured_step_raises_jit_error():
     f(Tensor([1.0, 1.0]))  # the eager call is fine
     with pytest.raises(JitError, match="read a tensor's value on the host"):
         f(Tensor([2.0, 2.0]))
+
+
+def test_dict_outputs_replay():
+    @TinyJit
+    def f(a, b):
+        return {"sum": (a + b).realize(), "diff": (a - b).realize()}
+
+    for i in range(4):
+        out = f(Tensor([float(i)]), Tensor([1.0]))
+        assert list(out) == ["sum", "diff"]
+        np.testing.assert_array_equal(out["sum"].numpy(), [i + 1.0])
+        np.testing.assert_array_equal(out["diff"].numpy(), [i - 1.0])
+
+
+def test_guards_raise_jit_error():
+    @TinyJit
+    def non_tensor(a, i):
+        return (a + 1).realize(), i
+
+    with pytest.raises(JitError, match="beside its tensors"):
+        for i in range(3):
+            non_tensor(Tensor([1.0]), i)
+
+    @TinyJit
+    def nothing(a):
+        return None
+
+    with pytest.raises(JitError, match="ran no kernels"):
+        for _ in range(3):
+            nothing(Tensor([1.0]))
+
+    @TinyJit
+    def inner(t):
+        return t + 1
+
+    @TinyJit
+    def outer(t):
+        return (inner(t) * 3).realize()
+
+    np.testing.assert_array_equal(outer(Tensor([1.0])).numpy(), [6.0])  # the eager call is fine
+    with pytest.raises(JitError, match="inside another TinyJit"):
+        outer(Tensor([1.0]))

@@ -26,7 +26,7 @@ from uopir import Ops, UOp, dtypes
 
 from .errors import JitError
 from .random import JitRng, RandomMixin
-from .realize import capture_linears
+from .realize import capture_linears, capturing
 from .symbolic import bind_shape, bound_values, unbound_shape
 from .tensor import Tensor
 
@@ -141,6 +141,9 @@ class TinyJit(Generic[ReturnType]):
         return self if obj is None else functools.partial(self.__call__, obj)
 
     def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
+        if capturing():
+            raise JitError("having TinyJit inside another TinyJit is not supported: jit only the outer function "
+                           "(the inner one's kernels are captured with it)")
         inputs, paths = _input_tensors(self.fn, args, kwargs)
         if inputs:
             inputs[0].realize(*inputs[1:])
@@ -171,6 +174,9 @@ class TinyJit(Generic[ReturnType]):
             RandomMixin._jit_rng = None
         output_buffers = [_buffer_of(t) for t in outs]
         linear = UOp(Ops.LINEAR, dtypes.void, tuple(call for recorded in linears for call in recorded.src))
+        if not linear.src:
+            raise JitError(f"the jitted function {getattr(self.fn, '__name__', '')!r} ran no kernels, so there is nothing to replay: "
+                           "return the tensors it computes (they are realized), or call it without TinyJit")
         # writes into an input made new versions of its buffer (same storage): they are that input on every replay
         storage = {id(buffer_for(b)): b for b in input_buffers}
         versions = {a: storage[id(buffer_for(a))] for call in linear.src for a in call.src[1:]
@@ -214,13 +220,19 @@ class TinyJit(Generic[ReturnType]):
 
 
 def _returned_tensors(ret: Any) -> list[Tensor]:
+    """The tensors of a jitted function's return value: a Tensor, a tuple/list of Tensors, a dict of Tensors, or None.
+    Anything else would be the capture-time value on every replay, so it is a JitError."""
     if isinstance(ret, Tensor):
         return [ret]
-    if isinstance(ret, (tuple, list)):
-        return [t for t in ret if isinstance(t, Tensor)]
     if ret is None:
         return []
-    raise JitError(f"a jitted function returns Tensors, tuples or lists of them, or None; got {type(ret).__name__}")
+    items = list(ret.values()) if isinstance(ret, dict) else list(ret) if isinstance(ret, (tuple, list)) else None
+    if items is None:
+        raise JitError(f"a jitted function returns Tensors (alone, in a tuple, list or dict) or None; got {type(ret).__name__}")
+    if bad := [type(x).__name__ for x in items if not isinstance(x, Tensor)]:
+        raise JitError(f"a jitted function returned {', '.join(sorted(set(bad)))} beside its tensors: a replay would return the "
+                       "capture-time value; return only tensors (compute the rest outside the jitted function)")
+    return items
 
 
 def _restructure(ret: Any) -> Callable[[list[Tensor]], Any]:
@@ -229,12 +241,8 @@ def _restructure(ret: Any) -> Callable[[list[Tensor]], Any]:
         return lambda ts: ts[0]
     if ret is None:
         return lambda ts: None
+    if isinstance(ret, dict):
+        keys = list(ret)
+        return lambda ts: dict(zip(keys, ts, strict=True))
     kind = type(ret)
-    positions = [isinstance(x, Tensor) for x in ret]
-    others = list(ret)
-
-    def rebuild(ts: list[Tensor]) -> Any:
-        it = iter(ts)
-        return kind(next(it) if is_tensor else other for is_tensor, other in zip(positions, others))
-
-    return rebuild
+    return lambda ts: kind(ts)
