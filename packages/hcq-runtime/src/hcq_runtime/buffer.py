@@ -26,7 +26,8 @@ def poison_enabled() -> bool:
 
 
 def poison_pattern(dtype: Any, nbytes: int) -> bytes:
-    """`nbytes` of poison for `dtype`: all ones (a NaN in every float format) for floats, 0xA5 bytes otherwise."""
+    """`nbytes` of poison for `dtype` (any object with `fmt` and `name`, as buffers take): all ones for floats (a NaN in
+    the IEEE-style formats, bf16 and fp8 e4m3/e5m2 included), 0xA5 bytes otherwise."""
     is_float = getattr(dtype, "fmt", None) in ("e", "f", "d") or "float" in str(getattr(dtype, "name", dtype)) or "fp8" in str(dtype)
     return (b"\xff" if is_float else b"\xa5") * nbytes
 

@@ -17,7 +17,7 @@ from hcq_runtime import bind_buffer, buffer_for, run_linear
 from uopir import Ops, UOp, dtypes
 
 from .calls import in_place_arity, inline_calls, is_call_output
-from .schedule import CopyStep, KernelStep, Plan, cached_plan, walk_graph
+from .schedule import CopyStep, KernelStep, Plan, cached_plan, device_below, walk_graph
 
 realized_buffers: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 # buffer versions made by writes that have run: AFTER(buffer, STORE) -> buffer (kept through TinyJit captures, unlike
@@ -99,12 +99,6 @@ def linear_for(plan: Plan, inputs: list[UOp], var_vals: dict[str, int] | None = 
     return UOp(Ops.LINEAR, dtypes.void, tuple(calls)), buffers
 
 
-def _has_device(node: UOp) -> bool:
-    """Whether `node` is computed from buffers (so it has one device). A graph of constants alone belongs to no device:
-    realized for a tensor on one device, it must not be read from that buffer by a kernel on another."""
-    return isinstance(node.device, str) or any(n.op is Ops.BUFFER for n in node.toposort())
-
-
 def _as_recorded(linear: UOp, rebound: list[UOp]) -> UOp:
     """`linear` as a capture records it. The buffers in `rebound` are about to be bound to the copies that keep their
     old values for later readers; the calls that ran here read and wrote the memory they had while running, so the
@@ -161,6 +155,8 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
         written_versions[walk.nodes[pos]] = buffers[num]
     outs = [buffers[n] for n in plan.outputs]
     for t, buf in zip(targets, outs):
-        if t.op not in (Ops.BUFFER, Ops.AFTER) and _has_device(t):
+        # a graph of constants alone belongs to no device: realized for a tensor on one device, it must not be read
+        # from that buffer by a kernel on another
+        if t.op not in (Ops.BUFFER, Ops.AFTER) and device_below(t) is not None:
             realized_buffers[t] = buf
     return outs

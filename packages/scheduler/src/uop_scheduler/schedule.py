@@ -129,15 +129,21 @@ def _is_leaf_view(node: UOp, leaf_set: set[UOp]) -> UOp | None:
     return node if node in leaf_set else None
 
 
-def _device_of(node: UOp, default_device: str) -> str:
+def device_below(node: UOp) -> str | None:
     """Where a node is computed: its own device, else the device of the buffers below it (`UOp.device` follows only
-    the first source, and a graph such as a gradient can start from a device-less constant), else the default."""
+    the first source, and a graph such as a gradient can start from a device-less constant); None for a graph of
+    constants alone."""
     if isinstance(node.device, str):
         return node.device
     for below in node.toposort(gate=lambda n: n.op is not Ops.COPY):
         if below.op is Ops.BUFFER and isinstance(below.device, str):
             return below.device
-    return default_device
+    return None
+
+
+def _device_of(node: UOp, default_device: str) -> str:
+    """`device_below`, else the default."""
+    return device_below(node) or default_device
 
 
 def _store_base(store: UOp) -> UOp:

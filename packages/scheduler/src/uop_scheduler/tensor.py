@@ -160,10 +160,10 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         return Tensor(u, device=device or self._device)
 
     @staticmethod
-    def _owning(u: UOp, device: str) -> Tensor:
+    def _owning(u: UOp, device: str, **kwargs: Any) -> Tensor:
         """A tensor whose value is `u`, a view of a buffer (version) made for this tensor alone: it owns the buffer, so
         its writes land in place."""
-        t = Tensor(u, device=device)
+        t = Tensor(u, device=device, **kwargs)
         t._borrowed = False
         return t
 
@@ -447,12 +447,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         """An uninitialized tensor."""
         dims, dt = Tensor._shape_arg(shape), _norm_dtype(dtype) or dtypes.default_float
         dev = canonicalize(device) if device is not None else Device.DEFAULT
-        t = Tensor._owning(UOp.new_buffer(dev, math.prod(dims), dt).reshape(dims), dev)
-        if kwargs:
-            t.requires_grad = kwargs.pop("requires_grad", None)
-        if kwargs:
-            raise TensorTypeError(f"empty() got unexpected keyword arguments {sorted(kwargs)}")
-        return t
+        return Tensor._owning(UOp.new_buffer(dev, math.prod(dims), dt).reshape(dims), dev, **kwargs)
 
     @staticmethod
     def full(shape: tuple[int, ...] | int, fill_value: Any, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:
