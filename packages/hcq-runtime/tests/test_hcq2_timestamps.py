@@ -36,7 +36,9 @@ def new(device: str, data: np.ndarray | None = None, n: int = BIG) -> UOp:
 
 def two_kernels(device: str, first: int = SMALL, second: int = BIG):
     """tmp = 2a + 1 over the first `first` items, then out = 3 tmp + a over `second`; returns the LINEAR, a and out."""
-    a, ones, tmp, out = new(device, np.arange(BIG, dtype=np.float32)), new(device, np.ones(BIG, np.float32)), new(device), new(device)
+    # tmp starts at zero: the second kernel reads all of it, the first writes only `first` items
+    a, ones = new(device, np.arange(BIG, dtype=np.float32)), new(device, np.ones(BIG, np.float32))
+    tmp, out = new(device, np.zeros(BIG, np.float32)), new(device)
     calls = (call(scale_add(first, 2.0), tmp, a, ones), call(scale_add(second, 3.0), out, tmp, a))
     return UOp(Ops.LINEAR, dtypes.void, calls), a, out
 

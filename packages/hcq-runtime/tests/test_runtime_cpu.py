@@ -73,3 +73,27 @@ def test_thread_pool_survives_many_launches_of_different_widths():
         program([out.address], [60, launch], n_cores=cores)
         expected = np.arange(60) * launch + (np.arange(60) % cores) * 1000
         np.testing.assert_array_equal(out.numpy(), expected)
+
+
+def test_gcc_only_flags_are_never_given_to_clang():
+    # CI's C compiler is clang-15, which rejects GCC's -fno-tree-loop-if-convert with "unknown argument"
+    from hcq_runtime.compiler import compiler_version, gcc_only_flags
+    assert gcc_only_flags("Debian clang version 15.0.6") == ()
+    assert gcc_only_flags("Ubuntu clang version 19.1.1 (1ubuntu1)") == ()
+    assert gcc_only_flags("gcc (Debian 12.2.0-14+deb12u1) 12.2.0") == ("-fno-tree-loop-if-convert",)
+    compiler = CCompiler()
+    assert set(gcc_only_flags(compiler_version(compiler.cc))) <= set(compiler.flags)
+    assert compiler.compile("int f(void) { return 1; }\n")
+
+
+@pytest.mark.parametrize("name", ["gcc", "clang-15", "clang-19", "clang"])
+def test_every_installed_c_compiler_builds_a_kernel_with_our_flags(name, monkeypatch):
+    import shutil
+
+    from hcq_runtime import compiler as compiler_module
+    if not (path := shutil.which(name)):
+        pytest.skip(f"{name} is not installed")
+    monkeypatch.setattr(compiler_module, "find_c_compiler", lambda: path)
+    compiler = CCompiler()
+    assert compiler.cc == path
+    assert compiler.compile_uncached("float f(const float *restrict a, int n) { float s = 0; for (int i = 0; i < n; i++) s += a[i]; return s; }\n")

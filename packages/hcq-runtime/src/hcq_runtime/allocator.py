@@ -33,6 +33,10 @@ class Allocator(Generic[Opaque]):
         """Copy the start of `src` into host bytes."""
         raise NotImplementedError
 
+    def poison(self, opaque: Opaque, pattern: memoryview) -> None:
+        """Fill an allocation `alloc` just returned with the debug pattern (`buffer.poison_pattern`)."""
+        self.copyin(opaque, pattern)
+
     def offset(self, opaque: Opaque, offset: int, nbytes: int) -> Opaque:
         """A handle for the `nbytes` at `offset` inside `opaque`, sharing its memory."""
         raise NotImplementedError
@@ -47,6 +51,7 @@ class LRUAllocator(Allocator[Opaque]):
 
     def __init__(self) -> None:
         self.cache: dict[tuple[int, Any], list[Opaque]] = defaultdict(list)
+        self._last_reused: Opaque | None = None  # what the latest `alloc` took from the cache (see `poison`)
 
     def _alloc(self, nbytes: int, options: Any) -> Opaque:
         raise NotImplementedError
@@ -58,7 +63,9 @@ class LRUAllocator(Allocator[Opaque]):
         if nbytes <= 0:
             raise AllocationError(f"cannot allocate {nbytes} bytes: the size must be positive")
         if cached := self.cache.get((nbytes, options)):
-            return cached.pop()
+            self._last_reused = cached.pop()
+            return self._last_reused
+        self._last_reused = None
         try:
             return self._alloc(nbytes, options)
         except MemoryError:
@@ -67,6 +74,16 @@ class LRUAllocator(Allocator[Opaque]):
 
     def free(self, opaque: Opaque, nbytes: int, options: Any = None) -> None:
         self.cache[(nbytes, options)].append(opaque)
+
+    def _write_new(self, opaque: Opaque, src: memoryview) -> None:
+        """Write host bytes into memory no queued work uses yet (a device may skip waiting for its queues)."""
+        self.copyin(opaque, src)
+
+    def poison(self, opaque: Opaque, pattern: memoryview) -> None:
+        # memory handed out again from the cache may still be read by queued work of its previous owner: copyin
+        # waits for it; memory new from the device is in no queue's use, so the pattern is written without waiting
+        # (a device whose queues are stalled can still allocate)
+        (self.copyin if opaque is self._last_reused else self._write_new)(opaque, pattern)
 
     def free_cache(self) -> None:
         """Release every cached allocation."""

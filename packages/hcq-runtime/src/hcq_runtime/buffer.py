@@ -83,7 +83,7 @@ class Buffer:
         if base._opaque is None:
             base._opaque = base.allocator.alloc(max(base.nbytes, 1), base.options)
             if base.allocator.fresh_memory and poison_enabled():
-                base.allocator.copyin(base._opaque, memoryview(poison_pattern(base.dtype, max(base.nbytes, 1))))
+                base.allocator.poison(base._opaque, memoryview(poison_pattern(base.dtype, max(base.nbytes, 1))))
         if self._base is not None and self._opaque is None:
             self._opaque = self.allocator.offset(base._opaque, self.offset, self.nbytes)
         return self

@@ -83,6 +83,11 @@ def compiler_version(cc: str) -> str:
     return result.stdout.splitlines()[0] if result.stdout else cc
 
 
+def gcc_only_flags(version_line: str) -> tuple[str, ...]:
+    """Flags `CCompiler` adds when the C compiler is GCC (its `--version` line does not name clang): see `CCompiler`."""
+    return () if "clang" in version_line.lower() else ("-fno-tree-loop-if-convert",)
+
+
 def source_line_error(src: str, stderr: str, filename: str) -> str:
     """The first compiler error, with the source line it points at."""
     lines = src.splitlines()
@@ -96,15 +101,15 @@ def source_line_error(src: str, stderr: str, filename: str) -> str:
 class CCompiler(Compiler):
     """Compiles C source into a shared object with the system C compiler.
 
-    -fno-tree-loop-if-convert: GCC 12.2's loop vectorizer miscompiles a reduction loop holding a completely unrolled
-    (`GCC unroll`) register loop of gated loads once it if-converts it (a padded int tensor summed over its padded axis
-    read the wrong elements; test_sched_reduce.py has the case). Loops without conditionals, matmuls among them, vectorize as
-    before; the cost measured on benchmarks/cpu_kernels.py is within its run-to-run noise."""
+    GCC only (`gcc_only_flags`), -fno-tree-loop-if-convert: GCC 12.2's loop vectorizer miscompiles a reduction loop holding
+    a completely unrolled (`GCC unroll`) register loop of gated loads once it if-converts it (a padded int tensor summed over
+    its padded axis read the wrong elements; test_sched_reduce.py has the case). Loops without conditionals, matmuls among
+    them, vectorize as before; the cost measured on benchmarks/cpu_kernels.py is within its run-to-run noise. clang rejects
+    the flag, so it is never passed to clang."""
 
-    def __init__(self, flags: tuple[str, ...] = ("-O2", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-ffp-contract=off",
-                                                 "-fno-tree-loop-if-convert")):
+    def __init__(self, flags: tuple[str, ...] = ("-O2", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-ffp-contract=off")):
         self.cc = find_c_compiler()
-        self.flags = ("-shared", "-fPIC", "-std=gnu11", "-pthread", *flags, "-lm")
+        self.flags = ("-shared", "-fPIC", "-std=gnu11", "-pthread", *flags, *gcc_only_flags(compiler_version(self.cc)), "-lm")
         self.cache_key = f"c\0{compiler_version(self.cc)}\0{' '.join(self.flags)}"
 
     def compile_uncached(self, src: str) -> bytes:

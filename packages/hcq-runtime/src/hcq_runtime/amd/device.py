@@ -119,6 +119,9 @@ class AMDAllocator(LRUAllocator[GPUMemory]):
 
     def copyin(self, dest: GPUMemory, src: memoryview) -> None:
         self.device.synchronize()
+        self._write_new(dest, src)
+
+    def _write_new(self, dest: GPUMemory, src: memoryview) -> None:
         self._view(dest)[:src.nbytes] = np.frombuffer(src, np.uint8)
 
     def copyout(self, dest: memoryview, src: GPUMemory) -> None:

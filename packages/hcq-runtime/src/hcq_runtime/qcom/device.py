@@ -109,6 +109,9 @@ class QCOMAllocator(LRUAllocator[GPUMemory]):
 
     def copyin(self, dest: GPUMemory, src: memoryview) -> None:
         self.device.synchronize()
+        self._write_new(dest, src)
+
+    def _write_new(self, dest: GPUMemory, src: memoryview) -> None:
         data = np.frombuffer(src, np.uint8)
         if isinstance(dest, ImageMemory) and dest.image is not None:
             pitched_rows(_view(dest), dest.image)[:] = data.reshape(dest.image.height, dest.image.row_bytes)
