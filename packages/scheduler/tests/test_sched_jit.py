@@ -282,3 +282,47 @@ def test_guards_raise_jit_error():
     np.testing.assert_array_equal(outer(Tensor([1.0])).numpy(), [6.0])  # the eager call is fine
     with pytest.raises(JitError, match="inside another TinyJit"):
         outer(Tensor([1.0]))
+
+
+def test_a_replay_with_an_input_viewed_differently_is_a_jit_error():
+    # the kernels address an input's buffer as the captured view did: a transposed or shifted input replayed the
+    # captured layout and returned wrong numbers
+    @TinyJit
+    def f(x):
+        return (x * 2).realize()
+
+    base = np.arange(40, dtype=np.float32).reshape(4, 10)
+    for _ in range(3):
+        np.testing.assert_array_equal(f(Tensor(base[:, :4].copy()).realize()).numpy(), base[:, :4] * 2)
+    t = Tensor(base).realize()
+    with pytest.raises(JitError, match=r"input x is a view \(.*\) of its buffer, captured as a whole buffer"):
+        f(t[:, 1:5])
+    with pytest.raises(JitError, match="captured as a whole buffer"):
+        f(Tensor(base[:4, :4].copy()).realize().T)
+    np.testing.assert_array_equal(f(t[:, 2:6].contiguous()).numpy(), base[:, 2:6] * 2)
+
+
+def test_inputs_viewed_the_same_way_replay_on_each_call_s_buffer():
+    @TinyJit
+    def f(x):
+        return (x + 1).realize()
+
+    for i in range(5):
+        base = np.arange(40, dtype=np.float32).reshape(4, 10) * (i + 1)
+        t = Tensor(base).realize()
+        np.testing.assert_array_equal(f(t[:, 3:7].permute(1, 0)).numpy(), base[:, 3:7].T + 1)
+    with pytest.raises(JitError, match="shrink"):
+        f(Tensor(base).realize()[:, 4:8].permute(1, 0))  # the same view at another offset
+
+
+def test_a_view_with_a_bound_variable_replays_for_each_value():
+    from uop_scheduler import Variable
+
+    @TinyJit
+    def f(x):
+        return (x * 3).sum().realize()
+
+    base = np.arange(30, dtype=np.float32).reshape(3, 10)
+    t = Tensor(base).realize()
+    for i in range(1, 8):
+        np.testing.assert_allclose(f(t[:, :Variable("i", 1, 10).bind(i)]).numpy(), (base[:, :i] * 3).sum())

@@ -95,6 +95,28 @@ def _signature(tensors: list[Tensor]) -> tuple:
     return tuple((unbound_shape(t.shape), t.dtype, t.device) for t in tensors)
 
 
+def _view_of(t: Tensor) -> UOp | None:
+    """How `t` views its buffer, with the buffer and the values of bound variables left out (a replay keys on it):
+    None for the whole buffer in order."""
+    u = t.uop
+    base = u.base
+    if u is base or (u.op is Ops.RESHAPE and u.src[0] is base):
+        return None
+    replace = {b: b.src[0] for b in u.toposort() if b.op is Ops.BIND}
+    replace[base] = UOp(Ops.NOOP, base.dtype, arg="jit input")
+    return u.substitute(replace)
+
+
+def _describe_view(view: UOp | None) -> str:
+    if view is None:
+        return "a whole buffer"
+    chain = []
+    while view.op is not Ops.NOOP and view.src:
+        chain.append(view.op.name.lower())
+        view = view.src[0]
+    return "a view (" + " of ".join(chain) + ")"
+
+
 def _var_vals(tensors: list[Tensor], args: tuple, kwargs: dict) -> dict[str, int]:
     """The values of the variables bound in the inputs' shapes and in bound-variable arguments."""
     ret: dict[str, int] = {}
@@ -122,6 +144,7 @@ class _Captured:
     structure: Callable[[list[Tensor]], Any]
     paths: tuple = ()  # where each input tensor sits in the call (see `_input_tensors`)
     rng: JitRng | None = None  # the step's RNG state buffers, when it draws random numbers
+    views: tuple = ()  # how each input views its buffer (see `_view_of`)
 
 
 class TinyJit(Generic[ReturnType]):
@@ -192,7 +215,7 @@ class TinyJit(Generic[ReturnType]):
         fresh = [t for t, a in zip(outs, aliased) if a is None]
         out_info = [(unbound_shape(t.shape), t.dtype, t.device, b.arg.size) for t, b in zip(fresh, output_buffers)]
         self.captured = _Captured(_signature(inputs), linked, linear, [*input_buffers, *output_buffers], out_info, aliased, _restructure(ret),
-                                  paths, rng if rng.calls else None)
+                                  paths, rng if rng.calls else None, tuple(map(_view_of, inputs)))
         self.cnt = 2
         return ret
 
@@ -202,6 +225,11 @@ class TinyJit(Generic[ReturnType]):
         if (signature := _signature(inputs)) != cap.signature:
             raise JitError(f"TinyJit inputs changed: captured with {cap.signature}, called with {signature} "
                            "(same shapes, dtypes and devices are required; call .reset() to capture again)")
+        for path, t, view in zip(cap.paths, inputs, cap.views):
+            if _view_of(t) is not view:  # the kernels address the input's buffer as the captured view did
+                raise JitError(f"TinyJit input {_where(path)} is {_describe_view(_view_of(t))} of its buffer, captured as "
+                               f"{_describe_view(view)}: pass the same kind of view every call (a .contiguous() copy works "
+                               "for any), or call .reset() to capture again")
         outputs = [UOp.new_buffer(device, size, dtype) for _, dtype, device, size in cap.outputs]
         start = time.perf_counter()
         if cap.rng is not None:
