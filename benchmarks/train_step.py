@@ -1,7 +1,8 @@
 """One warm training step (forward, backward, Adam) of a 2-layer MLP and of a small CNN, ours vs tinygrad 0.14 on CPU.
 
 uv run --frozen --with tinygrad==0.14.0 python benchmarks/train_step.py
-Both run eagerly (no TinyJit: ours cannot jit in-place parameter updates yet), same shapes, same batch.
+Each model runs eagerly and as a TinyJit step (the whole step, optimizer update included, replayed), same shapes,
+same batch, both libraries in the same process.
 """
 
 from __future__ import annotations
@@ -40,9 +41,9 @@ def timed_steps(step) -> float:
     return (time.perf_counter() - start) / STEPS
 
 
-def build(lib, kind: str):
-    """A train step over the library's Tensor / nn / optim (the two share tinygrad's API)."""
-    Tensor, nn, optim, get_parameters = lib
+def build(lib, kind: str, jit: bool):
+    """A train step over the library's Tensor / nn / optim (the two share tinygrad's API), under TinyJit if `jit`."""
+    Tensor, nn, optim, get_parameters, TinyJit = lib
     Tensor.manual_seed(0)
     if kind == "mlp":
         layers = [nn.Linear(784, 256), nn.Linear(256, 10)]
@@ -59,24 +60,28 @@ def build(lib, kind: str):
     opt = optim.Adam(get_parameters(layers), lr=1e-3)
     x_np, y_np = data(kind)
 
-    def step():
-        x, y = Tensor(x_np), Tensor(y_np)
+    def train(x, y):
         opt.zero_grad()
         loss = -(forward(x).log_softmax(-1) * y).sum(-1).mean()
         loss.backward()
         opt.step()
-        return loss.numpy()
+        return loss.realize()
+
+    run = TinyJit(train) if jit else train
+
+    def step():
+        return run(Tensor(x_np), Tensor(y_np)).numpy()
 
     return step
 
 
 def ours():
-    from uop_scheduler import Tensor, nn
+    from uop_scheduler import Tensor, TinyJit, nn
     from uop_scheduler.nn import optim
     from uop_scheduler.nn.state import get_parameters
 
     Tensor.training = True
-    return (Tensor, nn, optim, get_parameters)
+    return (Tensor, nn, optim, get_parameters, TinyJit)
 
 
 def peer():
@@ -84,25 +89,26 @@ def peer():
     os.environ.setdefault("DEV", "CPU")
     os.environ["TRAINING"] = "1"  # tinygrad 0.14's optimizers refuse to step otherwise
     try:
-        from tinygrad import Tensor, nn
+        from tinygrad import Tensor, TinyJit, nn
         from tinygrad.nn import optim
         from tinygrad.nn.state import get_parameters
     except ImportError:
         return None
     Tensor.training = True
-    return (Tensor, nn, optim, get_parameters)
+    return (Tensor, nn, optim, get_parameters, TinyJit)
 
 
 def main() -> None:
     rows = []
     peer_lib = peer()
     for kind in ("mlp", "cnn"):
-        mine = timed_steps(build(ours(), kind))
-        theirs = timed_steps(build(peer_lib, kind)) if peer_lib else None
-        rows.append((kind, mine, theirs))
-    print(f"{'model':6} {'ours ms/step':>13} {'tinygrad ms/step':>17} {'ratio':>7}")
+        for jit in (False, True):
+            mine = timed_steps(build(ours(), kind, jit))
+            theirs = timed_steps(build(peer_lib, kind, jit)) if peer_lib else None
+            rows.append((kind + ("_jit" if jit else ""), mine, theirs))
+    print(f"{'model':8} {'ours ms/step':>13} {'tinygrad ms/step':>17} {'ratio':>7}")
     for kind, mine, theirs in rows:
-        print(f"{kind:6} {mine * 1e3:13.2f} {theirs * 1e3 if theirs else float('nan'):17.2f} {mine / theirs if theirs else float('nan'):7.3f}")
+        print(f"{kind:8} {mine * 1e3:13.2f} {theirs * 1e3 if theirs else float('nan'):17.2f} {mine / theirs if theirs else float('nan'):7.3f}")
     for kind, mine, theirs in rows:
         print(json.dumps({"bench": "train_step", "metric": f"{kind}_adam_step_warm", "value": round(mine * 1e3, 3), "unit": "ms",
                           "peer": "tinygrad==0.14.0" if theirs else "tinygrad (missing)", "peer_value": round(theirs * 1e3, 3) if theirs else None,

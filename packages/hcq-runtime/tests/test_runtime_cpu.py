@@ -97,3 +97,20 @@ def test_every_installed_c_compiler_builds_a_kernel_with_our_flags(name, monkeyp
     compiler = CCompiler()
     assert compiler.cc == path
     assert compiler.compile_uncached("float f(const float *restrict a, int n) { float s = 0; for (int i = 0; i < n; i++) s += a[i]; return s; }\n")
+
+
+def test_uop_cc_chooses_the_c_compiler(monkeypatch):
+    import shutil
+    from hcq_runtime import compiler as compiler_module
+    monkeypatch.setenv("UOP_CC", "no-such-cc-xyz")
+    compiler_module.find_c_compiler.cache_clear()
+    try:
+        with pytest.raises(CompileError, match="UOP_CC=no-such-cc-xyz is not an executable C compiler on PATH"):
+            compiler_module.find_c_compiler()
+        if gcc := shutil.which("gcc"):
+            monkeypatch.setenv("UOP_CC", "gcc")
+            compiler_module.find_c_compiler.cache_clear()
+            assert compiler_module.find_c_compiler() == gcc
+    finally:
+        monkeypatch.undo()
+        compiler_module.find_c_compiler.cache_clear()

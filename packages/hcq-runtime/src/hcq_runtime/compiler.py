@@ -70,7 +70,12 @@ class Compiler:
 
 @functools.cache
 def find_c_compiler() -> str:
-    """clang when present (it vectorizes GCC vector types better), else the system `cc`."""
+    """`$UOP_CC` when set (a name on PATH or a path), else clang when present (it vectorizes GCC vector types better),
+    else the system `cc`."""
+    if chosen := os.environ.get("UOP_CC"):
+        if found := shutil.which(chosen):
+            return found
+        raise CompileError(f"UOP_CC={chosen} is not an executable C compiler on PATH")
     for name in ("clang", "clang-15", "cc", "gcc"):
         if found := shutil.which(name):
             return found
