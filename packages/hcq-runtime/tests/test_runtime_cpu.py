@@ -101,6 +101,7 @@ def test_every_installed_c_compiler_builds_a_kernel_with_our_flags(name, monkeyp
 
 def test_uop_cc_chooses_the_c_compiler(monkeypatch):
     import shutil
+
     from hcq_runtime import compiler as compiler_module
     monkeypatch.setenv("UOP_CC", "no-such-cc-xyz")
     compiler_module.find_c_compiler.cache_clear()
