@@ -326,3 +326,44 @@ def test_a_view_with_a_bound_variable_replays_for_each_value():
     t = Tensor(base).realize()
     for i in range(1, 8):
         np.testing.assert_allclose(f(t[:, :Variable("i", 1, 10).bind(i)]).numpy(), (base[:, :i] * 3).sum())
+
+
+def test_prune_skips_the_kernels_that_do_not_depend_on_the_inputs():
+    weights = Tensor.rand(16).realize()
+
+    def w2(x):
+        return (weights * 2).contiguous() + x
+
+    for prune, kernels in ((False, 2), (True, 1)):
+        jitted = TinyJit(w2, prune=prune)
+        for _ in range(4):
+            a = Tensor.rand(16).realize()
+            np.testing.assert_allclose(jitted(a).numpy(), weights.numpy() * 2 + a.numpy(), rtol=1e-6)
+        assert len(jitted.captured.linear.src) == kernels
+
+
+def test_prune_keeps_a_reset_that_a_later_kernel_accumulates_into():
+    # the zero-fill reads no input, but the kernel after it adds into the same buffer: dropping it would accumulate
+    # over replays
+    acc = Tensor.zeros(4).contiguous().realize()
+
+    @TinyJit
+    def plain(x):
+        acc.assign(Tensor.zeros(4))
+        acc.assign(acc + x)
+        return (acc * 1).realize()
+
+    pruned = TinyJit(plain.fn, prune=True)
+    for i in range(5):
+        x = np.full(4, i + 1, np.float32)
+        np.testing.assert_array_equal(pruned(Tensor(x)).numpy(), x)
+        np.testing.assert_array_equal(acc.numpy(), x)
+
+
+def test_prune_keeps_random_numbers_flowing():
+    Tensor.manual_seed(5)
+    eager = [(Tensor.rand(4) + i).numpy() for i in range(5)]
+    Tensor.manual_seed(5)
+    jitted = TinyJit(lambda x: (Tensor.rand(4) + x).realize(), prune=True)
+    for i, want in enumerate(eager):
+        np.testing.assert_array_equal(jitted(Tensor(np.full(4, i, np.float32))).numpy(), want)

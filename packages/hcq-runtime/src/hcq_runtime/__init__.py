@@ -13,7 +13,7 @@ from .disk import DiskDevice
 from .errors import AllocationError, CompileError, DeviceError, RuntimeErrorBase
 from .ffi import FFIError, ccall, cstruct
 from .hcq2 import LinkedSteps, ProfileEvent
-from .realize import CompiledKernel, Counters, bind_buffer, buffer_for, compile_body, counters, run_call
+from .realize import CompiledKernel, Counters, bind_buffer, buffer_for, call_buffers, compile_body, counters, run_call
 
 __version__ = "0.1.0"
 
@@ -47,6 +47,7 @@ __all__ = [
     "Counters",
     "bind_buffer",
     "buffer_for",
+    "call_buffers",
     "cache_dir",
     "compile_body",
     "counters",

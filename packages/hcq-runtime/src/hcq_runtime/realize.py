@@ -164,6 +164,17 @@ def run_call(call: UOp, var_vals: dict[str, int]) -> None:
         print(f"*** {label:<40s} {elapsed * 1e6:10.1f} us")
 
 
+def call_buffers(call: UOp) -> tuple[list[UOp], list[UOp]]:
+    """The buffer arguments a CALL reads and the ones it writes (a kernel's by its compiled `ProgramInfo`; a copy reads
+    its source and writes its destination)."""
+    call = strip_after(call)
+    body, args = call.src[0], call.src[1:]
+    if body.op is Ops.COPY:
+        return [strip_after(args[1])], [strip_after(args[0])]
+    info = compile_body(body, device_for_call(args)).info
+    return [strip_after(args[slot]) for slot in info.ins], [strip_after(args[slot]) for slot in info.outs]
+
+
 def device_for_call(args: tuple[UOp, ...]) -> str:
     """Where a call runs: the device of its first buffer argument (the default device when it has none)."""
     return next((buffer_for(a).device for a in args if strip_after(a).op is Ops.BUFFER), Device.DEFAULT)

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from hcq_runtime import DeviceError, LinkedLinear, LinkedSteps, buffer_for, link_linear, run_linear
+from hcq_runtime import DeviceError, LinkedLinear, LinkedSteps, buffer_for, call_buffers, link_linear, run_linear
 from uopir import Ops, UOp, dtypes
 
 from .errors import JitError
@@ -147,11 +147,38 @@ class _Captured:
     views: tuple = ()  # how each input views its buffer (see `_view_of`)
 
 
-class TinyJit(Generic[ReturnType]):
-    """Wrap a function of Tensors; see the module docstring. `reset()` forgets the capture."""
+def _pruned(linear: UOp, varying: list[UOp]) -> UOp:
+    """`linear` without the calls whose effect is the same on every replay: a call stays when it reads or writes a
+    buffer whose contents can differ between replays (`varying`: the inputs, fresh outputs and RNG state, then whatever
+    a staying call writes), writes what it reads (state it advances), or takes a variable. The dropped calls ran at
+    capture; the buffers they wrote keep those values."""
+    storage = {id(buffer_for(b)) for b in varying}
+    io = []
+    for call in linear.src:
+        reads, writes = call_buffers(call)
+        symbolic = any(u.op in (Ops.DEFINE_VAR, Ops.BIND) for u in call.toposort())
+        io.append(({id(buffer_for(b)) for b in reads}, {id(buffer_for(b)) for b in writes}, symbolic))
+    kept: set[int] = set()
+    grew = True
+    while grew:  # a call kept late in the step can make an earlier one vary on the next replay
+        grew = False
+        for i, (reads, writes, symbolic) in enumerate(io):
+            if i not in kept and (symbolic or reads & writes or (reads | writes) & storage):
+                kept.add(i)
+                storage |= writes
+                grew = True
+    return linear.replace(src=tuple(c for i, c in enumerate(linear.src) if i in kept))
 
-    def __init__(self, fn: Callable[..., ReturnType]):
+
+class TinyJit(Generic[ReturnType]):
+    """Wrap a function of Tensors; see the module docstring. `reset()` forgets the capture.
+
+    prune=True: replays skip the kernels that do not depend on the inputs (weights the step only reads, say); their
+    results are computed once, at capture, so a change made to such state outside the step is not seen by replays."""
+
+    def __init__(self, fn: Callable[..., ReturnType], prune: bool = False):
         self.fn = fn
+        self.prune = prune
         self.cnt = 0
         self.captured: _Captured | None = None
         functools.update_wrapper(self, fn)
@@ -208,6 +235,8 @@ class TinyJit(Generic[ReturnType]):
             linear = linear.substitute(versions)
         aliased = [input_buffers.index(storage[id(buffer_for(b))]) if id(buffer_for(b)) in storage else None for b in output_buffers]
         output_buffers = [b for b, a in zip(output_buffers, aliased) if a is None]
+        if self.prune:
+            linear = _pruned(linear, [*input_buffers, *output_buffers, *(t.uop.base for t in rng.state.values())])
         try:
             linked = link_linear(linear, inputs=[*input_buffers, *output_buffers])
         except DeviceError:
