@@ -4,6 +4,7 @@ statement is run on numpy arrays too, views aliasing their base as in numpy."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from uop_scheduler import Tensor
 
 
@@ -213,3 +214,35 @@ def test_a_realized_constant_is_not_read_from_its_buffer_on_another_device():
     b = Tensor(x, device="CPU:1")
     np.testing.assert_array_equal(b.relu().numpy(), np.maximum(x, 0))
     np.testing.assert_array_equal((b + Tensor.zeros(4, device="CPU:1")).numpy(), x)
+
+
+def test_a_read_kept_across_an_assign_of_a_fresh_value_reads_the_old_value():
+    # tinygrad raises "cycle" here (test_assign_diamond_cycle); numpy's answer is 2 + (3 - 1)
+    a = Tensor.ones(4).contiguous().realize()
+    times_a = a * 3
+    a.assign(Tensor.full((4,), 2.0).contiguous())
+    np.testing.assert_allclose((a + (times_a - 1)).numpy(), 4)
+    b = Tensor.ones(4).contiguous().realize()
+    times_b = b * 3
+    b.assign(Tensor.full((4,), 2.0))
+    np.testing.assert_allclose((b.contiguous() + times_b - 1).numpy(), 4)
+
+
+def test_crossed_in_place_adds_read_the_versions_numpy_reads():
+    # tinygrad raises "cycle" here (test_crossunder_assign)
+    a = Tensor.full((4,), 2.0).contiguous().realize()
+    b = Tensor.full((4,), 3.0).contiguous().realize()
+    c = a + 9
+    a += b
+    b += c
+    Tensor.realize(a, b)
+    np.testing.assert_allclose(a.numpy(), 2 + 3)
+    np.testing.assert_allclose(b.numpy(), 3 + 2 + 9)
+
+
+def test_an_order_that_cannot_exist_is_a_tensor_write_error():
+    from uop_scheduler import TensorWriteError
+    from uop_scheduler.schedule import _toposort
+    x, y = Tensor([1.0]).uop, Tensor([2.0]).uop
+    with pytest.raises(TensorWriteError, match="cycle in the kernel order"):
+        _toposort([x, y], {x: {y}, y: {x}}, lambda n: 0)

@@ -5,7 +5,7 @@ from uopir import dtypes
 
 from . import nn
 from .context import Context
-from .errors import ArgumentError, BroadcastError, SchedulerError, ShapeError, TensorIndexError, TensorRuntimeError, TensorTypeError
+from .errors import ArgumentError, BroadcastError, SchedulerError, ShapeError, TensorIndexError, TensorRuntimeError, TensorTypeError, TensorWriteError
 from .function import FunctionError, function
 from .jit import JitError, TinyJit
 from .multi import ShardedTensor
@@ -37,6 +37,7 @@ __all__ = [
     "BroadcastError",
     "TensorIndexError",
     "TensorTypeError",
+    "TensorWriteError",
     "TensorRuntimeError",
     "ArgumentError",
 ]

@@ -38,3 +38,9 @@ class ArgumentError(SchedulerError, ValueError):
 class JitError(SchedulerError, RuntimeError):
     """A TinyJit was called in a way its capture cannot serve (changed inputs, unsupported return values, a host read
     inside the captured step)."""
+
+
+class TensorWriteError(SchedulerError, RuntimeError):
+    """Writes that cannot be put in an order giving every read its version. The scheduler copies an old version
+    whenever a reader cannot run before the write that replaces it, so this marks a scheduler bug, never a wrong
+    value."""

@@ -13,10 +13,12 @@ and a write into other state (BatchNorm's statistics, an optimizer's moments) la
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import os
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -29,6 +31,7 @@ from .random import JitRng, RandomMixin
 from .realize import capture_linears, capturing
 from .symbolic import bind_shape, bound_values, unbound_shape
 from .tensor import Tensor
+from .writes import all_tensors
 
 ReturnType = TypeVar("ReturnType")
 
@@ -145,6 +148,9 @@ class _Captured:
     paths: tuple = ()  # where each input tensor sits in the call (see `_input_tensors`)
     rng: JitRng | None = None  # the step's RNG state buffers, when it draws random numbers
     views: tuple = ()  # how each input views its buffer (see `_view_of`)
+    # tensors the step left unrealized (gradients nobody realized, say) with their graphs over the captured buffers:
+    # each replay rebinds them to its own inputs and outputs (see `_late_tensors`)
+    late: list[tuple[weakref.ref, UOp]] = dataclasses.field(default_factory=list)
 
 
 def _pruned(linear: UOp, varying: list[UOp]) -> UOp:
@@ -214,6 +220,7 @@ class TinyJit(Generic[ReturnType]):
     def _capture(self, inputs: list[Tensor], paths: tuple, args: tuple, kwargs: dict) -> ReturnType:
         input_buffers = [_buffer_of(t) for t in inputs]
         rng = RandomMixin._jit_rng = JitRng(Tensor)
+        existing = list(all_tensors)  # held until the capture ends, so no new tensor can take one's id
         try:
             with capture_linears() as linears:
                 ret = self.fn(*args, **kwargs)
@@ -243,8 +250,10 @@ class TinyJit(Generic[ReturnType]):
             linked = None  # a device the runtime cannot link for: replay the recorded calls through run_linear
         fresh = [t for t, a in zip(outs, aliased) if a is None]
         out_info = [(unbound_shape(t.shape), t.dtype, t.device, b.arg.size) for t, b in zip(fresh, output_buffers)]
-        self.captured = _Captured(_signature(inputs), linked, linear, [*input_buffers, *output_buffers], out_info, aliased, _restructure(ret),
-                                  paths, rng if rng.calls else None, tuple(map(_view_of, inputs)))
+        buffers = [*input_buffers, *output_buffers]
+        late = _late_tensors({id(t) for t in existing}, versions, set(buffers))
+        self.captured = _Captured(_signature(inputs), linked, linear, buffers, out_info, aliased, _restructure(ret),
+                                  paths, rng if rng.calls else None, tuple(map(_view_of, inputs)), late)
         self.cnt = 2
         return ret
 
@@ -272,8 +281,28 @@ class TinyJit(Generic[ReturnType]):
             n = cap.linked.n_kernels if cap.linked is not None else len(cap.linear.src)
             print(f"*** jit {getattr(self.fn, '__name__', 'fn')} replay {self.cnt - 1}: {n} kernels {(time.perf_counter() - start) * 1e6:10.1f} us")
         self.cnt += 1
+        if cap.late:  # the step's unrealized tensors now stand for this call's values
+            now = dict(zip(cap.buffers, [*(_buffer_of(t) for t in inputs), *outputs]))
+            cap.late = [(ref, graph) for ref, graph in cap.late if ref() is not None]
+            for ref, graph in cap.late:
+                ref().uop = graph.substitute(now)
         fresh = iter(Tensor._owning(b.reshape(bind_shape(shape, var_vals)), device) for b, (shape, _, device, _) in zip(outputs, cap.outputs))
         return cap.structure([inputs[a] if a is not None else next(fresh) for a in cap.aliased])
+
+
+def _late_tensors(existing: set[int], versions: dict[UOp, UOp], buffers: set[UOp]) -> list[tuple[weakref.ref, UOp]]:
+    """The tensors the captured step made and left unrealized that read its inputs or outputs (a `.grad` that
+    `backward()` filled and nothing realized): their graphs, with written versions of an input read as that input.
+    Replays rebind them to each call's buffers; the step's internal buffers already hold that call's values, so a
+    gradient read after a replay is that replay's gradient."""
+    late = []
+    for t in list(all_tensors):
+        if id(t) in existing or t.uop.base.op is Ops.BUFFER:
+            continue
+        graph = t.uop.substitute(versions) if versions else t.uop
+        if any(n in buffers for n in graph.toposort()):
+            late.append((weakref.ref(t), graph))
+    return late
 
 
 def _returned_tensors(ret: Any) -> list[Tensor]:

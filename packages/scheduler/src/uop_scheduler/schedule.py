@@ -22,7 +22,7 @@ from typing import Any
 from uopir import DType, GroupOp, Ops, UOp
 
 from .calls import in_place_arity
-from .errors import SchedulerError
+from .errors import TensorWriteError
 from .rangeify import KernelLowering
 
 # ops a reduce can be computed through without being recomputed: each output element reads at most one reduce
@@ -389,7 +389,9 @@ def _toposort(nodes: list[UOp], deps: dict[UOp, set[UOp]], rank) -> list[UOp]:
     while pending:
         ready = next((n for n in pending if deps[n] <= done), None)
         if ready is None:
-            raise SchedulerError("cycle in the kernel order: a write and its readers cannot be ordered")
+            stuck = ", ".join(sorted({f"{n.op.name} {n.shape}" for n in pending})[:4])
+            raise TensorWriteError(f"cycle in the kernel order: the writes and reads of {stuck} cannot be ordered (a scheduler bug: "
+                                   "please report the program)")
         pending.remove(ready)
         done.add(ready)
         out.append(ready)
