@@ -38,7 +38,7 @@ SHIM: dict[str, dict[str, str]] = {
     "tinygrad.tensor": {"Tensor": "Tensor"},
     "tinygrad.dtype": {"dtypes": "dtypes"},
     "tinygrad.device": {"Device": "Device"},
-    "tinygrad.helpers": {"Context": "Context"},
+    "tinygrad.helpers": {"Context": "Context"} | {name: f"_us.helpers.{name}" for name in ("getenv", "OSX", "temp", "all_same", "prod")},
     "tinygrad.engine": {},
     "tinygrad.engine.jit": {"TinyJit": "TinyJit", "JitError": "JitError"},
     "tinygrad.nn": {name: f"nn.{name}" for name in ("Linear", "Conv2d", "BatchNorm", "BatchNorm2d", "LayerNorm", "Embedding",

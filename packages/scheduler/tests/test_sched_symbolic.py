@@ -40,3 +40,14 @@ def test_symbolic_start_and_shape():
 def test_binding_outside_the_range_is_refused():
     with pytest.raises(Exception, match="outside its range"):
         Variable("i", 1, 10).bind(11)
+
+
+def test_slicing_an_axis_of_symbolic_size_with_int_bounds():
+    # tinygrad's test_tiny test_symbolic: `ret.contiguous()[:s]` raised TypeError from slice.indices
+    i = Variable("i", 1, 10)
+    base = np.arange(10, dtype=np.float32)
+    for s in (2, 5, 10):
+        ret = Tensor(base).contiguous()[:i.bind(s)] + 1
+        np.testing.assert_array_equal(ret.contiguous()[:s].numpy(), base[:s] + 1)
+        np.testing.assert_array_equal(ret.contiguous()[:-1].numpy(), base[:s - 1] + 1)
+        np.testing.assert_array_equal(ret[1:].numpy(), base[1:s] + 1)

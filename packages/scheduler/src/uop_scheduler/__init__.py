@@ -3,7 +3,7 @@
 from hcq_runtime import Device
 from uopir import dtypes
 
-from . import nn
+from . import helpers, nn
 from .context import Context
 from .errors import ArgumentError, BroadcastError, SchedulerError, ShapeError, TensorIndexError, TensorRuntimeError, TensorTypeError, TensorWriteError
 from .function import FunctionError, function
@@ -23,6 +23,7 @@ __all__ = [
     "function",
     "FunctionError",
     "nn",
+    "helpers",
     "JitError",
     "ShardedTensor",
     "dtypes",

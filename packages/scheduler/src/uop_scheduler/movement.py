@@ -303,12 +303,14 @@ class MovementMixin(TensorFields):
                 if idx >= size or idx < -size:
                     raise TensorIndexError(f"index={int(idx)} is out of bounds with size={size} for dim {axis} of {self.shape}")
                 x = x._slice_axis(axis, int(idx) % size, 1, 1)
-            elif isinstance(idx, slice) and any(isinstance(b, UOp) for b in (idx.start, idx.stop)):
-                # a symbolic bound (a bound Variable): a plain [start, stop) shrink
+            elif isinstance(idx, slice) and (any(isinstance(b, UOp) for b in (idx.start, idx.stop)) or not isinstance(size, int)):
+                # a symbolic bound (a bound Variable) or a symbolic axis: a plain [start, stop) shrink, a negative int
+                # bound counting from the end
                 if idx.step not in (None, 1):
-                    raise TensorIndexError(f"a slice with a symbolic bound takes no step, got {idx}")
+                    raise TensorIndexError(f"a slice with a symbolic bound or of a symbolic axis takes no step, got {idx}")
                 start = 0 if idx.start is None else idx.start
                 stop = size if idx.stop is None else idx.stop
+                start, stop = (size + b if isinstance(b, int) and b < 0 else b for b in (start, stop))
                 x = x.shrink(tuple((start, stop) if i == axis else None for i in range(x.ndim)))
                 out_shape.append(x.shape[axis])
             elif isinstance(idx, slice):

@@ -18,7 +18,7 @@ from uopir import DType, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8
 from .activations import ActivationMixin
 from .calls import IN_PLACE
 from .elementwise import ElementwiseMixin
-from .errors import JitError, TensorRuntimeError, TensorTypeError
+from .errors import JitError, ShapeError, TensorRuntimeError, TensorTypeError
 from .gradient import GradientMixin, requires_grad_tensors
 from .indexing import IndexingMixin
 from .losses import LossMixin
@@ -277,6 +277,25 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         self.uop = new if self.uop is old else self.uop.substitute({old: new})
         if self._views:
             rebind_views(self)
+
+    def replace(self, x: Tensor, allow_shape_mismatch: bool = False) -> Tensor:
+        """Make this tensor object stand for `x`'s value (its dtype and device too): not a write, so no other tensor
+        changes — tensors viewing this one keep their values, and a later write to either tensor leaves the other as
+        it was. Returns self."""
+        if not isinstance(x, Tensor):
+            raise TensorTypeError(f"replace takes a Tensor, got {type(x).__name__}")
+        if self.shape != x.shape and not allow_shape_mismatch:
+            raise ShapeError(f"replace shape mismatch {self.shape} != {x.shape} (pass allow_shape_mismatch=True to change it)")
+        for v in list(self._views or ()):  # they keep the value they have: each becomes a tensor of its own
+            v._root, v._chain, v._borrowed = None, (), storage_of(v.uop) is not None
+        self._views = None
+        if self._root is not None and self._root._views is not None:
+            # rebuilt, not discard(): a WeakSet compares its weak references by their tensors' __eq__
+            self._root._views = weakref.WeakSet([v for v in self._root._views if v is not self])
+        self._root, self._chain = None, ()
+        self.uop, self._device, self._graph = x.uop, x._device, x._graph
+        self._borrowed = storage_of(self.uop) is not None  # x's buffer is x's: a write here copies first
+        return self
 
     def assign(self, x: Any) -> Tensor:
         """Write the value of `x` into this tensor (same dtype and device; broadcast to this shape). Writing into a view

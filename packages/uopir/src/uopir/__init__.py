@@ -25,6 +25,7 @@ from uopir.ops import AxisType, GroupOp, Ops
 from uopir.render import pretty_print, print_uops
 from uopir.renderer import AMDOpenCLRenderer, CRenderer, Renderer
 from uopir.rewrite import PatternMatcher, UPat, graph_rewrite
+from uopir.shapes import prod
 from uopir.spec import spec_kernel, spec_program, spec_shared, spec_tensor, type_verify
 from uopir.symbolic import pm_lower_floor_ops, symbolic, symbolic_simple
 from uopir.uop import UOp, resolve, ssimplify, sym_infer
@@ -34,6 +35,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
+    "prod",
     # dtypes
     "AddrSpace", "ConstType", "DType", "PtrDType", "dtypes", "to_dtype", "least_upper_dtype", "least_upper_float", "strong_dtype",
     "sum_acc_dtype", "can_lossless_cast", "truncate", "float_to_fp8", "fp8_to_float", "float_to_bf16", "float_to_bf16_bits",
