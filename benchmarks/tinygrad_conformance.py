@@ -34,11 +34,12 @@ FILES = [
 SHIM: dict[str, dict[str, str]] = {
     "tinygrad": {"Tensor": "Tensor", "TinyJit": "TinyJit", "Variable": "Variable", "dtypes": "dtypes",
                  "Device": "Device",
-                 "Context": "Context", "nn": "nn", "function": "function"},
+                 "Context": "Context", "nn": "nn", "function": "function", "GlobalCounters": "_us.helpers.GlobalCounters"},
     "tinygrad.tensor": {"Tensor": "Tensor"},
     "tinygrad.dtype": {"dtypes": "dtypes"},
     "tinygrad.device": {"Device": "Device"},
-    "tinygrad.helpers": {"Context": "Context"} | {name: f"_us.helpers.{name}" for name in ("getenv", "OSX", "temp", "all_same", "prod")},
+    "tinygrad.helpers": {"Context": "Context"} | {name: f"_us.helpers.{name}"
+                                                  for name in ("getenv", "OSX", "temp", "all_same", "prod", "GlobalCounters")},
     "tinygrad.engine": {},
     "tinygrad.engine.jit": {"TinyJit": "TinyJit", "JitError": "JitError"},
     "tinygrad.nn": {name: f"nn.{name}" for name in ("Linear", "Conv2d", "BatchNorm", "BatchNorm2d", "LayerNorm", "Embedding",

@@ -20,3 +20,13 @@ def test_small_helpers():
     assert all_same([2, 2, 2]) and all_same([]) and not all_same([1, 2])
     assert prod((2, 3, 4)) == 24 and prod(()) == 1
     assert isinstance(OSX, bool)
+
+
+def test_global_counters_count_kernels_since_reset():
+    from uop_scheduler import Tensor
+    from uop_scheduler.helpers import GlobalCounters
+    a = Tensor([1.0, 2.0]).realize()
+    GlobalCounters.reset()
+    assert GlobalCounters.kernel_count == 0
+    (a * 3 + 1).realize()
+    assert GlobalCounters.kernel_count == 1 and GlobalCounters.time_sum_s > 0

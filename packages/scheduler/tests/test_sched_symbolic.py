@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hcq_runtime import counters
 from uop_scheduler import Tensor, Variable
+from uopir import Ops
 
 AN = np.arange(30, dtype=np.float32).reshape(3, 10) / 7
 
@@ -51,3 +52,35 @@ def test_slicing_an_axis_of_symbolic_size_with_int_bounds():
         np.testing.assert_array_equal(ret.contiguous()[:s].numpy(), base[:s] + 1)
         np.testing.assert_array_equal(ret.contiguous()[:-1].numpy(), base[:s - 1] + 1)
         np.testing.assert_array_equal(ret[1:].numpy(), base[1:s] + 1)
+
+
+def test_a_pad_by_a_symbolic_amount_keeps_a_fixed_size_kv_cache():
+    # tinygrad's test_assign_kv_cache: `pad` took int() of a symbolic amount (TypeError)
+    from uop_scheduler import TinyJit
+    bsz, ctx = 2, 8
+
+    class Attn:
+        @TinyJit
+        def __call__(self, xk, start_pos):
+            if not hasattr(self, "cache"):
+                self.cache = Tensor.zeros(bsz, ctx, 1).contiguous()
+            keys = self.cache.shrink((None, (0, start_pos), None)).cat(xk, dim=1).contiguous() if start_pos > 0 else xk
+            self.cache.assign(keys.pad((None, (0, ctx - start_pos - xk.shape[1]), None)).contiguous()).realize()
+
+    attn, want = Attn(), np.zeros((bsz, ctx, 1), np.float32)
+    attn(Tensor.full((bsz, 3, 1), 1.0).contiguous(), 0)
+    want[:, :3] = 1
+    for i in range(3, 7):
+        attn(Tensor.full((bsz, 1, 1), float(i)).contiguous(), Variable("start_pos", 1, ctx).bind(i))
+        want[:, i] = i
+        np.testing.assert_array_equal(attn.cache.numpy(), want)
+    v = Variable("p", 0, 4).bind(2)
+    np.testing.assert_array_equal(Tensor([1.0, 2.0]).pad(((0, v),), value=5.0).contiguous()[:4].numpy(), [1, 2, 5, 5])
+
+
+def test_full_with_buffer_true_materializes_the_same_values():
+    a = Tensor.full((2, 3), 7, buffer=True)
+    assert a.uop.op is not Ops.EXPAND and a.tolist() == [[7] * 3] * 2
+    b = Tensor.zeros(2).contiguous().realize()
+    b.assign(Tensor.ones(2, buffer=False))
+    assert b.tolist() == [1.0, 1.0]

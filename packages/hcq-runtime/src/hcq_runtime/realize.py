@@ -92,6 +92,8 @@ def compile_body(body: UOp, device: str) -> CompiledKernel:
     if (hit := _kernels.get(cache_key)) is not None:
         return hit
     dev = Device[device]
+    if getattr(dev, "renderer", None) is None:
+        raise DeviceError(f"{device} runs no kernels (it stores bytes): compute on a device such as CPU, then copy the result there")
     program = body if body.op is Ops.PROGRAM else to_program(body, dev.renderer, n_cores=dev.n_cores)
     info, source = program.arg, program.src[2].arg
     if debug_level() >= 4:

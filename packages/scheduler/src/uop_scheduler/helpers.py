@@ -1,5 +1,5 @@
 """Small utilities of tinygrad's public `helpers` that user programs and scripts import: `getenv`, `OSX`, `temp`,
-`all_same`, `prod`."""
+`all_same`, `prod`, and `GlobalCounters` (what the runtime ran since its `reset()`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Iterable
 from typing import Any, TypeVar
 
+from hcq_runtime import counters
 from uopir import prod
 
 T = TypeVar("T")
@@ -36,4 +37,26 @@ def all_same(items: Iterable[T]) -> bool:
     return all(x == items[0] for x in items)
 
 
-__all__ = ["OSX", "all_same", "getenv", "prod", "temp"]
+class _GlobalCounters:
+    """tinygrad's `GlobalCounters`, read from `hcq_runtime.counters`: kernels launched (`kernel_count`), copies, and
+    seconds spent in them (`time_sum_s`) since `reset()`."""
+
+    @property
+    def kernel_count(self) -> int:
+        return counters.kernels
+
+    @property
+    def copy_count(self) -> int:
+        return counters.copies
+
+    @property
+    def time_sum_s(self) -> float:
+        return counters.seconds
+
+    def reset(self) -> None:
+        counters.reset()
+
+
+GlobalCounters = _GlobalCounters()
+
+__all__ = ["OSX", "GlobalCounters", "all_same", "getenv", "prod", "temp"]

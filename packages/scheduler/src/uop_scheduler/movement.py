@@ -15,6 +15,7 @@ from uopir import Ops, UOp, dtypes, least_upper_dtype
 from .elementwise import broadcast_shape
 from .errors import ShapeError, TensorIndexError, TensorRuntimeError
 from .fields import TensorFields
+from .symbolic import concrete
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -107,8 +108,13 @@ class MovementMixin(TensorFields):
         else:
             if len(padding) != self.ndim:
                 raise ShapeError(f"padding {tuple(padding)} needs one pair per axis of {self.shape}")
-            pairs = tuple((0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding)
+            pairs = tuple((0, 0) if p is None else (_pad_amount(p[0]), _pad_amount(p[1])) for p in padding)
         x: Tensor = self
+        if any(isinstance(a, UOp) for pair in pairs for a in pair):  # a symbolic amount (never negative, see _pad_amount)
+            if mode != "constant":
+                raise NotImplementedError(f"a symbolic pad takes mode='constant', got {mode!r}")
+            padded = x._wrap(x.uop.pad(pairs))
+            return padded if value == 0 else x._wrap(x._const(True, dtypes.bool).uop.pad(pairs)).where(padded, value)
         if any(b < 0 or e < 0 for b, e in pairs):
             x = x.shrink(tuple((-min(b, 0), s + min(e, 0)) for (b, e), s in zip(pairs, x.shape)))
             pairs = tuple((max(b, 0), max(e, 0)) for b, e in pairs)
@@ -391,3 +397,16 @@ class MovementMixin(TensorFields):
         one_hot = index.unsqueeze(-1) == type(self).arange(n, device=self.device)
         picked = one_hot.where(x, x._const(0, x.dtype, ()))
         return (picked.any(-1) if x.dtype is dtypes.bool else picked.sum(-1)).cast(self.dtype)
+
+
+def _pad_amount(p: Any) -> Any:
+    """A pad amount: an int, or a symbolic one (a UOp of bound variables) whose bound value is not negative."""
+    if isinstance(p, UOp):
+        try:
+            now = concrete(p)
+        except ValueError:
+            return p  # unbound: checked when it is bound
+        if now < 0:
+            raise ShapeError(f"a pad amount is negative: {now} at the variables' bound values")
+        return p
+    return int(p)

@@ -94,6 +94,10 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
     training: ClassVar[bool] = False
 
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None, requires_grad: bool | None = None):
+        self._init(data, device, dtype, requires_grad)
+        all_tensors.add(self)  # only once built: a constructor that raised leaves no half-made tensor for live_reads
+
+    def _init(self, data: Any, device: str | None, dtype: Any, requires_grad: bool | None) -> None:
         dt = _norm_dtype(dtype)
         dev = canonicalize(device) if device is not None else Device.DEFAULT
         self.grad: Tensor | None = None
@@ -109,7 +113,6 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         # the graph this tensor's value was computed by, kept when realize replaced it with a buffer and tensors that
         # require gradients feed it (so `y.item(); y.backward()` still finds them); None otherwise
         self._graph: UOp | None = None
-        all_tensors.add(self)
         if isinstance(data, UOp):
             self.uop = data if dt is None or data.dtype is dt else data.cast(dt)
             self._borrowed = storage_of(self.uop) is not None
@@ -304,12 +307,26 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         if not isinstance(x, Tensor):
             x = Tensor(x, device=self.device, dtype=self.dtype)
         if x.device != self.device:
-            raise TensorRuntimeError(f"assign device mismatch: {self.device} <- {x.device}; move the value with .to() first")
+            if not any(n.op is Ops.BUFFER for n in x.uop.toposort()):  # a value of constants alone belongs to no device
+                x = Tensor(x.uop, device=Device.DEFAULT if self.device.startswith("DISK") else self.device)
+            elif not self.device.startswith("DISK"):  # a file is written from wherever the value is (below)
+                raise TensorRuntimeError(f"assign device mismatch: {self.device} <- {x.device}; move the value with .to() first")
         if x.dtype != self.dtype:
             raise TensorRuntimeError(f"assign dtype mismatch {self.dtype} != {x.dtype}: cast the value explicitly")
         if x.shape != self.shape:
             x = x.expand(self.shape)
+        if self.device.startswith("DISK"):
+            return self._write_file(x)
         write(self, x)
+        return self
+
+    def _write_file(self, x: Tensor) -> Tensor:
+        """A DISK tensor's assign: the value is computed where it lives and its bytes are written to the file now (a
+        file is not a device kernels run on)."""
+        u = self.uop
+        if u.base.op is not Ops.BUFFER or not (u is u.base or (u.op is Ops.RESHAPE and u.src[0] is u.base)):
+            raise TensorRuntimeError("a DISK tensor is written whole: assign to the tensor loaded from the file, not to a view of it")
+        buffer_for(u.base).copyin(np.ascontiguousarray(x.numpy()))
         return self
 
     def __setitem__(self, indices: Any, value: Any) -> None:
@@ -469,12 +486,15 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         return Tensor._owning(UOp.new_buffer(dev, math.prod(dims), dt).reshape(dims), dev, **kwargs)
 
     @staticmethod
-    def full(shape: tuple[int, ...] | int, fill_value: Any, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:
-        """A tensor of `shape` filled with `fill_value` (a lazy broadcast constant, no buffer)."""
+    def full(shape: tuple[int, ...] | int, fill_value: Any, dtype: Any = None, device: str | None = None, buffer: bool = False,
+             **kwargs: Any) -> Tensor:
+        """A tensor of `shape` filled with `fill_value`: a lazy broadcast constant, or with `buffer=True` a value
+        materialized into a buffer of its own when realized (the values are the same either way)."""
         dims = (shape,) if isinstance(shape, int) else tuple(shape)
         dt = _norm_dtype(dtype) or strong_dtype(dtypes.from_py(fill_value))
         const = UOp.const(dt.const(fill_value), dt)
-        return Tensor(const.reshape((1,) * len(dims)).expand(dims), device=device, **kwargs)
+        ret = Tensor(const.reshape((1,) * len(dims)).expand(dims), device=device, **kwargs)
+        return ret.contiguous() if buffer else ret
 
     @staticmethod
     def zeros(*shape: Any, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:
