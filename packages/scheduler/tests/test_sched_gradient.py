@@ -111,8 +111,7 @@ def test_detach_stops_gradients_and_backward_accumulates():
     (x * 2).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [3, 4, 5])
     y = Tensor([1.0, 2.0])
-    with pytest.raises(RuntimeError, match="not part of the graph"):
-        (x * 2).sum().gradient(y)
+    np.testing.assert_array_equal((x * 2).sum().gradient(y)[0].numpy(), [0, 0])  # tinygrad: zeros for an unused target
     with pytest.raises(RuntimeError, match="non-scalar"):
         (x * 2).gradient(x)
 

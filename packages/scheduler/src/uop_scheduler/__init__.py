@@ -5,7 +5,17 @@ from uopir import dtypes
 
 from . import helpers, nn
 from .context import Context
-from .errors import ArgumentError, BroadcastError, SchedulerError, ShapeError, TensorIndexError, TensorRuntimeError, TensorTypeError, TensorWriteError
+from .errors import (
+    ArgumentError,
+    BroadcastError,
+    GradientError,
+    SchedulerError,
+    ShapeError,
+    TensorIndexError,
+    TensorRuntimeError,
+    TensorTypeError,
+    TensorWriteError,
+)
 from .function import FunctionError, function
 from .jit import JitError, TinyJit
 from .multi import ShardedTensor
@@ -25,6 +35,7 @@ __all__ = [
     "nn",
     "helpers",
     "JitError",
+    "GradientError",
     "ShardedTensor",
     "dtypes",
     "Device",

@@ -44,3 +44,8 @@ class TensorWriteError(SchedulerError, RuntimeError):
     """Writes that cannot be put in an order giving every read its version. The scheduler copies an old version
     whenever a reader cannot run before the write that replaces it, so this marks a scheduler bug, never a wrong
     value."""
+
+
+class GradientError(SchedulerError, RuntimeError, AssertionError):
+    """A gradient that cannot be taken: a non-float or constant target, or a non-scalar output without `gradient=`
+    (a RuntimeError, and an AssertionError where tinygrad asserts)."""

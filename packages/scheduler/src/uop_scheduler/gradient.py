@@ -8,12 +8,13 @@ return one gradient per source (None where the source gets none: comparisons, bi
 from __future__ import annotations
 
 import math
-import weakref
 from collections.abc import Callable
 
-from uopir import Ops, UOp
+from uopir import Ops, UOp, dtypes
 
 from .calls import call_gradients, is_call_output, is_kernel_output, output_position
+from .errors import GradientError
+from .identity import IdentitySet
 
 Rule = Callable[[UOp, UOp], tuple[UOp | None, ...]]
 _LN2 = math.log(2)
@@ -114,6 +115,8 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
             pos = output_position(node)
             per_output[pos] = g if pos not in per_output else per_output[pos] + g
             continue
+        if node.op is Ops.AFTER:  # a written buffer version (not a call's output): its value is data, like a buffer's
+            continue
         rule = GRADIENT_RULES.get(node.op)
         if rule is None:
             raise NotImplementedError(f"no gradient rule for {node.op.name}")
@@ -130,18 +133,21 @@ class GradientMixin:
     __slots__ = ()
 
     def gradient(self, *targets, gradient=None) -> list:
-        """d(self)/d(target) for each target, as new tensors; `gradient` seeds d(self) (ones for a scalar)."""
+        """d(self)/d(target) for each target, as new tensors (zeros for a target self does not depend on); `gradient`
+        seeds d(self) (ones for a scalar). A target must be a floating-point tensor with a device buffer in its graph."""
+        for i, t in enumerate(targets):
+            if not dtypes.is_float(t.dtype):
+                raise GradientError(f"target {i} has dtype {t.dtype}: gradients are taken with respect to floating-point tensors")
+            if not _has_buffer(t):
+                raise GradientError(f"target {i} is a constant (no buffer in its graph): it has no gradient; use a tensor made from data")
         if gradient is None:
             if self.shape != ():
-                raise RuntimeError(f"gradient of a non-scalar tensor of shape {self.shape} needs an explicit `gradient=`")
+                raise GradientError(f"gradient of a non-scalar tensor of shape {self.shape} needs an explicit `gradient=`")
             seed = self.uop.const_like(1.0)
         else:
             seed = gradient.uop
         grads = compute_gradient(self._autograd_graph(), seed, {t.uop for t in targets})
-        missing = [i for i, t in enumerate(targets) if t.uop not in grads]
-        if missing:
-            raise RuntimeError(f"targets {missing} are not part of the graph of this tensor: no gradient flows to them")
-        return [self._wrap(grads[t.uop]) for t in targets]
+        return [t._wrap(grads[t.uop]) if t.uop in grads else t.zeros_like() for t in targets]
 
     def _autograd_graph(self):
         """The graph gradients flow through: the computation kept by realize when it made this tensor a buffer."""
@@ -149,14 +155,28 @@ class GradientMixin:
         return graph if graph is not None else self.uop
 
     def backward(self, gradient=None):
-        """Accumulate d(self)/d(t) into `t.grad` for every tensor `t` with `requires_grad` that self depends on."""
+        """Accumulate d(self)/d(t) into `t.grad` for every live floating-point tensor `t` of self's graph that has a
+        buffer below it (constants alone have no gradient) and does not opt out with `requires_grad=False`. A tensor
+        with a gradient already gets the new one added into that same tensor."""
+        from .writes import all_tensors
+
         nodes = set(self._autograd_graph().toposort())
-        targets = [t for t in list(requires_grad_tensors) if t.uop in nodes]
-        if not targets:
-            raise RuntimeError("backward found no tensor with requires_grad=True in this graph")
+        found = [t for t in list(all_tensors) if t.uop in nodes and t.requires_grad is not False and dtypes.is_float(t.dtype) and _has_buffer(t)]
+        # equal values are one node (two zeros tensors realized together share a buffer): where a node is shared, the
+        # tensors that asked for gradients (requires_grad=True) take them, not every tensor holding that value
+        asked = {t.uop for t in found if t.requires_grad}
+        targets = [t for t in found if t.requires_grad or t.uop not in asked]
         for t, g in zip(targets, self.gradient(*targets, gradient=gradient)):
-            t.grad = g if t.grad is None else t.grad + g
+            if t.grad is None:
+                t.grad = g
+            else:
+                t.grad.assign(t.grad + g.to(t.grad.device))
         return self
 
 
-requires_grad_tensors: weakref.WeakSet = weakref.WeakSet()
+def _has_buffer(t) -> bool:
+    """Whether a device buffer is below this tensor's value (a constant or a graph of constants has none)."""
+    return any(n.op in (Ops.BUFFER, Ops.PARAM) for n in t.uop.toposort())
+
+
+requires_grad_tensors: IdentitySet = IdentitySet()

@@ -136,7 +136,7 @@ def device_below(node: UOp) -> str | None:
     if isinstance(node.device, str):
         return node.device
     for below in node.toposort(gate=lambda n: n.op is not Ops.COPY):
-        if below.op is Ops.BUFFER and isinstance(below.device, str):
+        if below.op in (Ops.BUFFER, Ops.COPY) and isinstance(below.device, str):  # a COPY puts its value on its device
             return below.device
     return None
 

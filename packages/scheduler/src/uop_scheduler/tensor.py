@@ -8,7 +8,6 @@ Tensor, so tinygrad code runs after changing the import.
 from __future__ import annotations
 
 import math
-import weakref
 from typing import Any, ClassVar
 
 import numpy as np
@@ -20,6 +19,7 @@ from .calls import IN_PLACE
 from .elementwise import ElementwiseMixin
 from .errors import JitError, ShapeError, TensorRuntimeError, TensorTypeError
 from .gradient import GradientMixin, requires_grad_tensors
+from .identity import IdentitySet
 from .indexing import IndexingMixin
 from .losses import LossMixin
 from .math_ops import MathMixin
@@ -96,6 +96,8 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
     def __init__(self, data: Any, device: str | None = None, dtype: Any = None, requires_grad: bool | None = None):
         self._init(data, device, dtype, requires_grad)
         all_tensors.add(self)  # only once built: a constructor that raised leaves no half-made tensor for live_reads
+        if requires_grad:
+            self._own_leaf()
 
     def _init(self, data: Any, device: str | None, dtype: Any, requires_grad: bool | None) -> None:
         dt = _norm_dtype(dtype)
@@ -106,7 +108,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         # views (see writes.py): the root tensor this one views, the view steps from it, and a root's live views
         self._root: Tensor | None = None
         self._chain: tuple[ViewStep, ...] = ()
-        self._views: weakref.WeakSet[Tensor] | None = None
+        self._views: IdentitySet[Tensor] | None = None
         # whether this tensor's buffer may be another tensor's too (made from a UOp that is a view of existing storage,
         # or realized to a buffer another tensor realized first): its first write copies (see writes.write)
         self._borrowed = False
@@ -154,8 +156,20 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         self._requires_grad = value
         if value:
             requires_grad_tensors.add(self)
+            if hasattr(self, "uop"):
+                self._own_leaf()
         else:
             requires_grad_tensors.discard(self)
+
+    def _own_leaf(self) -> None:
+        """A tensor that asks for gradients gets a buffer of its own when its value is a constant or may share its
+        buffer: equal values are one graph node (two `Tensor.ones(3)` are the same node, and realized together they
+        share a buffer), and gradients are taken per node, so two such parameters got the sum of both gradients."""
+        if self._root is not None or not (self._borrowed or not any(n.op in (Ops.BUFFER, Ops.PARAM) for n in self.uop.toposort())):
+            return
+        own = Tensor.empty(*self.shape, dtype=self.dtype, device=self.device)
+        write(own, Tensor(self.uop, device=self.device))
+        self.uop, self._borrowed = own.uop, False
 
     # ---- wrapping ----
     def _wrap(self, u: UOp, device: str | None = None) -> Tensor:
@@ -183,7 +197,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         root = parent._root if parent._root is not None else parent
         self._root, self._chain = root, parent._chain + steps
         if root._views is None:
-            root._views = weakref.WeakSet()
+            root._views = IdentitySet()
         root._views.add(self)
 
     # ---- properties ----
@@ -293,8 +307,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
             v._root, v._chain, v._borrowed = None, (), storage_of(v.uop) is not None
         self._views = None
         if self._root is not None and self._root._views is not None:
-            # rebuilt, not discard(): a WeakSet compares its weak references by their tensors' __eq__
-            self._root._views = weakref.WeakSet([v for v in self._root._views if v is not self])
+            self._root._views.discard(self)
         self._root, self._chain = None, ()
         self.uop, self._device, self._graph = x.uop, x._device, x._graph
         self._borrowed = storage_of(self.uop) is not None  # x's buffer is x's: a write here copies first
@@ -493,8 +506,11 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         dims = (shape,) if isinstance(shape, int) else tuple(shape)
         dt = _norm_dtype(dtype) or strong_dtype(dtypes.from_py(fill_value))
         const = UOp.const(dt.const(fill_value), dt)
-        ret = Tensor(const.reshape((1,) * len(dims)).expand(dims), device=device, **kwargs)
-        return ret.contiguous() if buffer else ret
+        if buffer:  # a buffer of its own, written with the value: never the same node as another tensor's
+            ret = Tensor.empty(*dims, dtype=dt, device=device, **kwargs)
+            write(ret, Tensor(const.reshape((1,) * len(dims)).expand(dims), device=ret.device))
+            return ret
+        return Tensor(const.reshape((1,) * len(dims)).expand(dims), device=device, **kwargs)
 
     @staticmethod
     def zeros(*shape: Any, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:

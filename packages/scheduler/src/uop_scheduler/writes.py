@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from hcq_runtime import bind_buffer, buffer_for
@@ -25,6 +24,7 @@ from uopir import GroupOp, Ops, UOp, dtypes
 
 from .calls import is_kernel_output
 from .errors import TensorRuntimeError
+from .identity import IdentitySet
 from .realize import done, version_of
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ VIEW_OPS = GroupOp.Movement | {Ops.DETACH, Ops.BITCAST}
 # one step of a view chain: (op, argument) where the argument is the movement arg, or the dtype of a BITCAST
 ViewStep = tuple[Ops, Any]
 
-all_tensors: weakref.WeakSet[Tensor] = weakref.WeakSet()
+all_tensors: IdentitySet[Tensor] = IdentitySet()
 # roots whose value changed by a write that has not run yet (strong: the write must run even if nothing reads it)
 pending: dict[Tensor, None] = {}
 

@@ -45,8 +45,8 @@ class LayerNorm:
     def __init__(self, normalized_shape: int | tuple[int, ...], eps: float = 1e-5, elementwise_affine: bool = True):
         self.normalized_shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
         self.axis, self.eps = tuple(-1 - i for i in range(len(self.normalized_shape))), eps
-        self.weight = Tensor.ones(*self.normalized_shape) if elementwise_affine else None
-        self.bias = Tensor.zeros(*self.normalized_shape) if elementwise_affine else None
+        self.weight = Tensor.ones(*self.normalized_shape, buffer=True) if elementwise_affine else None
+        self.bias = Tensor.zeros(*self.normalized_shape, buffer=True) if elementwise_affine else None
 
     def __call__(self, x: Tensor) -> Tensor:
         x = x.layernorm(axis=self.axis, eps=self.eps)
@@ -57,7 +57,7 @@ class RMSNorm:
     """x / sqrt(mean(x**2) + eps) over the last dim (then * weight when elementwise_affine)."""
 
     def __init__(self, dim: int, eps: float = 1e-6, elementwise_affine: bool = True):
-        self.eps, self.weight = eps, Tensor.ones(dim) if elementwise_affine else None
+        self.eps, self.weight = eps, Tensor.ones(dim, buffer=True) if elementwise_affine else None
 
     def __call__(self, x: Tensor) -> Tensor:
         x = x * (x.square().mean(-1, keepdim=True) + self.eps).rsqrt()
@@ -70,11 +70,11 @@ class BatchNorm:
 
     def __init__(self, sz: int, eps: float = 1e-5, affine: bool = True, track_running_stats: bool = True, momentum: float = 0.1):
         self.eps, self.track_running_stats, self.momentum = eps, track_running_stats, momentum
-        self.weight = Tensor.ones(sz) if affine else None
-        self.bias = Tensor.zeros(sz) if affine else None
-        self.num_batches_tracked = Tensor.zeros(dtype="long")  # a scalar int64, as in tinygrad (checkpoints load)
+        self.weight = Tensor.ones(sz, buffer=True) if affine else None
+        self.bias = Tensor.zeros(sz, buffer=True) if affine else None
+        self.num_batches_tracked = Tensor.zeros(dtype="long", requires_grad=False)  # a scalar int64, as in tinygrad (checkpoints load)
         if track_running_stats:
-            self.running_mean, self.running_var = Tensor.zeros(sz), Tensor.ones(sz)
+            self.running_mean, self.running_var = Tensor.zeros(sz, requires_grad=False), Tensor.ones(sz, requires_grad=False)
 
     def __call__(self, x: Tensor) -> Tensor:
         axes = tuple(i for i in range(x.ndim) if i != 1)
@@ -170,8 +170,8 @@ class GroupNorm:
 
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
         self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
-        self.weight = Tensor.ones(num_channels) if affine else None
-        self.bias = Tensor.zeros(num_channels) if affine else None
+        self.weight = Tensor.ones(num_channels, buffer=True) if affine else None
+        self.bias = Tensor.zeros(num_channels, buffer=True) if affine else None
 
     def __call__(self, x: Tensor) -> Tensor:
         x = x.reshape(x.shape[0], self.num_groups, -1).layernorm(eps=self.eps).reshape(x.shape)
@@ -183,8 +183,8 @@ class InstanceNorm:
 
     def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
         self.num_features, self.eps = num_features, eps
-        self.weight = Tensor.ones(num_features) if affine else None
-        self.bias = Tensor.zeros(num_features) if affine else None
+        self.weight = Tensor.ones(num_features, buffer=True) if affine else None
+        self.bias = Tensor.zeros(num_features, buffer=True) if affine else None
 
     def __call__(self, x: Tensor) -> Tensor:
         x = x.reshape(x.shape[0], self.num_features, -1).layernorm(eps=self.eps).reshape(x.shape)
@@ -206,8 +206,8 @@ class LSTMCell:
         bound = 1 / math.sqrt(hidden_size)
         self.weight_ih = Tensor.uniform(hidden_size * 4, input_size, low=-bound, high=bound)
         self.weight_hh = Tensor.uniform(hidden_size * 4, hidden_size, low=-bound, high=bound)
-        self.bias_ih = Tensor.zeros(hidden_size * 4) if bias else None
-        self.bias_hh = Tensor.zeros(hidden_size * 4) if bias else None
+        self.bias_ih = Tensor.zeros(hidden_size * 4, buffer=True) if bias else None
+        self.bias_hh = Tensor.zeros(hidden_size * 4, buffer=True) if bias else None
 
     def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
         if hc is None:

@@ -82,7 +82,7 @@ class LARS(Optimizer):
             raise ValueError(f"invalid momentum {momentum}: it must be >= 0")
         super().__init__(params, lr)
         self.momentum, self.wd, self.nesterov, self.classic, self.pre_wd, self.tcoef = momentum, weight_decay, nesterov, classic, pre_wd, tcoef
-        self.b = [Tensor.zeros(*p.shape, device=p.device) for p in self.params] if momentum else []
+        self.b = [Tensor.zeros(*p.shape, device=p.device, requires_grad=False) for p in self.params] if momentum else []
         self.state = self.b
 
     def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
@@ -121,11 +121,11 @@ class LAMB(Optimizer):
             raise ValueError(f"invalid weight_decay {weight_decay}: it must be >= 0")
         super().__init__(params, lr)
         self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
-        self.m = [Tensor.zeros(*p.shape, device=p.device) for p in self.params]
-        self.v = [Tensor.zeros(*p.shape, device=p.device) for p in self.params]
+        self.m = [Tensor.zeros(*p.shape, device=p.device, requires_grad=False) for p in self.params]
+        self.v = [Tensor.zeros(*p.shape, device=p.device, requires_grad=False) for p in self.params]
         # b1**t and b2**t live in tensors rather than constants, so every step has the same graph: one schedule and
         # one set of kernels for the whole run instead of new ones per step
-        self.b1_t, self.b2_t = Tensor([1.0]), Tensor([1.0])
+        self.b1_t, self.b2_t = Tensor([1.0], requires_grad=False), Tensor([1.0], requires_grad=False)
         self.state = [self.b1_t, self.b2_t, *self.m, *self.v]
 
     def schedule_step(self) -> list[Tensor]:

@@ -1,0 +1,48 @@
+"""`IdentitySet`: a set of objects held weakly and compared by identity. A `weakref.WeakSet` compares its members
+with `==`, which `Tensor` overloads elementwise, so `discard` or `in` of a tensor that is in the set raised."""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable, Iterator
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+
+class IdentitySet(Generic[T]):
+    __slots__ = ("_refs", "__weakref__")
+
+    def __init__(self, items: Iterable[T] = ()):
+        self._refs: dict[int, weakref.ref] = {}
+        for x in items:
+            self.add(x)
+
+    def add(self, x: T) -> None:
+        key, refs = id(x), self._refs
+        if (old := refs.get(key)) is not None and old() is x:
+            return
+
+        def forget(ref: weakref.ref, key: int = key, refs: dict[int, weakref.ref] = refs) -> None:
+            if refs.get(key) is ref:  # not a newer object that took the same id
+                del refs[key]
+
+        refs[key] = weakref.ref(x, forget)
+
+    def discard(self, x: T) -> None:
+        if (ref := self._refs.get(id(x))) is not None and ref() is x:
+            del self._refs[id(x)]
+
+    def __contains__(self, x: object) -> bool:
+        return (ref := self._refs.get(id(x))) is not None and ref() is x
+
+    def __iter__(self) -> Iterator[T]:
+        for ref in list(self._refs.values()):
+            if (x := ref()) is not None:
+                yield x
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __bool__(self) -> bool:
+        return next(iter(self), None) is not None

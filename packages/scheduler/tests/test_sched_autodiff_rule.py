@@ -1,0 +1,76 @@
+"""Autodiff as tinygrad defines it: backward() fills .grad for every live floating-point tensor of the graph that has a
+buffer below it (requires_grad=False opts out); gradients are per tensor even when two tensors hold equal values."""
+
+import numpy as np
+import pytest
+from uop_scheduler import GradientError, Tensor, nn
+
+
+def test_backward_fills_every_float_tensor_of_the_graph():
+    x = Tensor([1.0, 2.0, 3.0])
+    h = x * 2
+    frozen = Tensor([1.0, 1.0, 1.0], requires_grad=False)
+    (h * frozen).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2, 2, 2])
+    np.testing.assert_array_equal(h.grad.numpy(), [1, 1, 1])
+    assert frozen.grad is None
+
+
+def test_constants_and_integers_get_no_gradient():
+    w = Tensor(1.0)
+    i = Tensor([1, 2, 3])
+    x = Tensor([1.0, 2.0, 3.0])
+    (x * w + i.float()).sum().backward()
+    assert w.grad is None and i.grad is None
+    np.testing.assert_array_equal(x.grad.numpy(), [1, 1, 1])
+    with pytest.raises(GradientError, match="dtype"):
+        i.sum().gradient(i)
+    with pytest.raises(RuntimeError, match="constant"):
+        (w * 2.0).gradient(w)
+    with pytest.raises(AssertionError, match="non-scalar"):  # tinygrad asserts here
+        (x * x).gradient(x)
+
+
+def test_an_unused_target_gets_zeros_and_backward_accumulates_in_place():
+    x = Tensor([3.0])
+    np.testing.assert_array_equal(Tensor([1.0]).sum().gradient(x)[0].numpy(), [0])
+    (x * 2)[0].backward()
+    first = x.grad
+    (x * 3)[0].backward()
+    assert x.grad is first
+    np.testing.assert_allclose(x.grad.numpy(), [5.0])
+
+
+def test_equal_valued_parameters_get_their_own_gradients():
+    # two Tensor.ones(3) are one graph node (and realized together share a buffer): each got the sum of both gradients
+    for realize in (False, True):
+        a, b = Tensor.ones(3, requires_grad=True), Tensor.ones(3, requires_grad=True)
+        if realize:
+            Tensor.realize(a, b)
+        (a * 2 + b * 3).sum().backward()
+        np.testing.assert_array_equal(a.grad.numpy(), [2, 2, 2])
+        np.testing.assert_array_equal(b.grad.numpy(), [3, 3, 3])
+
+
+def test_two_layer_norms_of_one_width_train_apart():
+    # their weights start equal (ones): with shared gradients they stayed equal forever
+    Tensor.manual_seed(0)
+    n1, n2 = nn.LayerNorm(4), nn.LayerNorm(4)
+    x = Tensor(np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32))
+    (n1(x) * 3 + n2(x * 2) * 5).sum().backward()
+    np.testing.assert_allclose(n1.bias.grad.numpy(), [6, 6, 6, 6])
+    np.testing.assert_allclose(n2.bias.grad.numpy(), [10, 10, 10, 10])
+
+
+def test_requires_grad_can_be_switched_off_again():
+    t = Tensor([1.0, 2.0])
+    t.requires_grad = True
+    t.requires_grad = False  # the registry compared tensors with ==: TensorTypeError from __bool__
+    assert t.requires_grad is False
+
+
+def test_the_gradient_of_a_copy_lands_on_the_source_device():
+    t = Tensor([1.0, 2, 3]).realize()
+    t.to("CPU:1").square().sum().backward()
+    assert t.grad.device == t.device
+    np.testing.assert_array_equal(t.grad.numpy(), [2, 4, 6])
