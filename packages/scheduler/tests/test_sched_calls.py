@@ -156,3 +156,35 @@ def test_custom_kernel_gradient_comes_from_grad_fxn():
     res, _ = out.custom_kernel(x, fxn=_scale_kernel, grad_fxn=grad_fxn)
     (res * Tensor(np.arange(4, dtype=np.float32))).sum().backward()
     np.testing.assert_equal(x.grad.numpy(), np.arange(4) * 3)
+
+
+def test_function_on_a_method_binds_the_instance_and_reads_its_state():
+    class Layer:
+        def __init__(self):
+            self.w = Tensor([10.0, 20.0, 30.0])
+
+        @function
+        def __call__(self, x: Tensor) -> Tensor:
+            return x * 2 + self.w
+
+    layer = Layer()
+    np.testing.assert_equal(layer(Tensor([1.0, 2.0, 3.0])).numpy(), [12, 24, 36])
+    assert Layer.__call__.name.endswith("Layer.__call__")
+    layer.w = Tensor([0.0, 0.0, 1.0])  # another instance state: a new trace
+    np.testing.assert_equal(layer(Tensor([1.0, 2.0, 3.0])).numpy(), [2, 4, 7])
+
+
+def test_function_on_a_callable_instance():
+    class Scale:
+        def __init__(self, k: float):
+            self.k = k
+
+        def __call__(self, x: Tensor) -> Tensor:
+            return x * self.k
+
+    f = function(Scale(3.0))
+    assert f.name.endswith("Scale")
+    np.testing.assert_equal(f(Tensor([1.0, 2.0])).numpy(), [3, 6])
+    with pytest.raises(FunctionError, match="implicit"):  # a free function still must be given its buffers
+        w = Tensor([1.0, 1.0])
+        function(lambda x: x + w)(Tensor([1.0, 2.0]))

@@ -33,16 +33,50 @@ class _Function(Generic[ReturnType]):
         self.allow_implicit, self.grad_fxn = allow_implicit, grad_fxn
         self.traces: dict[tuple, tuple[tuple[UOp, ...], bool, tuple[int, ...]]] = {}
         functools.update_wrapper(self, fn)
+        # the call's name: the function's qualified name (`Foo.__call__` for a method), a callable instance's class
+        qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+        self.name = qualname.rsplit("<locals>.", 1)[-1]
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:
+        """A method: the instance is bound as the first argument (not a traced tensor); the tensors it holds as
+        attributes are its state, which the method may read without `allow_implicit`."""
+        return self if obj is None else functools.partial(self.__call__, obj)
+
+    def _is_method_of(self, args: tuple) -> bool:
+        """Whether the call is this function as a method of its first argument's class (see `__get__`)."""
+        return bool(args) and type(args[0]).__dict__.get(getattr(self.fn, "__name__", "")) is self
+
+    @staticmethod
+    def _state_key(obj: Any) -> tuple:
+        """What a method's trace depends on besides its arguments: the values of the instance's tensor attributes (a
+        new value, assigned or written, traces again instead of replaying the old one)."""
+        return tuple(id(v.uop) for v in getattr(obj, "__dict__", {}).values() if isinstance(v, Tensor))
+
+    @staticmethod
+    def _state_buffers(obj: Any) -> set[UOp]:
+        """The buffers of the tensors an instance holds as attributes (directly, or in lists, tuples and dicts)."""
+        found: set[UOp] = set()
+        stack = list(getattr(obj, "__dict__", {}).values())
+        while stack:
+            v = stack.pop()
+            if isinstance(v, Tensor):
+                found |= {n for n in v.uop.toposort() if n.op is Ops.BUFFER}
+            elif isinstance(v, (list, tuple)):
+                stack.extend(v)
+            elif isinstance(v, dict):
+                stack.extend(v.values())
+        return found
 
     def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
         names = list(kwargs)
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
         signature = (tuple((t.shape, t.dtype, t.device) for t in tensors), tuple(names),
-                     tuple(None if isinstance(a, Tensor) else a for a in (*args, *kwargs.values())))
+                     tuple(None if isinstance(a, Tensor) else a for a in (*args, *kwargs.values())),
+                     self._state_key(args[0]) if self._is_method_of(args) else ())
         if (trace := self.traces.get(signature)) is None:
             trace = self.traces[signature] = self._trace(args, kwargs, tensors)
         values, is_tuple, written = trace
-        outs = UOp.call_with_outputs(values, *(t.uop for t in tensors), grad_fxn=self.grad_fxn, name=self.fn.__name__,
+        outs = UOp.call_with_outputs(values, *(t.uop for t in tensors), grad_fxn=self.grad_fxn, name=self.name,
                                      precompile=self.precompile, precompile_backward=self.precompile_backward)
         device = tensors[0].device if tensors else None
         rets = tuple(Tensor(o, device=device) for o in outs[:len(outs) - len(written)])
@@ -63,13 +97,15 @@ class _Function(Generic[ReturnType]):
         is_tuple = isinstance(ret, tuple)
         rets = ret if is_tuple else (ret,)
         if not rets or not all(isinstance(r, Tensor) for r in rets):
-            raise FunctionError(f"function {self.fn.__name__} must return a Tensor or a tuple of Tensors, got {type(ret).__name__}")
+            raise FunctionError(f"function {self.name} must return a Tensor or a tuple of Tensors, got {type(ret).__name__}")
         values = tuple(r.uop for r in rets) + tuple(params[i].uop for i in written)
         if not self.allow_implicit:
-            implicit = sorted({n for n in UOp.sink(*values).toposort() if n.op is Ops.BUFFER and not n.is_unbound}, key=lambda b: b.arg.slot)
+            state = self._state_buffers(args[0]) if self._is_method_of(args) else set()
+            implicit = sorted({n for n in UOp.sink(*values).toposort() if n.op is Ops.BUFFER and not n.is_unbound and n not in state},
+                              key=lambda b: b.arg.slot)
             if implicit:
                 listed = "; ".join(f"{i}: dtype={b.dtype}, size={b.arg.size}, device={b.arg.device}" for i, b in enumerate(implicit))
-                raise FunctionError(f"function {self.fn.__name__} has {len(implicit)} implicit buffer(s), but allow_implicit=False: {listed}")
+                raise FunctionError(f"function {self.name} has {len(implicit)} implicit buffer(s), but allow_implicit=False: {listed}")
         return values, is_tuple, written
 
 
