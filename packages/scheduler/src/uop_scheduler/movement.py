@@ -371,6 +371,8 @@ class MovementMixin(TensorFields):
         """This tensor with `value` written at `self[indices]` (any index form; a repeated position takes the last
         value, as numpy)."""
         tensor_cls = type(self)
+        if (fast := self._scatter_on_indexed_axes(indices, value)) is not None:
+            return fast
         n = self.numel()
         picked = tensor_cls.arange(n, device=self.device).reshape(self.shape)[indices]
         m = picked.numel()
@@ -383,6 +385,67 @@ class MovementMixin(TensorFields):
         chosen = (order == last).where(value, value._const(0, value.dtype, ()))
         new = chosen.any(1) if value.dtype is dtypes.bool else chosen.sum(1).cast(value.dtype)
         return (last.reshape(n) > 0).where(new, self.reshape(n)).reshape(self.shape)
+
+    def _scatter_on_indexed_axes(self: Tensor, indices: Any, value: Tensor) -> Tensor | None:
+        """`_scatter_index` for an index of whole-axis slices (`:`, `...`) and integer tensors: the one-hot match runs
+        over the positions of the indexed axes only (cost: elements x index combinations), where the general form
+        matches every element against every picked element. None when the index has another form."""
+        tensor_cls = type(self)
+        items = list(indices) if isinstance(indices, tuple) else [indices]
+        ellipses = [i for i, it in enumerate(items) if it is Ellipsis]  # by identity: a Tensor's == is elementwise
+        if len(ellipses) > 1 or any(it is None or isinstance(it, (bool, int, np.integer)) for it in items):
+            return None
+        if ellipses:
+            at = ellipses[0]
+            items[at:at + 1] = [slice(None)] * (self.ndim - len(items) + 1)
+        items += [slice(None)] * (self.ndim - len(items))
+        if len(items) != self.ndim:
+            return None
+        adv: list[tuple[int, Tensor]] = []
+        for axis, it in enumerate(items):
+            if isinstance(it, slice) and it == slice(None):
+                continue
+            if isinstance(it, (list, np.ndarray)):
+                it = tensor_cls(it, device=self.device)
+            if not isinstance(it, tensor_cls) or not dtypes.is_int(it.dtype) or it.device != self.device:
+                return None
+            adv.append((axis, it))
+        if not adv or any(not isinstance(self.shape[a], int) for a, _ in adv):
+            return None
+        picked_shape = tensor_cls.arange(self.numel(), device=self.device).reshape(self.shape)[indices].shape
+        b_shape = broadcast_shape(*(t.shape for _, t in adv))
+        m = math.prod(b_shape)
+        if m == 0:
+            return self
+        axes = [a for a, _ in adv]
+        rest = [a for a in range(self.ndim) if a not in axes]
+        sizes = [self.shape[a] for a in axes]
+        rest_shape = [self.shape[a] for a in rest]
+        r = math.prod(rest_shape)
+        # each index combination's flat position among the indexed axes (negative indices count from the end)
+        pos = None
+        for (axis, t), stride in zip(adv, [math.prod(sizes[i + 1:]) for i in range(len(sizes))]):
+            wrapped = (t < 0).where(t + self.shape[axis], t).cast(dtypes.int32)._broadcast_to(b_shape).reshape(m) * stride
+            pos = wrapped if pos is None else pos + wrapped
+        # the value laid out as (index combination, the other axes): numpy puts the broadcast index dims where the
+        # indexed axes were when they are adjacent, else first
+        value = value._broadcast_to(picked_shape)
+        nb = len(b_shape)
+        first = axes[0] if axes == list(range(axes[0], axes[0] + len(axes))) else 0
+        order_v = list(range(first, first + nb)) + [d for d in range(value.ndim) if not first <= d < first + nb]
+        value = value.permute(tuple(order_v)).reshape(1, m, r)
+        s = math.prod(sizes)
+        order = tensor_cls.arange(1, m + 1, device=self.device).reshape(1, m, 1)
+        hit = tensor_cls.arange(s, device=self.device).reshape(s, 1, 1) == pos.reshape(1, m, 1)
+        last = hit.where(order, 0).max(1, keepdim=True)  # 1 + the last combination writing each position, 0 if none
+        chosen = (order == last).where(value, value._const(0, value.dtype, ()))
+        new = chosen.any(1) if value.dtype is dtypes.bool else chosen.sum(1).cast(value.dtype)
+        moved = self.permute(tuple(axes + rest)).reshape(s, r)
+        out = (last.reshape(s, 1) > 0).where(new, moved).reshape(*sizes, *rest_shape)
+        inverse = [0] * self.ndim
+        for i, a in enumerate(axes + rest):
+            inverse[a] = i
+        return out.permute(tuple(inverse))
 
     def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
         """out[i][j][k] = self[i][index[i][j][k]][k] (for dim=1): pick along `dim` by an int tensor."""
