@@ -274,13 +274,20 @@ class MovementMixin(TensorFields):
         return x.reshape(x.shape[:axis] + (count,) + x.shape[axis + 2:])
 
     def __getitem__(self: Tensor, indices: Any) -> Tensor:
-        """numpy-style indexing: ints, slices (any step), None, Ellipsis, and int tensors / lists."""
+        """numpy-style indexing: ints, bound Variables, slices (any step), None, Ellipsis, and int tensors, lists and
+        tuples of ints. `t[...]` is `t` itself; a list holding slices, None or Ellipsis is read as a tuple of indices."""
+        if indices is Ellipsis:
+            return self
+        if isinstance(indices, list) and any(i is None or i is Ellipsis or isinstance(i, (slice, list, tuple)) for i in indices):
+            indices = tuple(indices)  # tinygrad's (and old numpy's) reading of x[[slice(None), [1, 3]]]
         if not isinstance(indices, tuple):
             indices = (indices,)
         tensor_cls = type(self)
         hosts: dict[int, np.ndarray] = {}  # index tensors made from host values, checked against the axis size below
         converted = []
         for i in indices:
+            if isinstance(i, tuple):  # a tuple inside the index is a sequence of positions, as a list
+                i = list(i)
             if isinstance(i, (list, np.ndarray)):
                 t = tensor_cls(i, device=self.device)
                 hosts[id(t)] = np.asarray(i)
@@ -305,7 +312,9 @@ class MovementMixin(TensorFields):
             size = self.shape[axis]
             if isinstance(idx, (bool, np.bool_)):
                 raise TensorIndexError(f"bool indexing with {idx!r} is not supported: use a bool mask with where()")
-            if isinstance(idx, (int, np.integer)):
+            if isinstance(idx, UOp) and idx.op is Ops.BIND:  # a bound Variable: one position, the axis dropped as by an int
+                x = x.shrink(tuple((idx, idx + 1) if i == axis else None for i in range(x.ndim)))
+            elif isinstance(idx, (int, np.integer)):
                 if idx >= size or idx < -size:
                     raise TensorIndexError(f"index={int(idx)} is out of bounds with size={size} for dim {axis} of {self.shape}")
                 x = x._slice_axis(axis, int(idx) % size, 1, 1)
@@ -452,6 +461,8 @@ class MovementMixin(TensorFields):
         d = self._resolve_dim(dim)
         if index.ndim != self.ndim:
             raise TensorRuntimeError(f"self.ndim must equal index.ndim, self.ndim={self.ndim}, index.ndim={index.ndim}")
+        if not dtypes.is_int(index.dtype) or index.dtype is dtypes.bool:
+            raise TensorRuntimeError(f"gather takes an integer index tensor, got {index.dtype}")
         if any(s < i for a, (s, i) in enumerate(zip(self.shape, index.shape)) if a != d):
             raise ShapeError(f"gather needs self.shape[d] >= index.shape[d] for d != {d}, got {self.shape} and {index.shape}")
         n = self.shape[d]

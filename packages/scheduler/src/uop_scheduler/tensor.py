@@ -342,6 +342,9 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         buffer_for(u.base).copyin(np.ascontiguousarray(x.numpy()))
         return self
 
+    def __delitem__(self, indices: Any) -> None:
+        raise TensorTypeError("Tensor does not support item deletion: build a new tensor without those elements (e.g. with cat)")
+
     def __setitem__(self, indices: Any, value: Any) -> None:
         """`t[indices] = value`: write `value` (broadcast, same dtype; Python scalars are converted) into the
         indexed elements. Basic indices (ints, slices with steps, None, Ellipsis) write through a view; tensor indices

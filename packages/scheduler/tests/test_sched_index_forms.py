@@ -1,0 +1,53 @@
+"""Index forms numpy (or tinygrad, where numpy has dropped them) accepts, against numpy's values."""
+
+import numpy as np
+import pytest
+from uop_scheduler import Tensor, Variable, dtypes
+from uop_scheduler.errors import TensorIndexError
+
+BASE = np.arange(20).reshape(4, 5)
+
+
+def test_ellipsis_alone_is_the_tensor_itself():
+    x = Tensor(BASE)
+    assert x[...] is x
+
+
+def test_a_list_holding_slices_is_a_tuple_of_indices():
+    x = Tensor(BASE)
+    np.testing.assert_array_equal(x[[slice(None), [1, 3]]].numpy(), BASE[:, [1, 3]])
+    np.testing.assert_array_equal(x[[None, 1]].numpy(), BASE[None, 1])
+
+
+def test_a_tuple_inside_the_index_is_a_sequence_of_positions():
+    x = Tensor(BASE)
+    np.testing.assert_array_equal(x[(0, 2), ].numpy(), BASE[[0, 2], ])
+    np.testing.assert_array_equal(x[(0, 2), 1].numpy(), BASE[[0, 2], 1])
+
+
+def test_a_bound_variable_indexes_one_position():
+    t = Tensor.arange(12).reshape(3, 4)
+    for value in range(3):
+        v = Variable("v", 0, 2).bind(value)
+        np.testing.assert_array_equal(t[v].numpy(), np.arange(12).reshape(3, 4)[value])
+        np.testing.assert_array_equal(t[v, Tensor([0, 1, 2])].numpy(), np.arange(12).reshape(3, 4)[value, [0, 1, 2]])
+
+
+def test_del_item_is_a_type_error():
+    x = Tensor(BASE)
+    with pytest.raises(TypeError, match="item deletion"):
+        del x[0]
+
+
+def test_gather_refuses_non_integer_indices_and_bad_axes():
+    t = Tensor.uniform(2, 3, 1, 4)
+    idx = t.argsort(dim=0)
+    for bad in (idx.cast(dtypes.bool), idx.cast(dtypes.float32)):
+        with pytest.raises(RuntimeError, match="integer index"):
+            t.gather(0, bad)
+    with pytest.raises(RuntimeError, match="ndim"):
+        t.gather(0, idx[0])
+    with pytest.raises(IndexError):
+        t.gather(7, idx)
+    with pytest.raises(TensorIndexError):
+        Tensor(BASE)[1.5]
