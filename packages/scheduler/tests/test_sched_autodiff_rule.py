@@ -74,3 +74,25 @@ def test_the_gradient_of_a_copy_lands_on_the_source_device():
     t.to("CPU:1").square().sum().backward()
     assert t.grad.device == t.device
     np.testing.assert_array_equal(t.grad.numpy(), [2, 4, 6])
+
+
+def test_gradients_flow_through_writes():
+    # a write's new value takes the written elements from the value and the rest from the old value
+    z = Tensor.ones(8, 8)
+    x = Tensor(np.random.default_rng(1).standard_normal((8, 8)).astype(np.float32))
+    z[:] = x
+    (z * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full((8, 8), 3))
+    z = Tensor.zeros(6)
+    a, b = Tensor([1.0, 1, 1, 1]), Tensor([2.0, 2, 2, 2])
+    z[:4] = a
+    z[2:] = b  # overwrites a's last two elements
+    (z * Tensor([1.0, 2, 3, 4, 5, 6])).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [1, 2, 0, 0])
+    np.testing.assert_array_equal(b.grad.numpy(), [3, 4, 5, 6])
+    z = Tensor([1.0, 2.0, 3.0, 4.0])
+    w = Tensor([10.0, 20.0])
+    z[:2] += w
+    z.sum().backward()
+    np.testing.assert_array_equal(z.grad.numpy(), np.ones(4))
+    np.testing.assert_array_equal(w.grad.numpy(), np.ones(2))

@@ -115,7 +115,10 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
             pos = output_position(node)
             per_output[pos] = g if pos not in per_output else per_output[pos] + g
             continue
-        if node.op is Ops.AFTER:  # a written buffer version (not a call's output): its value is data, like a buffer's
+        if node.op is Ops.AFTER:  # a written buffer version (not a call's output)
+            for src, src_grad in _write_gradients(g, node):
+                if src in leads:
+                    grads[src] = src_grad if src not in grads else grads[src] + src_grad
             continue
         rule = GRADIENT_RULES.get(node.op)
         if rule is None:
@@ -125,6 +128,24 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
                 continue
             grads[src] = src_grad if src not in grads else grads[src] + src_grad
     return {t: grads[t] for t in targets if t in grads}
+
+
+def _write_gradients(g: UOp, after: UOp) -> list[tuple[UOp, UOp]]:
+    """A tensor-level write, AFTER(new, STORE(view of new, value, old)): the written elements come from `value` (its
+    gradient is `g` seen through the same view), the others from `old` (its gradient is `g` with the written elements
+    zeroed). Any other AFTER is data, like a buffer."""
+    new, st = after.src[0], after.src[1]
+    if st.op is not Ops.STORE or len(st.src) != 3 or new.op is not Ops.BUFFER:
+        return []
+    target, value, old = st.src
+    out = [(value, target.substitute({new: g}))]
+    if old.shape == g.shape:
+        # which elements the write covers: the view's own gradient of ones (1 where written; views never overlap,
+        # an expand view cannot be written)
+        ones = UOp.const(g.dtype.const(1), g.dtype).reshape((1,) * len(target.shape)).expand(target.shape)
+        written = compute_gradient(target.substitute({new: g}), ones, {g}).get(g)
+        out.append((old, g if written is None else g - g * written))
+    return out
 
 
 class GradientMixin:
@@ -175,8 +196,9 @@ class GradientMixin:
 
 
 def _has_buffer(t) -> bool:
-    """Whether a device buffer is below this tensor's value (a constant or a graph of constants has none)."""
-    return any(n.op in (Ops.BUFFER, Ops.PARAM) for n in t.uop.toposort())
+    """Whether a device buffer is below this tensor's value, or the value is materialized into one (`contiguous()`):
+    a constant or a graph of constants alone has no gradient."""
+    return any(n.op in (Ops.BUFFER, Ops.PARAM, Ops.CONTIGUOUS) for n in t.uop.toposort())
 
 
 requires_grad_tensors: IdentitySet = IdentitySet()
