@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from uop_scheduler import Tensor, Variable, dtypes
 from uop_scheduler.errors import TensorIndexError
 
@@ -51,3 +53,22 @@ def test_gather_refuses_non_integer_indices_and_bad_axes():
         t.gather(7, idx)
     with pytest.raises(TensorIndexError):
         Tensor(BASE)[1.5]
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(st.lists(st.integers(1, 4), min_size=1, max_size=3), st.integers(0, 2**16), st.integers(0, 6))
+def test_nonzero_matches_numpy_argwhere(shape, seed, size):
+    a = np.random.default_rng(seed).integers(0, 3, shape) * (np.random.default_rng(seed + 1).random(shape) < 0.5)
+    want = np.argwhere(a)
+    np.testing.assert_array_equal(Tensor(a).nonzero().numpy(), want)
+    padded = np.full((size, a.ndim), -1)
+    padded[:min(size, len(want))] = want[:size]
+    np.testing.assert_array_equal(Tensor(a).nonzero(size=size, fill_value=-1).numpy(), padded)
+
+
+def test_nonzero_with_a_size_replays_under_tinyjit():
+    from uop_scheduler import TinyJit
+    f = TinyJit(lambda x: x.nonzero(size=3, fill_value=-1).realize())
+    for _ in range(3):
+        for data, want in (([1, 0, 2, 0, 3], [[0], [2], [4]]), ([0, 0, 5, 0, 0], [[2], [-1], [-1]]), ([0] * 5, [[-1]] * 3)):
+            np.testing.assert_array_equal(f(Tensor(data)).numpy(), want)

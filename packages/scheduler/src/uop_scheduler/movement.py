@@ -456,6 +456,27 @@ class MovementMixin(TensorFields):
             inverse[a] = i
         return out.permute(tuple(inverse))
 
+    def nonzero(self: Tensor, size: int | None = None, fill_value: Any = 0) -> Tensor:
+        """The indices of the non-zero elements, one row per element in order: shape (count, ndim) as numpy's
+        `argwhere` (reads the count from the device, so not for TinyJit), or with `size=N` exactly N rows, cut or
+        padded with `fill_value` (no host read: jittable)."""
+        tensor_cls = type(self)
+        flat = (self.reshape(-1) != 0) if self.ndim else (self.reshape(1) != 0)
+        n = flat.shape[0]
+        if size is None:
+            size = int(flat.cast(dtypes.int32).sum().item())
+        if size == 0 or n == 0:
+            return tensor_cls.full((size, self.ndim), fill_value, dtype=dtypes.int32, device=self.device).contiguous()
+        rank = flat.cast(dtypes.int32).cumsum(0) - 1  # the output row of each non-zero element
+        rows = tensor_cls.arange(size, device=self.device).reshape(size, 1)
+        match = (rank.reshape(1, n) == rows) & flat.reshape(1, n)
+        found = match.any(1, keepdim=True)
+        index = match.where(tensor_cls.arange(n, device=self.device).reshape(1, n), 0).sum(1, keepdim=True)
+        strides = [math.prod(self.shape[d + 1:]) for d in range(self.ndim)]
+        coords = [(index // st) % dim for st, dim in zip(strides, self.shape)]
+        out = coords[0].cat(*coords[1:], dim=1) if coords else index[:, :0]
+        return found.where(out, fill_value).cast(dtypes.int32)
+
     def gather(self: Tensor, dim: int, index: Tensor) -> Tensor:
         """out[i][j][k] = self[i][index[i][j][k]][k] (for dim=1): pick along `dim` by an int tensor."""
         d = self._resolve_dim(dim)
