@@ -1,6 +1,7 @@
 """SQTT profiling on MOCKAMD (the seed's test_sqtt_profiler, adapted): with PROFILE=1 every dispatch records the
 emulator's trace, named after its program and numbered per run; traces map back to the code and export as a timeline."""
 
+import itertools
 import json
 
 import numpy as np
@@ -17,10 +18,15 @@ except CompileError:
 N = 32
 
 
+_FRESH_DEVICES = itertools.count(1000)
+
+
 @pytest.fixture
 def dev(monkeypatch, request):
     monkeypatch.setenv("PROFILE", "1")
-    return f"MOCKAMD:{20 + request.node.name.__hash__() % 1000}"  # a fresh device opened with profiling on
+    # a fresh device opened with profiling on: a number of its own per test (a str hash differs per process, and two
+    # tests hashing to one device saw each other's traces)
+    return f"MOCKAMD:{next(_FRESH_DEVICES)}"
 
 
 def scale(factor: float) -> UOp:
