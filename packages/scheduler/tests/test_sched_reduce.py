@@ -113,8 +113,8 @@ def test_empty_reductions(close):
     close(Tensor.zeros(0, 3).sum(0), np.zeros(3, np.float32))
     close(Tensor.zeros(0, 3).reshape(3, 0).sum(1), np.zeros(3, np.float32))
     assert Tensor.ones(2, 0).sum().item() == 0
-    with pytest.raises(RuntimeError, match="empty axis"):
-        Tensor.ones(2, 0).max(1)
+    np.testing.assert_array_equal(Tensor.ones(2, 0).max(1).numpy(), [-np.inf, -np.inf])  # tinygrad: the lowest value
+    np.testing.assert_array_equal(Tensor.ones(2, 0).prod(1).numpy(), np.ones((2, 0)).prod(1))
 
 
 def test_sum_over_a_padded_int_axis_is_not_miscompiled():

@@ -41,7 +41,14 @@ class ReduceMixin(TensorFields):
     def _reduce(self: Tensor, op: Ops, axis: Axis = None, keepdim: bool = False) -> Tensor:
         axes = self._axes(axis)
         if any(self.shape[a] == 0 for a in axes) and op is not Ops.ADD:
-            raise TensorRuntimeError(f"cannot reduce an empty axis of shape {self.shape} with {op.name.lower()}: it has no identity")
+            # a reduction of nothing is its identity: the product 1; the max the dtype's lowest value (-inf for
+            # floats; min, through max of the inverse, gives +inf), as tinygrad
+            identity = {Ops.MUL: True if self.dtype is dtypes.bool else 1, Ops.MAX: False if self.dtype is dtypes.bool else self._lowest()}
+            if op not in identity:
+                raise TensorRuntimeError(f"cannot reduce an empty axis of shape {self.shape} with {op.name.lower()}: it has no identity")
+            kept = tuple(1 if i in axes else d for i, d in enumerate(self.shape))
+            ret = type(self).full(kept, identity[op], dtype=self.dtype, device=self.device)
+            return ret if keepdim else ret.reshape(tuple(d for i, d in enumerate(self.shape) if i not in axes))
         ret = self._wrap(self.uop.r(op, axes)) if axes else self
         if keepdim:
             return ret

@@ -78,6 +78,15 @@ def _is_buffer_view(u: UOp) -> bool:
     return u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)
 
 
+def _host_array(data: list | tuple, host: Any) -> np.ndarray:
+    """Python values as a numpy array of `host` dtype, converted as C and torch convert (-1 as uint8 is 255, 2.7 as an
+    int is 2), where numpy refuses an out-of-range Python int."""
+    try:
+        return np.array(data, dtype=host)
+    except OverflowError:
+        return np.array(data).astype(host)
+
+
 def _norm_dtype(dtype: Any) -> DType | None:
     return None if dtype is None else to_dtype(dtype)
 
@@ -132,7 +141,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
             shape = _shape_of_list(data)
             out = dt if dt is not None else (dtypes.from_py(data) if shape != (0,) else dtypes.default_float)
             host = numpy_dtype(out) if out.fmt is not None else np.float64
-            data = np.array(data, dtype=host).reshape(shape) if shape != (0,) else np.zeros((0,), host)
+            data = _host_array(data, host).reshape(shape) if shape != (0,) else np.zeros((0,), host)
             dt = out
         if isinstance(data, np.generic):
             data = np.asarray(data)

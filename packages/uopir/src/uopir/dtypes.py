@@ -272,6 +272,8 @@ def to_dtype(dt: DType | str) -> DType:
     """A DType from a DType or a name such as "float32" or "half"."""
     if isinstance(dt, DType):
         return dt
+    if not isinstance(dt, str):
+        raise DTypeError(f"a dtype is a DType or its name, got {type(dt).__name__} {dt!r}")
     if (ret := DTYPES_DICT.get(dt.lower())) is None:
         raise DTypeError(f"unknown dtype name {dt!r}: use one of {', '.join(sorted(DTYPES_DICT))}")
     return ret

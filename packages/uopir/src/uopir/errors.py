@@ -7,8 +7,9 @@ class UOpIRError(Exception):
     """Base class of every uopir error."""
 
 
-class DTypeError(UOpIRError, ValueError):
-    """A dtype was built or converted in a way that has no meaning (vector of vectors, unknown name, ...)."""
+class DTypeError(UOpIRError, ValueError, AttributeError):
+    """A dtype was built or converted in a way that has no meaning (vector of vectors, unknown name, ...); also an
+    AttributeError, which tinygrad raises for an unknown dtype name."""
 
 
 class RewriteError(UOpIRError, RuntimeError):

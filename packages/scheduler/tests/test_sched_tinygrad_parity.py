@@ -1,0 +1,26 @@
+"""Behaviour tinygrad's public tests pin down where numpy has no answer or raises: reductions of nothing, dtype errors
+a user may catch as AttributeError, Python lists converted as C converts."""
+
+import numpy as np
+import pytest
+from uop_scheduler import Tensor, dtypes
+
+
+def test_reductions_of_nothing():
+    assert Tensor([]).max().item() == -np.inf and Tensor([]).min().item() == np.inf
+    assert Tensor([]).sum().item() == 0 and np.isnan(Tensor([]).mean().item())
+    np.testing.assert_array_equal(Tensor.zeros(0, 3, dtype=dtypes.int32).max(0).numpy(), [np.iinfo(np.int32).min] * 3)
+    assert Tensor.zeros(2, 0).max(1, keepdim=True).shape == (2, 1)
+
+
+def test_bad_dtypes_are_attribute_errors_too():
+    with pytest.raises(AttributeError, match="unknown dtype name 'typo'"):
+        Tensor([3], dtype="typo")
+    with pytest.raises(AttributeError, match="a dtype is a DType or its name"):
+        Tensor([3], dtype=(dtypes.int,))
+
+
+def test_python_lists_convert_as_c_does():
+    np.testing.assert_array_equal(Tensor([-1, 0, 1, 300], dtype=dtypes.uint8).numpy(), np.array([-1, 0, 1, 300]).astype(np.uint8))
+    np.testing.assert_array_equal(Tensor([True, False], dtype=dtypes.int32).numpy(), [1, 0])
+    np.testing.assert_array_equal(Tensor([-3.5, 2.5], dtype=dtypes.int32).numpy(), [-3, 2])
