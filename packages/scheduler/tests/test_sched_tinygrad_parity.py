@@ -24,3 +24,13 @@ def test_python_lists_convert_as_c_does():
     np.testing.assert_array_equal(Tensor([-1, 0, 1, 300], dtype=dtypes.uint8).numpy(), np.array([-1, 0, 1, 300]).astype(np.uint8))
     np.testing.assert_array_equal(Tensor([True, False], dtype=dtypes.int32).numpy(), [1, 0])
     np.testing.assert_array_equal(Tensor([-3.5, 2.5], dtype=dtypes.int32).numpy(), [-3, 2])
+
+
+def test_sequential_applies_layers_in_turn_and_trains():
+    from uop_scheduler import nn
+    layers = [nn.Conv2d(1, 2, 3), Tensor.relu, lambda x: x.flatten(1), nn.Linear(2 * 4 * 4, 3)]
+    x = Tensor(np.random.default_rng(0).standard_normal((2, 1, 6, 6)).astype(np.float32))
+    want = layers[3](layers[2](layers[1](layers[0](x))))
+    np.testing.assert_allclose(x.sequential(layers).numpy(), want.numpy(), rtol=1e-6)
+    x.sequential(layers).sum().backward()
+    assert all(p.grad is not None for p in nn.state.get_parameters(layers))

@@ -90,6 +90,13 @@ class NNMixin(TensorFields):
     def __rmatmul__(self: Tensor, x: Tensor) -> Tensor:
         return self.matmul(x, True)
 
+    def sequential(self: Tensor, layers: Any) -> Tensor:
+        """Apply each callable of `layers` in turn: `x.sequential([conv, Tensor.relu])` is `conv(x).relu()`."""
+        out = self
+        for layer in layers:
+            out = layer(out)
+        return out
+
     def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None, dtype: Any = None) -> Tensor:
         """self @ weight + bias (an elementwise product for a 1-D weight)."""
         x = self.mul(weight) if weight.ndim == 1 else self.dot(weight, dtype=dtype)
