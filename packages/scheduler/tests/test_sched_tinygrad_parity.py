@@ -34,3 +34,10 @@ def test_sequential_applies_layers_in_turn_and_trains():
     np.testing.assert_allclose(x.sequential(layers).numpy(), want.numpy(), rtol=1e-6)
     x.sequential(layers).sum().backward()
     assert all(p.grad is not None for p in nn.state.get_parameters(layers))
+
+
+def test_disjoint_writes_into_invalids():
+    z = Tensor.invalids(10, dtype="int").realize()
+    z[2:5] = 2
+    z[6:7] = 3
+    assert z[2:5].tolist() == [2, 2, 2] and z[6:7].tolist() == [3]

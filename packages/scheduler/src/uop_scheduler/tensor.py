@@ -511,6 +511,11 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         return Tensor._owning(UOp.new_buffer(dev, math.prod(dims), dt).reshape(dims), dev, **kwargs)
 
     @staticmethod
+    def invalids(*shape: Any, device: str | None = None, dtype: Any = None, **kwargs: Any) -> Tensor:
+        """tinygrad's name for a tensor whose values are not set yet: `empty` (poisoned in debug mode, see writes)."""
+        return Tensor.empty(*shape, device=device, dtype=dtype, **kwargs)
+
+    @staticmethod
     def full(shape: tuple[int, ...] | int, fill_value: Any, dtype: Any = None, device: str | None = None, buffer: bool = False,
              **kwargs: Any) -> Tensor:
         """A tensor of `shape` filled with `fill_value`: a lazy broadcast constant, or with `buffer=True` a value
