@@ -96,3 +96,23 @@ def test_gradients_flow_through_writes():
     z.sum().backward()
     np.testing.assert_array_equal(z.grad.numpy(), np.ones(4))
     np.testing.assert_array_equal(w.grad.numpy(), np.ones(2))
+
+
+def test_a_write_into_a_computed_value_keeps_its_graph():
+    # the write realized the computed value first, so the gradient to what it was computed from was lost
+    x = Tensor([1.0, 2.0, 3.0, 4.0])
+    z = x * 2
+    z[:2] = Tensor([10.0, 20.0])
+    z.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0, 0, 2, 2])
+    np.testing.assert_array_equal(z.numpy(), [10, 20, 6, 8])
+    v = z[1:3]  # a view of the written value sees later writes
+    z[2] = -1.0
+    np.testing.assert_array_equal(v.numpy(), [20, -1])
+
+
+def test_two_clones_of_one_value_are_two_tensors():
+    # tinygrad's test_const_backward_pass: clones of one constant were one hash-consed node and shared a gradient
+    w1, w2 = Tensor(3.5).clone(), Tensor(3.5).clone()
+    w1.add(w2).backward()
+    assert w1.grad.item() == 1.0 and w2.grad.item() == 1.0

@@ -30,7 +30,7 @@ from .random import RandomMixin
 from .realize import capturing, done, realize_uops, realized_buffers, written_versions
 from .reduce import ReduceMixin
 from .symbolic import concrete
-from .writes import ViewStep, all_tensors, apply_view, live_reads, pending, rebind_views, storage_of, write
+from .writes import ViewStep, _own_copy, all_tensors, apply_view, live_reads, pending, rebind_views, storage_of, write
 
 _NUMPY_TO_DTYPE = {np.dtype(d.fmt): d for d in dtypes.all if d.fmt is not None}
 
@@ -484,8 +484,10 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         return self._wrap(self.uop.contiguous())
 
     def clone(self, device: str | None = None) -> Tensor:
-        """A copy in a new buffer, on `device` when given; the gradient, if any, is cloned with it."""
-        ret = (self if device is None else self.to(device)).contiguous()
+        """A copy in a new buffer, on `device` when given; the gradient, if any, is cloned with it. The copy is a graph
+        node of its own: two clones of one value are two tensors (for gradients too), not one hash-consed node."""
+        src = self if device is None else self.to(device)
+        ret = Tensor(_own_copy(src.uop), device=src.device)
         if self.grad is not None:
             ret.grad = self.grad.clone(device)
         return ret

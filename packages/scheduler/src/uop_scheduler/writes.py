@@ -166,6 +166,14 @@ def write(target: Tensor, value: Tensor) -> None:
         rebind_views(root)
         pending[root] = None
         return
+    if storage_of(root.uop) is None and not any(step[0] in (Ops.EXPAND, Ops.BITCAST) for step in chain):
+        # a computed value not in a buffer yet: the write is a new value built from the old one (the written elements
+        # from `value`, the rest from the old value), so nothing is realized and gradients flow to both
+        root.uop = _own_copy(_scatter_through(chain, value.uop, root.uop))
+        root._borrowed = False
+        rebind_views(root)
+        pending[root] = None
+        return
     if storage_of(root.uop) is None:
         root.realize()  # the value computed; it may come back sharing the buffer another tensor realized it into
     if not _in_place(root.uop) or root._borrowed:
