@@ -54,7 +54,7 @@ def train(jit: bool | str, opt_name: str, hidden: int, batchnorm: bool, steps: i
     return losses, [p.numpy() for p in nn.state.get_parameters(model)]
 
 
-@settings(max_examples=7, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(st.sampled_from(sorted(OPTIMIZERS)), st.integers(2, 6), st.booleans(), st.integers(3, 7), st.integers(0, 1000), st.booleans(),
        st.sampled_from([True, "prune"]))
 def test_jitted_training_steps_equal_eager_steps(opt_name, hidden, batchnorm, steps, seed, dropout, mode):

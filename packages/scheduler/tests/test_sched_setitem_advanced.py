@@ -21,7 +21,7 @@ def programs(draw):
     return shape, axes, b_shape, idx, dtype, ellipsis, draw(st.integers(0, 2**16))
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+@settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(programs())
 def test_setitem_with_index_tensors_matches_numpy(program):
     shape, axes, b_shape, idx, dtype, ellipsis, seed = program
