@@ -284,8 +284,10 @@ class TinyJit(Generic[ReturnType]):
         if cap.late:  # the step's unrealized tensors now stand for this call's values
             now = dict(zip(cap.buffers, [*(_buffer_of(t) for t in inputs), *outputs]))
             cap.late = [(ref, graph) for ref, graph in cap.late if ref() is not None]
-            for ref, graph in cap.late:
-                ref().uop = graph.substitute(now)
+            # one substitution over all of them: gradients share most of their graph, which is rebuilt once
+            rebound = UOp.sink(*(graph for _, graph in cap.late)).substitute(now).src
+            for (ref, _), graph in zip(cap.late, rebound):
+                ref().uop = graph
         fresh = iter(Tensor._owning(b.reshape(bind_shape(shape, var_vals)), device) for b, (shape, _, device, _) in zip(outputs, cap.outputs))
         return cap.structure([inputs[a] if a is not None else next(fresh) for a in cap.aliased])
 
