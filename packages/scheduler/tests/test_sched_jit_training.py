@@ -33,13 +33,8 @@ class Model:
         return self.l2(h.dropout(0.3) if self.dropout else h)
 
 
-def train(jit: bool | str, opt_name: str, hidden: int, batchnorm: bool, steps: int, seed: int, dropout: bool = False):
-    Tensor.manual_seed(seed)
-    rng = np.random.default_rng(seed)
-    model = Model(3, hidden, batchnorm, dropout)
-    params = nn.state.get_parameters(model)
-    opt = OPTIMIZERS[opt_name](params)
-    data = [(rng.standard_normal((8, 3)).astype(np.float32), rng.standard_normal((8, 1)).astype(np.float32)) for _ in range(steps)]
+def squared_error_step(model: Model, opt):
+    """The standard training step: zero the gradients, a squared-error loss, backward, an optimizer step."""
 
     def step(x: Tensor, y: Tensor) -> Tensor:
         opt.zero_grad()
@@ -48,6 +43,18 @@ def train(jit: bool | str, opt_name: str, hidden: int, batchnorm: bool, steps: i
         opt.step()
         return loss.realize()
 
+    return step
+
+
+def train(jit: bool | str, opt_name: str, hidden: int, batchnorm: bool, steps: int, seed: int, dropout: bool = False):
+    Tensor.manual_seed(seed)
+    rng = np.random.default_rng(seed)
+    model = Model(3, hidden, batchnorm, dropout)
+    params = nn.state.get_parameters(model)
+    opt = OPTIMIZERS[opt_name](params)
+    data = [(rng.standard_normal((8, 3)).astype(np.float32), rng.standard_normal((8, 1)).astype(np.float32)) for _ in range(steps)]
+
+    step = squared_error_step(model, opt)
     fn = TinyJit(step, prune=jit == "prune") if jit else step
     with Context(TRAINING=1):
         losses = [fn(Tensor(x), Tensor(y)).numpy().item() for x, y in data]
@@ -95,13 +102,7 @@ def test_gradients_read_after_each_replay_are_that_replay_s_gradients():
         params = nn.state.get_parameters(model)
         opt = nn.optim.SGD(params, lr=0.1, momentum=0.5)
 
-        def step(x: Tensor, y: Tensor) -> Tensor:
-            opt.zero_grad()
-            loss = (model(x) - y).square().mean()
-            loss.backward()
-            opt.step()
-            return loss.realize()
-
+        step = squared_error_step(model, opt)
         fn = TinyJit(step) if jit else step
         x0, y0 = rng.standard_normal((8, 3)).astype(np.float32), rng.standard_normal((8, 1)).astype(np.float32)
         grads = []

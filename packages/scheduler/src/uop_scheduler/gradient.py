@@ -138,12 +138,13 @@ def _write_gradients(g: UOp, after: UOp) -> list[tuple[UOp, UOp]]:
     if st.op is not Ops.STORE or len(st.src) != 3 or new.op is not Ops.BUFFER:
         return []
     target, value, old = st.src
-    out = [(value, target.substitute({new: g}))]
+    seen = target.substitute({new: g})  # g through the written view
+    out = [(value, seen)]
     if old.shape == g.shape:
         # which elements the write covers: the view's own gradient of ones (1 where written; views never overlap,
         # an expand view cannot be written)
         ones = UOp.const(g.dtype.const(1), g.dtype).reshape((1,) * len(target.shape)).expand(target.shape)
-        written = compute_gradient(target.substitute({new: g}), ones, {g}).get(g)
+        written = compute_gradient(seen, ones, {g}).get(g)
         out.append((old, g if written is None else g - g * written))
     return out
 
@@ -161,6 +162,10 @@ class GradientMixin:
                 raise GradientError(f"target {i} has dtype {t.dtype}: gradients are taken with respect to floating-point tensors")
             if not _has_buffer(t):
                 raise GradientError(f"target {i} is a constant (no buffer in its graph): it has no gradient; use a tensor made from data")
+        return self._gradients(targets, gradient)
+
+    def _gradients(self, targets, gradient) -> list:
+        """`gradient` for targets already known to be float tensors with a buffer below them."""
         if gradient is None:
             if self.shape != ():
                 raise GradientError(f"gradient of a non-scalar tensor of shape {self.shape} needs an explicit `gradient=`")
@@ -187,7 +192,7 @@ class GradientMixin:
         # tensors that asked for gradients (requires_grad=True) take them, not every tensor holding that value
         asked = {t.uop for t in found if t.requires_grad}
         targets = [t for t in found if t.requires_grad or t.uop not in asked]
-        for t, g in zip(targets, self.gradient(*targets, gradient=gradient)):
+        for t, g in zip(targets, self._gradients(targets, gradient)):
             if t.grad is None:
                 t.grad = g
             else:

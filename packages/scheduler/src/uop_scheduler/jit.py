@@ -264,25 +264,26 @@ class TinyJit(Generic[ReturnType]):
             raise JitError(f"TinyJit inputs changed: captured with {cap.signature}, called with {signature} "
                            "(same shapes, dtypes and devices are required; call .reset() to capture again)")
         for path, t, view in zip(cap.paths, inputs, cap.views):
-            if _view_of(t) is not view:  # the kernels address the input's buffer as the captured view did
-                raise JitError(f"TinyJit input {_where(path)} is {_describe_view(_view_of(t))} of its buffer, captured as "
+            if (now := _view_of(t)) is not view:  # the kernels address the input's buffer as the captured view did
+                raise JitError(f"TinyJit input {_where(path)} is {_describe_view(now)} of its buffer, captured as "
                                f"{_describe_view(view)}: pass the same kind of view every call (a .contiguous() copy works "
                                "for any), or call .reset() to capture again")
+        input_buffers = [_buffer_of(t) for t in inputs]
         outputs = [UOp.new_buffer(device, size, dtype) for _, dtype, device, size in cap.outputs]
         start = time.perf_counter()
         if cap.rng is not None:
             cap.rng.fill()  # the step's random tensors continue the eager sequence
             RandomMixin._calls += cap.rng.calls
         if cap.linked is not None:
-            cap.linked([buffer_for(_buffer_of(t)) for t in inputs] + [buffer_for(b).ensure_allocated() for b in outputs], var_vals)
+            cap.linked([buffer_for(b) for b in input_buffers] + [buffer_for(b).ensure_allocated() for b in outputs], var_vals)
         else:
-            run_linear(cap.linear.substitute(dict(zip(cap.buffers, [*(_buffer_of(t) for t in inputs), *outputs]))), var_vals)
+            run_linear(cap.linear.substitute(dict(zip(cap.buffers, [*input_buffers, *outputs]))), var_vals)
         if int(os.environ.get("DEBUG", "0") or 0) >= 2:  # a replay is one call: its kernels are timed together
             n = cap.linked.n_kernels if cap.linked is not None else len(cap.linear.src)
             print(f"*** jit {getattr(self.fn, '__name__', 'fn')} replay {self.cnt - 1}: {n} kernels {(time.perf_counter() - start) * 1e6:10.1f} us")
         self.cnt += 1
         if cap.late:  # the step's unrealized tensors now stand for this call's values
-            now = dict(zip(cap.buffers, [*(_buffer_of(t) for t in inputs), *outputs]))
+            now = dict(zip(cap.buffers, [*input_buffers, *outputs]))
             cap.late = [(ref, graph) for ref, graph in cap.late if ref() is not None]
             # one substitution over all of them: gradients share most of their graph, which is rebuilt once
             rebound = UOp.sink(*(graph for _, graph in cap.late)).substitute(now).src

@@ -385,15 +385,22 @@ class MovementMixin(TensorFields):
         n = self.numel()
         picked = tensor_cls.arange(n, device=self.device).reshape(self.shape)[indices]
         m = picked.numel()
-        value = value._broadcast_to(picked.shape).reshape(1, m)
         if m == 0:  # no element picked (an empty axis): nothing is written, as in numpy
             return self
-        order = tensor_cls.arange(1, m + 1, device=self.device).reshape(1, m)
-        hit = tensor_cls.arange(n, device=self.device).reshape(n, 1) == picked.reshape(1, m)
+        value = value._broadcast_to(picked.shape).reshape(m, 1)
+        return self._last_writes(picked.reshape(m), value, self.reshape(n, 1)).reshape(self.shape)
+
+    def _last_writes(self: Tensor, pos: Tensor, value: Tensor, old: Tensor) -> Tensor:
+        """`old` (positions, r) with row `pos[k]` replaced by `value[k]` (shape (m, r)) for every k; where several k
+        write one row, the last one wins (numpy's assignment). A one-hot match: positions x m x r work."""
+        tensor_cls = type(self)
+        s, m = old.shape[0], pos.shape[0]
+        order = tensor_cls.arange(1, m + 1, device=self.device).reshape(1, m, 1)
+        hit = tensor_cls.arange(s, device=self.device).reshape(s, 1, 1) == pos.reshape(1, m, 1)
         last = hit.where(order, 0).max(1, keepdim=True)  # 1 + the last k writing each position, 0 when none does
-        chosen = (order == last).where(value, value._const(0, value.dtype, ()))
+        chosen = (order == last).where(value.reshape(1, m, -1), value._const(0, value.dtype, ()))
         new = chosen.any(1) if value.dtype is dtypes.bool else chosen.sum(1).cast(value.dtype)
-        return (last.reshape(n) > 0).where(new, self.reshape(n)).reshape(self.shape)
+        return (last.reshape(s, 1) > 0).where(new, old)
 
     def _scatter_on_indexed_axes(self: Tensor, indices: Any, value: Tensor) -> Tensor | None:
         """`_scatter_index` for an index of whole-axis slices (`:`, `...`) and integer tensors: the one-hot match runs
@@ -442,15 +449,9 @@ class MovementMixin(TensorFields):
         nb = len(b_shape)
         first = axes[0] if axes == list(range(axes[0], axes[0] + len(axes))) else 0
         order_v = list(range(first, first + nb)) + [d for d in range(value.ndim) if not first <= d < first + nb]
-        value = value.permute(tuple(order_v)).reshape(1, m, r)
+        value = value.permute(tuple(order_v)).reshape(m, r)
         s = math.prod(sizes)
-        order = tensor_cls.arange(1, m + 1, device=self.device).reshape(1, m, 1)
-        hit = tensor_cls.arange(s, device=self.device).reshape(s, 1, 1) == pos.reshape(1, m, 1)
-        last = hit.where(order, 0).max(1, keepdim=True)  # 1 + the last combination writing each position, 0 if none
-        chosen = (order == last).where(value, value._const(0, value.dtype, ()))
-        new = chosen.any(1) if value.dtype is dtypes.bool else chosen.sum(1).cast(value.dtype)
-        moved = self.permute(tuple(axes + rest)).reshape(s, r)
-        out = (last.reshape(s, 1) > 0).where(new, moved).reshape(*sizes, *rest_shape)
+        out = self._last_writes(pos, value, self.permute(tuple(axes + rest)).reshape(s, r)).reshape(*sizes, *rest_shape)
         inverse = [0] * self.ndim
         for i, a in enumerate(axes + rest):
             inverse[a] = i

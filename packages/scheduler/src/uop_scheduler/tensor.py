@@ -29,8 +29,9 @@ from .nn_ops import NNMixin
 from .random import RandomMixin
 from .realize import capturing, done, realize_uops, realized_buffers, written_versions
 from .reduce import ReduceMixin
+from .schedule import device_below
 from .symbolic import concrete
-from .writes import ViewStep, _own_copy, all_tensors, apply_view, live_reads, pending, rebind_views, storage_of, write
+from .writes import ViewStep, all_tensors, apply_view, live_reads, own_copy, pending, rebind_views, storage_of, write
 
 _NUMPY_TO_DTYPE = {np.dtype(d.fmt): d for d in dtypes.all if d.fmt is not None}
 
@@ -176,9 +177,14 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         share a buffer), and gradients are taken per node, so two such parameters got the sum of both gradients."""
         if self._root is not None or not (self._borrowed or not any(n.op in (Ops.BUFFER, Ops.PARAM) for n in self.uop.toposort())):
             return
-        own = Tensor.empty(*self.shape, dtype=self.dtype, device=self.device)
-        write(own, Tensor(self.uop, device=self.device))
-        self.uop, self._borrowed = own.uop, False
+        self.uop, self._borrowed = Tensor._in_own_buffer(Tensor(self.uop, device=self.device)).uop, False
+
+    @staticmethod
+    def _in_own_buffer(value: Tensor, **kwargs: Any) -> Tensor:
+        """A new tensor with a buffer of its own, written with `value`: never the same graph node as another tensor."""
+        ret = Tensor.empty(*value.shape, dtype=value.dtype, device=value.device, **kwargs)
+        write(ret, value)
+        return ret
 
     # ---- wrapping ----
     def _wrap(self, u: UOp, device: str | None = None) -> Tensor:
@@ -329,7 +335,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         if not isinstance(x, Tensor):
             x = Tensor(x, device=self.device, dtype=self.dtype)
         if x.device != self.device:
-            if not any(n.op is Ops.BUFFER for n in x.uop.toposort()):  # a value of constants alone belongs to no device
+            if device_below(x.uop) is None:  # a value of constants alone belongs to no device
                 x = Tensor(x.uop, device=Device.DEFAULT if self.device.startswith("DISK") else self.device)
             elif not self.device.startswith("DISK"):  # a file is written from wherever the value is (below)
                 raise TensorRuntimeError(f"assign device mismatch: {self.device} <- {x.device}; move the value with .to() first")
@@ -346,7 +352,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         """A DISK tensor's assign: the value is computed where it lives and its bytes are written to the file now (a
         file is not a device kernels run on)."""
         u = self.uop
-        if u.base.op is not Ops.BUFFER or not (u is u.base or (u.op is Ops.RESHAPE and u.src[0] is u.base)):
+        if not _is_buffer_view(u):
             raise TensorRuntimeError("a DISK tensor is written whole: assign to the tensor loaded from the file, not to a view of it")
         buffer_for(u.base).copyin(np.ascontiguousarray(x.numpy()))
         return self
@@ -487,7 +493,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         """A copy in a new buffer, on `device` when given; the gradient, if any, is cloned with it. The copy is a graph
         node of its own: two clones of one value are two tensors (for gradients too), not one hash-consed node."""
         src = self if device is None else self.to(device)
-        ret = Tensor(_own_copy(src.uop), device=src.device)
+        ret = Tensor(own_copy(src.uop), device=src.device)
         if self.grad is not None:
             ret.grad = self.grad.clone(device)
         return ret
@@ -525,10 +531,9 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         dims = (shape,) if isinstance(shape, int) else tuple(shape)
         dt = _norm_dtype(dtype) or strong_dtype(dtypes.from_py(fill_value))
         const = UOp.const(dt.const(fill_value), dt)
-        if buffer:  # a buffer of its own, written with the value: never the same node as another tensor's
-            ret = Tensor.empty(*dims, dtype=dt, device=device, **kwargs)
-            write(ret, Tensor(const.reshape((1,) * len(dims)).expand(dims), device=ret.device))
-            return ret
+        if buffer:
+            dev = canonicalize(device) if device is not None else Device.DEFAULT
+            return Tensor._in_own_buffer(Tensor(const.reshape((1,) * len(dims)).expand(dims), device=dev), **kwargs)
         return Tensor(const.reshape((1,) * len(dims)).expand(dims), device=device, **kwargs)
 
     @staticmethod

@@ -102,7 +102,7 @@ def _in_place(u: UOp) -> bool:
 _copies = itertools.count()
 
 
-def _own_copy(u: UOp) -> UOp:
+def own_copy(u: UOp) -> UOp:
     """A copy of `u` that no other tensor's graph holds: a CONTIGUOUS of its own (the arg makes it a node of its own,
     where a plain `u.contiguous()` is the same node as any other tensor's `u.contiguous()` and realizes to its buffer)."""
     return UOp(Ops.CONTIGUOUS, u.dtype, (u,), arg=f"copy before a write #{next(_copies)}")
@@ -169,7 +169,7 @@ def write(target: Tensor, value: Tensor) -> None:
     if storage_of(root.uop) is None and not any(step[0] in (Ops.EXPAND, Ops.BITCAST) for step in chain):
         # a computed value not in a buffer yet: the write is a new value built from the old one (the written elements
         # from `value`, the rest from the old value), so nothing is realized and gradients flow to both
-        root.uop = _own_copy(_scatter_through(chain, value.uop, root.uop))
+        root.uop = own_copy(_scatter_through(chain, value.uop, root.uop))
         root._borrowed = False
         rebind_views(root)
         pending[root] = None
@@ -178,7 +178,7 @@ def write(target: Tensor, value: Tensor) -> None:
         root.realize()  # the value computed; it may come back sharing the buffer another tensor realized it into
     if not _in_place(root.uop) or root._borrowed:
         # the write lands in a buffer of the root's own: its value copied into one first
-        root.uop = _own_copy(root.uop)
+        root.uop = own_copy(root.uop)
         root.realize()
         root._borrowed = False
     storage = storage_of(root.uop)
