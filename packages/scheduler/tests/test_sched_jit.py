@@ -367,3 +367,26 @@ def test_prune_keeps_random_numbers_flowing():
     jitted = TinyJit(lambda x: (Tensor.rand(4) + x).realize(), prune=True)
     for i, want in enumerate(eager):
         np.testing.assert_array_equal(jitted(Tensor(np.full(4, i, np.float32))).numpy(), want)
+
+
+def test_a_returned_state_tensor_is_that_state_on_every_replay():
+    # the step writes a tensor made before the capture and returns it: replays returned a fresh, partly unwritten buffer
+    # and the state itself stopped changing after the capture
+    w = Tensor([1.0, 2.0, 3.0]).realize()
+    mids = []
+
+    @TinyJit
+    def step(x: Tensor):
+        mid = w * 10  # read before the write, in the step
+        w.assign(w + x)
+        return (mid + 0).realize(), w.realize()
+
+    want = np.array([1.0, 2.0, 3.0])
+    for i in range(5):
+        mid, ret = step(Tensor([float(i)] * 3))
+        np.testing.assert_array_equal(mid.numpy(), want * 10)
+        want = want + i
+        assert ret is w
+        mids.append(mid)
+        np.testing.assert_array_equal(w.numpy(), want)
+    assert len({id(m) for m in mids}) == len(mids)

@@ -355,3 +355,76 @@ def test_copy_to_disk_persists_the_value(tmp_path):
     t = Tensor(np.arange(4, dtype=np.float32)).to(f"DISK:{path}").realize()
     np.testing.assert_array_equal(np.fromfile(path, dtype=np.float32), [0, 1, 2, 3])
     np.testing.assert_array_equal(t.numpy(), [0, 1, 2, 3])
+
+
+# ---- readers of an overwritten version computed with the write (co_readers) ----
+
+def _copies_and_kernels(fn) -> tuple[int, int]:
+    counters.reset()
+    fn()
+    return counters.copies, counters.kernels
+
+
+def test_a_small_reader_of_an_overwritten_buffer_is_computed_with_the_write_not_from_a_copy():
+    a = realized(np.arange(64, dtype=np.float32))
+    s = a.sum()
+    a += 1
+    a.realize()
+    # s came along: nothing to compute when it is read, and it holds the sum before the write
+    _, kernels = _copies_and_kernels(lambda: s.realize())
+    assert kernels == 0
+    assert s.item() == np.arange(64).sum()
+    np.testing.assert_array_equal(a.numpy(), np.arange(64) + 1)
+
+
+def test_a_training_step_loss_read_after_the_step_is_the_loss_before_it_and_costs_no_kernel():
+    from uop_scheduler.nn import Linear, optim
+    rng = np.random.default_rng(0)
+    x_np, w_np = rng.standard_normal((8, 5)).astype(np.float32), rng.standard_normal((3, 5)).astype(np.float32)
+    lin = Linear(5, 3, bias=False)
+    lin.weight.assign(Tensor(w_np)).realize()
+    opt = optim.SGD([lin.weight], lr=0.5)
+    loss = lin(Tensor(x_np)).square().mean()
+    loss.backward()
+    opt.step()
+    _, kernels = _copies_and_kernels(lambda: loss.realize())
+    assert kernels == 0
+    np.testing.assert_allclose(loss.item(), np.square(x_np @ w_np.T).mean(), rtol=1e-5)
+    grad = 2 * (x_np @ w_np.T).T @ x_np / (8 * 3)
+    np.testing.assert_allclose(lin.weight.grad.numpy(), grad, rtol=1e-5)
+    np.testing.assert_allclose(lin.weight.numpy(), w_np - 0.5 * grad, rtol=1e-5)
+
+
+def test_a_reader_bigger_than_the_overwritten_buffer_is_left_lazy_and_keeps_the_old_value():
+    a = realized([1.0, 2.0, 3.0])
+    big = a.reshape(1, 3).expand(50, 3) * 2
+    a += 10
+    a.realize()
+    np.testing.assert_array_equal(big.numpy(), np.tile([2.0, 4.0, 6.0], (50, 1)))
+    np.testing.assert_array_equal(a.numpy(), [11.0, 12.0, 13.0])
+
+
+def test_a_reader_of_both_the_old_and_the_new_version_is_left_for_the_copy():
+    a = realized([1.0, 2.0])
+    old = a * 3
+    a += 1
+    both = old + a  # reads the old version (through old) and the new one
+    a.realize()
+    np.testing.assert_array_equal(both.numpy(), [5.0, 9.0])
+    np.testing.assert_array_equal(old.numpy(), [3.0, 6.0])
+
+
+def test_a_tensor_made_before_a_jit_capture_is_not_computed_inside_it():
+    from uop_scheduler import TinyJit
+    w = realized([1.0, 2.0, 3.0])
+    before = w.sum()  # lazy, made before the capture: its kernel must not be recorded into the replays
+
+    @TinyJit
+    def step(x: Tensor) -> Tensor:
+        w.assign(w + x)
+        return w.realize()
+
+    for i in range(4):
+        step(Tensor([float(i)] * 3))
+    assert before.item() == 6.0
+    np.testing.assert_array_equal(w.numpy(), [7.0, 8.0, 9.0])

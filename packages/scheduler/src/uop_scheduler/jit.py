@@ -21,7 +21,7 @@ import time
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar
 
 from hcq_runtime import DeviceError, LinkedLinear, LinkedSteps, buffer_for, call_buffers, link_linear, run_linear
 from uopir import Ops, UOp, dtypes
@@ -31,7 +31,7 @@ from .random import JitRng, RandomMixin
 from .realize import capture_linears, capturing
 from .symbolic import bind_shape, bound_values, unbound_shape
 from .tensor import Tensor
-from .writes import all_tensors
+from .writes import all_tensors, storage_of
 
 ReturnType = TypeVar("ReturnType")
 
@@ -143,7 +143,9 @@ class _Captured:
     linear: UOp
     buffers: list[UOp]  # the captured input buffers, then the captured output buffers
     outputs: list[tuple[tuple[int, ...], Any, str, int]]  # shape, dtype, device, size of each fresh returned tensor
-    aliased: list[int | None]  # per returned tensor: the input it is (written in place), or None for a fresh output
+    # per returned tensor: the input it is (written in place), the state tensor it is (its buffer predates the capture),
+    # or None for a fresh output
+    aliased: list[int | Tensor | None]
     structure: Callable[[list[Tensor]], Any]
     paths: tuple = ()  # where each input tensor sits in the call (see `_input_tensors`)
     rng: JitRng | None = None  # the step's RNG state buffers, when it draws random numbers
@@ -222,7 +224,7 @@ class TinyJit(Generic[ReturnType]):
         rng = RandomMixin._jit_rng = JitRng(Tensor)
         existing = list(all_tensors)  # held until the capture ends, so no new tensor can take one's id
         try:
-            with capture_linears() as linears:
+            with capture_linears(frozenset(map(id, existing))) as linears:
                 ret = self.fn(*args, **kwargs)
                 outs = _returned_tensors(ret)
                 if outs:
@@ -240,7 +242,11 @@ class TinyJit(Generic[ReturnType]):
                     if a.op is Ops.BUFFER and a not in input_buffers and id(buffer_for(a)) in storage}
         if versions:
             linear = linear.substitute(versions)
-        aliased = [input_buffers.index(storage[id(buffer_for(b))]) if id(buffer_for(b)) in storage else None for b in output_buffers]
+        aliased: list[int | Tensor | None] = [input_buffers.index(storage[id(buffer_for(b))]) if id(buffer_for(b)) in storage else None
+                                              for b in output_buffers]
+        if any(a is None for a in aliased):  # a returned tensor in state made before the capture is that state every replay
+            state = {id(buffer_for(s.src[0] if s.op is Ops.AFTER else s)) for t in existing if (s := storage_of(t.uop)) is not None}
+            aliased = [t if a is None and id(buffer_for(b)) in state else a for t, b, a in zip(outs, output_buffers, aliased)]
         output_buffers = [b for b, a in zip(output_buffers, aliased) if a is None]
         if self.prune:
             linear = _pruned(linear, [*input_buffers, *output_buffers, *(t.uop.base for t in rng.state.values())])
@@ -282,15 +288,53 @@ class TinyJit(Generic[ReturnType]):
             n = cap.linked.n_kernels if cap.linked is not None else len(cap.linear.src)
             print(f"*** jit {getattr(self.fn, '__name__', 'fn')} replay {self.cnt - 1}: {n} kernels {(time.perf_counter() - start) * 1e6:10.1f} us")
         self.cnt += 1
-        if cap.late:  # the step's unrealized tensors now stand for this call's values
-            now = dict(zip(cap.buffers, [*input_buffers, *outputs]))
-            cap.late = [(ref, graph) for ref, graph in cap.late if ref() is not None]
-            # one substitution over all of them: gradients share most of their graph, which is rebuilt once
-            rebound = UOp.sink(*(graph for _, graph in cap.late)).substitute(now).src
-            for (ref, _), graph in zip(cap.late, rebound):
-                ref().uop = graph
+        if cap.late:  # the step's unrealized tensors now stand for this call's values, rebound when first read
+            _LateTensor.defer(cap, dict(zip(cap.buffers, [*input_buffers, *outputs])))
         fresh = iter(Tensor._owning(b.reshape(bind_shape(shape, var_vals)), device) for b, (shape, _, device, _) in zip(outputs, cap.outputs))
-        return cap.structure([inputs[a] if a is not None else next(fresh) for a in cap.aliased])
+        return cap.structure([inputs[a] if isinstance(a, int) else a if a is not None else next(fresh) for a in cap.aliased])
+
+
+class _LateTensor(Tensor):
+    """The class a replay gives the step's unrealized tensors (see `_late_tensors`) until one of them is read: reading
+    (or setting) `.uop` of any rebinds all of that capture's late tensors to the latest replay's buffers with one
+    substitution (their gradient graphs share most nodes) and gives them back their class. A step whose gradients
+    nobody reads between replays (a training loop) so pays nothing for them."""
+
+    __slots__ = ()
+    _pending: ClassVar[dict[int, tuple[_Captured, dict[UOp, UOp]]]] = {}  # id(tensor) -> its capture, that call's buffers
+
+    @staticmethod
+    def defer(cap: _Captured, now: dict[UOp, UOp]) -> None:
+        live = []
+        for ref, graph in cap.late:
+            if (t := ref()) is not None:
+                live.append((ref, graph))
+                if type(t) is Tensor:
+                    t.__class__ = _LateTensor
+                _LateTensor._pending[id(t)] = (cap, now)
+        cap.late = live
+
+    def _rebind(self) -> None:
+        cap, now = _LateTensor._pending[id(self)]
+        late = [(t, graph) for ref, graph in cap.late if (t := ref()) is not None and type(t) is _LateTensor]
+        rebound = UOp.sink(*(graph for _, graph in late)).substitute(now).src if late else ()
+        for (t, _), graph in zip(late, rebound):
+            del _LateTensor._pending[id(t)]
+            t.__class__ = Tensor
+            _slot_uop.__set__(t, graph)
+
+    @property
+    def uop(self) -> UOp:
+        self._rebind()
+        return _slot_uop.__get__(self, Tensor)
+
+    @uop.setter
+    def uop(self, value: UOp) -> None:
+        self._rebind()
+        _slot_uop.__set__(self, value)
+
+
+_slot_uop = Tensor.__dict__["uop"]
 
 
 def _late_tensors(existing: set[int], versions: dict[UOp, UOp], buffers: set[UOp]) -> list[tuple[weakref.ref, UOp]]:

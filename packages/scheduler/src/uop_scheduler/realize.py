@@ -24,6 +24,7 @@ realized_buffers: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionar
 # realized_buffers: running a write twice would apply it twice)
 written_versions: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 _captures: list[list[UOp]] = []
+_existing: list[frozenset[int]] = []  # per capture: ids of the tensors made before it
 # buffer versions overwritten in place with no copy kept: no realized node may map to them again
 _stale: weakref.WeakSet[UOp] = weakref.WeakSet()
 
@@ -39,19 +40,27 @@ def _forget_overwritten(stale: set[UOp]) -> None:
 
 
 @contextmanager
-def capture_linears() -> Iterator[list[UOp]]:
+def capture_linears(existing: frozenset[int] = frozenset()) -> Iterator[list[UOp]]:
     """Record every LINEAR run inside the block (TinyJit's capture). Graph nodes realized before the block are
-    computed again inside it, so the recording holds every kernel the block's tensors need."""
+    computed again inside it, so the recording holds every kernel the block's tensors need. `existing`: ids of the
+    tensors made before the block (see `before_capture`)."""
     saved = dict(realized_buffers)
     realized_buffers.clear()
     linears: list[UOp] = []
     _captures.append(linears)
+    _existing.append(existing)
     try:
         yield linears
     finally:
         _captures.pop()
+        _existing.pop()
         realized_buffers.clear()
         realized_buffers.update({node: buf for node, buf in saved.items() if buf not in _stale})
+
+
+def before_capture(t: object) -> bool:
+    """Whether a TinyJit capture is recording and the tensor `t` was made before it began."""
+    return bool(_existing) and id(t) in _existing[-1]
 
 
 def capturing() -> bool:

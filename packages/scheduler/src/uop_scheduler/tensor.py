@@ -31,7 +31,7 @@ from .realize import capturing, done, realize_uops, realized_buffers, written_ve
 from .reduce import ReduceMixin
 from .schedule import device_below
 from .symbolic import concrete
-from .writes import ViewStep, all_tensors, apply_view, live_reads, own_copy, pending, rebind_views, storage_of, write
+from .writes import ViewStep, all_tensors, apply_view, co_readers, live_reads, own_copy, pending, rebind_views, storage_of, write
 
 _NUMPY_TO_DTYPE = {np.dtype(d.fmt): d for d in dtypes.all if d.fmt is not None}
 
@@ -272,6 +272,8 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         refers to its buffer. A view of a buffer stays a view of it."""
         tensors = list({id(t): t for t in (self, *lst, *pending)}.values())
         pending.clear()
+        if any(storage_of(t.uop) is not None for t in tensors):  # writes: their old versions' small readers come along
+            tensors += co_readers(tensors)
         by_device: dict[str, list[tuple[Tensor, UOp]]] = {}
         for t in tensors:
             u = t.uop

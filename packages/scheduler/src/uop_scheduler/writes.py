@@ -25,7 +25,7 @@ from uopir import GroupOp, Ops, UOp, dtypes
 from .calls import is_kernel_output
 from .errors import TensorRuntimeError
 from .identity import IdentitySet
-from .realize import done, version_of
+from .realize import before_capture, done, version_of
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -234,3 +234,56 @@ def live_reads(exclude: set[int]) -> set[UOp]:
             else:
                 stack.extend(n.src)
     return out
+
+
+def co_readers(targets: list[Tensor]) -> list[Tensor]:
+    """The live tensors a schedule realizing `targets` computes too: values not yet computed that read a buffer version
+    one of the schedule's writes overwrites in place, read no version it makes, sit on that buffer's device and are no
+    bigger than the versions they read there (implicit gradients, of tensors that did not ask for one, excepted).
+    Computed before the write, they need no copy of the old version, and they share the schedule's kernels (a training
+    step's loss shares its forward pass with the gradients the step applies). Bigger values keep today's way: the old
+    version is copied and they are computed when read. Tensors that existed before a TinyJit capture began are left
+    out: their kernels would rerun on every replay."""
+    old: dict[UOp, tuple[int, str]] = {}  # overwritten version -> its bytes, device
+    fresh: set[UOp] = set()
+    for t in targets:
+        s = storage_of(t.uop)
+        while s is not None and s.op is Ops.AFTER and s not in done and s not in fresh and s.src[1].op is Ops.STORE and len(s.src[1].src) == 3:
+            fresh.add(s)
+            prev = s.src[1].src[2]
+            base = prev.src[0] if prev.op is Ops.AFTER else prev
+            if base.op is Ops.BUFFER and isinstance(base.arg.device, str):
+                old[version_of(prev)] = (base.arg.size * base.dtype.itemsize, base.arg.device)
+            s = prev
+    if not old:
+        return []
+    chosen: list[Tensor] = []
+    tensors = list(all_tensors)
+    # gradients of tensors that did not ask for one (a batch's inputs): rarely read, so not worth computing now
+    target_ids = {id(t) for t in targets} | {id(t.grad) for t in tensors if t.grad is not None and t.requires_grad is None}
+    clean: set[UOp] = set()  # nodes known to read neither an overwritten nor a fresh version
+    for t in tensors:
+        if id(t) in target_ids or before_capture(t) or (u := t.uop) in done or storage_of(u) is not None:
+            continue
+        read: set[UOp] = set()
+        stack, seen, needs_new = [u], set(), False
+        while stack and not needs_new:
+            n = stack.pop()
+            if n in seen or n in clean:
+                continue
+            seen.add(n)
+            if n.op in (Ops.BUFFER, Ops.AFTER) or n in done:
+                v = version_of(n)
+                needs_new = v in fresh
+                if v in old:
+                    read.add(v)
+            else:
+                stack.extend(n.src)
+        if not read and not needs_new:
+            clean.update(seen)
+            continue
+        if needs_new or any(old[v][1] != t.device for v in read) or not all(isinstance(d, int) for d in t.shape):
+            continue
+        if math.prod(t.shape) * t.dtype.itemsize <= sum(old[v][0] for v in read):
+            chosen.append(t)
+    return chosen
