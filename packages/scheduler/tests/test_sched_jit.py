@@ -390,3 +390,22 @@ def test_a_returned_state_tensor_is_that_state_on_every_replay():
         mids.append(mid)
         np.testing.assert_array_equal(w.numpy(), want)
     assert len({id(m) for m in mids}) == len(mids)
+
+
+@pytest.mark.parametrize("read_every", [1, 2])
+def test_a_gradient_left_unrealized_by_the_step_is_read_lazily_as_the_latest_replays(read_every):
+    w = Tensor([1.0, 2.0], requires_grad=True).realize()
+
+    @TinyJit
+    def step(x: Tensor) -> Tensor:
+        w.grad = None
+        loss = (w * x * x).sum()
+        loss.backward()  # w.grad = x * x, left unrealized: it reads the call's input
+        return loss.realize()
+
+    for i in range(6):
+        x = np.array([i, i + 1.0], np.float32)
+        loss = step(Tensor(x))
+        assert loss.item() == pytest.approx(float((np.array([1.0, 2.0]) * x * x).sum()))
+        if i % read_every == 0 or i == 5:
+            np.testing.assert_array_equal(w.grad.numpy(), x * x)
