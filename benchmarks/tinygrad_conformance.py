@@ -6,8 +6,8 @@ TINYGRAD_SRC is a local checkout of the public tinygrad repository (never commit
 package named `tinygrad` is put first on the path: its modules only re-export names from `uop_scheduler` and its
 neighbours (a name with no counterpart is a placeholder that raises when used, so the tests that need it fail while
 the rest of the file still runs). tinygrad's `test/helpers.py` is replaced by a small stub of our own. Each test has a
-time limit. The baseline runs the same files against the checkout's own tinygrad on its PYTHON device (this machine
-has no clang for its CPU device). Prints per-file counts, the tests tinygrad passes that we fail, and one JSON line
+time limit. The baseline runs the same files against the checkout's own tinygrad on its CPU device (PYTHON when no
+clang is installed). Prints per-file counts, the tests tinygrad passes that we fail, and one JSON line
 per file. Tests named in tinygrad_conformance_exclusions.txt (each with its reason: it reads tinygrad internals, or it
 asserts a value tinygrad's own TODO calls wrong, or tinygrad raises where this package computes numpy's value) are left
 out of the count; `--scan` lists the tests that look at internals, to review when the checkout moves.
@@ -100,7 +100,8 @@ def write_shim(root: Path) -> None:
                  "    def __call__(self, *a, **k): raise NotImplementedError(f'tinygrad name {self._name} has no uop_scheduler counterpart')",
                  "    def __getattr__(self, attr): return _Missing(self._name + '.' + attr)",
                  "    def __mro_entries__(self, bases): return (object,)"]
-        lines += [f"{name} = {expr}" for name, expr in names.items()]
+        for name, expr in names.items():  # a name this version of uop_scheduler lacks is a placeholder too
+            lines += ["try:", f"    {name} = {expr}", "except AttributeError:", f"    {name} = _Missing('{module}.{name}')"]
         lines += ["def __getattr__(name):",
                   "    if name.startswith('__'): raise AttributeError(name)",
                   f"    return _Missing('{module}.' + name)"]
@@ -206,6 +207,15 @@ def run_file(work: Path, f: str, env: dict[str, str], timeout: int) -> dict[str,
     return out
 
 
+def baseline_device() -> dict[str, str]:
+    """tinygrad's CPU device when a clang is installed (its C compiler is `$CC`, default `clang`; Debian names it
+    clang-15 or clang-19), else its PYTHON device (an interpreter: the same answers, ten to a hundred times slower)."""
+    for name in ("clang", "clang-19", "clang-15"):
+        if (path := shutil.which(name)) is not None:
+            return {"DEV": "CPU", "CC": path}
+    return {"DEV": "PYTHON"}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("src", type=Path, help="a local checkout of the tinygrad repository")
@@ -234,7 +244,7 @@ def main() -> int:
     try:
         for f in files:
             ours = run_file(ours_dir, f, base_env | {"PYTHONPATH": str(ours_dir)}, args.file_timeout)
-            theirs = {} if args.no_baseline else run_file(tg_dir, f, base_env | {"PYTHONPATH": f"{tg_dir}{os.pathsep}{args.src}", "DEV": "PYTHON"},
+            theirs = {} if args.no_baseline else run_file(tg_dir, f, base_env | {"PYTHONPATH": f"{tg_dir}{os.pathsep}{args.src}"} | baseline_device(),
                                                           args.file_timeout)
             base = [t for t, r in theirs.items() if r == "passed"] if theirs else [t for t, r in ours.items() if r != "skipped"]
             left_out = [t for t in base if t in excluded]

@@ -56,6 +56,21 @@ def tok() -> Tokenizer:
     ("olmo", "Hello world 12345 don't", ["Hello", " world", " 12345", " don", "'t"]),
     ("llama-bpe", "héllo мир ٣٤", ["héllo", " мир", " ", "٣٤"]),
     ("llama-bpe", "a\u3000b", ["a", "\u3000b"]),
+    # the presets below, worked out by hand from llama.cpp's stage lists (src/llama-vocab.cpp, llm_tokenizer_bpe): each
+    # stage splits every piece of the one before into its matches and the text between them
+    ("smollm", "abc123 def", ["abc", "1", "2", "3", " def"]),
+    ("smollm", "a 1", ["a", " ", "1"]),
+    ("smollm", "x  \n y", ["x", "  \n", " y"]),
+    ("falcon", "Hello, world!! 12345", ["Hello", ",", " world", "!!", " ", "123", "45"]),
+    ("default", "a 12345", ["a", " ", "123", "45"]),
+    ("deepseek-coder", "ab, 12\n", ["ab", ",", " ", "1", "2", "\n"]),
+    ("deepseek-v3", "x 1234", ["x", " ", "123", "4"]),
+    ("tekken", "HelloWorld ABC def", ["Hello", "World", " ABC", " def"]),
+    ("tekken", "ABCdef", ["ABCdef"]),
+    ("llama4", "I'm OK", ["I'm", " OK"]),
+    ("bloom", "Hi, there.", ["Hi", ",", " there", "."]),
+    # a non-ASCII space is \s to every stage but not the literal U+3000 in deepseek-llm's class
+    ("deepseek-llm", "a\u3000b", ["a", "\u3000b"]),
 ])
 def test_presets_split_known_text(preset, text, words):
     assert split_words(text, preset) == words
@@ -129,3 +144,15 @@ def test_llama3_takes_whole_words_before_merging():
     qwen = Tokenizer(tokens, merges, "qwen2")
     assert llama.encode("abc") == [257]
     assert qwen.encode("abc") == [256, tokens.index("c")]
+
+
+@pytest.mark.parametrize("name", ["smollm", "gpt-2", "starcoder", "refact", "deepseek-llm", "deepseek-coder", "deepseek-v3", "falcon",
+                                  "mpt", "tekken", "default", "llama3", "llama-bpe", "qwen2", "olmo", "dbrx", "llama4", "command-r"])
+def test_every_llama_cpp_pre_tokenizer_of_the_supported_families_is_known(name):
+    text = "Hello, World! It's 2024: naïve café — 東京 \t\n  end  "
+    assert "".join(split_words(text, name)) == text
+
+
+def test_an_unknown_pre_tokenizer_names_the_known_ones():
+    with pytest.raises(TokenizerError, match="'klingon' is not supported; supported: .*smollm"):
+        Tokenizer([], [], "klingon")
