@@ -49,7 +49,7 @@ SHIM: dict[str, dict[str, str]] = {
                                                       "GroupNorm", "InstanceNorm", "RMSNorm", "Conv1d", "ConvTranspose2d",
                                                       "LayerNorm2d", "LSTMCell", "ConvTranspose1d", "BatchNorm1d", "BatchNorm3d")}
                    | {"optim": "nn.optim", "state": "nn.state"},
-    "tinygrad.nn.optim": {name: f"nn.optim.{name}" for name in ("SGD", "Adam", "AdamW", "LAMB", "LARS", "Optimizer", "OptimizerGroup")},
+    "tinygrad.nn.optim": {name: f"nn.optim.{name}" for name in ("SGD", "Adam", "AdamW", "LAMB", "LARS", "Muon", "Optimizer", "OptimizerGroup")},
     "tinygrad.nn.state": {name: f"nn.state.{name}" for name in ("get_parameters", "get_state_dict", "load_state_dict", "safe_save",
                                                                 "safe_load", "safe_load_metadata", "torch_load", "tar_extract", "zip_extract")},
     "tinygrad.function": {"function": "function"},

@@ -134,3 +134,22 @@ def test_clone_copies_value_and_gradient_to_a_device():
     t.assign(Tensor([7.0, 8.0, 9.0]))
     np.testing.assert_array_equal(t.clone().numpy(), [7, 8, 9])
     np.testing.assert_array_equal(c.numpy(), [1, 2, 3])
+
+
+def test_load_state_dict_takes_a_scalar_for_a_one_element_vector_and_back():
+    from uop_scheduler.nn import BatchNorm
+    from uop_scheduler.nn.state import load_state_dict
+    layer = BatchNorm(1)
+    target = layer.num_batches_tracked
+    for value in (Tensor([7.0]), Tensor(3.0)):
+        load_state_dict(layer, {"weight": Tensor.ones(1), "bias": Tensor.ones(1), "running_mean": Tensor.zeros(1),
+                                "running_var": Tensor.ones(1), "num_batches_tracked": value.cast(target.dtype)})
+        assert layer.num_batches_tracked.shape == target.shape
+        assert layer.num_batches_tracked.numpy().reshape(()) == value.numpy().reshape(())
+
+
+def test_load_state_dict_shape_mismatch_is_a_value_error_naming_the_tensor():
+    from uop_scheduler.nn import Linear
+    from uop_scheduler.nn.state import load_state_dict
+    with pytest.raises(ValueError, match=r"Shape mismatch in layer `weight`: Expected shape \(2, 2\), but found \(4, 4\)"):
+        load_state_dict(Linear(2, 2, bias=False), {"weight": Tensor.ones(4, 4)})

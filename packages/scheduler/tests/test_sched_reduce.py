@@ -124,3 +124,40 @@ def test_sum_over_a_padded_int_axis_is_not_miscompiled():
     for dtype in (np.int32, np.float32):
         got = Tensor(x.astype(dtype)).pad(((0, 2), (1, 0))).sum(0, keepdim=True).numpy()
         np.testing.assert_array_equal(got, np.pad(x.astype(dtype), ((0, 2), (1, 0))).sum(0, keepdims=True))
+
+
+# ---- reductions over broadcast axes (the value does not vary along the reduced axis) ----
+
+from hypothesis import example, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def broadcast_reductions(draw):
+    full = draw(st.lists(st.sampled_from([1, 3, 4, 6, 8, 12, 20, 32]), min_size=1, max_size=3))
+    base = [n if draw(st.booleans()) else 1 for n in full]
+    axes = draw(st.lists(st.integers(0, len(full) - 1), min_size=1, max_size=len(full), unique=True))
+    op = draw(st.sampled_from(["sum", "max", "min", "mean"]))
+    const = draw(st.booleans())
+    return tuple(full), tuple(base), tuple(sorted(axes)), op, const
+
+
+@given(broadcast_reductions())
+@example(((20, 6), (1, 6), (0,), "sum", False))
+@example(((6, 20), (6, 1), (1,), "sum", True))
+@settings(max_examples=40, deadline=None, derandomize=True)
+def test_reduce_of_a_broadcast_value_counts_every_element(case):
+    # an unrolled reduce axis the value does not depend on was iterated once instead of its size: ones(20, 6).sum(0)
+    # was 5, and so was every gradient of a broadcast (a bias's, summed over the batch)
+    full, base, axes, op, const = case
+    x = np.full(base, 1.5, np.float32) if const else np.random.default_rng(len(full)).standard_normal(base).astype(np.float32)
+    t = (Tensor.full(base, 1.5) if const else Tensor(x)).expand(full)
+    want = getattr(np.broadcast_to(x, full), op)(axis=axes)
+    np.testing.assert_allclose(getattr(t, op)(axes).numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch", [8, 20, 64])
+def test_bias_gradient_sums_over_the_batch(batch):
+    b = Tensor(np.zeros(6, np.float32))
+    (Tensor.ones(batch, 6, 3) + b.reshape(1, 6, 1)).sum().backward()
+    np.testing.assert_array_equal(b.grad.numpy(), np.full(6, batch * 3.0))

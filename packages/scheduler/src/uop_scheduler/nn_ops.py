@@ -84,6 +84,24 @@ class NNMixin(TensorFields):
         """self @ x (x @ self when reverse)."""
         return x.dot(self, dtype=dtype) if reverse else self.dot(x, dtype=dtype)
 
+    def newton_schulz(self: Tensor, steps: int, params: tuple[float, ...], eps: float = 1.0e-7) -> Tensor:
+        """Newton-Schulz iteration of the odd polynomial with coefficients `params` over each matrix of the last two axes:
+        starting from the matrix over its Frobenius norm (+ eps), `steps` times G <- sum_i params[i] * (G G^T)^i G. A tall
+        matrix is iterated transposed. Muon uses it to orthogonalize a step."""
+        if self.ndim < 2:
+            raise ShapeError(f"newton_schulz needs a tensor of two or more axes, got shape {self.shape}")
+        if self.shape[-2] > self.shape[-1]:
+            return self.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
+        g = self / (self.square().sum(axis=(-2, -1), keepdim=True).sqrt() + eps)
+        for _ in range(steps):
+            gram, term = g @ g.transpose(-2, -1), g
+            out = params[0] * g
+            for p in params[1:]:
+                term = gram @ term
+                out = out + p * term
+            g = out
+        return g
+
     def __matmul__(self: Tensor, x: Tensor) -> Tensor:
         return NotImplemented if hasattr(x, "shards") else self.matmul(x)
 

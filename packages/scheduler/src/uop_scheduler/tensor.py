@@ -429,6 +429,16 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
             return self
         return Tensor(self.uop.copy_to_device(dev), device=dev, requires_grad=self.requires_grad)
 
+    def to_(self, device: str | None) -> Tensor:
+        """Move this tensor object (and its gradient) to `device` in place: it stands for the same values there, as
+        `replace` makes it (tensors viewing it keep theirs). Returns self."""
+        dev = canonicalize(device) if device is not None else Device.DEFAULT
+        if dev != self.device:
+            grad = self.grad.to(dev) if self.grad is not None else None
+            self.replace(self.to(dev))
+            self.grad = grad
+        return self
+
     def shard(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> ShardedTensor:
         """This tensor split along `axis` over `devices` (copied whole to each when axis is None)."""
         return shard(self, devices, axis)

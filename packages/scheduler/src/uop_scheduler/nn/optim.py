@@ -7,9 +7,12 @@ state in one schedule (`schedule_step()` does the assigns and returns what to re
 
 from __future__ import annotations
 
+import os
+
+from ..errors import TensorRuntimeError
 from ..tensor import Tensor
 
-__all__ = ["LAMB", "LARS", "SGD", "Adam", "AdamW", "Optimizer", "OptimizerGroup"]
+__all__ = ["LAMB", "LARS", "SGD", "Adam", "AdamW", "Muon", "Optimizer", "OptimizerGroup"]
 
 
 def _trust_ratio(r1: Tensor, r2: Tensor, ratio: Tensor) -> Tensor:
@@ -23,7 +26,8 @@ class Optimizer:
     def __init__(self, params: list[Tensor], lr: float):
         if lr < 0:
             raise ValueError(f"invalid learning rate {lr}: it must be >= 0")
-        self.params = [p for p in params if p.requires_grad is not False]
+        # each tensor once, however often it is passed (tinygrad's dedup): a duplicate would be stepped twice
+        self.params = list({id(p): p for p in params if p.requires_grad is not False}.values())
         for p in self.params:
             if p.requires_grad is None:
                 p.requires_grad = True
@@ -36,7 +40,12 @@ class Optimizer:
             p.grad = None
 
     def step(self) -> None:
-        """Update the parameters that have a gradient and realize them with the optimizer state."""
+        """Update the parameters that have a gradient and realize them with the optimizer state. Training mode is not
+        required, but a step where it is explicitly off (`Context(TRAINING=0)`, or TRAINING=0 in the environment) is a
+        TensorRuntimeError, as in tinygrad: evaluation code that steps an optimizer is a bug."""
+        if not Tensor.training and os.environ.get("TRAINING", "").strip() == "0":
+            raise TensorRuntimeError("TRAINING=0: the optimizer does not step outside training; use Context(TRAINING=1) or "
+                                     "set Tensor.training = True around the training step")
         Tensor.realize(*self.schedule_step())
 
     def schedule_step(self) -> list[Tensor]:
@@ -74,14 +83,17 @@ class LARS(Optimizer):
     tcoef * |p| / (|g| + weight_decay * |p|) (1 when a norm is zero).
 
     `classic` applies lr (and the ratio) before the momentum buffer, otherwise after it; `pre_wd` adds weight_decay * p to
-    the gradient first, otherwise weight_decay * lr * p to the final step."""
+    the gradient first, otherwise weight_decay * lr * p to the final step. With `ns_coefficients` the step after momentum
+    is orthogonalized by `ns_steps` Newton-Schulz iterations (Muon)."""
 
-    def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4, *,
-                 nesterov: bool = False, classic: bool = True, pre_wd: bool = True, tcoef: float = 0.001):
+    def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.9, weight_decay: float = 1e-4, ns_steps: int = 0,
+                 ns_coefficients: tuple[float, ...] | None = None, nesterov: bool = False, classic: bool = True, pre_wd: bool = True,
+                 tcoef: float = 0.001):
         if momentum < 0:
             raise ValueError(f"invalid momentum {momentum}: it must be >= 0")
         super().__init__(params, lr)
         self.momentum, self.wd, self.nesterov, self.classic, self.pre_wd, self.tcoef = momentum, weight_decay, nesterov, classic, pre_wd, tcoef
+        self.ns_steps, self.ns_coefficients = ns_steps, tuple(ns_coefficients) if ns_coefficients else None
         self.b = [Tensor.zeros(*p.shape, device=p.device, requires_grad=False) for p in self.params] if momentum else []
         self.state = self.b
 
@@ -97,11 +109,20 @@ class LARS(Optimizer):
         if self.momentum:
             buf = self.b[i].assign(self.momentum * self.b[i] + g)
             g = g + self.momentum * buf if self.nesterov else buf
+        if self.ns_coefficients:  # Muon: the step orthogonalized, each parameter as a matrix of its first axis
+            g = g.reshape(g.shape[0], -1).newton_schulz(self.ns_steps, self.ns_coefficients).reshape(g.shape)
         if not self.classic:
             g = g * r * self.lr
         if not self.pre_wd and self.wd:
             g = g + self.wd * self.lr * p
         return p - g
+
+
+def Muon(params: list[Tensor], lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1, ns_steps: int = 5,  # noqa: N802
+         ns_coefficients: tuple[float, ...] = (3.4445, -4.775, 2.0315), nesterov: bool = True) -> LARS:
+    """Muon (https://kellerjordan.github.io/posts/muon/): momentum SGD whose step is orthogonalized by Newton-Schulz
+    iterations, with weight decay applied after momentum: LARS with classic=False, pre_wd=False and no trust ratio."""
+    return LARS(params, lr, momentum, weight_decay, ns_steps, ns_coefficients, nesterov, classic=False, pre_wd=False, tcoef=0.0)
 
 
 def SGD(params: list[Tensor], lr: float = 0.001, momentum: float = 0.0, weight_decay: float = 0.0, nesterov: bool = False,  # noqa: N802

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from uopir import dtypes
 
-from ..errors import SchedulerError
+from ..errors import SchedulerError, ShapeError
 from ..tensor import Tensor
 
 __all__ = [
@@ -71,7 +71,8 @@ def get_parameters(obj: Any) -> list[Tensor]:
 
 
 def load_state_dict(obj: Any, state_dict: dict[str, Tensor], strict: bool = True) -> None:
-    """Assign each tensor of `state_dict` to the same-named tensor of `obj` (shapes must match)."""
+    """Assign each tensor of `state_dict` to the same-named tensor of `obj`. Shapes must match (a ShapeError, a
+    ValueError, names the tensor), except that a scalar and a 1-element vector stand for each other."""
     own = get_state_dict(obj)
     missing = sorted(set(own) - set(state_dict))
     if strict and missing:
@@ -81,7 +82,9 @@ def load_state_dict(obj: Any, state_dict: dict[str, Tensor], strict: bool = True
             continue
         value = state_dict[name]
         if value.shape != target.shape:
-            raise SchedulerError(f"shape mismatch for {name}: the model has {target.shape}, the state dict {value.shape}")
+            if {value.shape, target.shape} != {(), (1,)}:  # a scalar and a 1-element vector (num_batches_tracked) are one value
+                raise ShapeError(f"Shape mismatch in layer `{name}`: Expected shape {target.shape}, but found {value.shape} in state dict.")
+            value = value.reshape(target.shape)
         target.assign(value.to(target.device).cast(target.dtype)).realize()
 
 

@@ -197,8 +197,14 @@ class Linearizer:
         base = (flat_index([r for r in out_regs if r not in wmma_registers]) * math.prod(range_end(r) for r in wmma_registers)).simplify()
         updates = [wmma_update(red.src[0], acc.index(base)) if red.src[0].op is Ops.WMMA
                    else acc.index(flat).store(accumulate(red, acc.index(flat).load())) for red, acc in zip(group, accs)]
+        # an unrolled reduce axis no update reads (a sum of a constant) still counts its iterations: emit_block opens only
+        # the register loops the updates depend on, so open the others around them
+        used = {r for u in updates for r in self.deps(u)}
+        unread = [r for r in ranges if r.op is Ops.RANGE and axis_type(r) in REGISTER_AXES and r not in used and r not in self.open]
+        for r in unread:
+            self.open_range(r)
         self.emit_block(updates)
-        for _ in loops:
+        for _ in [*unread, *loops]:
             self.close_range()
         lanes = [r for r in ranges if r.op is Ops.SPECIAL]
         if lanes:

@@ -10,7 +10,7 @@ from uopir.uop import UOp
 class Renderer:
     """Turns a linear program (see `uopir.codegen.linearize`) into source text for one device.
 
-    device: the device family the source is for; supported_dtypes: dtypes the target computes natively;
+    device: the device family the source is for; native_dtypes: dtypes the target computes natively;
     emulated_dtypes: dtypes stored natively but computed through float32 with exact rounding; code_for_op: the
     ALU ops the target has (the codegen decomposes the others before rendering); has_threads: whether THREAD opts
     apply (CPU cores); vector_width: float32 lanes of the widest vector register, for the opt heuristic; global_dims:
@@ -19,7 +19,7 @@ class Renderer:
     """
 
     device: str = ""
-    supported_dtypes: frozenset[DType] = frozenset()
+    native_dtypes: frozenset[DType] = frozenset()
     emulated_dtypes: frozenset[DType] = frozenset()
     code_for_op: frozenset[Ops] = frozenset()
     has_threads: bool = False
@@ -27,6 +27,10 @@ class Renderer:
     global_dims: bool = False
     local_size: int = 1
     tensor_cores: tuple = ()
+
+    def supported_dtypes(self) -> frozenset[DType]:
+        """Every dtype a kernel on this target can use: the native ones and the emulated ones (tinygrad's method)."""
+        return self.native_dtypes | self.emulated_dtypes
 
     def render(self, name: str, linear: list[UOp]) -> str:
         """Source text defining the program `name` from `linear`; the argument order is the program's ABI."""

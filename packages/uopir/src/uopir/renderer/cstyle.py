@@ -68,7 +68,7 @@ CACHE_LINE = 64
 
 class CRenderer(Renderer):
     device = "CPU"
-    supported_dtypes = frozenset(C_TYPES) - {dtypes.weakint, dtypes.weakfloat}
+    native_dtypes = frozenset(C_TYPES) - {dtypes.weakint, dtypes.weakfloat}
     emulated_dtypes = frozenset(SMALL_FLOATS)
     code_for_op = frozenset(GroupOp.ALU - {Ops.THREEFRY, Ops.FLOORDIV, Ops.FLOORMOD})
     has_threads = True

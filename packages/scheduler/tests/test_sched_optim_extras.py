@@ -1,0 +1,84 @@
+"""Muon and Newton-Schulz against numpy, duplicate parameters, moving a tensor in place, and the TRAINING=0 guard."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from uop_scheduler import Context, Tensor
+from uop_scheduler.errors import ShapeError, TensorRuntimeError
+from uop_scheduler.nn.optim import SGD, Adam, Muon
+
+
+def np_newton_schulz(x: np.ndarray, steps: int, params, eps: float = 1e-7) -> np.ndarray:
+    if x.shape[-2] > x.shape[-1]:
+        return np.swapaxes(np_newton_schulz(np.swapaxes(x, -1, -2), steps, params, eps), -1, -2)
+    g = x / (np.sqrt((x * x).sum(axis=(-2, -1), keepdims=True)) + eps)
+    for _ in range(steps):
+        gram = g @ np.swapaxes(g, -1, -2)
+        terms = [g]
+        for _ in params[1:]:
+            terms.append(gram @ terms[-1])
+        g = sum(p * t for p, t in zip(params, terms))
+    return g
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (5, 3), (2, 3, 4)])
+def test_newton_schulz_matches_numpy(shape):
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    got = Tensor(x).newton_schulz(4, (3.4445, -4.775, 2.0315)).numpy()
+    np.testing.assert_allclose(got, np_newton_schulz(x.astype(np.float64), 4, (3.4445, -4.775, 2.0315)), rtol=1e-4, atol=1e-5)
+
+
+def test_newton_schulz_needs_a_matrix():
+    with pytest.raises(ShapeError, match="two or more axes"):
+        Tensor([1.0, 2.0]).newton_schulz(1, (1.0,))
+
+
+def test_muon_steps_match_numpy():
+    rng = np.random.default_rng(2)
+    w0, x = rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal((3, 4)).astype(np.float32)
+    w = Tensor(w0.copy(), requires_grad=True)
+    opt = Muon([w], lr=0.05, momentum=0.9, weight_decay=0.1, ns_steps=3)
+    ref, buf = w0.astype(np.float64), np.zeros_like(w0, np.float64)
+    for _ in range(3):
+        opt.zero_grad()
+        (Tensor(x) @ w).square().sum().backward()
+        opt.step()
+        g = 2 * x.T.astype(np.float64) @ (x @ ref)
+        buf = 0.9 * buf + g
+        step = np_newton_schulz(g + 0.9 * buf, 3, (3.4445, -4.775, 2.0315))  # nesterov
+        ref = ref * (1 - 0.1 * 0.05) - 0.05 * step
+    np.testing.assert_allclose(w.numpy(), ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("opt", [SGD, Adam])
+def test_a_parameter_passed_twice_is_stepped_once(opt):
+    got = []
+    for params in ("once", "twice"):
+        w = Tensor([1.0, 2.0])
+        o = opt([w] if params == "once" else [w, w], lr=0.1)
+        for _ in range(2):
+            o.zero_grad()
+            w.sum().backward()
+            o.step()
+        got.append(w.numpy())
+    np.testing.assert_array_equal(got[0], got[1])
+
+
+def test_to_moves_the_tensor_object_and_keeps_its_value():
+    a = Tensor([1.0, 2.0, 3.0])
+    v = a * 2
+    assert a.to_("CPU:1") is a
+    assert a.device == "CPU:1"
+    np.testing.assert_array_equal(a.numpy(), [1.0, 2.0, 3.0])
+    np.testing.assert_array_equal(v.numpy(), [2.0, 4.0, 6.0])
+
+
+def test_an_optimizer_step_with_training_explicitly_off_is_an_error():
+    w = Tensor([1.0])
+    opt = SGD([w], lr=0.1)
+    w.sum().backward()
+    with Context(TRAINING=0), pytest.raises(TensorRuntimeError, match="TRAINING=0"):
+        opt.step()
+    opt.step()  # unset: allowed
+    np.testing.assert_allclose(w.numpy(), [0.9])
