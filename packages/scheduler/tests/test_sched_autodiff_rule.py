@@ -3,7 +3,7 @@ buffer below it (requires_grad=False opts out); gradients are per tensor even wh
 
 import numpy as np
 import pytest
-from uop_scheduler import GradientError, Tensor, nn
+from uop_scheduler import GradientError, Tensor, function, nn
 
 
 def test_backward_fills_every_float_tensor_of_the_graph():
@@ -116,3 +116,41 @@ def test_two_clones_of_one_value_are_two_tensors():
     w1, w2 = Tensor(3.5).clone(), Tensor(3.5).clone()
     w1.add(w2).backward()
     assert w1.grad.item() == 1.0 and w2.grad.item() == 1.0
+
+
+# ---- gradients through values realized on the way (printed, say) ----
+
+def test_backward_reaches_through_realized_intermediates():
+    an, bn = np.array([1.0, 2.0, 3.0], np.float32), np.array([4.0, 5.0, 6.0], np.float32)
+    a, b = Tensor(an, requires_grad=True), Tensor(bn, requires_grad=True)
+    y = (a * b).contiguous()
+    y.numpy()  # y is now a buffer; its gradient still reaches a and b
+    z = (y + 1).realize()
+    (z * y).sum().backward()
+    # d/da sum((ab + 1) ab) = (2ab + 1) b
+    np.testing.assert_allclose(a.grad.numpy(), (2 * an * bn + 1) * bn, rtol=1e-6)
+    np.testing.assert_allclose(b.grad.numpy(), (2 * an * bn + 1) * an, rtol=1e-6)
+    np.testing.assert_allclose(y.grad.numpy(), 2 * an * bn + 1, rtol=1e-6)
+
+
+def test_contiguous_backward_is_the_value_and_passes_the_gradient():
+    an, bn = np.array([1.0, 2.0, 3.0], np.float32), np.array([4.0, 5.0, 6.0], np.float32)
+    a, b = Tensor(an, requires_grad=True), Tensor(bn, requires_grad=True)
+    y = (a * b).contiguous_backward()
+    np.testing.assert_array_equal(y.numpy(), an * bn)
+    (y * y).sum().backward()
+    np.testing.assert_allclose(a.grad.numpy(), 2 * an * bn * bn, rtol=1e-6)
+
+
+def test_gradients_of_a_function_keep_their_shape_when_realized_with_their_inputs():
+    @function
+    def f(a, b):
+        return a @ b
+
+    an, bn = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32), np.array([[5.0, 6.0], [7.0, 8.0]], np.float32)
+    a, b = Tensor(an), Tensor(bn)
+    (f(a, b).contiguous() * b).sum().backward()
+    Tensor.realize(a, b, a.grad, b.grad)  # a.grad was a flat (4,) buffer after this
+    assert a.grad.shape == (2, 2)
+    np.testing.assert_allclose(a.grad.numpy(), bn @ bn.T)
+    np.testing.assert_allclose(b.grad.numpy(), an.T @ bn + an @ bn)

@@ -164,21 +164,37 @@ class GradientMixin:
                 raise GradientError(f"target {i} is a constant (no buffer in its graph): it has no gradient; use a tensor made from data")
         return self._gradients(targets, gradient)
 
-    def _gradients(self, targets, gradient) -> list:
-        """`gradient` for targets already known to be float tensors with a buffer below them."""
+    def _gradients(self, targets, gradient, graph=None, keys=None) -> list:
+        """`gradient` for targets already known to be float tensors with a buffer below them; `keys` (default each
+        target's value) are the nodes of `graph` (default `_autograd_graph()`) that stand for them."""
         if gradient is None:
             if self.shape != ():
                 raise GradientError(f"gradient of a non-scalar tensor of shape {self.shape} needs an explicit `gradient=`")
             seed = self.uop.const_like(1.0)
         else:
             seed = gradient.uop
-        grads = compute_gradient(self._autograd_graph(), seed, {t.uop for t in targets})
-        return [t._wrap(grads[t.uop]) if t.uop in grads else t.zeros_like() for t in targets]
+        keys = [t.uop for t in targets] if keys is None else keys
+        grads = compute_gradient(self._autograd_graph() if graph is None else graph, seed, set(keys))
+        return [t._wrap(grads[k]) if k in grads else t.zeros_like() for t, k in zip(targets, keys)]
 
     def _autograd_graph(self):
-        """The graph gradients flow through: the computation kept by realize when it made this tensor a buffer."""
-        graph = getattr(self, "_graph", None)
-        return graph if graph is not None else self.uop
+        """The graph gradients flow through: the computation realize kept (`_graph`) in place of every buffer a realized
+        tensor holds, this one's and those of the realized values it reads (`y.numpy(); (y * y).sum().backward()`
+        reaches what y was computed from), level by level."""
+        from .realize import overwritten
+
+        graph = self._graph if self._graph is not None else self.uop
+        # not a tensor that asked for its own gradient (a parameter is a leaf, whatever computed its first value), nor
+        # one whose graph reads a buffer overwritten since (it would compute other values than the buffer holds)
+        kept = {t.uop: t._graph for t in list(graph_holders) if t._graph is not None and t is not self and t.requires_grad is not True
+                and not any(n.op is Ops.BUFFER and overwritten(n) for n in t._graph.toposort())}
+        for _ in range(len(kept)):  # a substituted graph may read realized values too: one level per pass
+            nodes = graph.toposort()
+            found = {u: g for u, g in kept.items() if u in nodes}
+            if not found:
+                break
+            graph = graph.substitute(found)
+        return graph
 
     def backward(self, gradient=None):
         """Accumulate d(self)/d(t) into `t.grad` for every live floating-point tensor `t` of self's graph that has a
@@ -186,13 +202,17 @@ class GradientMixin:
         with a gradient already gets the new one added into that same tensor."""
         from .writes import all_tensors
 
-        nodes = set(self._autograd_graph().toposort())
-        found = [t for t in list(all_tensors) if t.uop in nodes and t.requires_grad is not False and dtypes.is_float(t.dtype) and _has_buffer(t)]
+        graph = self._autograd_graph()
+        nodes = set(graph.toposort())
+        # a realized value read through the graph it was computed by (see _autograd_graph) is that graph's root there
+        key = {id(t): t._graph if t._graph is not None and t._graph in nodes else t.uop for t in list(all_tensors)}
+        found = [t for t in list(all_tensors) if key.get(id(t)) in nodes and t.requires_grad is not False and dtypes.is_float(t.dtype)
+                 and _has_buffer(t)]
         # equal values are one node (two zeros tensors realized together share a buffer): where a node is shared, the
         # tensors that asked for gradients (requires_grad=True) take them, not every tensor holding that value
-        asked = {t.uop for t in found if t.requires_grad}
-        targets = [t for t in found if t.requires_grad or t.uop not in asked]
-        for t, g in zip(targets, self._gradients(targets, gradient)):
+        asked = {key[id(t)] for t in found if t.requires_grad}
+        targets = [t for t in found if t.requires_grad or key[id(t)] not in asked]
+        for t, g in zip(targets, self._gradients(targets, gradient, graph, [key[id(t)] for t in targets])):
             if t.grad is None:
                 t.grad = g
             else:
@@ -207,3 +227,5 @@ def _has_buffer(t) -> bool:
 
 
 requires_grad_tensors: IdentitySet = IdentitySet()
+# tensors realize gave a `_graph` (the computation of a buffer gradients flow through)
+graph_holders: IdentitySet = IdentitySet()

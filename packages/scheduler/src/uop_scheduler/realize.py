@@ -29,6 +29,11 @@ _existing: list[frozenset[int]] = []  # per capture: ids of the tensors made bef
 _stale: weakref.WeakSet[UOp] = weakref.WeakSet()
 
 
+def overwritten(node: UOp) -> bool:
+    """Whether `node` is a buffer version a write has since overwritten in place with no copy kept."""
+    return node in _stale
+
+
 def _forget_overwritten(stale: set[UOp]) -> None:
     """Drop the realized nodes whose value sat in buffer versions a write has since overwritten in place."""
     if not stale:

@@ -18,7 +18,7 @@ from .activations import ActivationMixin
 from .calls import IN_PLACE
 from .elementwise import ElementwiseMixin
 from .errors import JitError, ShapeError, TensorRuntimeError, TensorTypeError
-from .gradient import GradientMixin, requires_grad_tensors
+from .gradient import GradientMixin, graph_holders, requires_grad_tensors
 from .identity import IdentitySet
 from .indexing import IndexingMixin
 from .losses import LossMixin
@@ -304,10 +304,14 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
 
     def _settle(self, old: UOp, new: UOp) -> None:
         """After a realize: the computed node `old` in this tensor's value is now `new` (a buffer or a view of one)."""
+        if (shape := old.shape_or_none) is not None and new.shape_or_none != shape:
+            new = new.reshape(shape)  # a call's output (an AFTER shaped as its value) realizes to a flat buffer
         if self._graph is None and requires_grad_tensors and old.op is not Ops.AFTER:
-            leaves = {t.uop for t in list(requires_grad_tensors)}
+            # leaves, and values realized earlier whose computation reads leaves (gradients flow through them too)
+            leaves = {t.uop for t in list(requires_grad_tensors)} | {t.uop for t in list(graph_holders) if t._graph is not None}
             if any(n in leaves for n in self.uop.toposort()):
                 self._graph = self.uop
+                graph_holders.add(self)
         self.uop = new if self.uop is old else self.uop.substitute({old: new})
         if self._views:
             rebind_views(self)
@@ -327,6 +331,8 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
             self._root._views.discard(self)
         self._root, self._chain = None, ()
         self.uop, self._device, self._graph = x.uop, x._device, x._graph
+        if self._graph is not None:
+            graph_holders.add(self)
         self._borrowed = storage_of(self.uop) is not None  # x's buffer is x's: a write here copies first
         return self
 
@@ -500,6 +506,11 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
     def contiguous(self) -> Tensor:
         """Mark this value to be materialized in its own buffer when realized."""
         return self._wrap(self.uop.contiguous())
+
+    def contiguous_backward(self) -> Tensor:
+        """The same value; in the backward pass its gradient is materialized in its own buffer (`contiguous()` on the
+        gradient), so the gradient graph below it is computed once."""
+        return self._wrap(UOp(Ops.CONTIGUOUS_BACKWARD, self.dtype, (self.uop,)))
 
     def clone(self, device: str | None = None) -> Tensor:
         """A copy in a new buffer, on `device` when given; the gradient, if any, is cloned with it. The copy is a graph
