@@ -188,3 +188,47 @@ def test_function_on_a_callable_instance():
     with pytest.raises(FunctionError, match="implicit"):  # a free function still must be given its buffers
         w = Tensor([1.0, 1.0])
         function(lambda x: x + w)(Tensor([1.0, 2.0]))
+
+
+# ---- tensors a function reads without being given them ----
+
+def test_a_closed_over_weight_gets_its_gradient():
+    w = Tensor([1.0, 2.0, 3.0]).realize()
+
+    @function(allow_implicit=True)
+    def f(x):
+        return x * w
+
+    x = Tensor([4.0, 5.0, 6.0])
+    f(x).sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), [4.0, 5.0, 6.0])
+    np.testing.assert_allclose(x.grad.numpy(), [1.0, 2.0, 3.0])
+
+
+def test_a_methods_state_gets_its_gradient_and_new_values_are_seen():
+    class Scale:
+        def __init__(self):
+            self.w = Tensor([2.0, 3.0]).realize()
+
+        @function
+        def __call__(self, x):
+            return x * self.w
+
+    m = Scale()
+    x = Tensor([1.0, 1.0])
+    m(x).sum().backward()
+    np.testing.assert_allclose(m.w.grad.numpy(), [1.0, 1.0])
+    m.w.assign(Tensor([5.0, 7.0])).realize()
+    np.testing.assert_allclose(m(Tensor([1.0, 2.0])).numpy(), [5.0, 14.0])
+
+
+def test_a_closed_over_tensor_given_a_new_value_is_read_at_each_call():
+    w = Tensor([1.0, 2.0]).realize()
+
+    @function(allow_implicit=True)
+    def f(x):
+        return x + w
+
+    np.testing.assert_allclose(f(Tensor([1.0, 1.0])).numpy(), [2.0, 3.0])
+    w.assign(Tensor([10.0, 20.0])).realize()
+    np.testing.assert_allclose(f(Tensor([1.0, 1.0])).numpy(), [11.0, 21.0])

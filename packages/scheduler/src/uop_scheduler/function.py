@@ -10,14 +10,15 @@ consumers like any expression. Gradients flow through the body, or through `grad
 from __future__ import annotations
 
 import functools
+import weakref
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
 
-from uopir import Ops, UOp
+from uopir import Ops, UOp, dtypes
 
 from .errors import SchedulerError
 from .tensor import Tensor
-from .writes import pending
+from .writes import all_tensors, pending, storage_of
 
 ReturnType = TypeVar("ReturnType")
 
@@ -31,7 +32,8 @@ class _Function(Generic[ReturnType]):
                  grad_fxn: Callable | None):
         self.fn, self.precompile, self.precompile_backward = fn, precompile, precompile_backward
         self.allow_implicit, self.grad_fxn = allow_implicit, grad_fxn
-        self.traces: dict[tuple, tuple[tuple[UOp, ...], bool, tuple[int, ...]]] = {}
+        # signature -> (body values, returns a tuple, written arguments, lifted implicit tensors (weak), their shapes)
+        self.traces: dict[tuple, tuple] = {}
         functools.update_wrapper(self, fn)
         # the call's name: the function's qualified name (`Foo.__call__` for a method), a callable instance's class
         qualname = getattr(fn, "__qualname__", None) or type(fn).__qualname__
@@ -73,18 +75,21 @@ class _Function(Generic[ReturnType]):
         signature = (tuple((t.shape, t.dtype, t.device) for t in tensors), tuple(names),
                      tuple(None if isinstance(a, Tensor) else a for a in (*args, *kwargs.values())),
                      self._state_key(args[0]) if self._is_method_of(args) else ())
-        if (trace := self.traces.get(signature)) is None:
+        trace = self.traces.get(signature)
+        lifted = [ref() for ref in trace[3]] if trace is not None else []
+        if trace is None or any(t is None or t.shape != shape for t, shape in zip(lifted, trace[4])):
             trace = self.traces[signature] = self._trace(args, kwargs, tensors)
-        values, is_tuple, written = trace
-        outs = UOp.call_with_outputs(values, *(t.uop for t in tensors), grad_fxn=self.grad_fxn, name=self.name,
-                                     precompile=self.precompile, precompile_backward=self.precompile_backward)
+            lifted = [ref() for ref in trace[3]]
+        values, is_tuple, written = trace[:3]
+        outs = UOp.call_with_outputs(values, *(t.uop for t in tensors), *(t.uop for t in lifted), grad_fxn=self.grad_fxn,
+                                     name=self.name, precompile=self.precompile, precompile_backward=self.precompile_backward)
         device = tensors[0].device if tensors else None
         rets = tuple(Tensor(o, device=device) for o in outs[:len(outs) - len(written)])
         for i, o in zip(written, outs[len(outs) - len(written):]):
             tensors[i].assign(Tensor(o, device=tensors[i].device))
         return rets if is_tuple else rets[0]  # type: ignore[return-value]
 
-    def _trace(self, args: tuple, kwargs: dict, tensors: list[Tensor]) -> tuple[tuple[UOp, ...], bool, tuple[int, ...]]:
+    def _trace(self, args: tuple, kwargs: dict, tensors: list[Tensor]) -> tuple:
         params = [Tensor(UOp.param(i, t.dtype, t.shape, t.device), device=t.device) for i, t in enumerate(tensors)]
         initial = [p.uop for p in params]
         it = iter(params)
@@ -106,7 +111,24 @@ class _Function(Generic[ReturnType]):
             if implicit:
                 listed = "; ".join(f"{i}: dtype={b.dtype}, size={b.arg.size}, device={b.arg.device}" for i, b in enumerate(implicit))
                 raise FunctionError(f"function {self.name} has {len(implicit)} implicit buffer(s), but allow_implicit=False: {listed}")
-        return values, is_tuple, written
+        values, lifted = _lift_implicit(values, len(tensors), {p.uop for p in params} | set(initial))
+        return values, is_tuple, written, tuple(weakref.ref(t) for t in lifted), tuple(t.shape for t in lifted)
+
+
+def _lift_implicit(values: tuple[UOp, ...], n_args: int, params: set[UOp]) -> tuple[tuple[UOp, ...], list[Tensor]]:
+    """The floating-point tensors in a buffer that the traced body reads without being given them (a closed-over
+    weight, an instance's state) become extra arguments of the call: the body reads a PARAM in their place and every
+    call passes their current value, so gradients reach them and a new value of theirs is seen without tracing again."""
+    nodes = UOp.sink(*values).toposort()
+    found = {t.uop: t for t in list(all_tensors) if t.uop in nodes and t.uop not in params and dtypes.is_float(t.dtype)
+             and t.requires_grad is not False and (s := storage_of(t.uop)) is not None and s.op is Ops.BUFFER}
+    # a value read through another found one (a reshape of a closed-over weight) is reached through that one
+    inner = {n for u in found for n in u.toposort() if n is not u}
+    lifted = [t for u, t in found.items() if u not in inner]
+    if not lifted:
+        return values, []
+    stand_ins = {t.uop: UOp.param(n_args + i, t.dtype, t.shape, t.device) for i, t in enumerate(lifted)}
+    return UOp.sink(*values).substitute(stand_ins).src, lifted
 
 
 def function(fn: Callable[..., ReturnType] | None = None, *, precompile: bool = False, precompile_backward: bool = False,
