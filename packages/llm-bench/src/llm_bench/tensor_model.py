@@ -220,10 +220,12 @@ class TensorModel(LanguageModel):
         """x (n, dim) embeddings at the positions `where` describes -> logits (n, vocab), writing their K/V rows."""
         c = self.config
         for i, layer in enumerate(self.layers):
+            # the residual stream gets a buffer at each add: fused, every norm would sum all earlier layers' outputs
+            # again (quadratic work) and each layer would compile kernels of its own instead of sharing the first's
             h = rms_norm(x, layer.attn_norm, c.norm_eps)
-            x = x + self._attention(layer, h, where, self.caches[2 * i], self.caches[2 * i + 1])
+            x = (x + self._attention(layer, h, where, self.caches[2 * i], self.caches[2 * i + 1])).contiguous()
             h = rms_norm(x, layer.ffn_norm, c.norm_eps)
-            x = x + (self._moe(layer, h) if layer.router is not None else self._swiglu(h, layer.gate_up, layer.down))
+            x = (x + (self._moe(layer, h) if layer.router is not None else self._swiglu(h, layer.gate_up, layer.down))).contiguous()
         return self.output(rms_norm(x, self.output_norm, c.norm_eps))
 
     def _attention(self, layer: TensorLayer, x: Tensor, where: _Positions, k_cache: Tensor, v_cache: Tensor) -> Tensor:
