@@ -164,3 +164,25 @@ def test_concatenated_matmuls_are_computed_once_each():
     counters.reset()
     np.testing.assert_allclose(out.numpy(), np.concatenate([x @ w1, x @ w2], 1), rtol=1e-4, atol=1e-5)
     assert counters.kernels == 3  # each product in its own kernel, then the concatenation (not every product per element)
+
+
+def test_kernels_equal_but_for_their_buffers_are_lowered_once(monkeypatch):
+    from uop_scheduler import rangeify
+    lowered = []
+    real = rangeify.KernelLowering.kernel
+    monkeypatch.setattr(rangeify.KernelLowering, "kernel", lambda self, node, body: lowered.append(node) or real(self, node, body))
+    xs = [Tensor(np.arange(6, dtype=np.float32) + i) for i in range(4)]
+    ys = [x * 2.71828 + 0.57721 for x in xs]  # constants no other test uses: a structure not lowered before
+    Tensor.realize(*ys)
+    assert len(lowered) == 1
+    for i, y in enumerate(ys):
+        np.testing.assert_allclose(y.numpy(), (np.arange(6) + i) * 2.71828 + 0.57721, rtol=1e-6)
+
+
+def test_a_kernel_reading_one_buffer_twice_is_not_taken_for_one_reading_two():
+    a = Tensor(np.arange(4, dtype=np.float32))
+    b = Tensor(np.arange(4, dtype=np.float32) + 10)
+    same, other = a * a + 3.14159, a * b + 3.14159
+    Tensor.realize(same, other)
+    np.testing.assert_allclose(same.numpy(), np.arange(4) ** 2 + 3.14159, rtol=1e-6)
+    np.testing.assert_allclose(other.numpy(), np.arange(4) * (np.arange(4) + 10) + 3.14159, rtol=1e-6)
