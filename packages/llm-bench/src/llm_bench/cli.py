@@ -155,6 +155,41 @@ def make_tiny_command(argv: Sequence[str]) -> int:
     return 0
 
 
+def perplexity_command(argv: Sequence[str]) -> int:
+    """`llm-bench perplexity -m MODEL -f TEXT [--ctx N] [--device D] [--json]`: llama-perplexity's measure."""
+    from .perplexity import perplexity
+
+    ap = argparse.ArgumentParser(prog="llm-bench perplexity", description="Perplexity of a text file, chunked and scored as "
+                                 "llama.cpp's llama-perplexity does (each chunk of --ctx tokens scored on its second half).")
+    ap.add_argument("-m", "--model", required=True, help="a model name or a GGUF path")
+    ap.add_argument("-f", "--file", required=True, help="a UTF-8 text file")
+    ap.add_argument("--ctx", type=int, default=512, help="tokens per chunk (default 512, llama-perplexity's -c)")
+    ap.add_argument("--chunks", type=int, default=None, help="score only the first N chunks (llama-perplexity's --chunks)")
+    ap.add_argument("--device", default=os.environ.get("DEV", "CPU"), help="where to run (default $DEV or CPU; numpy is the reference)")
+    ap.add_argument("--json", action="store_true", help="print one JSON line instead of the running figures")
+    args = ap.parse_args(argv)
+    try:
+        text = Path(args.file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise LLMBenchError(f"cannot read {args.file}: {e}") from None
+    path = resolve_model(args.model, fetch=_download_with_progress)
+    gguf = read_gguf(path)
+    tokenizer = Tokenizer.from_metadata(gguf.metadata)
+    model = get_backend(args.device).load(gguf, max(args.ctx, 4))
+
+    def progress(i: int, n: int, ppl: float) -> None:
+        if not args.json:
+            print(f"[{i}/{n}] {ppl:.4f}", flush=True)
+
+    result = perplexity(model, tokenizer, text, args.ctx, args.chunks, progress)
+    if args.json:
+        print(json.dumps({"model": str(args.model), "ctx": args.ctx, "chunks": result.chunks, "scored_tokens": result.scored_tokens,
+                          "ppl": round(result.ppl, 6), "device": args.device}))
+    else:
+        print(f"Final estimate: PPL = {result.ppl:.4f} ({result.chunks} chunks of {args.ctx} tokens, {result.scored_tokens} tokens scored)")
+    return 0
+
+
 def matrix_command(argv: Sequence[str]) -> int:
     """`llm-bench matrix FILE.toml [--github-matrix] [--log-dir DIR]`: exit 1 if any cell failed or timed out."""
     args = build_matrix_parser().parse_args(argv)
@@ -182,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return make_tiny_command(argv[1:])
         if argv and argv[0] == "matrix":
             return matrix_command(argv[1:])
+        if argv and argv[0] == "perplexity":
+            return perplexity_command(argv[1:])
         return run_model(build_parser().parse_args(argv))
     except LLMBenchError as e:
         print(f"error: {e}", file=sys.stderr)
