@@ -71,3 +71,22 @@ def test_link_linear_picks_the_native_cpu_batch_or_the_hcq2_engine():
     src, out = buffer_for(UOp.new_buffer("MOCKAMD", n, dtypes.float32)).copyin(x), buffer_for(UOp.new_buffer("MOCKAMD", n, dtypes.float32))
     linked([out.ensure_allocated(), src])
     np.testing.assert_array_equal(out.numpy(), x * 2 + 1)
+
+
+def test_run_linear_compiles_a_linears_new_kernels_together_before_running_them(monkeypatch):
+    import concurrent.futures
+
+    from hcq_runtime import realize
+    pools = []
+    real_pool = concurrent.futures.ThreadPoolExecutor
+    monkeypatch.setattr(concurrent.futures, "ThreadPoolExecutor", lambda max_workers: pools.append(max_workers) or real_pool(max_workers))
+    monkeypatch.setattr(realize.os, "cpu_count", lambda: 2)
+    n = 16
+    a, b, tmp, out = (UOp.new_buffer("CPU", n, dtypes.float32) for _ in range(4))
+    buffer_for(a).copyin(np.arange(n, dtype=np.float32))
+    buffer_for(b).copyin(np.ones(n, dtype=np.float32))
+    # scales no other test uses: kernels this process has not compiled
+    linear = UOp(Ops.LINEAR, dtypes.void, (call(scale_add(n, 1.2345), tmp, a, b), call(scale_add(n, 5.4321), out, tmp, a)))
+    run_linear(linear)
+    assert pools == [2]
+    np.testing.assert_allclose(buffer_for(out).numpy(), 5.4321 * (1.2345 * np.arange(n) + 1) + np.arange(n), rtol=1e-6)

@@ -22,7 +22,7 @@ from .cpu import CPUDevice
 from .device import Device
 from .errors import DeviceError
 from .hcq2 import LinkedSteps, link_calls, run_calls, uses_queue_devices
-from .realize import buffer_for, compile_body, device_for_call, strip_after
+from .realize import buffer_for, compile_body, compile_calls, device_for_call, strip_after
 
 _ENTRY = "uop_batch"
 
@@ -114,6 +114,7 @@ def run_linear(linear: UOp, var_vals: dict[str, int] | None = None) -> None:
     rest one by one (see `hcq_runtime.realize` for the kinds of calls)."""
     if linear.op is not Ops.LINEAR:
         raise DeviceError(f"run_linear takes a LINEAR of CALLs, got {linear.op.name}")
+    compile_calls(linear.src)
     run_calls(linear.src, var_vals)
 
 

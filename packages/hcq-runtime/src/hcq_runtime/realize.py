@@ -14,9 +14,11 @@ Arguments are BUFFER UOps (their storage comes from `buffer_for`), bound variabl
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import time
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,23 +90,73 @@ _kernels: dict[tuple[bytes, str], CompiledKernel] = {}
 
 def compile_body(body: UOp, device: str) -> CompiledKernel:
     """The compiled program for a kernel SINK or PROGRAM body on `device` (cached by content key)."""
-    cache_key = (body.key, device)
-    if (hit := _kernels.get(cache_key)) is not None:
+    if (hit := _kernels.get((body.key, device))) is not None:
         return hit
+    program, dev = _program(body, device)
+    return _load(body, device, program, _binary(program, dev))
+
+
+def _program(body: UOp, device: str) -> tuple[UOp, Any]:
     dev = Device[device]
     if getattr(dev, "renderer", None) is None:
         raise DeviceError(f"{device} runs no kernels (it stores bytes): compute on a device such as CPU, then copy the result there")
     program = body if body.op is Ops.PROGRAM else to_program(body, dev.renderer, n_cores=dev.n_cores)
-    info, source = program.arg, program.src[2].arg
     if debug_level() >= 4:
-        print(source)
+        print(program.src[2].arg)
+    return program, dev
+
+
+def _binary(program: UOp, dev: Any) -> bytes:
     if len(program.src) > 3 and program.src[3].op is Ops.BINARY:  # already built (e.g. assembled with amd-isa)
-        binary = program.src[3].arg
-    else:
-        binary = dev.compiler.compile(source)
-        counters.compiles += 1
-    compiled = _kernels[cache_key] = CompiledKernel(info, dev.program(info.function_name, binary), source)
+        return program.src[3].arg
+    binary = dev.compiler.compile(program.src[2].arg)
+    counters.compiles += 1
+    return binary
+
+
+def _load(body: UOp, device: str, program: UOp, binary: bytes) -> CompiledKernel:
+    info = program.arg
+    compiled = _kernels[(body.key, device)] = CompiledKernel(info, Device[device].program(info.function_name, binary), program.src[2].arg)
     return compiled
+
+
+def compile_calls(calls: Sequence[UOp]) -> None:
+    """Compile the kernels of `calls` not compiled yet before any of them runs: their sources are rendered in turn and
+    compiled by the C/LLVM compiler in parallel, one process per core (a model's first step has dozens; compiled one
+    at a time on first launch, the compiler's start-up and optimizer dominate a cold start). A kernel that fails here
+    is left for its launch, which reports the error in order."""
+    todo: dict[tuple[bytes, str], tuple[UOp, str]] = {}
+    for call in calls:
+        call = strip_after(call)
+        if call.op is not Ops.CALL or call.src[0].op not in (Ops.SINK, Ops.PROGRAM):
+            continue
+        try:
+            device = device_for_call(call.src[1:])
+        except DeviceError:
+            continue
+        if (key := (call.src[0].key, device)) not in _kernels and key not in todo:
+            todo[key] = (call.src[0], device)
+    if len(todo) < 2 or (os.cpu_count() or 1) < 2:
+        return
+    programs = []
+    for body, device in todo.values():
+        try:
+            programs.append((body, device, *_program(body, device)))
+        except Exception:  # noqa: BLE001 - reported again, in order, when the call runs
+            continue
+
+    def build(item: tuple) -> tuple | None:
+        body, device, program, dev = item
+        try:
+            return body, device, program, _binary(program, dev)
+        except Exception:  # noqa: BLE001
+            return None
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, len(programs))) as pool:
+        built = list(pool.map(build, programs))
+    for item in built:
+        if item is not None:
+            _load(*item)
 
 
 def _value(arg: UOp, var_vals: dict[str, int]) -> int:
