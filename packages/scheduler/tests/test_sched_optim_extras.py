@@ -82,3 +82,24 @@ def test_an_optimizer_step_with_training_explicitly_off_is_an_error():
         opt.step()
     opt.step()  # unset: allowed
     np.testing.assert_allclose(w.numpy(), [0.9])
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (3, 6), (6, 3), (2, 3, 4, 2)])
+def test_qr_is_orthogonal_times_upper_triangular(shape):
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    q, r = Tensor(x).qr()
+    qn, rn = q.numpy(), r.numpy()
+    m = shape[-2]
+    np.testing.assert_allclose(qn @ np.swapaxes(qn, -1, -2), np.broadcast_to(np.eye(m), qn.shape), atol=1e-5)
+    np.testing.assert_allclose(qn @ rn, x, atol=1e-5)
+    np.testing.assert_array_less(np.abs(np.tril(rn, -1)), 1e-5)
+    # R is unique up to the sign of each row: its magnitudes are numpy's
+    k = min(shape[-2], shape[-1])
+    want = np.linalg.qr(x.astype(np.float64), mode="complete")[1]
+    np.testing.assert_allclose(np.abs(rn[..., :k, :]), np.abs(want[..., :k, :]), atol=1e-4)
+
+
+def test_qr_of_a_zero_column_has_no_nan():
+    q, r = Tensor([[0.0, 1.0], [0.0, 2.0]]).qr()
+    assert not np.isnan(q.numpy()).any() and not np.isnan(r.numpy()).any()
+    np.testing.assert_allclose(q.numpy() @ r.numpy(), [[0.0, 1.0], [0.0, 2.0]], atol=1e-6)

@@ -102,6 +102,29 @@ class NNMixin(TensorFields):
             g = out
         return g
 
+    def qr(self: Tensor) -> tuple[Tensor, Tensor]:
+        """QR decomposition of each matrix of the last two axes by Householder reflections: Q (..., m, m) orthogonal
+        and R (..., m, n) upper triangular with self = Q @ R. A column that is already zero below the diagonal is left
+        as it is (no division by its zero norm)."""
+        if self.ndim < 2:
+            raise ShapeError(f"qr needs a tensor of two or more axes, got shape {self.shape}")
+        from .tensor import Tensor
+
+        *batch, m, n = self.shape
+        r = self.contiguous()
+        q = Tensor.eye(m, dtype=self.dtype, device=self.device).reshape(*[1] * len(batch), m, m).expand(*batch, m, m).contiguous()
+        for j in range(min(m - 1, n)):
+            x = r[..., j:, j]  # (..., m - j)
+            norm = x.square().sum(-1, keepdim=True).sqrt()
+            alpha = (x[..., :1] >= 0).where(-norm, norm)
+            v = (x - alpha * Tensor.eye(m - j, dtype=self.dtype, device=self.device)[0]).pad(((0, 0),) * len(batch) + ((j, 0),))
+            vnorm = v.square().sum(-1, keepdim=True)
+            # H = I - 2 v v^T / (v^T v); nothing to reflect where v is zero
+            scale = (vnorm > 0).where(2.0 / vnorm.maximum(1e-30), 0.0)
+            r = (r - (scale * v).unsqueeze(-1) * (v.unsqueeze(-2) @ r)).contiguous()
+            q = (q - (q @ v.unsqueeze(-1)) * (scale * v).unsqueeze(-2)).contiguous()
+        return q, r
+
     def __matmul__(self: Tensor, x: Tensor) -> Tensor:
         return NotImplemented if hasattr(x, "shards") else self.matmul(x)
 
