@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import mmap
 import re
 import struct
 from dataclasses import dataclass, field
@@ -98,6 +100,15 @@ class GGUFFile:
             return self.tensors[name]
         except KeyError:
             raise GGUFError(f"{self.paths[0]}: no tensor named {name!r}; the model file is incomplete or of another architecture") from None
+
+    def release_pages(self) -> None:
+        """Let the OS drop this process's resident pages of the mapped file (after the weights were copied to a
+        device): they stay valid and are read back from the page cache when touched again, but no longer count in the
+        process's memory twice, once mapped and once copied."""
+        maps = {id(m): m for t in self.tensors.values() if (m := getattr(t.data, "_mmap", None)) is not None}
+        for m in maps.values():
+            with contextlib.suppress(AttributeError, OSError, ValueError):  # no madvise here, or a closed map
+                m.madvise(mmap.MADV_DONTNEED)
 
     @property
     def data_bytes(self) -> int:

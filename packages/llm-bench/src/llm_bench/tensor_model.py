@@ -88,7 +88,10 @@ class TensorModel(LanguageModel):
         # over the vocabulary would read the whole table per token, a float32 copy would hold the whole table
         embd = self.token_embd = checked_tensor(gguf, "token_embd.weight", (c.vocab_size, c.dim))
         self._params += embd.n_elements
-        self.layers = [self._load_layer(gguf, i) for i in range(c.n_layers)]
+        self.layers = []
+        for i in range(c.n_layers):
+            self.layers.append(self._load_layer(gguf, i))
+            gguf.release_pages()  # each layer's file pages go once copied: the peak holds one layer twice, not the model
         self.output_norm = self._norm(gguf, "output_norm.weight", c.dim)
         # Llama 3.2 ties the output projection to the embedding table
         tied = "output.weight" not in gguf
@@ -104,6 +107,7 @@ class TensorModel(LanguageModel):
         # k0, v0, k1, v1, ...: state the captured forwards write into in place (never replaced: `reset` zeroes them)
         self.caches = [Tensor.zeros(*self._cache_shape, dtype=dtypes.float32, device=device).contiguous().realize()
                        for _ in range(2 * c.n_layers)]
+        gguf.release_pages()  # the weights now live in device buffers; only embedding rows are read from the file again
 
     # ---- loading ----
     def _norm(self, gguf: GGUFFile, name: str, size: int) -> Tensor:
