@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-tokens", type=int, default=64, help="tokens to generate without --benchmark (default 64)")
     parser.add_argument("--temperature", type=float, default=0.0, help="sampling temperature; 0 is greedy (default)")
     parser.add_argument("--seed", type=int, default=None, help="random seed for temperature sampling")
+    parser.add_argument("--chat-template", action="store_true", help="wrap --prompt as a user message in the model's chat template")
+    parser.add_argument("--chat", action="store_true", help="talk to the model: one user message per line, the conversation in its chat "
+                        "template (needs uop-llm-bench[chat])")
     return parser
 
 
@@ -108,13 +111,19 @@ def run_model(args: argparse.Namespace) -> int:
     arch, quant = model.config.arch, quant_name(gguf)
     print(f'using model "{name}" with {gguf.data_bytes:,} bytes and {model.param_count:,} params, '
           f"max context {model.max_context} on {backend.name}", file=sys.stdout if args.benchmark is not None and not args.json else sys.stderr)
+    if args.chat:
+        return _chat(model, tokenizer, gguf.metadata, args)
     prompt_text = args.prompt if args.prompt is not None else ("" if args.benchmark is not None else "The")
-    prompt = tokenizer.encode(prompt_text, add_bos=True)
+    if args.chat_template:
+        prompt_text = _chat_prompt(tokenizer, gguf.metadata, [{"role": "user", "content": prompt_text}])
+    # BOS as the model asks (`add_bos_token`): SmolLM2's BOS id is <|im_start|>, which it does not want in front
+    prompt = tokenizer.encode(prompt_text)
     if not prompt:
-        # a model without BOS still needs one token to start from
-        prompt = [0]
+        # an empty prompt still needs one token to start from: BOS when the model has one
+        prompt = [tokenizer.bos_id if tokenizer.bos_id is not None else 0]
     if args.benchmark is None:
-        return _generate(model, tokenizer, prompt, args)
+        _generate(model, tokenizer, prompt, args)
+        return 0
     if args.warmup:
         warm_up(model, prompt)
     results = []
@@ -133,18 +142,52 @@ def run_model(args: argparse.Namespace) -> int:
     return 0
 
 
-def _generate(model: LanguageModel, tokenizer: Tokenizer, prompt: list[int], args: argparse.Namespace) -> int:
-    """Stream the continuation of the prompt until EOS, --max-tokens or a full context."""
-    sys.stdout.write(tokenizer.decode(prompt, skip_special=True))
+def _generate(model: LanguageModel, tokenizer: Tokenizer, prompt: list[int], args: argparse.Namespace, echo: bool = True) -> str:
+    """Stream the continuation of the prompt until EOS, --max-tokens or a full context; returns the continuation."""
+    if echo:
+        sys.stdout.write(tokenizer.decode(prompt, skip_special=True))
     # tokens can end inside a UTF-8 character: decode incrementally so each character prints once, whole
     decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    pieces = []
     for _, token in zip(range(args.max_tokens), model.generate(prompt, args.temperature, args.seed)):
         if tokenizer.is_end(token):
             break
-        sys.stdout.write(decoder.decode(tokenizer.token_bytes(token)))
+        pieces.append(decoder.decode(tokenizer.token_bytes(token)))
+        sys.stdout.write(pieces[-1])
         sys.stdout.flush()
-    sys.stdout.write(decoder.decode(b"", final=True) + "\n")
-    return 0
+    pieces.append(decoder.decode(b"", final=True))
+    sys.stdout.write(pieces[-1] + "\n")
+    return "".join(pieces)
+
+
+def _chat_prompt(tokenizer: Tokenizer, metadata: dict, messages: list[dict[str, str]]) -> str:
+    from .chat import model_template, render_chat
+
+    def token(tid: int | None) -> str:
+        return tokenizer.decode([tid]) if tid is not None else ""
+
+    return render_chat(model_template(metadata), messages, bos_token=token(tokenizer.bos_id), eos_token=token(tokenizer.eos_id))
+
+
+def _chat(model: LanguageModel, tokenizer: Tokenizer, metadata: dict, args: argparse.Namespace) -> int:
+    """One user message per line (an empty line or end of input ends the chat); each answer continues the whole
+    conversation rendered by the model's chat template."""
+    from rich.prompt import Prompt
+
+    _chat_prompt(tokenizer, metadata, [])  # a missing template or jinja2 is reported before the first question
+    console = Console()
+    messages: list[dict[str, str]] = []
+    while True:
+        try:
+            question = Prompt.ask("[bold]you[/bold]", console=console, default="", show_default=False)
+        except EOFError:
+            question = ""
+        if not question.strip():
+            return 0
+        messages.append({"role": "user", "content": question})
+        prompt = tokenizer.encode(_chat_prompt(tokenizer, metadata, messages))
+        console.print("[bold]model[/bold]: ", end="")
+        messages.append({"role": "assistant", "content": _generate(model, tokenizer, prompt, args, echo=False)})
 
 
 def make_tiny_command(argv: Sequence[str]) -> int:
