@@ -73,3 +73,14 @@ def test_sharded_permute_and_softmax(data, close):
     close(s.softmax(-1), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
     e0 = np.exp(x - x.max(0, keepdims=True))
     close(s.softmax(0), e0 / e0.sum(0, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reader_first", [False, True])
+def test_tensor_realize_takes_sharded_tensors_with_a_pending_write(reader_first):
+    devices = ("CPU:0", "CPU:1")
+    buf = Tensor([1.0, 2.0, 3.0, 4.0]).contiguous().realize().shard(devices, 0).realize()
+    stale = buf.to("CPU")
+    buf.assign(Tensor.full(buf.shape, 10.0).shard(devices, 0).contiguous().realize())
+    Tensor.realize(stale, buf) if reader_first else Tensor.realize(buf, stale)
+    np.testing.assert_array_equal(stale.numpy(), [1.0, 2.0, 3.0, 4.0])
+    np.testing.assert_array_equal(buf.numpy(), [10.0] * 4)

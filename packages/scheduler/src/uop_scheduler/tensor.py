@@ -270,7 +270,9 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
     def realize(self, *lst: Tensor) -> Tensor:
         """Compute this tensor (and `lst`) now, in one schedule together with every pending write; afterwards each
         refers to its buffer. A view of a buffer stays a view of it."""
-        tensors = list({id(t): t for t in (self, *lst, *pending)}.values())
+        # a sharded tensor among them (`Tensor.realize(sharded, t)` too) is its shards
+        flat = [s for t in (self, *lst) for s in (t.shards if not isinstance(t, Tensor) and hasattr(t, "shards") else (t,))]
+        tensors = list({id(t): t for t in (*flat, *pending)}.values())
         pending.clear()
         if any(storage_of(t.uop) is not None for t in tensors):  # writes: their old versions' small readers come along
             tensors += co_readers(tensors)
