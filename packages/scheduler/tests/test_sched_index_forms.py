@@ -72,3 +72,29 @@ def test_nonzero_with_a_size_replays_under_tinyjit():
     for _ in range(3):
         for data, want in (([1, 0, 2, 0, 3], [[0], [2], [4]]), ([0, 0, 5, 0, 0], [[2], [-1], [-1]]), ([0] * 5, [[-1]] * 3)):
             np.testing.assert_array_equal(f(Tensor(data)).numpy(), want)
+
+
+@pytest.mark.parametrize("index", [((2, 3, 4),), ([2, 3, 4],), [2, 3, 4], (np.array([2, 3, 4]),)])
+def test_a_write_through_positions_in_a_tuple_lands(index):
+    # a tuple inside the index used to read as a gathered copy, and the write into that copy was lost
+    x, n = Tensor(np.arange(1, 11)).contiguous(), np.arange(1, 11)
+    x[index] = 3
+    n[index if isinstance(index, (tuple, list)) else (index,)] = 3
+    np.testing.assert_array_equal(x.numpy(), n)
+
+
+def test_a_list_of_index_tensors_is_a_tuple_of_indices():
+    n = np.arange(12).reshape(4, 3)
+    x = Tensor(n).contiguous()
+    np.testing.assert_array_equal(x[[Tensor([0, 1]), Tensor([1, 2])]].numpy(), n[[0, 1], [1, 2]])
+    x[[Tensor([0, 1]), Tensor([1, 2])]] = -1
+    n[[0, 1], [1, 2]] = -1
+    np.testing.assert_array_equal(x.numpy(), n)
+
+
+def test_a_detached_tensor_is_a_leaf_of_its_own():
+    a = Tensor([1.0, 2.0, 3.0]).contiguous().realize()
+    d = a.detach()
+    (d * d).sum().backward()
+    np.testing.assert_array_equal(d.grad.numpy(), [2.0, 4.0, 6.0])
+    assert a.grad is None or not a.grad.numpy().any()

@@ -275,14 +275,15 @@ class MovementMixin(TensorFields):
 
     def __getitem__(self: Tensor, indices: Any) -> Tensor:
         """numpy-style indexing: ints, bound Variables, slices (any step), None, Ellipsis, and int tensors, lists and
-        tuples of ints. `t[...]` is `t` itself; a list holding slices, None or Ellipsis is read as a tuple of indices."""
+        tuples of ints. `t[...]` is `t` itself; a list holding slices, None, Ellipsis, lists or tensors is read as a tuple of
+        indices (tinygrad's and torch's reading)."""
         if indices is Ellipsis:
             return self
-        if isinstance(indices, list) and any(i is None or i is Ellipsis or isinstance(i, (slice, list, tuple)) for i in indices):
-            indices = tuple(indices)  # tinygrad's (and old numpy's) reading of x[[slice(None), [1, 3]]]
+        tensor_cls = type(self)
+        if isinstance(indices, list) and any(i is None or i is Ellipsis or isinstance(i, (slice, list, tuple, tensor_cls)) for i in indices):
+            indices = tuple(indices)  # tinygrad's (and old numpy's) reading of x[[slice(None), [1, 3]]] and x[[t0, t1]]
         if not isinstance(indices, tuple):
             indices = (indices,)
-        tensor_cls = type(self)
         hosts: dict[int, np.ndarray] = {}  # index tensors made from host values, checked against the axis size below
         converted = []
         for i in indices:

@@ -376,7 +376,11 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         write the picked elements."""
         if not isinstance(value, Tensor):
             value = Tensor(value, device=self.device, dtype=self.dtype)
-        if any(isinstance(i, (Tensor, list, np.ndarray)) for i in (indices if isinstance(indices, tuple) else (indices,))):
+        if isinstance(indices, list) and any(i is None or i is Ellipsis or isinstance(i, (slice, list, tuple, Tensor)) for i in indices):
+            indices = tuple(indices)  # as __getitem__ reads it: x[[t0, t1]] is x[t0, t1]
+        # positions given as a tensor, list, array or a tuple inside the index: a scatter (a gathered copy is no view)
+        parts = indices if isinstance(indices, tuple) else (indices,)
+        if isinstance(indices, list) or any(isinstance(i, (Tensor, list, tuple, np.ndarray)) for i in parts):
             self.assign(self._scatter_index(indices, value))
             return
         self[indices].assign(value)
@@ -524,8 +528,9 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         return ret
 
     def detach(self) -> Tensor:
-        """The same value, cut off from gradients."""
-        ret = Tensor(self.uop.detach(), device=self.device, requires_grad=False)
+        """The same value, cut off from gradients: none flows through it to this tensor; the detached tensor is a leaf
+        of its own (backward fills its `.grad` like any float tensor's, as tinygrad does)."""
+        ret = Tensor(self.uop.detach(), device=self.device)
         ret._make_view_of(self, ((Ops.DETACH, None),))
         return ret
 
