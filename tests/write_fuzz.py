@@ -277,7 +277,12 @@ class _Gen:
             if not h.shape or h.shape[0] == 0:
                 self.emit(f"{h.name}[...] = {self.scalar()}")
             elif h.shape[0] >= 2:
-                self.emit(f"{h.name}[[0, {h.shape[0] - 1}]] = {self.scalar()}")
+                # the positions as numpy accepts them: a list, a tuple or a list inside the index tuple, or on axis 1
+                last = h.shape[0] - 1
+                forms = [f"[[0, {last}]]", f"[((0, {last}),)]", f"[([{last}, 0],)]"]
+                if len(h.shape) >= 2 and h.shape[1] >= 2:
+                    forms.append(f"[:, [{h.shape[1] - 1}, 0]]")
+                self.emit(f"{h.name}{self.r.choice(forms)} = {self.scalar()}")
             else:
                 self.emit(f"{h.name}[0] = {self.scalar()}")
 
