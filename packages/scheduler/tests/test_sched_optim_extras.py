@@ -103,3 +103,28 @@ def test_qr_of_a_zero_column_has_no_nan():
     q, r = Tensor([[0.0, 1.0], [0.0, 2.0]]).qr()
     assert not np.isnan(q.numpy()).any() and not np.isnan(r.numpy()).any()
     np.testing.assert_allclose(q.numpy() @ r.numpy(), [[0.0, 1.0], [0.0, 2.0]], atol=1e-6)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (2, 5), (2, 3, 3)])
+@pytest.mark.parametrize("full", [True, False])
+def test_svd_against_numpy(shape, full):
+    x = np.random.default_rng(7).standard_normal(shape).astype(np.float32)
+    u, s, vh = (t.numpy() for t in Tensor(x).svd(full_matrices=full))
+    m, n = shape[-2:]
+    k = min(m, n)
+    np.testing.assert_allclose(s, np.linalg.svd(x.astype(np.float64), compute_uv=False), rtol=1e-5, atol=1e-5)
+    assert u.shape == (*shape[:-2], m, m if full else k) and vh.shape == (*shape[:-2], n if full else k, n)
+    for q in (u, np.swapaxes(vh, -1, -2)):  # orthonormal columns
+        np.testing.assert_allclose(np.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(q.shape[-1]), q.shape[:-2] + (q.shape[-1],) * 2), atol=1e-5)
+    middle = np.zeros((*shape[:-2], u.shape[-1], vh.shape[-2]), np.float32)
+    idx = np.arange(k)
+    middle[..., idx, idx] = s
+    np.testing.assert_allclose(u @ middle @ vh, x, atol=1e-5)
+
+
+@pytest.mark.parametrize("x", [np.zeros((2, 2), np.float32), np.eye(3, dtype=np.float32), np.ones((3, 2), np.float32)])
+def test_svd_of_rank_deficient_matrices(x):
+    u, s, vh = (t.numpy() for t in Tensor(x).svd())
+    assert not np.isnan(u).any() and not np.isnan(vh).any()
+    np.testing.assert_allclose(s, np.linalg.svd(x, compute_uv=False), atol=1e-6)
+    np.testing.assert_allclose(u[:, : len(s)] * s @ vh[: len(s)], x, atol=1e-5)

@@ -125,6 +125,49 @@ class NNMixin(TensorFields):
             q = (q - (q @ v.unsqueeze(-1)) * (scale * v).unsqueeze(-2)).contiguous()
         return q, r
 
+    def svd(self: Tensor, full_matrices: bool = True, sweeps: int = 10) -> tuple[Tensor, Tensor, Tensor]:
+        """Singular value decomposition of each matrix of the last two axes by one-sided Jacobi rotations:
+        (U, S, Vh) with self = U @ diag(S) @ Vh, S descending and non-negative. U is (..., m, m) and Vh (..., n, n)
+        with `full_matrices`, else (..., m, k) and (..., k, n) for k = min(m, n). `sweeps` rounds over every column
+        pair (float32 converges in a handful for small matrices)."""
+        from .tensor import Tensor
+
+        if self.ndim < 2:
+            raise ShapeError(f"svd needs a tensor of two or more axes, got shape {self.shape}")
+        *batch, m, n = self.shape
+        if m < n:  # A^T = U' S Vh'  ->  A = Vh'^T S U'^T
+            u, s, vh = self.transpose(-2, -1).svd(full_matrices, sweeps)
+            return vh.transpose(-2, -1), s, u.transpose(-2, -1)
+        dt, dev = self.dtype, self.device
+        eye_n = Tensor.eye(n, dtype=dt, device=dev).contiguous()
+        u = self.contiguous()
+        v = eye_n.reshape(*[1] * len(batch), n, n).expand(*batch, n, n).contiguous()
+        for _ in range(sweeps):
+            for p in range(n - 1):
+                for q in range(p + 1, n):
+                    ep, eq = eye_n[p], eye_n[q]  # one-hot rows: every pair's kernels are the same kernels
+                    up, uq = (u * ep).sum(-1), (u * eq).sum(-1)  # (..., m)
+                    alpha, beta, gamma = up.square().sum(-1), uq.square().sum(-1), (up * uq).sum(-1)
+                    rotate = gamma.abs() > 1e-30
+                    zeta = (beta - alpha) / (2 * rotate.where(gamma, 1.0))
+                    t = (zeta >= 0).where(1.0, -1.0) / (zeta.abs() + (1 + zeta.square()).sqrt())
+                    c = rotate.where(1 / (1 + t.square()).sqrt(), 1.0).unsqueeze(-1)
+                    sn = rotate.where(t / (1 + t.square()).sqrt(), 0.0).unsqueeze(-1)
+                    vp, vq = (v * ep).sum(-1), (v * eq).sum(-1)
+                    u = (u + ((c - 1) * up - sn * uq).unsqueeze(-1) * ep + (sn * up + (c - 1) * uq).unsqueeze(-1) * eq).contiguous()
+                    v = (v + ((c - 1) * vp - sn * vq).unsqueeze(-1) * ep + (sn * vp + (c - 1) * vq).unsqueeze(-1) * eq).contiguous()
+        sigma = u.square().sum(-2).sqrt()  # (..., n)
+        order = sigma.argsort(-1, descending=True)
+        s = sigma.gather(-1, order)
+        cols = order.unsqueeze(-2).expand(*batch, m, n)
+        u = (u / (sigma > 1e-30).where(sigma, 1.0).unsqueeze(-2)).gather(-1, cols)
+        v = v.gather(-1, order.unsqueeze(-2).expand(*batch, n, n))
+        if full_matrices and m > n:  # complete the columns to an orthonormal basis of R^m
+            q, r = u.cat(Tensor.eye(m, dtype=dt, device=dev).reshape(*[1] * len(batch), m, m).expand(*batch, m, m), dim=-1).qr()
+            signs = (r.diagonal(dim1=-2, dim2=-1)[..., :n] >= 0).where(1.0, -1.0)
+            u = q * signs.cat(Tensor.ones(*batch, m - n, dtype=dt, device=dev), dim=-1).unsqueeze(-2)
+        return u, s, v.transpose(-2, -1)
+
     def __matmul__(self: Tensor, x: Tensor) -> Tensor:
         return NotImplemented if hasattr(x, "shards") else self.matmul(x)
 
