@@ -150,3 +150,13 @@ def test_bfloat16_and_fp8_values():
     np.testing.assert_array_equal(Tensor.linspace(0, 1, 5, dtype=dtypes.bfloat16).numpy(), np.linspace(0, 1, 5, dtype=np.float32))
     f = Tensor([0.5, -1.25, 448.0], dtype=dtypes.fp8e4m3)  # all exactly representable in e4m3
     np.testing.assert_array_equal(f.float().numpy(), np.array([0.5, -1.25, 448.0], np.float32))
+
+
+@pytest.mark.parametrize("make", [Tensor.zeros, Tensor.ones, Tensor.rand, Tensor.randn, Tensor.empty])
+def test_shape_arguments_as_tinygrad_takes_them(make):
+    for args, shape in [((), ()), ((1,), (1,)), ((2, 3), (2, 3)), (([],), ()), (([2, 3],), (2, 3)), (((),), ()), (((2, 3),), (2, 3))]:
+        assert make(*args).shape == shape
+    with pytest.raises(ValueError, match="not both"):  # a tuple and separate ints mixed
+        make((2, 2), 2, 2)
+    with pytest.raises(ValueError, match="not both"):
+        Tensor.ones(2, 2).reshape((2, 2), 1)

@@ -25,7 +25,7 @@ def argfix(*x: Any) -> tuple[Any, ...]:
     """`f((1, 2))` and `f(1, 2)` both as (1, 2)."""
     if x and isinstance(x[0], (tuple, list)):
         if len(x) != 1:
-            raise TensorRuntimeError(f"bad arg {x}: pass a tuple or separate ints, not both")
+            raise ShapeError(f"bad arg {x}: pass a tuple or separate ints, not both")
         return tuple(x[0])
     return x
 

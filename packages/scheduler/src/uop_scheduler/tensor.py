@@ -539,6 +539,8 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
     def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
+        if any(isinstance(s, (tuple, list)) for s in shape):
+            raise ShapeError(f"a shape is ints, given separately or as one tuple or list, not both: got {shape}")
         return tuple(int(s) for s in shape)
 
     @staticmethod
