@@ -38,7 +38,7 @@ SHIM: dict[str, dict[str, str]] = {
                  "Device": "Device",
                  "Context": "Context", "nn": "nn", "function": "function", "GlobalCounters": "_us.helpers.GlobalCounters"},
     "tinygrad.tensor": {"Tensor": "Tensor"},
-    "tinygrad.dtype": {"dtypes": "dtypes"},
+    "tinygrad.dtype": {"dtypes": "dtypes", "DTYPES_DICT": "__import__('uopir.dtypes', fromlist=['DTYPES_DICT']).DTYPES_DICT"},
     "tinygrad.device": {"Device": "Device"},
     "tinygrad.helpers": {"Context": "Context"} | {name: f"_us.helpers.{name}"
                                                   for name in ("getenv", "OSX", "temp", "all_same", "prod", "GlobalCounters")},
