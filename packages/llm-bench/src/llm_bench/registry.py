@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import urllib.error
 import urllib.request
 import zipfile
@@ -12,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .errors import GGUFError, RegistryError
+from .files import written_atomically
 from .tiny_models import SYNTHETIC_SPECS, TINY_SPECS, write_random_model
 
 _HF = "https://huggingface.co"
@@ -52,10 +52,8 @@ def model_names() -> list[str]:
 
 def download(url: str, dest: Path, progress: Callable[[int, int | None], None] | None = None, timeout: float = 60.0) -> Path:
     """Fetch `url` to `dest` with urllib; the file appears only when complete. `progress(done, total)` is called per chunk."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
+        with written_atomically(dest) as out, urllib.request.urlopen(url, timeout=timeout) as response:
             total = response.headers.get("Content-Length")
             total_bytes = int(total) if total is not None else None
             done = 0
@@ -64,28 +62,20 @@ def download(url: str, dest: Path, progress: Callable[[int, int | None], None] |
                 done += len(chunk)
                 if progress is not None:
                     progress(done, total_bytes)
-        if total_bytes is not None and done != total_bytes:
-            raise RegistryError(f"download of {url} stopped after {done} of {total_bytes} bytes; run again to retry")
-        os.replace(tmp_name, dest)
+            if total_bytes is not None and done != total_bytes:
+                raise RegistryError(f"download of {url} stopped after {done} of {total_bytes} bytes; run again to retry")
     except (urllib.error.URLError, OSError, ValueError) as e:
-        Path(tmp_name).unlink(missing_ok=True)
         reason = getattr(e, "reason", None) or e
         raise RegistryError(f"cannot download {url}: {reason}; check the network or pass a local GGUF path") from None
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
     return dest
 
 
 def _extract(archive: Path, member: str, dest: Path) -> Path:
     """Copy `member` of the zip `archive` to `dest` (the file appears only when complete)."""
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
     try:
-        with zipfile.ZipFile(archive) as z, z.open(member) as src, os.fdopen(fd, "wb") as out:
+        with zipfile.ZipFile(archive) as z, z.open(member) as src, written_atomically(dest) as out:
             shutil.copyfileobj(src, out, 1 << 20)
-        os.replace(tmp_name, dest)
     except (zipfile.BadZipFile, KeyError, OSError) as e:
-        Path(tmp_name).unlink(missing_ok=True)
         raise RegistryError(f"cannot take {member} from {archive.name}: {e}") from None
     return dest
 

@@ -184,13 +184,12 @@ class GradientMixin:
         from .realize import overwritten
 
         graph = self._graph if self._graph is not None else self.uop
-        # not a tensor that asked for its own gradient (a parameter is a leaf, whatever computed its first value), nor
-        # one whose graph reads a buffer overwritten since (it would compute other values than the buffer holds)
-        kept = {t.uop: t._graph for t in list(graph_holders) if t._graph is not None and t is not self and t.requires_grad is not True
-                and not any(n.op is Ops.BUFFER and overwritten(n) for n in t._graph.toposort())}
+        # not a tensor that asked for its own gradient (a parameter is a leaf, whatever computed its first value)
+        kept = {t.uop: t._graph for t in list(graph_holders) if t._graph is not None and t is not self and t.requires_grad is not True}
         for _ in range(len(kept)):  # a substituted graph may read realized values too: one level per pass
             nodes = graph.toposort()
-            found = {u: g for u, g in kept.items() if u in nodes}
+            # nor one whose graph reads a buffer overwritten since (it would compute other values than the buffer holds)
+            found = {u: g for u, g in kept.items() if u in nodes and not any(n.op is Ops.BUFFER and overwritten(n) for n in g.toposort())}
             if not found:
                 break
             graph = graph.substitute(found)
@@ -204,15 +203,18 @@ class GradientMixin:
 
         graph = self._autograd_graph()
         nodes = set(graph.toposort())
-        # a realized value read through the graph it was computed by (see _autograd_graph) is that graph's root there
-        key = {id(t): t._graph if t._graph is not None and t._graph in nodes else t.uop for t in list(all_tensors)}
-        found = [t for t in list(all_tensors) if key.get(id(t)) in nodes and t.requires_grad is not False and dtypes.is_float(t.dtype)
-                 and _has_buffer(t)]
+        found: list[tuple[object, UOp]] = []  # (tensor, the node standing for it in the graph)
+        for t in list(all_tensors):
+            # a realized value read through the graph it was computed by (see _autograd_graph) is that graph's root
+            k = t._graph if t._graph is not None and t._graph in nodes else t.uop
+            if k in nodes and t.requires_grad is not False and dtypes.is_float(t.dtype) and _has_buffer(t):
+                found.append((t, k))
         # equal values are one node (two zeros tensors realized together share a buffer): where a node is shared, the
         # tensors that asked for gradients (requires_grad=True) take them, not every tensor holding that value
-        asked = {key[id(t)] for t in found if t.requires_grad}
-        targets = [t for t in found if t.requires_grad or key[id(t)] not in asked]
-        for t, g in zip(targets, self._gradients(targets, gradient, graph, [key[id(t)] for t in targets])):
+        asked = {k for t, k in found if t.requires_grad}
+        chosen = [(t, k) for t, k in found if t.requires_grad or k not in asked]
+        targets = [t for t, _ in chosen]
+        for t, g in zip(targets, self._gradients(targets, gradient, graph, [k for _, k in chosen])):
             if t.grad is None:
                 t.grad = g
             else:

@@ -153,6 +153,7 @@ class _Captured:
     # tensors the step left unrealized (gradients nobody realized, say) with their graphs over the captured buffers:
     # each replay rebinds them to its own inputs and outputs (see `_late_tensors`)
     late: list[tuple[weakref.ref, UOp]] = dataclasses.field(default_factory=list)
+    late_now: dict[UOp, UOp] = dataclasses.field(default_factory=dict)  # the latest replay's buffers for the captured ones
 
 
 def _pruned(linear: UOp, varying: list[UOp]) -> UOp:
@@ -289,7 +290,8 @@ class TinyJit(Generic[ReturnType]):
             print(f"*** jit {getattr(self.fn, '__name__', 'fn')} replay {self.cnt - 1}: {n} kernels {(time.perf_counter() - start) * 1e6:10.1f} us")
         self.cnt += 1
         if cap.late:  # the step's unrealized tensors now stand for this call's values, rebound when first read
-            _LateTensor.defer(cap, dict(zip(cap.buffers, [*input_buffers, *outputs])))
+            cap.late_now = dict(zip(cap.buffers, [*input_buffers, *outputs]))
+            _LateTensor.defer(cap)
         fresh = iter(Tensor._owning(b.reshape(bind_shape(shape, var_vals)), device) for b, (shape, _, device, _) in zip(outputs, cap.outputs))
         return cap.structure([inputs[a] if isinstance(a, int) else a if a is not None else next(fresh) for a in cap.aliased])
 
@@ -301,27 +303,31 @@ class _LateTensor(Tensor):
     nobody reads between replays (a training loop) so pays nothing for them."""
 
     __slots__ = ()
-    _pending: ClassVar[dict[int, tuple[_Captured, dict[UOp, UOp]]]] = {}  # id(tensor) -> its capture, that call's buffers
+    _pending: ClassVar[dict[int, _Captured]] = {}  # id(tensor) -> its capture (which holds the latest replay's buffers)
 
     @staticmethod
-    def defer(cap: _Captured, now: dict[UOp, UOp]) -> None:
-        live = []
-        for ref, graph in cap.late:
-            if (t := ref()) is not None:
-                live.append((ref, graph))
-                if type(t) is Tensor:
-                    t.__class__ = _LateTensor
-                _LateTensor._pending[id(t)] = (cap, now)
-        cap.late = live
+    def defer(cap: _Captured) -> None:
+        cap.late = [(ref, graph) for ref, graph in cap.late if ref() is not None]
+        for ref, _ in cap.late:
+            t = ref()
+            if type(t) is Tensor:
+                t.__class__ = _LateTensor
+            _LateTensor._pending[id(t)] = cap
+        if any(type(ref()) is not _LateTensor for ref, _ in cap.late):  # a subclass of Tensor keeps its class: rebind now
+            _LateTensor._rebind_all(cap)
 
-    def _rebind(self) -> None:
-        cap, now = _LateTensor._pending[id(self)]
-        late = [(t, graph) for ref, graph in cap.late if (t := ref()) is not None and type(t) is _LateTensor]
-        rebound = UOp.sink(*(graph for _, graph in late)).substitute(now).src if late else ()
+    @staticmethod
+    def _rebind_all(cap: _Captured) -> None:
+        late = [(t, graph) for ref, graph in cap.late if (t := ref()) is not None and _LateTensor._pending.get(id(t)) is cap]
+        rebound = UOp.sink(*(graph for _, graph in late)).substitute(cap.late_now).src if late else ()
         for (t, _), graph in zip(late, rebound):
             del _LateTensor._pending[id(t)]
-            t.__class__ = Tensor
+            if type(t) is _LateTensor:
+                t.__class__ = Tensor
             _slot_uop.__set__(t, graph)
+
+    def _rebind(self) -> None:
+        _LateTensor._rebind_all(_LateTensor._pending[id(self)])
 
     @property
     def uop(self) -> UOp:

@@ -30,6 +30,15 @@ def argfix(*x: Any) -> tuple[Any, ...]:
     return x
 
 
+def index_tuple(indices: Any, tensor_cls: type) -> Any:
+    """A list holding slices, None, Ellipsis, lists, tuples or tensors read as a tuple of indices (tinygrad's and torch's
+    reading, and old numpy's: `x[[slice(None), [1, 3]]]` is `x[:, [1, 3]]`, `x[[t0, t1]]` is `x[t0, t1]`); any other
+    index as given."""
+    if isinstance(indices, list) and any(i is None or i is Ellipsis or isinstance(i, (slice, list, tuple, tensor_cls)) for i in indices):
+        return tuple(indices)
+    return indices
+
+
 class MovementMixin(TensorFields):
     """Movement ops of Tensor."""
 
@@ -280,8 +289,7 @@ class MovementMixin(TensorFields):
         if indices is Ellipsis:
             return self
         tensor_cls = type(self)
-        if isinstance(indices, list) and any(i is None or i is Ellipsis or isinstance(i, (slice, list, tuple, tensor_cls)) for i in indices):
-            indices = tuple(indices)  # tinygrad's (and old numpy's) reading of x[[slice(None), [1, 3]]] and x[[t0, t1]]
+        indices = index_tuple(indices, tensor_cls)
         if not isinstance(indices, tuple):
             indices = (indices,)
         hosts: dict[int, np.ndarray] = {}  # index tensors made from host values, checked against the axis size below
@@ -422,8 +430,8 @@ class MovementMixin(TensorFields):
         for axis, it in enumerate(items):
             if isinstance(it, slice) and it == slice(None):
                 continue
-            if isinstance(it, (list, np.ndarray)):
-                it = tensor_cls(it, device=self.device)
+            if isinstance(it, (list, tuple, np.ndarray)):  # positions, as __getitem__ reads them
+                it = tensor_cls(list(it) if isinstance(it, tuple) else it, device=self.device)
             if not isinstance(it, tensor_cls) or not dtypes.is_int(it.dtype) or it.device != self.device:
                 return None
             adv.append((axis, it))

@@ -371,11 +371,9 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
                 leaves.update((n, out) for n in list(leaves) if canon.get(n, n) is old)
             lowering = KernelLowering(leaves, out)
             ast = lowering.store_kernel(node, _store_base(node))
+            steps.append(KernelStep(ast, tuple(lowering.buffers), _variables(ast)))
         else:
-            ast, kernel_buffers = _lowered_kernel(node, node.src[0] if node.op is Ops.CONTIGUOUS else node, leaves, out)
-            steps.append(KernelStep(ast, kernel_buffers, _variables(ast)))
-            continue
-        steps.append(KernelStep(ast, tuple(lowering.buffers), _variables(ast)))
+            steps.append(_lowered_kernel(node, node.src[0] if node.op is Ops.CONTIGUOUS else node, leaves, out))
     afters = tuple((i, bufnum[n]) for i, n in enumerate(walk.nodes) if n.op is Ops.AFTER and n not in leaf_set)
     preserved = tuple((bufnum[old], bufnum[cp]) for old, cp in copies.items() if old in live)
     return Plan(len(walk.inputs), tuple(new_buffers), tuple(steps), tuple(bufnum[t] for t in targets), afters, preserved)
@@ -387,12 +385,12 @@ def _variables(ast: UOp) -> tuple[UOp, ...]:
 
 # kernels already lowered, by their graph with the buffers they read as numbered stand-ins: a model's layers compute
 # the same kernels over other buffers, lowered once (key -> the AST and, per PARAM slot after the output, its stand-in)
-_LOWERED: dict[bytes, tuple[UOp, tuple[int, ...]]] = {}
+_LOWERED: dict[bytes, tuple[UOp, tuple[int, ...], tuple[UOp, ...]]] = {}
 _LOWERED_MAX = 4096
 
 
-def _lowered_kernel(node: UOp, body: UOp, leaves: dict[UOp, int], out: int) -> tuple[UOp, tuple[int, ...]]:
-    """The kernel AST computing `node` (its value `body`) into buffer `out`, and the buffer of each of its PARAM slots."""
+def _lowered_kernel(node: UOp, body: UOp, leaves: dict[UOp, int], out: int) -> KernelStep:
+    """The kernel step computing `node` (its value `body`) into buffer `out` over the buffers of its PARAM slots."""
     standin_of: dict[int, int] = {}  # buffer number -> stand-in number, in first-encounter order
     stand: dict[UOp, UOp] = {}
     for n in body.toposort(gate=lambda n: n not in leaves):
@@ -403,12 +401,13 @@ def _lowered_kernel(node: UOp, body: UOp, leaves: dict[UOp, int], out: int) -> t
     if (hit := _LOWERED.get(key)) is None:
         lowering = KernelLowering(leaves, out)
         ast = lowering.kernel(node, body)
-        hit = (ast, tuple(standin_of[b] for b in lowering.buffers[1:]))
+        hit = (ast, tuple(standin_of[b] for b in lowering.buffers[1:]), _variables(ast))
         if len(_LOWERED) >= _LOWERED_MAX:
             del _LOWERED[next(iter(_LOWERED))]
         _LOWERED[key] = hit
+    ast, standins, variables = hit
     buffer_of = list(standin_of)
-    return hit[0], (out, *(buffer_of[k] for k in hit[1]))
+    return KernelStep(ast, (out, *(buffer_of[k] for k in standins)), variables)
 
 
 def _toposort(nodes: list[UOp], deps: dict[UOp, set[UOp]], rank) -> list[UOp]:

@@ -23,7 +23,7 @@ from .identity import IdentitySet
 from .indexing import IndexingMixin
 from .losses import LossMixin
 from .math_ops import MathMixin
-from .movement import MovementMixin
+from .movement import MovementMixin, index_tuple
 from .multi import ShardedTensor, shard
 from .nn_ops import NNMixin
 from .random import RandomMixin
@@ -376,8 +376,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         write the picked elements."""
         if not isinstance(value, Tensor):
             value = Tensor(value, device=self.device, dtype=self.dtype)
-        if isinstance(indices, list) and any(i is None or i is Ellipsis or isinstance(i, (slice, list, tuple, Tensor)) for i in indices):
-            indices = tuple(indices)  # as __getitem__ reads it: x[[t0, t1]] is x[t0, t1]
+        indices = index_tuple(indices, Tensor)  # as __getitem__ reads it
         # positions given as a tensor, list, array or a tuple inside the index: a scatter (a gathered copy is no view)
         parts = indices if isinstance(indices, tuple) else (indices,)
         if isinstance(indices, list) or any(isinstance(i, (Tensor, list, tuple, np.ndarray)) for i in parts):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from hcq_runtime import bind_buffer, buffer_for
@@ -221,19 +222,24 @@ def live_reads(exclude: set[int]) -> set[UOp]:
     out: set[UOp] = set()
     seen: set[UOp] = set()
     for t in list(all_tensors):
-        if id(t) in exclude:
-            continue
-        stack = [t.uop]
-        while stack:
-            n = stack.pop()
-            if n in seen:
-                continue
-            seen.add(n)
-            if n.op in (Ops.BUFFER, Ops.AFTER) or n in done:
-                out.add(version_of(n))
-            else:
-                stack.extend(n.src)
+        if id(t) not in exclude:
+            out.update(_versions_read(t.uop, seen))
     return out
+
+
+def _versions_read(u: UOp, seen: set[UOp], clean: set[UOp] | frozenset[UOp] = frozenset()) -> Iterator[UOp]:
+    """The buffer versions `u`'s graph reads (see `live_reads`), walking only nodes not in `seen` or `clean` and adding
+    each to `seen`."""
+    stack = [u]
+    while stack:
+        n = stack.pop()
+        if n in seen or n in clean:
+            continue
+        seen.add(n)
+        if n.op in (Ops.BUFFER, Ops.AFTER) or n in done:
+            yield version_of(n)
+        else:
+            stack.extend(n.src)
 
 
 def co_readers(targets: list[Tensor]) -> list[Tensor]:
@@ -260,25 +266,20 @@ def co_readers(targets: list[Tensor]) -> list[Tensor]:
     chosen: list[Tensor] = []
     tensors = list(all_tensors)
     # gradients of tensors that did not ask for one (a batch's inputs): rarely read, so not worth computing now
-    target_ids = {id(t) for t in targets} | {id(t.grad) for t in tensors if t.grad is not None and t.requires_grad is None}
+    skip = {id(t) for t in targets} | {id(t.grad) for t in tensors if t.grad is not None and t.requires_grad is None}
     clean: set[UOp] = set()  # nodes known to read neither an overwritten nor a fresh version
     for t in tensors:
-        if id(t) in target_ids or before_capture(t) or (u := t.uop) in done or storage_of(u) is not None:
+        if id(t) in skip or before_capture(t) or (u := t.uop) in done or storage_of(u) is not None:
             continue
         read: set[UOp] = set()
-        stack, seen, needs_new = [u], set(), False
-        while stack and not needs_new:
-            n = stack.pop()
-            if n in seen or n in clean:
-                continue
-            seen.add(n)
-            if n.op in (Ops.BUFFER, Ops.AFTER) or n in done:
-                v = version_of(n)
-                needs_new = v in fresh
-                if v in old:
-                    read.add(v)
-            else:
-                stack.extend(n.src)
+        seen: set[UOp] = set()
+        needs_new = False
+        for v in _versions_read(u, seen, clean):
+            if v in fresh:
+                needs_new = True
+                break
+            if v in old:
+                read.add(v)
         if not read and not needs_new:
             clean.update(seen)
             continue
