@@ -1,5 +1,6 @@
 """Autodiff as tinygrad defines it: backward() fills .grad for every live floating-point tensor of the graph that has a
-buffer below it (requires_grad=False opts out); gradients are per tensor even when two tensors hold equal values."""
+device value: a buffer or a shaped constant from full/ones/zeros, not a bare scalar nor an arange/linspace/eye index
+constant (requires_grad=False opts out); gradients are per tensor even when two tensors hold equal values."""
 
 import numpy as np
 import pytest
@@ -29,6 +30,42 @@ def test_constants_and_integers_get_no_gradient():
         (w * 2.0).gradient(w)
     with pytest.raises(AssertionError, match="non-scalar"):  # tinygrad asserts here
         (x * x).gradient(x)
+
+
+def test_shaped_constants_get_gradients_and_index_constants_do_not():
+    # tinygrad: Tensor.ones/zeros/full are buffers of a device (gradients), arange/linspace/eye are device-less
+    # constants (none); an overlapping setitem's gradient reaches both values written
+    z = Tensor.zeros(6)
+    x = Tensor.ones(4).contiguous()
+    y = Tensor.ones(4) * 2
+    z[:4] = x
+    z[2:] = y
+    z.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1, 1, 0, 0])
+    np.testing.assert_array_equal(y.grad.numpy(), [1, 1, 1, 1])
+
+    ref = Tensor.arange(0.0, 20).reshape(4, 5)
+    eye, line = Tensor.eye(5), Tensor.linspace(0, 1, 5)
+    first = ref.clone()
+    ((first[:, [1, 3]] @ eye[[1, 3]]) * line).sum().backward()
+    assert ref.grad is None and eye.grad is None and line.grad is None
+    # a clone of the reference takes its (absent) gradient with it: nothing left over from the first backward
+    second = ref.clone()
+    assert second.grad is None
+    second[[0, 2]].sum().backward()
+    want = np.zeros((4, 5), np.float32)
+    want[[0, 2]] = 1
+    np.testing.assert_array_equal(second.grad.numpy(), want)
+
+
+def test_index_constants_take_gradients_when_asked():
+    a = Tensor.arange(4.0, requires_grad=True)
+    (a * a).sum().backward()
+    np.testing.assert_array_equal(a.grad.numpy(), [0, 2, 4, 6])
+    x, y = Tensor.eye(3), Tensor([[2.0, 0, -2.0]])
+    dx, dy = y.matmul(x).sum().gradient(x, y)
+    np.testing.assert_array_equal(dx.numpy(), np.array([[2.0, 2, 2], [0, 0, 0], [-2, -2, -2]]))
+    np.testing.assert_array_equal(dy.numpy(), [[1, 1, 1]])
 
 
 def test_an_unused_target_gets_zeros_and_backward_accumulates_in_place():

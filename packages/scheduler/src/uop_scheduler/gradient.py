@@ -8,6 +8,7 @@ return one gradient per source (None where the source gets none: comparisons, bi
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 
 from uopir import Ops, UOp, dtypes
@@ -160,7 +161,7 @@ class GradientMixin:
         for i, t in enumerate(targets):
             if not dtypes.is_float(t.dtype):
                 raise GradientError(f"target {i} has dtype {t.dtype}: gradients are taken with respect to floating-point tensors")
-            if not _has_buffer(t):
+            if not _has_buffer(t, index_constants_count=True):  # an explicit target may be an index constant (eye)
                 raise GradientError(f"target {i} is a constant (no buffer in its graph): it has no gradient; use a tensor made from data")
         return self._gradients(targets, gradient)
 
@@ -222,10 +223,32 @@ class GradientMixin:
         return self
 
 
-def _has_buffer(t) -> bool:
-    """Whether a device buffer is below this tensor's value, or the value is materialized into one (`contiguous()`):
-    a constant or a graph of constants alone has no gradient."""
-    return any(n.op in (Ops.BUFFER, Ops.PARAM, Ops.CONTIGUOUS) for n in t.uop.toposort())
+def _has_buffer(t, index_constants_count: bool = False) -> bool:
+    """Whether the tensor holds a value of a device gradients are taken for: a buffer below it (other than an index
+    constant's: `arange`, `linspace`, `eye`), a value materialized into one (`contiguous()`), or a constant given a
+    shape by a creation function (`Tensor.ones(4) * 2`, a buffer in tinygrad). A bare scalar constant (`Tensor(2.0)`)
+    and values computed from index constants alone have no gradient, as tinygrad's device-less constants have none,
+    unless they ask for one (`requires_grad=True`) or `index_constants_count` (an explicit `gradient()` target)."""
+    if t.requires_grad:
+        return True
+    for n in t.uop.toposort():
+        if n.op is Ops.BUFFER and (index_constants_count or n not in index_constants):
+            return True
+        if n.op in (Ops.PARAM, Ops.CONTIGUOUS) or _is_full(n):
+            return True
+    return False
+
+
+def _is_full(n: UOp) -> bool:
+    """Whether n is a constant broadcast to a shape, as `Tensor.full` builds it."""
+    if n.op is not Ops.EXPAND or n.shape == ():
+        return False
+    src = n.src[0]
+    return src.op is Ops.CONST or (src.op is Ops.RESHAPE and src.src[0].op is Ops.CONST)
+
+
+# buffers made on the host by arange, linspace and eye: constants of index arithmetic, with no gradient
+index_constants: weakref.WeakSet = weakref.WeakSet()
 
 
 requires_grad_tensors: IdentitySet = IdentitySet()

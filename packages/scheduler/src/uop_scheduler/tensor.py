@@ -18,7 +18,7 @@ from .activations import ActivationMixin
 from .calls import IN_PLACE
 from .elementwise import ElementwiseMixin
 from .errors import JitError, ShapeError, TensorRuntimeError, TensorTypeError
-from .gradient import GradientMixin, graph_holders, requires_grad_tensors
+from .gradient import GradientMixin, graph_holders, index_constants, requires_grad_tensors
 from .identity import IdentitySet
 from .indexing import IndexingMixin
 from .losses import LossMixin
@@ -588,7 +588,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         n = max(0, math.ceil((stop - start) / step))
         # computed in float64/int64 on the host so every element is exact before the final conversion
         values = start + np.arange(n, dtype=np.float64 if dtypes.is_float(dt) else np.int64) * step
-        return Tensor(values, device=device, dtype=dt, **kwargs)
+        return _index_constant(Tensor(values, device=device, dtype=dt, **kwargs))
 
     @staticmethod
     def linspace(start: float, stop: float, steps: int, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:
@@ -596,7 +596,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         dt = _norm_dtype(dtype) or dtypes.default_float
         if dt is dtypes.bool:
             raise ValueError("linspace with bool dtype is not supported")
-        return Tensor(np.linspace(start, stop, steps), device=device, dtype=dt, **kwargs)
+        return _index_constant(Tensor(np.linspace(start, stop, steps), device=device, dtype=dt, **kwargs))
 
     @staticmethod
     def eye(n: int, m: int | None = None, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:
@@ -604,7 +604,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         if n < 0 or (m is not None and m < 0):
             raise ValueError(f"cannot have negative {n=}, {m=}")
         dt = _norm_dtype(dtype) or dtypes.default_float
-        return Tensor(np.eye(n, m if m is not None else n), device=device, dtype=dt, **kwargs)
+        return _index_constant(Tensor(np.eye(n, m if m is not None else n), device=device, dtype=dt, **kwargs))
 
     def full_like(self, fill_value: Any, **kwargs: Any) -> Tensor:
         """A tensor like this one (shape, dtype, device unless given) filled with `fill_value`."""
@@ -625,3 +625,10 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         kwargs.setdefault("dtype", self.dtype)
         kwargs.setdefault("device", self.device)
         return Tensor.empty(self.shape, **kwargs)
+
+
+def _index_constant(t: Tensor) -> Tensor:
+    """Mark the buffers of a host-made index constant (arange, linspace, eye): no gradient is taken for them or for
+    values computed from them alone."""
+    index_constants.update(n for n in t.uop.toposort() if n.op is Ops.BUFFER)
+    return t
