@@ -36,8 +36,9 @@ FILES = [
 SHIM: dict[str, dict[str, str]] = {
     "tinygrad": {"Tensor": "Tensor", "TinyJit": "TinyJit", "Variable": "Variable", "dtypes": "dtypes",
                  "Device": "Device",
-                 "Context": "Context", "nn": "nn", "function": "function", "GlobalCounters": "_us.helpers.GlobalCounters"},
-    "tinygrad.tensor": {"Tensor": "Tensor"},
+                 "Context": "Context", "nn": "nn", "function": "function", "GlobalCounters": "_us.helpers.GlobalCounters",
+                 "UOp": "__import__('uopir').UOp"},
+    "tinygrad.tensor": {"Tensor": "Tensor", "_to_np_dtype": "__import__('hcq_runtime').numpy_dtype"},
     "tinygrad.dtype": {"dtypes": "dtypes", "DTYPES_DICT": "__import__('uopir.dtypes', fromlist=['DTYPES_DICT']).DTYPES_DICT"},
     "tinygrad.device": {"Device": "Device"},
     "tinygrad.helpers": {"Context": "Context"} | {name: f"_us.helpers.{name}"

@@ -41,3 +41,41 @@ def test_disjoint_writes_into_invalids():
     z[2:5] = 2
     z[6:7] = 3
     assert z[2:5].tolist() == [2, 2, 2] and z[6:7].tolist() == [3]
+
+
+def test_none_is_an_empty_float_tensor():
+    t = Tensor(None)
+    assert t.shape == (0,) and t.dtype == dtypes.float32
+    np.testing.assert_array_equal(t.numpy(), np.array([], np.float32))
+
+
+def test_max_shape_of_a_symbolic_tensor():
+    from uopir import UOp
+
+    t = Tensor.empty(2, UOp.variable("v", 1, 32), 4)
+    assert t.max_shape == (2, 32, 4) and t.max_numel() == 2 * 32 * 4
+    assert Tensor.empty(2, 3).max_shape == (2, 3) and Tensor.empty(2, 3).max_numel() == 6
+
+
+def test_from_blob_reads_the_memory_as_it_is_when_computed():
+    import array
+    import ctypes
+
+    x = memoryview(bytearray(16)).cast("I")
+    t = Tensor.from_blob(ctypes.addressof(ctypes.c_char.from_buffer(x)), (4,), dtype=dtypes.uint32, device="CPU")
+    z = t + 1
+    np.testing.assert_array_equal(z.numpy(), [1, 1, 1, 1])
+    x[:] = array.array("I", [0, 1, 2, 3])
+    z = t + 1  # the same graph as before: computed again, not the remembered result
+    np.testing.assert_array_equal(z.numpy(), [1, 2, 3, 4])
+    np.testing.assert_array_equal(t.numpy(), [0, 1, 2, 3])
+    t.assign(t * 2).realize()  # writes go to the caller's memory
+    assert list(x) == [0, 2, 4, 6]
+
+
+def test_is_param_is_whether_backward_fills_the_gradient():
+    w, frozen = Tensor([1.0, 2.0]).clone(), Tensor([3.0, 4.0]).is_param_(False)
+    assert w.is_param and not frozen.is_param and frozen.requires_grad is False
+    (w * frozen).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [3, 4])
+    assert frozen.grad is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Generic, TypeVar
 
-from .errors import AllocationError
+from .errors import AllocationError, DeviceError
 
 Opaque = TypeVar("Opaque")
 
@@ -44,6 +44,10 @@ class Allocator(Generic[Opaque]):
     def address(self, opaque: Opaque) -> int:
         """The address a program on this device uses for `opaque`."""
         raise NotImplementedError
+
+    def from_address(self, address: int, nbytes: int) -> Opaque:
+        """A handle for `nbytes` of memory this allocator did not allocate, starting at `address` (never freed here)."""
+        raise DeviceError(f"{type(self).__name__} cannot use memory it did not allocate")
 
 
 class LRUAllocator(Allocator[Opaque]):

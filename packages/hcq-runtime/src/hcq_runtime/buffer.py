@@ -47,13 +47,14 @@ class Buffer:
     allocated on first use (`ensure_allocated`, `copyin`, ...) and returned to the device's allocator when
     the last reference to the base goes away."""
 
-    __slots__ = ("device", "size", "dtype", "options", "offset", "_base", "_opaque", "__weakref__")
+    __slots__ = ("device", "size", "dtype", "options", "offset", "_base", "_opaque", "external", "__weakref__")
 
     def __init__(self, device: str, size: int, dtype: Any, *, base: Buffer | None = None, offset: int = 0, options: Any = None):
         if size < 0:
             raise AllocationError(f"a buffer cannot have {size} elements")
         self.device, self.size, self.dtype, self.options = canonicalize(device), size, dtype, options
         self.offset, self._base, self._opaque = offset, None, None
+        self.external = False  # memory owned by someone else (`from_address`): never freed or reused here
         if base is not None:
             if base._base is not None:
                 raise AllocationError("a view must be made from a base buffer, not from another view")
@@ -98,6 +99,15 @@ class Buffer:
     def address(self) -> int:
         return self.allocator.address(self.opaque)
 
+    @staticmethod
+    def from_address(device: str, size: int, dtype: Any, address: int) -> Buffer:
+        """A buffer over memory the caller owns at `address` (no copy); it must stay valid while the buffer lives, and
+        changes to it are seen by every later read."""
+        buf = Buffer(device, size, dtype)
+        buf._opaque = buf.allocator.from_address(address, max(buf.nbytes, 1))
+        buf.external = True
+        return buf
+
     def view(self, size: int, dtype: Any, offset: int) -> Buffer:
         """A buffer of `size` `dtype`s starting `offset` bytes into this buffer's memory."""
         return Buffer(self.device, size, dtype, base=self.base, offset=self.offset + offset)
@@ -123,7 +133,7 @@ class Buffer:
         return np.frombuffer(self.as_bytes(), dtype=numpy_dtype(self.dtype))
 
     def __del__(self) -> None:
-        if self._base is None and self._opaque is not None:
+        if self._base is None and self._opaque is not None and not self.external:
             try:
                 self.allocator.free(self._opaque, max(self.nbytes, 1), self.options)
             except Exception:  # at interpreter shutdown the device or its allocator may already be gone

@@ -56,6 +56,11 @@ class CPUAllocator(LRUAllocator[CPUMemory]):
     def address(self, opaque: CPUMemory) -> int:
         return opaque.address
 
+    def from_address(self, address: int, nbytes: int) -> CPUMemory:
+        if not address:
+            raise AllocationError("cannot use memory at address 0")
+        return CPUMemory(None, address, nbytes)
+
 
 def load_shared_object(binary: bytes) -> ctypes.CDLL:
     """dlopen a shared object held in memory.

@@ -18,11 +18,14 @@ from uopir import Ops, UOp, dtypes
 
 from .calls import in_place_arity, inline_calls, is_call_output
 from .schedule import CopyStep, KernelStep, Plan, cached_plan, device_below, walk_graph
+from .storage import off_storage
 
 realized_buffers: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 # buffer versions made by writes that have run: AFTER(buffer, STORE) -> buffer (kept through TinyJit captures, unlike
 # realized_buffers: running a write twice would apply it twice)
 written_versions: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+# BUFFERs over memory someone else owns (`Tensor.from_blob`): values read from them are not remembered
+external_buffers: weakref.WeakSet[UOp] = weakref.WeakSet()
 _captures: list[list[UOp]] = []
 _existing: list[frozenset[int]] = []  # per capture: ids of the tensors made before it
 # buffer versions overwritten in place with no copy kept: no realized node may map to them again
@@ -132,7 +135,8 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
 
     `live_reads` lists the buffer versions values outside this schedule may still read; it is asked only when the
     schedule overwrites a version in place, and those versions are kept (copied) for their readers."""
-    walk = walk_graph(plan_targets := targets, done, default_device)
+    # views of a file's buffer are computed from a copy of the bytes they read (a DISK device runs no kernels)
+    walk = walk_graph(plan_targets := off_storage(targets, default_device), done, default_device)
     if any(is_call_output(n) for n in walk.nodes):
         walk = walk_graph(plan_targets := inline_calls(targets), done, default_device)
     var_vals: dict[str, int] = {}
@@ -168,6 +172,8 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     for pos, num in plan.afters:
         written_versions[walk.nodes[pos]] = buffers[num]
     outs = [buffers[n] for n in plan.outputs]
+    if external_buffers and any(n in external_buffers for n in walk.inputs):
+        return outs  # memory its owner may change at any time (`Tensor.from_blob`): every read computes again
     for t, buf in zip(targets, outs):
         # a graph of constants alone belongs to no device: realized for a tensor on one device, it must not be read
         # from that buffer by a kernel on another

@@ -11,7 +11,7 @@ import math
 from typing import Any, ClassVar
 
 import numpy as np
-from hcq_runtime import Device, bind_buffer, buffer_for, canonicalize, numpy_dtype
+from hcq_runtime import Buffer, Device, bind_buffer, buffer_for, canonicalize, numpy_dtype
 from uopir import DType, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8_to_float, strong_dtype, to_dtype
 
 from .activations import ActivationMixin
@@ -27,7 +27,7 @@ from .movement import MovementMixin, index_tuple
 from .multi import ShardedTensor, shard
 from .nn_ops import NNMixin
 from .random import RandomMixin
-from .realize import capturing, done, realize_uops, realized_buffers, written_versions
+from .realize import capturing, done, external_buffers, realize_uops, realized_buffers, written_versions
 from .reduce import ReduceMixin
 from .schedule import device_below
 from .symbolic import concrete
@@ -146,6 +146,8 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
             dt = out
         if isinstance(data, np.generic):
             data = np.asarray(data)
+        if data is None:  # tinygrad: an empty float tensor
+            data = np.zeros((0,), numpy_dtype(dt) if dt is not None and dt.fmt is not None else np.float32)
         if not isinstance(data, np.ndarray):
             raise TensorTypeError(f"can't create Tensor from {data!r} with type {type(data)}")
         out = dt if dt is not None else dtype_of_numpy(data.dtype)
@@ -220,6 +222,29 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
     def shape(self) -> tuple[int, ...]:
         """The dims, as a tuple of ints."""
         return tuple(self.uop.shape)
+
+    @property
+    def max_shape(self) -> tuple[int, ...]:
+        """The shape with every symbolic dim at its maximum."""
+        return tuple(int(d.vmax) if isinstance(d, UOp) else d for d in self.shape)
+
+    def max_numel(self) -> int:
+        """The number of elements of `max_shape`."""
+        return math.prod(self.max_shape)
+
+    @property
+    def is_param(self) -> bool:
+        """tinygrad's name for whether backward fills this tensor's gradient (`requires_grad` is not False)."""
+        return self.requires_grad is not False
+
+    @is_param.setter
+    def is_param(self, value: bool) -> None:
+        self.requires_grad = None if value else False
+
+    def is_param_(self, is_param: bool = True) -> Tensor:
+        """Set `is_param` in place; returns self."""
+        self.is_param = is_param
+        return self
 
     @property
     def dtype(self) -> DType:
@@ -544,10 +569,27 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
 
     @staticmethod
     def empty(*shape: Any, device: str | None = None, dtype: Any = None, **kwargs: Any) -> Tensor:
-        """An uninitialized tensor."""
+        """An uninitialized tensor. A dim may be a symbolic `Variable`: the buffer holds its maximum (`max_shape`) and
+        the tensor views the variable's size of it."""
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        if any(isinstance(d, UOp) for d in shape):
+            full = Tensor.empty(*(int(d.vmax) if isinstance(d, UOp) else d for d in shape), device=device, dtype=dtype, **kwargs)
+            return full.shrink(tuple((0, d) if isinstance(d, UOp) else None for d in shape))
         dims, dt = Tensor._shape_arg(shape), _norm_dtype(dtype) or dtypes.default_float
         dev = canonicalize(device) if device is not None else Device.DEFAULT
         return Tensor._owning(UOp.new_buffer(dev, math.prod(dims), dt).reshape(dims), dev, **kwargs)
+
+    @staticmethod
+    def from_blob(ptr: int, shape: tuple[int, ...], dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:
+        """A tensor over memory the caller owns at address `ptr` (no copy; CPU): it must stay valid while the tensor
+        lives, and every computation reads what the memory holds when it runs."""
+        dims, dt = Tensor._shape_arg(tuple(shape)), _norm_dtype(dtype) or dtypes.default_float
+        dev = canonicalize(device) if device is not None else Device.DEFAULT
+        buf = UOp.new_buffer(dev, math.prod(dims), dt)
+        bind_buffer(buf, Buffer.from_address(dev, math.prod(dims), dt, int(ptr)))
+        external_buffers.add(buf)
+        return Tensor._owning(buf.reshape(dims), dev, **kwargs)
 
     @staticmethod
     def invalids(*shape: Any, device: str | None = None, dtype: Any = None, **kwargs: Any) -> Tensor:
