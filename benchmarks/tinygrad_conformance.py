@@ -225,6 +225,8 @@ def main() -> int:
     ap.add_argument("--file-timeout", type=int, default=1200, help="seconds per file and side (default 1200)")
     ap.add_argument("--show", type=int, default=15, help="list this many tests tinygrad passes and we fail, per file")
     ap.add_argument("--exclusions", type=Path, default=EXCLUSIONS, help="tests left out, with reasons (default: the checked-in list)")
+    ap.add_argument("--ours-path", default="", help="directories put first on sys.path for our side (os.pathsep-separated), "
+                    "e.g. the src dirs of a `git worktree` snapshot to measure while the checkout is edited")
     ap.add_argument("--scan", action="store_true", help="print the tests that look at tinygrad internals (exclusion candidates) and stop")
     args = ap.parse_args()
     if not (args.src / "tinygrad" / "__init__.py").exists():
@@ -244,7 +246,8 @@ def main() -> int:
     rows = []
     try:
         for f in files:
-            ours = run_file(ours_dir, f, base_env | {"PYTHONPATH": str(ours_dir)}, args.file_timeout)
+            ours_path = os.pathsep.join(p for p in (str(ours_dir), args.ours_path) if p)
+            ours = run_file(ours_dir, f, base_env | {"PYTHONPATH": ours_path}, args.file_timeout)
             theirs = {} if args.no_baseline else run_file(tg_dir, f, base_env | {"PYTHONPATH": f"{tg_dir}{os.pathsep}{args.src}"} | baseline_device(),
                                                           args.file_timeout)
             base = [t for t, r in theirs.items() if r == "passed"] if theirs else [t for t, r in ours.items() if r != "skipped"]

@@ -17,8 +17,17 @@ from typing import Any, Generic, TypeVar
 from uopir import Ops, UOp, dtypes
 
 from .errors import SchedulerError
+from .multi import ShardedTensor
 from .tensor import Tensor
 from .writes import all_tensors, pending, storage_of
+
+# a trace whose body returned values over several devices: calls with that signature run the function as written
+_SHARDS = object()
+
+
+class _Sharded(Exception):
+    """Raised by a trace whose function returned a ShardedTensor."""
+
 
 ReturnType = TypeVar("ReturnType")
 
@@ -70,15 +79,25 @@ class _Function(Generic[ReturnType]):
         return found
 
     def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
+        # over several devices (a sharded argument, or a body that shards): the function runs as written, its
+        # operations building the per-device graphs and their gradients directly
+        if any(isinstance(a, ShardedTensor) for a in (*args, *kwargs.values())):
+            return self.fn(*args, **kwargs)
         names = list(kwargs)
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
         signature = (tuple((t.shape, t.dtype, t.device) for t in tensors), tuple(names),
                      tuple(None if isinstance(a, Tensor) else a for a in (*args, *kwargs.values())),
                      self._state_key(args[0]) if self._is_method_of(args) else ())
         trace = self.traces.get(signature)
+        if trace is _SHARDS:
+            return self.fn(*args, **kwargs)
         lifted = [ref() for ref in trace[3]] if trace is not None else []
         if trace is None or any(t is None or t.shape != shape for t, shape in zip(lifted, trace[4])):
-            trace = self.traces[signature] = self._trace(args, kwargs, tensors)
+            try:
+                trace = self.traces[signature] = self._trace(args, kwargs, tensors)
+            except _Sharded:
+                self.traces[signature] = _SHARDS
+                return self.fn(*args, **kwargs)
             lifted = [ref() for ref in trace[3]]
         values, is_tuple, written = trace[:3]
         outs = UOp.call_with_outputs(values, *(t.uop for t in tensors), *(t.uop for t in lifted), grad_fxn=self.grad_fxn,
@@ -101,6 +120,8 @@ class _Function(Generic[ReturnType]):
             pending.pop(p, None)
         is_tuple = isinstance(ret, tuple)
         rets = ret if is_tuple else (ret,)
+        if any(isinstance(r, ShardedTensor) for r in rets):
+            raise _Sharded
         if not rets or not all(isinstance(r, Tensor) for r in rets):
             raise FunctionError(f"function {self.name} must return a Tensor or a tuple of Tensors, got {type(ret).__name__}")
         values = tuple(r.uop for r in rets) + tuple(params[i].uop for i in written)

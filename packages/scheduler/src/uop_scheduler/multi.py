@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 _UNARY = ("exp", "log", "exp2", "log2", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "relu", "leaky_relu", "gelu", "silu",
           "softplus", "erf", "abs", "sign", "floor", "ceil", "round", "trunc", "isnan", "isinf", "reciprocal", "square", "neg",
-          "logical_not", "cast", "contiguous", "clip", "clamp")
+          "logical_not", "cast", "contiguous", "clip", "clamp", "zeros_like", "ones_like", "full_like", "detach", "float", "half")
 _BINARY = {"__add__": "add", "__sub__": "sub", "__mul__": "mul", "__truediv__": "div", "__pow__": "pow", "__lt__": "__lt__",
            "__gt__": "__gt__", "__le__": "__le__", "__ge__": "__ge__", "__eq__": "eq", "__ne__": "ne", "maximum": "maximum",
            "minimum": "minimum", "add": "add", "sub": "sub", "mul": "mul", "div": "div"}
@@ -43,13 +43,19 @@ def shard(t: Tensor, devices: Sequence[str], axis: int | None = None) -> Sharded
     if len(set(devs)) != len(devs):
         raise TensorRuntimeError(f"shard devices must be distinct, got {devs}")
     if axis is None:
-        return ShardedTensor(tuple(t.to(d) for d in devs), None)
+        return ShardedTensor(tuple(_placed(t, d) for d in devs), None)
     ax = t._resolve_dim(axis)
     start, pieces = 0, []
     for d, size in zip(devs, split_sizes(t.shape[ax], len(devs))):
-        pieces.append(t.shrink(tuple((start, start + size) if i == ax else None for i in range(t.ndim))).to(d))
+        pieces.append(_placed(t.shrink(tuple((start, start + size) if i == ax else None for i in range(t.ndim))), d))
         start += size
     return ShardedTensor(tuple(pieces), ax)
+
+
+def _placed(t: Tensor, device: str) -> Tensor:
+    """A shard of its own on `device`: a copy there, or on t's own device a clone (a shard is not a view of `t`, so
+    writing it leaves `t` alone, and no replica's graph holds another replica: each gets its own gradient)."""
+    return t.to(device) if device != t.device else t.clone()
 
 
 class ShardedTensor:
@@ -112,6 +118,44 @@ class ShardedTensor:
             return self.shards[0].to(device)
         first, *rest = [s.to(device) for s in self.shards]
         return first.cat(*rest, dim=self.axis)
+
+    # ---- autodiff ----
+    def backward(self, gradient: ShardedTensor | None = None) -> ShardedTensor:
+        """Accumulate gradients into every tensor this value depends on, shards included (see `grad`). A replicated
+        value's replicas are computed alike, so backward runs from the first device's; a split value runs from each
+        shard with its part of `gradient`."""
+        if self.axis is None:
+            self.shards[0].backward(None if gradient is None else self._matching(gradient)[0])
+            return self
+        if gradient is None:
+            raise TensorRuntimeError(f"backward of a value split over devices (shape {self.shape}) needs an explicit `gradient=`")
+        for s, g in zip(self.shards, self._matching(gradient)):
+            s.backward(g)
+        return self
+
+    @property
+    def grad(self) -> ShardedTensor | None:
+        """The gradient, split like the value. Replicas on several devices are one value: its gradient is the sum of
+        every replica's, on each device."""
+        grads = [s.grad for s in self.shards]
+        if all(g is None for g in grads):
+            return None
+        full = [g if g is not None else s.zeros_like() for s, g in zip(self.shards, grads)]
+        if self.axis is not None:
+            return ShardedTensor(tuple(full), self.axis)
+        return self._allreduce(full, lambda a, b: a + b)
+
+    @grad.setter
+    def grad(self, value: ShardedTensor | None) -> None:
+        if value is None:
+            for s in self.shards:
+                s.grad = None
+            return
+        parts = self._matching(value)
+        if self.axis is None:  # the sum over replicas is the value: the first holds it, the others start at zero
+            parts = [parts[0], *(s.zeros_like().contiguous() for s in self.shards[1:])]
+        for s, g in zip(self.shards, parts):
+            s.grad = g
 
     # ---- per-shard application ----
     def _map(self, fn: Callable[[Tensor], Tensor], axis: int | None = None) -> ShardedTensor:

@@ -267,7 +267,10 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
     for node in walk.nodes:
         if node.op in (Ops.CONTIGUOUS, Ops.COPY) and node not in leaf_set:
             realized.add(node)
-            if node.op is Ops.COPY and _is_leaf_view(node.src[0], leaf_set) is None:
+            # a COPY's source is computed where it lives, unless it is of constants alone (no device): then the
+            # COPY computes it on its own device (realized apart, it would sit on the default device and be read there
+            # by kernels of other devices too)
+            if node.op is Ops.COPY and _is_leaf_view(node.src[0], leaf_set) is None and device_below(node.src[0]) is not None:
                 realized.add(node.src[0])
     for node in walk.nodes:
         if node.op is Ops.REDUCE and node not in leaf_set and not _fuses_into_consumer(node, consumers, realized):
@@ -355,6 +358,9 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
             steps.append(KernelStep(node.src[0], tuple(bufnum[a] for a in node.src[1:1 + in_place_arity(node)]), variables))
             continue
         out = bufnum[node]
+        if node.op is Ops.COPY and node.src[0] not in bufnum and _is_leaf_view(node.src[0], leaf_set) is None:
+            steps.append(_lowered_kernel(node, node.src[0], {n: bufnum[n] for n in bufnum if n is not node}, out))
+            continue
         if node.op is Ops.COPY:
             src_leaf = _is_leaf_view(node.src[0], leaf_set)
             steps.append(CopyStep(out, bufnum[src_leaf if src_leaf is not None else node.src[0]]))
