@@ -103,8 +103,8 @@ def test_implicit_buffers_are_refused_unless_allowed():
 def test_grad_fxn_replaces_the_body_gradient():
     x = Tensor([1.0, 2.0, 3.0], requires_grad=True).realize()
     body = UOp.param(0, dtypes.float32, (3,), x.device) * 3
-    # grad_fxn gets the output gradients by argument position (the output is argument 1) and claims d/dx = 10, not 3
-    x.call(fxn=body, grad_fxn=lambda grads, call: (grads[1] * 10,)).sum().backward()
+    # grad_fxn gets the gradient of each output, then the call, and claims d/dx = 10, not 3
+    x.call(fxn=body, grad_fxn=lambda grad, call: (grad * 10,)).sum().backward()
     np.testing.assert_equal(x.grad.numpy(), [10, 10, 10])
     np.testing.assert_equal(x.call(fxn=body).numpy(), [3, 6, 9])
 
@@ -232,3 +232,42 @@ def test_a_closed_over_tensor_given_a_new_value_is_read_at_each_call():
     np.testing.assert_allclose(f(Tensor([1.0, 1.0])).numpy(), [2.0, 3.0])
     w.assign(Tensor([10.0, 20.0])).realize()
     np.testing.assert_allclose(f(Tensor([1.0, 1.0])).numpy(), [11.0, 21.0])
+
+
+def test_closed_over_values_not_computed_yet_are_inputs_of_the_call():
+    # tinygrad takes a closed-over value still to be computed (a pending write, an unrealized contiguous) as an input
+    # computed before the call; only a buffer read as it is counts as implicit
+    b = Tensor([10, 20, 30]).realize()
+    a = Tensor([1, 2, 3])
+    a += 1
+    c = Tensor([2, 2, 2]).contiguous()
+
+    @function
+    def f(x):
+        return a + x + c
+
+    np.testing.assert_equal(f(b).numpy(), [14, 25, 36])
+    a += 1  # a new pending value of the same tensor: the next call passes it
+    np.testing.assert_equal(f(b).numpy(), [15, 26, 37])
+    np.testing.assert_equal(a.numpy(), [3, 4, 5])
+
+
+def test_grad_fxn_gets_one_gradient_per_output_as_tinygrad_passes_them():
+    def grad_fxn(d_out0, d_out1, call):  # f(u1, u2) = (u1 + 1, u2 * 3): d/du1 = d_out0, d/du2 = 3 * d_out1
+        return d_out0, d_out1 * 3
+
+    x, y = Tensor.ones(3).contiguous(), Tensor.ones(3).contiguous()
+
+    @function(grad_fxn=grad_fxn)
+    def f(u1, u2):
+        return u1 + 1, u2 * 3
+
+    t1, t2 = f(x, y)
+    (t1 + 2 * t2).sum().backward()
+    np.testing.assert_equal(x.grad.numpy(), [1, 1, 1])
+    np.testing.assert_equal(y.grad.numpy(), [6, 6, 6])
+    x.grad = y.grad = None
+    t1, _ = f(x, y)  # an output nothing uses gets zeros
+    t1.sum().backward()
+    np.testing.assert_equal(x.grad.numpy(), [1, 1, 1])
+    np.testing.assert_equal(y.grad.numpy(), [0, 0, 0])

@@ -3,7 +3,8 @@
 A call's outputs are `AFTER(output_buffer, CALL(SINK(STORE(PARAM(pos), value), ...), *args))`. The scheduler
 computes an output by inlining: the stored value with each PARAM replaced by the argument at its position (a
 precompiled call's value is materialized in its own kernel). Gradients flow through the inlined value, or through
-the call's `grad_fxn` when it has one: `grad_fxn(output_grads, call)` returns one gradient per argument (None allowed).
+the call's `grad_fxn` when it has one: `grad_fxn(*output_grads, call)`, the gradient of each output in order, returns
+one gradient per argument (None allowed).
 """
 
 from __future__ import annotations
@@ -84,6 +85,12 @@ def inline_calls(roots: tuple[UOp, ...]) -> tuple[UOp, ...]:
     return roots
 
 
+def _zeros_like(value: UOp) -> UOp:
+    """Zeros of `value`'s dtype and shape."""
+    zero = value.const_like(0)
+    return zero.reshape((1,) * len(value.shape)).expand(value.shape) if value.shape else zero
+
+
 def call_gradients(call: UOp, output_grads: dict[int, UOp], leads, compute_gradient) -> list[UOp | None]:
     """One gradient per argument of `call`, given the gradients of its outputs by argument position.
 
@@ -99,11 +106,18 @@ def call_gradients(call: UOp, output_grads: dict[int, UOp], leads, compute_gradi
             raise SchedulerError("no gradient through a custom kernel without a grad_fxn")
         grads = [None if g is None else g.uop if hasattr(g, "uop") else g for g in info.grad_fxn(output_grads.get(0), call)]
         return [None] * n + grads + [None] * (n - len(grads))
-    if info.grad_fxn is not None:
-        grads = list(info.grad_fxn(tuple(output_grads.get(i) for i in range(len(args))), call))
-        grads += [None] * (len(args) - len(grads))
-        return [None if g is None else g.uop if hasattr(g, "uop") else g for g in grads]
     stores = {s.src[0].arg.slot: s.src[1] for s in call.src[0].src if s.op is Ops.STORE and s.src[0].op is Ops.PARAM}
+    if info.grad_fxn is not None:
+        # as tinygrad calls it: the gradient of each output in order (zeros for an output nothing used), then the call
+        per_output = [output_grads[pos] if pos in output_grads else _zeros_like(stores[pos]) for pos in sorted(stores)]
+        returned = [None if g is None else g.uop if hasattr(g, "uop") else g for g in info.grad_fxn(*per_output, call)]
+        if len(returned) == len(args):  # one per argument, outputs included (None for them)
+            return returned
+        # one per input, in order (the outputs are arguments of the call here, not of the function)
+        grads: list[UOp | None] = [None] * len(args)
+        for pos, g in zip([i for i in range(len(args)) if i not in stores], returned):
+            grads[pos] = g
+        return grads
     params = {p.arg.slot: p for v in stores.values() for p in v.toposort() if p.op is Ops.PARAM}
     wanted = {params[i] for i, a in enumerate(args) if i in params and i not in stores and a in leads}
     extra: list[UOp] = []  # backward arguments after the forward ones: output gradients, then forward outputs

@@ -125,6 +125,9 @@ class _Function(Generic[ReturnType]):
         if not rets or not all(isinstance(r, Tensor) for r in rets):
             raise FunctionError(f"function {self.name} must return a Tensor or a tuple of Tensors, got {type(ret).__name__}")
         values = tuple(r.uop for r in rets) + tuple(params[i].uop for i in written)
+        # closed-over values not computed yet (a tensor with a pending write, a contiguous() not realized) are inputs
+        # computed before the call, as tinygrad takes them; only buffers read as they are count as implicit
+        values, pending_inputs = _lift_pending(values, len(tensors), {p.uop for p in params} | set(initial))
         if not self.allow_implicit:
             state = self._state_buffers(args[0]) if self._is_method_of(args) else set()
             implicit = sorted({n for n in UOp.sink(*values).toposort() if n.op is Ops.BUFFER and not n.is_unbound and n not in state},
@@ -132,8 +135,28 @@ class _Function(Generic[ReturnType]):
             if implicit:
                 listed = "; ".join(f"{i}: dtype={b.dtype}, size={b.arg.size}, device={b.arg.device}" for i, b in enumerate(implicit))
                 raise FunctionError(f"function {self.name} has {len(implicit)} implicit buffer(s), but allow_implicit=False: {listed}")
-        values, lifted = _lift_implicit(values, len(tensors), {p.uop for p in params} | set(initial))
+        values, lifted = _lift_implicit(values, len(tensors) + len(pending_inputs), {p.uop for p in params} | set(initial))
+        lifted = pending_inputs + lifted
         return values, is_tuple, written, tuple(weakref.ref(t) for t in lifted), tuple(t.shape for t in lifted)
+
+
+def _lift_pending(values: tuple[UOp, ...], n_args: int, params: set[UOp]) -> tuple[tuple[UOp, ...], list[Tensor]]:
+    """The live tensors the traced body reads whose value is still to be computed from buffers (no PARAM in it, not a
+    plain view of a buffer) become extra arguments of the call: every call passes their current value."""
+    nodes = set(UOp.sink(*values).toposort())
+    found: dict[UOp, Tensor] = {}
+    for t in list(all_tensors):
+        u = t.uop
+        if u in nodes and u not in params and u not in found and ((st := storage_of(u)) is None or st.op is not Ops.BUFFER):
+            graph = u.toposort()
+            if any(n.op is Ops.BUFFER for n in graph) and not any(n.op is Ops.PARAM or n in params for n in graph):
+                found[u] = t
+    inner = {n for u in found for n in u.toposort() if n is not u}
+    lifted = [t for u, t in found.items() if u not in inner]
+    if not lifted:
+        return values, []
+    stand_ins = {t.uop: UOp.param(n_args + i, t.dtype, t.shape, t.device) for i, t in enumerate(lifted)}
+    return UOp.sink(*values).substitute(stand_ins).src, lifted
 
 
 def _lift_implicit(values: tuple[UOp, ...], n_args: int, params: set[UOp]) -> tuple[tuple[UOp, ...], list[Tensor]]:

@@ -75,8 +75,13 @@ class Plan:
     preserved: tuple[tuple[int, int], ...] = ()  # (old version's buffer, the copy that keeps its value for later readers)
 
 
+OWN_COPY = "copy before a write"  # the arg of every own copy (writes.own_copy), before its number
+
+
 def _arg_key(arg: Any) -> Any:
     # floats by their bits: nan would never equal itself and 0.0 == -0.0 would merge two different constants
+    if type(arg) is str and arg.startswith(OWN_COPY):  # own copies differ by a counter only: one plan serves them all
+        return OWN_COPY
     return struct.pack("<d", arg) if type(arg) is float else arg
 
 

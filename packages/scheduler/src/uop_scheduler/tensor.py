@@ -534,7 +534,11 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         return dtypes.is_float(self.dtype)
 
     def contiguous(self) -> Tensor:
-        """Mark this value to be materialized in its own buffer when realized."""
+        """Mark this value to be materialized in its own buffer when realized. A value of constants alone
+        (`Tensor.ones(3).contiguous()`, the usual way to make a fresh buffer) gets a node of its own each time: two such
+        tensors are two buffers, with a gradient each, not one hash-consed value."""
+        if not any(n.op in (Ops.BUFFER, Ops.PARAM) for n in self.uop.toposort()):
+            return self._wrap(own_copy(self.uop))
         return self._wrap(self.uop.contiguous())
 
     def contiguous_backward(self) -> Tensor:

@@ -27,6 +27,7 @@ from .calls import is_kernel_output
 from .errors import TensorRuntimeError
 from .identity import IdentitySet
 from .realize import before_capture, done, version_of
+from .schedule import OWN_COPY
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -106,7 +107,7 @@ _copies = itertools.count()
 def own_copy(u: UOp) -> UOp:
     """A copy of `u` that no other tensor's graph holds: a CONTIGUOUS of its own (the arg makes it a node of its own,
     where a plain `u.contiguous()` is the same node as any other tensor's `u.contiguous()` and realizes to its buffer)."""
-    return UOp(Ops.CONTIGUOUS, u.dtype, (u,), arg=f"copy before a write #{next(_copies)}")
+    return UOp(Ops.CONTIGUOUS, u.dtype, (u,), arg=f"{OWN_COPY} #{next(_copies)}")
 
 
 def rebind_views(root: Tensor) -> None:
