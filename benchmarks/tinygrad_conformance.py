@@ -55,7 +55,7 @@ SHIM: dict[str, dict[str, str]] = {
                                                                 "safe_load", "safe_load_metadata", "torch_load", "tar_extract", "zip_extract")},
     "tinygrad.function": {"function": "function"},
     "tinygrad.uop": {},
-    "tinygrad.uop.ops": {"UOp": "__import__('uopir').UOp", "Ops": "__import__('uopir').Ops"},
+    "tinygrad.uop.ops": {"UOp": "__import__('uopir').UOp", "Ops": "__import__('uopir').Ops", "KernelInfo": "__import__('uopir').KernelInfo"},
 }
 
 HELPERS_STUB = '''"""A stub of tinygrad's test/helpers.py for the conformance run: the names the public-API tests use."""

@@ -271,3 +271,35 @@ def test_grad_fxn_gets_one_gradient_per_output_as_tinygrad_passes_them():
     t1.sum().backward()
     np.testing.assert_equal(x.grad.numpy(), [1, 1, 1])
     np.testing.assert_equal(y.grad.numpy(), [0, 0, 0])
+
+
+def _addmulsub_kernel(c: UOp, d: UOp, e: UOp, a: UOp, b: UOp) -> UOp:
+    """tinygrad's element form: ptr[i] reads where used as a value, stores grouped under one loop, a named SINK."""
+    from uopir import KernelInfo
+
+    c, d, e, a, b = c.flatten(), d.flatten(), e.flatten(), a.flatten(), b.flatten()
+    i = UOp.range(c.numel(), 0)
+    stores = UOp.group(c[i].store(a[i] + b[i]), d[i].store(a[i] * b[i]), e[i].store(a[i] - b[i]))
+    return stores.end(i).sink(arg=KernelInfo(name="addmulsub")).simplify()
+
+
+def test_custom_kernel_in_tinygrads_element_form_with_three_outputs_and_their_gradients():
+    rng = np.random.default_rng(5)
+    an, bn, wn = (rng.standard_normal((4, 4)).astype(np.float32) for _ in range(3))
+
+    def grad_fxn(gc, gd, ge, call):  # one gradient per written tensor, then the call over the tensors
+        _c, _d, _e, a, b = call.src[1:]
+        ga = (Tensor(gc) + Tensor(gd) * Tensor(b) + Tensor(ge)).uop
+        gb = (Tensor(gc) + Tensor(gd) * Tensor(a) - Tensor(ge)).uop
+        return None, None, None, ga, gb
+
+    a, b = Tensor(an).realize(), Tensor(bn).realize()
+    c, d, e, _, _ = Tensor.custom_kernel(Tensor.empty(4, 4), Tensor.empty(4, 4), Tensor.empty(4, 4), a, b,
+                                         fxn=_addmulsub_kernel, grad_fxn=grad_fxn)
+    ((c * d) + e * Tensor(wn)).sum().backward()  # e's gradient is w, d's is c, c's is d
+    np.testing.assert_allclose(c.numpy(), an + bn, rtol=1e-6)
+    np.testing.assert_allclose(d.numpy(), an * bn, rtol=1e-6)
+    np.testing.assert_allclose(e.numpy(), an - bn, rtol=1e-6)
+    gc, gd, ge = an * bn, an + bn, wn
+    np.testing.assert_allclose(a.grad.numpy(), gc + gd * bn + ge, rtol=1e-5)
+    np.testing.assert_allclose(b.grad.numpy(), gc + gd * an - ge, rtol=1e-5)

@@ -209,3 +209,25 @@ def test_pickle_roundtrip_is_hash_consed():
     g = UOp.sink(buf.index(x).store((buf.index(x).load() * 2.0).cast(dtypes.float.vec(1))))
     assert pickle.loads(pickle.dumps(g)) is g
     assert pickle.loads(pickle.dumps(dtypes.half.ptr(8))) is dtypes.half.ptr(8)
+
+
+def test_tinygrads_kernel_writing_forms():
+    from uopir import KernelInfo
+    from uopir.codegen.kernel import kernel_form, kernel_stores
+
+    a, out = UOp.param(0, dtypes.float32.ptr(8)), UOp.param(1, dtypes.float32.ptr(8))
+    assert a.flatten() is a and a.numel() == 8
+    i = UOp.range(a.numel(), 0)
+    assert a[i].dtype == dtypes.float32  # an element, read where it is used as a value
+    st = out[i].store(a[i] * 2)
+    # sink as a method and as a static constructor build the same node
+    assert st.end(i).sink(arg=KernelInfo("k")) is UOp.sink(st.end(i), arg=KernelInfo("k"))
+    assert UOp.sink().src == ()
+    body = kernel_form(UOp.group(st, out[i + 0].store(1.0)).end(i).sink())
+    stores = kernel_stores(body)
+    assert len(stores) == 2 and all(s.src[0].op is Ops.INDEX and s.src[0].dtype == out.dtype for s in stores)
+    loads = [n for n in body.toposort() if n.op is Ops.LOAD]
+    assert len(loads) == 1 and loads[0].src[0].dtype == a.dtype
+    assert kernel_form(body) is body  # already in pointer form
+    with pytest.raises(GraphError, match="only a pointer"):
+        UOp.const(1.0)[0]

@@ -85,6 +85,18 @@ def inline_calls(roots: tuple[UOp, ...]) -> tuple[UOp, ...]:
     return roots
 
 
+def _written_slots(body: UOp) -> list[int]:
+    """The PARAM slots a hand-written kernel body stores into, in order (none for an opaque PROGRAM)."""
+    slots = set()
+    for st in (n for n in body.toposort() if n.op is Ops.STORE):
+        target = st.src[0]
+        while target.op is Ops.INDEX:
+            target = target.src[0]
+        if target.op is Ops.PARAM:
+            slots.add(target.arg.slot)
+    return sorted(slots)
+
+
 def _zeros_like(value: UOp) -> UOp:
     """Zeros of `value`'s dtype and shape."""
     zero = value.const_like(0)
@@ -104,7 +116,13 @@ def call_gradients(call: UOp, output_grads: dict[int, UOp], leads, compute_gradi
         # tensors' values before the kernel (the CALL's last n sources)
         if info.grad_fxn is None:
             raise SchedulerError("no gradient through a custom kernel without a grad_fxn")
-        grads = [None if g is None else g.uop if hasattr(g, "uop") else g for g in info.grad_fxn(output_grads.get(0), call)]
+        # as tinygrad calls it: the gradient of each tensor the kernel writes (zeros for one nothing used), then the call
+        # as tinygrad builds it, its sources the kernel body and the tensors (their values before the kernel)
+        written = _written_slots(call.src[0]) or [0]
+        values = args[n:]  # each tensor's value before the kernel, in its shape
+        per_output = [output_grads[i].reshape(values[i].shape) if i in output_grads else _zeros_like(values[i]) for i in written]
+        seen = call.replace(src=(call.src[0], *call.src[1 + n:]))
+        grads = [None if g is None else g.uop if hasattr(g, "uop") else g for g in info.grad_fxn(*per_output, seen)]
         return [None] * n + grads + [None] * (n - len(grads))
     stores = {s.src[0].arg.slot: s.src[1] for s in call.src[0].src if s.op is Ops.STORE and s.src[0].op is Ops.PARAM}
     if info.grad_fxn is not None:

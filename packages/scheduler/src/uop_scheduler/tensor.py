@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from hcq_runtime import Buffer, Device, bind_buffer, buffer_for, canonicalize, numpy_dtype
-from uopir import DType, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8_to_float, strong_dtype, to_dtype
+from uopir import DType, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8_to_float, kernel_form, strong_dtype, to_dtype
 
 from .activations import ActivationMixin
 from .calls import IN_PLACE
@@ -426,7 +426,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
             new = UOp.new_buffer(b.arg.device, b.arg.size, b.dtype)
             bind_buffer(new, buffer_for(b))
             news.append(new)
-        body = fxn(*[UOp.param(i, t.dtype.ptr(b.arg.size)) for i, (t, b) in enumerate(zip(srcs, olds))])
+        body = kernel_form(fxn(*[UOp.param(i, t.dtype.ptr(b.arg.size)) for i, (t, b) in enumerate(zip(srcs, olds))]))
         call = body.call(*news, *(t.uop for t in srcs), grad_fxn=grad_fxn, aux=(IN_PLACE, len(news)))
         return [Tensor._owning(new.after(call).reshape(t.shape), t.device) for t, new in zip(srcs, news)]
 

@@ -1,7 +1,7 @@
 """The UOp IR: dtypes, hash-consed UOp graphs, pattern rewriting, symbolic algebra, calls and spec checks."""
 
-from uopir.args import OPAQUE_CALL_BODIES, CallInfo, ParamArg, ProgramInfo
-from uopir.codegen import CodegenError, Opt, OptOps, apply_opts, gpu_heuristic_opts, heuristic_opts, kernel_name, linearize, to_program
+from uopir.args import OPAQUE_CALL_BODIES, CallInfo, KernelInfo, ParamArg, ProgramInfo
+from uopir.codegen import CodegenError, Opt, OptOps, apply_opts, gpu_heuristic_opts, heuristic_opts, kernel_form, kernel_name, linearize, to_program
 from uopir.dtypes import (
     AddrSpace,
     ConstType,
@@ -41,7 +41,8 @@ __all__ = [
     "sum_acc_dtype", "can_lossless_cast", "truncate", "float_to_fp8", "fp8_to_float", "float_to_bf16", "float_to_bf16_bits",
     "bf16_bits_to_float", "float_to_fp16",
     # graphs
-    "Ops", "GroupOp", "AxisType", "UOp", "ParamArg", "CallInfo", "ProgramInfo", "OPAQUE_CALL_BODIES", "resolve", "ssimplify", "sym_infer",
+    "Ops", "GroupOp", "AxisType", "UOp", "ParamArg", "CallInfo", "KernelInfo", "ProgramInfo", "OPAQUE_CALL_BODIES", "resolve",
+    "ssimplify", "sym_infer",
     "exec_alu",
     # rewriting and symbolic
     "UPat", "PatternMatcher", "graph_rewrite", "symbolic", "symbolic_simple", "pm_lower_floor_ops", "simplify_valid",
@@ -49,7 +50,7 @@ __all__ = [
     # spec and printing
     "type_verify", "spec_shared", "spec_tensor", "spec_kernel", "spec_program", "pretty_print", "print_uops",
     # kernel codegen and renderers
-    "Opt", "OptOps", "apply_opts", "heuristic_opts", "gpu_heuristic_opts", "kernel_name", "linearize", "to_program",
+    "Opt", "OptOps", "apply_opts", "heuristic_opts", "gpu_heuristic_opts", "kernel_name", "kernel_form", "linearize", "to_program",
     "Renderer", "CRenderer", "AMDOpenCLRenderer", "CodegenError",
     # errors
     "UOpIRError", "DTypeError", "GraphError", "CallError", "RewriteError", "SpecError", "SymbolicError",

@@ -58,6 +58,13 @@ class CallInfo:
 
 
 @dataclass(frozen=True)
+class KernelInfo:
+    """The arg of a hand-written kernel's SINK (tinygrad's name): the function name it is compiled under."""
+
+    name: str = "test"
+
+
+@dataclass(frozen=True)
 class ProgramInfo:
     """The arg of a PROGRAM: the function name, which call arguments it touches, and its launch dims.
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import struct
 import weakref
 from collections.abc import Callable
@@ -378,9 +379,8 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
         return pyrender_graph(self)
 
     # ---- graph structure ----
-    @staticmethod
-    def sink(*srcs: UOp | None, **kwargs: Any) -> UOp:
-        """A SINK collecting `srcs` (Nones dropped)."""
+    def sink(*srcs: UOp | None, **kwargs: Any) -> UOp:  # noqa: N805 -- `UOp.sink(a, b)` and `a.sink(b)` both work
+        """A SINK collecting `srcs` (Nones dropped); as a method, the node it is called on comes first."""
         return UOp(Ops.SINK, dtypes.void, tuple(x for x in srcs if x is not None), **kwargs)
 
     @staticmethod
@@ -408,6 +408,24 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
         return UOp(Ops.SPECIAL, dtype, (UOp.const(end, dtype) if not isinstance(end, UOp) else end,), name)
 
     # ---- memory ----
+    def numel(self) -> int:
+        """The element count: a pointer's size, else the product of the shape."""
+        if isinstance(self.dtype, PtrDType):
+            return self.dtype.size
+        return math.prod(self.shape)
+
+    def flatten(self) -> UOp:
+        """This value as one axis (a pointer is already flat)."""
+        return self if isinstance(self.dtype, PtrDType) else self.reshape((math.prod(self.shape),))
+
+    def __getitem__(self, idx: Any) -> UOp:
+        """`ptr[i]`: the element at `i` of a pointer (tinygrad's kernel-writing form), stored into with `.store(v)` or
+        read where it is used as a value (see `codegen.explicit_loads`)."""
+        if not isinstance(self.dtype, PtrDType):
+            raise GraphError(f"only a pointer is indexed with [], not a {self.dtype}")
+        idxs = idx if isinstance(idx, tuple) else (idx,)
+        return self.index(*idxs, dtype=self.dtype.base)
+
     def index(self, *idxs: UOp | int | None, **kwargs: Any) -> UOp:
         """INDEX into this buffer/pointer (Nones dropped, ints become constants)."""
         srcs = tuple(UOp.const(x) if isinstance(x, int) else x for x in idxs if x is not None)

@@ -1,8 +1,9 @@
 """Kernel codegen: optimizations, lowering a kernel AST to a linear program, and `to_program`."""
 
-from .kernel import CodegenError
+from .kernel import CodegenError, kernel_form
 from .linearize import linearize
 from .opts import Opt, OptOps, apply_opts, gpu_heuristic_opts, heuristic_opts
 from .program import kernel_name, to_program
 
-__all__ = ["CodegenError", "Opt", "OptOps", "apply_opts", "gpu_heuristic_opts", "heuristic_opts", "kernel_name", "linearize", "to_program"]
+__all__ = ["CodegenError", "kernel_form",
+           "Opt", "OptOps", "apply_opts", "gpu_heuristic_opts", "heuristic_opts", "kernel_name", "linearize", "to_program"]

@@ -136,3 +136,38 @@ def replace_ranges(ast: UOp, subs: dict[UOp, tuple[UOp, tuple[UOp, ...]]]) -> UO
 def add_gate(index: UOp, valid: UOp) -> UOp:
     """The INDEX `index` with `valid` added to its gate (a gated access reads 0 and writes nothing)."""
     return index.replace(src=(*index.src[:2], valid if len(index.src) == 2 else index.src[2] & valid))
+
+
+def explicit_loads(ast: UOp) -> UOp:
+    """A kernel written in tinygrad's element form (`ptr[i]` is an INDEX of the element dtype, read where it is used as
+    a value, written with `.store`) in the pointer form the codegen takes: INDEX of the pointer dtype, an explicit LOAD
+    for each read. A kernel already in pointer form comes back unchanged."""
+    elems = [n for n in ast.toposort() if n.op is Ops.INDEX and not isinstance(n.dtype, PtrDType) and isinstance(n.src[0].dtype, PtrDType)]
+    if not elems:
+        return ast
+    loaded = ast.substitute({n: n.replace(dtype=n.src[0].dtype).load(dtype=n.dtype) for n in elems})
+    # a store's target is the address, not a read of it
+    targets = {s: s.replace(src=(s.src[0].src[0], *s.src[1:])) for s in loaded.toposort() if s.op is Ops.STORE and s.src[0].op is Ops.LOAD}
+    return loaded.substitute(targets) if targets else loaded
+
+
+def ungroup_stores(ast: UOp) -> UOp:
+    """`SINK(END(GROUP(store_a, store_b), r))` (tinygrad's grouped stores under one loop) as `SINK(END(store_a, r),
+    END(store_b, r))`, the form `kernel_stores` reads: the stores share the range node, so they stay in one loop."""
+    if ast.op is not Ops.SINK or not any(strip_end(s).op is Ops.GROUP for s in ast.src):
+        return ast
+    out: list[UOp] = []
+    for s in ast.src:
+        ranges: list[UOp] = []
+        node = s
+        while node.op is Ops.END:
+            ranges = [*node.src[1:], *ranges]
+            node = node.src[0]
+        items = node.src if node.op is Ops.GROUP else (node,)
+        out.extend(x.end(*ranges) for x in items)
+    return ast.replace(src=tuple(out))
+
+
+def kernel_form(ast: UOp) -> UOp:
+    """A hand-written kernel in the form the codegen takes (see `ungroup_stores`, `explicit_loads`)."""
+    return explicit_loads(ungroup_stores(ast))

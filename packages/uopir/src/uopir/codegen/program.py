@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from uopir.args import ProgramInfo
+from uopir.args import KernelInfo, ProgramInfo
 from uopir.dtypes import dtypes
 from uopir.ops import Ops
 from uopir.rewrite import graph_rewrite
@@ -19,7 +19,10 @@ from .opts import Opt, apply_opts, gpu_heuristic_opts, heuristic_opts
 
 
 def kernel_name(ast: UOp) -> str:
-    """tinygrad-style: `E_` for elementwise kernels, `r_` with a reduction, then the axis sizes."""
+    """tinygrad-style: `E_` for elementwise kernels, `r_` with a reduction, then the axis sizes; a hand-written kernel
+    named by its SINK's `KernelInfo` keeps that name."""
+    if isinstance(ast.arg, KernelInfo) and ast.arg.name:
+        return ast.arg.name
     ranges = kernel_ranges(ast)
     prefix = "r" if any(axis_type(r) in REDUCE_AXES for r in ranges) else "E"
     dims = [str(r.src[0].arg) if r.src[0].op is Ops.CONST else r.src[0].render() for r in ranges]
