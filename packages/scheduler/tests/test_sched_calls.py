@@ -303,3 +303,26 @@ def test_custom_kernel_in_tinygrads_element_form_with_three_outputs_and_their_gr
     gc, gd, ge = an * bn, an + bn, wn
     np.testing.assert_allclose(a.grad.numpy(), gc + gd * bn + ge, rtol=1e-5)
     np.testing.assert_allclose(b.grad.numpy(), gc + gd * an - ge, rtol=1e-5)
+
+
+def test_nested_functions_forward_and_backward():
+    # the outer call's inlining substituted its own arguments for the inner call's parameters of the same slot
+    wn = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    w = Tensor(wn).contiguous().realize()
+
+    @function(allow_implicit=True)
+    def inner(x):
+        return x + w
+
+    @function(allow_implicit=True)
+    def outer(a, b):
+        return inner(a.reshape(1, 2) + b.reshape(1, 2))
+
+    an, bn = np.array([1.0, 2.0], np.float32), np.array([3.0, 4.0], np.float32)
+    a, b = Tensor(an), Tensor(bn)
+    out = outer(a, b)
+    out.sum().backward()
+    np.testing.assert_allclose(out.numpy(), (an + bn).reshape(1, 2) + wn)
+    np.testing.assert_allclose(a.grad.numpy(), [2, 2])
+    np.testing.assert_allclose(b.grad.numpy(), [2, 2])
+    np.testing.assert_allclose(w.grad.numpy(), np.ones((2, 2)))

@@ -66,7 +66,9 @@ def inlined_value(u: UOp) -> UOp:
         raise SchedulerError(f"call {call.arg.name!r} has no single store for its output at position {pos}")
     value = stores[0].src[1]
     args = call.src[1:]
-    params = {p: _argument(p, args[p.arg.slot]) for p in value.toposort() if p.op is Ops.PARAM}
+    # this call's parameters only: a call made inside the body has parameters of its own (substitute does not enter
+    # call bodies either)
+    params = {p: _argument(p, args[p.arg.slot]) for p in value.toposort(enter_calls=False) if p.op is Ops.PARAM}
     ret = value.substitute(params) if params else value
     shape = u.src[0].shape_or_none
     if shape is not None and ret.shape != shape:
@@ -136,7 +138,7 @@ def call_gradients(call: UOp, output_grads: dict[int, UOp], leads, compute_gradi
         for pos, g in zip([i for i in range(len(args)) if i not in stores], returned):
             grads[pos] = g
         return grads
-    params = {p.arg.slot: p for v in stores.values() for p in v.toposort() if p.op is Ops.PARAM}
+    params = {p.arg.slot: p for v in stores.values() for p in v.toposort(enter_calls=False) if p.op is Ops.PARAM}
     wanted = {params[i] for i, a in enumerate(args) if i in params and i not in stores and a in leads}
     extra: list[UOp] = []  # backward arguments after the forward ones: output gradients, then forward outputs
 
