@@ -61,8 +61,11 @@ def test_from_blob_reads_the_memory_as_it_is_when_computed():
     import array
     import ctypes
 
+    from uop_scheduler.helpers import mv_address
+
     x = memoryview(bytearray(16)).cast("I")
-    t = Tensor.from_blob(ctypes.addressof(ctypes.c_char.from_buffer(x)), (4,), dtype=dtypes.uint32, device="CPU")
+    assert mv_address(x) == ctypes.addressof(ctypes.c_char.from_buffer(x))
+    t = Tensor.from_blob(mv_address(x), (4,), dtype=dtypes.uint32, device="CPU")
     z = t + 1
     np.testing.assert_array_equal(z.numpy(), [1, 1, 1, 1])
     x[:] = array.array("I", [0, 1, 2, 3])

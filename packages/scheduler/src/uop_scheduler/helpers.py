@@ -1,8 +1,9 @@
 """Small utilities of tinygrad's public `helpers` that user programs and scripts import: `getenv`, `OSX`, `temp`,
-`all_same`, `prod`, and `GlobalCounters` (what the runtime ran since its `reset()`)."""
+`all_same`, `prod`, `mv_address`, and `GlobalCounters` (what the runtime ran since its `reset()`)."""
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import platform
@@ -35,6 +36,11 @@ def all_same(items: Iterable[T]) -> bool:
     """True when every item equals the first (and for no items)."""
     items = list(items)
     return all(x == items[0] for x in items)
+
+
+def mv_address(mv: memoryview) -> int:
+    """The address of a writable memoryview's first byte (for `Tensor.from_blob`)."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(mv))
 
 
 class _GlobalCounters:
