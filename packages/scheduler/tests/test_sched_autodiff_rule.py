@@ -191,3 +191,15 @@ def test_gradients_of_a_function_keep_their_shape_when_realized_with_their_input
     assert a.grad.shape == (2, 2)
     np.testing.assert_allclose(a.grad.numpy(), bn @ bn.T)
     np.testing.assert_allclose(b.grad.numpy(), an.T @ bn + an @ bn)
+
+
+def test_backward_after_reading_the_loss_without_requires_grad():
+    # tinygrad: loss.item() then loss.backward() reaches every float tensor, no requires_grad needed
+    rng = np.random.default_rng(3)
+    wn, xn = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((4, 3)).astype(np.float32)
+    w, x = Tensor(wn), Tensor(xn)
+    loss = (x @ w.T).square().mean()
+    np.testing.assert_allclose(loss.item(), np.square(xn @ wn.T).mean(), rtol=1e-5)
+    loss.backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2 * (xn @ wn.T).T @ xn / 8, rtol=1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), 2 * (xn @ wn.T) @ wn / 8, rtol=1e-5)

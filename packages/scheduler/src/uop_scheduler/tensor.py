@@ -333,10 +333,16 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         """After a realize: the computed node `old` in this tensor's value is now `new` (a buffer or a view of one)."""
         if (shape := old.shape_or_none) is not None and new.shape_or_none != shape:
             new = new.reshape(shape)  # a call's output (an AFTER shaped as its value) realizes to a flat buffer
-        if self._graph is None and requires_grad_tensors and old.op is not Ops.AFTER:
-            # leaves, and values realized earlier whose computation reads leaves (gradients flow through them too)
-            leaves = {t.uop for t in list(requires_grad_tensors)} | {t.uop for t in list(graph_holders) if t._graph is not None}
-            if any(n in leaves for n in self.uop.toposort()):
+        if self._graph is None and old.op is not Ops.AFTER:
+            if requires_grad_tensors:
+                # leaves, and values realized earlier whose computation reads leaves (gradients flow through them too)
+                leaves = {t.uop for t in list(requires_grad_tensors)} | {t.uop for t in list(graph_holders) if t._graph is not None}
+                keep = any(n in leaves for n in self.uop.toposort())
+            else:
+                # a float scalar (a loss read with .item() before backward()) keeps the computation gradients need,
+                # whatever asked for them: tinygrad's backward reaches every float tensor of the graph
+                keep = self.shape == () and dtypes.is_float(self.dtype) and any(n.op is Ops.BUFFER for n in self.uop.toposort())
+            if keep:
                 self._graph = self.uop
                 graph_holders.add(self)
         self.uop = new if self.uop is old else self.uop.substitute({old: new})
