@@ -41,6 +41,29 @@ def test_eager_then_capture_then_replay_with_new_inputs():
     assert f.cnt == 6
 
 
+@pytest.mark.parametrize("warmup", [0, 2])
+def test_warmup_sets_how_many_calls_run_before_the_capture(warmup):
+    state = Tensor.zeros(4).contiguous().realize()
+
+    def f(a: Tensor) -> Tensor:
+        state.assign(state + a)  # state the step advances: every call counts once, eager, captured or replayed
+        return state * 2
+
+    jf = TinyJit(f, warmup=warmup)
+    total = np.zeros(4, np.float32)
+    for call in range(5):
+        a = np.full(4, call + 1, np.float32)
+        total += a
+        kernels_before = counters.kernels
+        np.testing.assert_allclose(jf(Tensor(a)).numpy(), total * 2)
+        assert (jf.captured is not None) == (call >= warmup)
+        if call > warmup:  # replays run no kernel through the scheduler
+            assert counters.kernels == kernels_before
+    np.testing.assert_allclose(state.numpy(), total)
+    with pytest.raises(ValueError, match="warmup"):
+        TinyJit(f, warmup=-1)
+
+
 def test_a_hundred_kernels_replay_as_one_call():
     @TinyJit
     def f(x: Tensor) -> Tensor:

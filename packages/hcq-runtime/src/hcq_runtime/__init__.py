@@ -1,7 +1,7 @@
 """Devices, buffers, allocators and compile caches; running a LINEAR of CALLs; the hcq2 command-queue engine and linked
 native batches; the AMD backend."""
 
-from . import amd, hcq2
+from . import hcq2
 from .allocator import Allocator, LRUAllocator
 from .batch import LinkedLinear, link_linear, run_linear
 from .buffer import Buffer, numpy_dtype
@@ -16,6 +16,15 @@ from .hcq2 import LinkedSteps, ProfileEvent
 from .realize import CompiledKernel, Counters, bind_buffer, buffer_for, call_buffers, compile_body, counters, run_call
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    # the AMD backend (and the ISA tables its mock GPU loads) is imported when first used: a CPU run does not pay for it
+    if name == "amd":
+        import importlib
+
+        return importlib.import_module(".amd", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "__version__",

@@ -102,11 +102,12 @@ class TensorModel(LanguageModel):
         self._cos, self._sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
         self.cos, self.sin = Tensor(self._cos, device=device), Tensor(self._sin, device=device)
         self.jit = jit
-        self._step_fn = TinyJit(self._step) if jit else self._step
+        self._step_fn = TinyJit(self._step, warmup=0) if jit else self._step  # the caches exist: capture at once
         self._prefill_fns: dict[int, Any] = {}  # padded prompt length -> its (captured) forward
-        # k0, v0, k1, v1, ...: state the captured forwards write into in place (never replaced: `reset` zeroes them)
-        self.caches = [Tensor.zeros(*self._cache_shape, dtype=dtypes.float32, device=device).contiguous().realize()
-                       for _ in range(2 * c.n_layers)]
+        # k0, v0, k1, v1, ...: state the captured forwards write into in place (never replaced). They start unwritten:
+        # a step reads only the rows up to its last token, all written before, so memory the OS has not handed out yet
+        # is never touched (a 4096-token cache costs what the tokens used so far fill, not its full size)
+        self.caches = [Tensor.empty(*self._cache_shape, dtype=dtypes.float32, device=device) for _ in range(2 * c.n_layers)]
         gguf.release_pages()  # the weights now live in device buffers; only embedding rows are read from the file again
 
     # ---- loading ----
@@ -155,8 +156,8 @@ class TensorModel(LanguageModel):
         return (self.max_context, self.config.n_kv_heads, self.config.head_dim)
 
     def reset(self) -> None:
-        for cache in self.caches:
-            cache.assign(Tensor.zeros(*self._cache_shape, dtype=dtypes.float32, device=self.device)).realize()
+        """Start again at position 0. The caches keep their rows: a step reads only rows it (or an earlier step of
+        the new sequence) wrote."""
 
     @property
     def param_count(self) -> int:
@@ -200,7 +201,7 @@ class TensorModel(LanguageModel):
         inputs = [self._embed(np.pad(ids, (0, padded - n_new))), self._cos[start_pos : start_pos + padded, None],
                   self._sin[start_pos : start_pos + padded, None], visible]
         if padded not in self._prefill_fns:
-            self._prefill_fns[padded] = TinyJit(self._prefill) if self.jit else self._prefill
+            self._prefill_fns[padded] = TinyJit(self._prefill, warmup=0) if self.jit else self._prefill
         logits = self._prefill_fns[padded](*[Tensor(np.ascontiguousarray(a), device=self.device) for a in inputs], start)
         return logits.numpy()[:n_new].astype(np.float32)
 

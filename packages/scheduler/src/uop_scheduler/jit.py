@@ -183,11 +183,18 @@ class TinyJit(Generic[ReturnType]):
     """Wrap a function of Tensors; see the module docstring. `reset()` forgets the capture.
 
     prune=True: replays skip the kernels that do not depend on the inputs (weights the step only reads, say); their
-    results are computed once, at capture, so a change made to such state outside the step is not seen by replays."""
+    results are computed once, at capture, so a change made to such state outside the step is not seen by replays.
 
-    def __init__(self, fn: Callable[..., ReturnType], prune: bool = False):
+    warmup: how many calls run eagerly before the capture (1, as in tinygrad: the first call settles state the step
+    creates lazily). 0 captures on the first call, for a step whose state already exists (it saves one eager run,
+    the slow one of a cold start)."""
+
+    def __init__(self, fn: Callable[..., ReturnType], prune: bool = False, warmup: int = 1):
+        if warmup < 0:
+            raise ValueError(f"warmup is a number of calls, got {warmup}")
         self.fn = fn
         self.prune = prune
+        self.warmup = warmup
         self.cnt = 0
         self.captured: _Captured | None = None
         functools.update_wrapper(self, fn)
@@ -211,8 +218,8 @@ class TinyJit(Generic[ReturnType]):
                 raise JitError(f"TinyJit inputs changed place: captured with tensors at {', '.join(map(_where, self.captured.paths)) or 'none'}, "
                                f"called with {', '.join(map(_where, paths)) or 'none'} (call .reset() to capture again)")
             return self._replay(inputs, _var_vals(inputs, args, kwargs))
-        if self.cnt == 0:
-            self.cnt = 1
+        if self.cnt < self.warmup:
+            self.cnt += 1
             ret = self.fn(*args, **kwargs)
             outs = _returned_tensors(ret)
             if outs:
@@ -261,7 +268,7 @@ class TinyJit(Generic[ReturnType]):
         late = _late_tensors({id(t) for t in existing}, versions, set(buffers))
         self.captured = _Captured(_signature(inputs), linked, linear, buffers, out_info, aliased, _restructure(ret),
                                   paths, rng if rng.calls else None, tuple(map(_view_of, inputs)), late)
-        self.cnt = 2
+        self.cnt = self.warmup + 1  # calls made so far, as tinygrad counts them
         return ret
 
     def _replay(self, inputs: list[Tensor], var_vals: dict[str, int]) -> ReturnType:

@@ -543,8 +543,8 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         """Mark this value to be materialized in its own buffer when realized. A value of constants alone
         (`Tensor.ones(3).contiguous()`, the usual way to make a fresh buffer) gets a node of its own each time: two such
         tensors are two buffers, with a gradient each, not one hash-consed value."""
-        if not any(n.op in (Ops.BUFFER, Ops.PARAM) for n in self.uop.toposort()):
-            return self._wrap(own_copy(self.uop))
+        if self.uop.device is None and not any(n.op in (Ops.BUFFER, Ops.PARAM) for n in self.uop.toposort()):
+            return self._wrap(own_copy(self.uop))  # (`device` is a cheap first look: a value with one is not constant)
         return self._wrap(self.uop.contiguous())
 
     def contiguous_backward(self) -> Tensor:
