@@ -117,7 +117,7 @@ def upload_matrices(tensors: Sequence[GGUFTensor], device: str, rows: Callable[[
             groups.append((kind, dtype, [array]))
     parts = []
     for kind, _, arrays in groups:
-        joined = np.concatenate(arrays, axis=-2)
+        joined = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=-2)  # one tensor: no joined copy
         pieces = 1 if kind is None else -(-joined.shape[-2] // QUANT_ROWS_PER_MATMUL)
         parts += [_device_matrix(kind, piece, device) for piece in np.array_split(joined, pieces, axis=-2)]
     return tuple(parts)
