@@ -326,3 +326,32 @@ def test_nested_functions_forward_and_backward():
     np.testing.assert_allclose(a.grad.numpy(), [2, 2])
     np.testing.assert_allclose(b.grad.numpy(), [2, 2])
     np.testing.assert_allclose(w.grad.numpy(), np.ones((2, 2)))
+
+
+@pytest.mark.parametrize("through_view", [False, True])
+def test_a_write_to_state_not_passed_in_is_refused_and_undone(through_view):
+    class State:
+        def __init__(self):
+            self.buf = Tensor.zeros(2, 4).contiguous().realize()
+            self.steps = Tensor([0]).realize()
+
+        @function
+        def __call__(self, x):
+            if through_view:
+                self.buf[:, 0:2].assign(x)
+            else:
+                self.buf.assign(self.buf + x.sum())
+            return self.buf * 1
+
+        @function
+        def count(self, x):
+            self.steps += 1  # no argument in the value: it would run once, at the trace, and never again
+            return x * 2
+
+    s = State()
+    with pytest.raises(FunctionError, match=r"wrote 1 tensor\(s\) it was not given \(shape=\(2, 4\)"):
+        s(Tensor([[5.0, 6.0], [7.0, 8.0]]))
+    np.testing.assert_equal(s.buf.numpy(), np.zeros((2, 4)))  # left as it was, and still usable
+    with pytest.raises(FunctionError, match="pass the state as an argument"):
+        s.count(Tensor([1.0]))
+    np.testing.assert_equal(s.steps.numpy(), [0])

@@ -19,7 +19,7 @@ from uopir import Ops, UOp, dtypes
 from .errors import SchedulerError
 from .multi import ShardedTensor
 from .tensor import Tensor
-from .writes import all_tensors, pending, storage_of
+from .writes import all_tensors, pending, rebind_views, storage_of
 
 # a trace whose body returned values over several devices: calls with that signature run the function as written
 _SHARDS = object()
@@ -114,7 +114,12 @@ class _Function(Generic[ReturnType]):
         it = iter(params)
         p_args = [next(it) if isinstance(a, Tensor) else a for a in args]
         p_kwargs = {k: next(it) if isinstance(v, Tensor) else v for k, v in kwargs.items()}
-        ret = self.fn(*p_args, **p_kwargs)
+        before = {id(t): (t, t.uop) for t in list(all_tensors)}
+        was_pending = set(map(id, pending))
+        try:
+            ret = self.fn(*p_args, **p_kwargs)
+        finally:
+            _undo_state_writes(before, was_pending, {p.uop for p in params} | set(initial), self.name)
         written = tuple(i for i, (p, u) in enumerate(zip(params, initial)) if p.uop is not u)
         for p in params:  # a placeholder's new value is an output of the call, not a write to run
             pending.pop(p, None)
@@ -138,6 +143,30 @@ class _Function(Generic[ReturnType]):
         values, lifted = _lift_implicit(values, len(tensors) + len(pending_inputs), {p.uop for p in params} | set(initial))
         lifted = pending_inputs + lifted
         return values, is_tuple, written, tuple(weakref.ref(t) for t in lifted), tuple(t.shape for t in lifted)
+
+
+def _undo_state_writes(before: dict[int, tuple[Tensor, UOp]], was_pending: set[int], params: set[UOp], name: str) -> None:
+    """A traced body that wrote a tensor it was not given (an instance's state, a closed-over tensor): put that tensor
+    back as it was and raise FunctionError. Left in place, a write of the arguments' values would hold the trace's
+    placeholders and fail at the next realize, and any other would happen once, at the trace, and never on later
+    calls; pass such state as an argument (its writes become outputs of the call)."""
+    changed = []
+    for t, old in before.values():
+        # a placeholder of an enclosing trace (its value holds PARAMs) is that trace's argument, not state
+        if t.uop is old or any(n.op is Ops.PARAM for n in old.toposort()):
+            continue
+        # a write (a new pending version), or any new value holding the trace's placeholders
+        if (id(t) not in was_pending and t in pending) or any(n.op is Ops.PARAM and n in params for n in t.uop.toposort()):
+            changed.append(t)
+            t.uop = old
+            if id(t) not in was_pending:
+                pending.pop(t, None)
+            if t._views:
+                rebind_views(t)
+    if changed:
+        listed = "; ".join(f"shape={t.shape}, dtype={t.dtype}" for t in changed)
+        raise FunctionError(f"function {name} wrote {len(changed)} tensor(s) it was not given ({listed}): writes inside a "
+                            "function go to its arguments; pass the state as an argument")
 
 
 def _lift_pending(values: tuple[UOp, ...], n_args: int, params: set[UOp]) -> tuple[tuple[UOp, ...], list[Tensor]]:
