@@ -116,6 +116,9 @@ class GGUFFile:
         return sum(t.nbytes for t in self.tensors.values())
 
 
+MAX_ARRAY_DEPTH = 32
+
+
 class _Cursor:
     """Sequential little-endian reads from a buffer, raising `GGUFError` on truncation."""
 
@@ -148,15 +151,21 @@ class _Cursor:
         except ValueError:
             raise GGUFError(f"{self.path}: corrupt: {what} has unknown value type {raw} at offset {self.pos - 4}") from None
 
-    def value(self, vtype: GGUFValueType, what: str) -> tuple[Any, GGUFValueType | None]:
-        """Read one metadata value; returns it and, for arrays, the element type."""
+    def value(self, vtype: GGUFValueType, what: str, depth: int = 0) -> tuple[Any, GGUFValueType | None]:
+        """Read one metadata value; returns it and, for arrays, the element type. Arrays nest at most
+        MAX_ARRAY_DEPTH deep (no real file nests more than twice)."""
         if vtype is GGUFValueType.STRING:
             return self.string(what), None
         if vtype is GGUFValueType.ARRAY:
+            if depth >= MAX_ARRAY_DEPTH:
+                raise GGUFError(f"{self.path}: corrupt: {what} at offset {self.pos} nests arrays more than {MAX_ARRAY_DEPTH} deep")
             elem_type = self.value_type(f"elements of {what}")
             count = self.scalar("Q", f"length of {what}")
             if elem_type is GGUFValueType.ARRAY:
-                return [self.value(GGUFValueType.ARRAY, f"{what}[{i}]")[0] for i in range(count)], elem_type
+                # each inner array is at least its 4-byte type and 8-byte length
+                if count * 12 > len(self.buf) - self.pos:
+                    raise GGUFError(f"{self.path}: truncated: {what} claims {count} arrays but only {len(self.buf) - self.pos} bytes remain")
+                return [self.value(GGUFValueType.ARRAY, f"{what}[{i}]", depth + 1)[0] for i in range(count)], elem_type
             if elem_type is GGUFValueType.STRING:
                 # each string is at least its 8-byte length: check before looping over a corrupt count
                 if count * 8 > len(self.buf) - self.pos:

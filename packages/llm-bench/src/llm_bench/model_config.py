@@ -45,14 +45,29 @@ class ModelConfig:
         if arch not in SUPPORTED_ARCHITECTURES:
             raise ModelError(f"{gguf.paths[0]}: architecture {arch!r} is not supported; supported: {', '.join(SUPPORTED_ARCHITECTURES)}")
 
+        where = gguf.paths[0]
+
         def need(key: str) -> Any:
             if f"{arch}.{key}" not in meta:
-                raise ModelError(f"{gguf.paths[0]}: metadata {arch}.{key} is missing; the file is not a complete {arch} model")
+                raise ModelError(f"{where}: metadata {arch}.{key} is missing; the file is not a complete {arch} model")
             return meta[f"{arch}.{key}"]
 
-        dim, n_heads = int(need("embedding_length")), int(need("attention.head_count"))
-        head_dim = int(meta.get(f"{arch}.attention.key_length", dim // n_heads))
-        n_experts = int(meta.get(f"{arch}.expert_count", 0))
+        def integer(key: str, value: Any, minimum: int = 1) -> int:
+            """A whole number of at least `minimum`, else a ModelError naming the key (no int() of NaN, str or lists)."""
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or value in (float("inf"), float("-inf")) \
+                    or int(value) != value or int(value) < minimum:
+                raise ModelError(f"{where}: metadata {arch}.{key} must be an integer >= {minimum}, got {value!r}"[:200])
+            return int(value)
+
+        def real(key: str, value: Any, positive: bool = True) -> float:
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not number or value != value or abs(value) == float("inf") or (positive and value <= 0):
+                raise ModelError(f"{where}: metadata {arch}.{key} must be a finite{' positive' if positive else ''} number, got {value!r}"[:200])
+            return float(value)
+
+        dim, n_heads = integer("embedding_length", need("embedding_length")), integer("attention.head_count", need("attention.head_count"))
+        head_dim = integer("attention.key_length", meta.get(f"{arch}.attention.key_length", dim // n_heads))
+        n_experts = integer("expert_count", meta.get(f"{arch}.expert_count", 0), minimum=0)
         hidden = meta.get(f"{arch}.expert_feed_forward_length") if n_experts else None
         if hidden is None:
             hidden = need("feed_forward_length")
@@ -60,16 +75,19 @@ class ModelConfig:
         if "token_embd.weight" in gguf.tensors:
             vocab = gguf.tensors["token_embd.weight"].shape[0]
         else:
-            vocab = meta.get(f"{arch}.vocab_size", len(meta.get("tokenizer.ggml.tokens", [])))
+            tokens = meta.get("tokenizer.ggml.tokens", [])
+            vocab = meta.get(f"{arch}.vocab_size", len(tokens) if isinstance(tokens, list) else 0)
         qk_norm = "none"
         if "blk.0.attn_q_norm.weight" in gguf.tensors:
             qk_norm = "head" if gguf.tensors["blk.0.attn_q_norm.weight"].n_elements == head_dim else "full"
         config = cls(
-            arch=arch, n_layers=int(need("block_count")), dim=dim, hidden_dim=int(hidden), n_heads=n_heads,
-            n_kv_heads=int(meta.get(f"{arch}.attention.head_count_kv", n_heads)), head_dim=head_dim, vocab_size=int(vocab),
-            context_length=int(need("context_length")), norm_eps=float(need("attention.layer_norm_rms_epsilon")),
-            rope_theta=float(meta.get(f"{arch}.rope.freq_base", 10000.0)), qk_norm=qk_norm, permuted_qk=arch == "llama",
-            n_experts=n_experts, n_experts_used=int(meta.get(f"{arch}.expert_used_count", 0)),
+            arch=arch, n_layers=integer("block_count", need("block_count")), dim=dim, hidden_dim=integer("feed_forward_length", hidden),
+            n_heads=n_heads, n_kv_heads=integer("attention.head_count_kv", meta.get(f"{arch}.attention.head_count_kv", n_heads)),
+            head_dim=head_dim, vocab_size=integer("vocab_size", vocab, minimum=0),
+            context_length=integer("context_length", need("context_length")),
+            norm_eps=real("attention.layer_norm_rms_epsilon", need("attention.layer_norm_rms_epsilon")),
+            rope_theta=real("rope.freq_base", meta.get(f"{arch}.rope.freq_base", 10000.0)), qk_norm=qk_norm, permuted_qk=arch == "llama",
+            n_experts=n_experts, n_experts_used=integer("expert_used_count", meta.get(f"{arch}.expert_used_count", 0), minimum=0),
             norm_topk_prob=bool(meta.get(f"{arch}.expert_weights_norm", False)))
         config.validate(str(gguf.paths[0]))
         # features of other members of these families that the forward passes here do not implement

@@ -85,10 +85,27 @@ class Tokenizer:
         for key in ("tokenizer.ggml.tokens", "tokenizer.ggml.merges"):
             if key not in metadata:
                 raise TokenizerError(f"the model has no {key}; it cannot be tokenized")
-        return cls(metadata["tokenizer.ggml.tokens"], metadata["tokenizer.ggml.merges"], metadata.get("tokenizer.ggml.pre", "llama-bpe"),
-                   metadata.get("tokenizer.ggml.token_type"), metadata.get("tokenizer.ggml.bos_token_id"),
-                   metadata.get("tokenizer.ggml.eos_token_id"), bool(metadata.get("tokenizer.ggml.add_bos_token", False)),
-                   metadata.get("tokenizer.ggml.eot_token_id"))
+            if not isinstance(metadata[key], list) or not all(isinstance(x, str) for x in metadata[key]):
+                raise TokenizerError(f"{key} must be a list of strings, got {_kind(metadata[key])}")
+        n_tokens = len(metadata["tokenizer.ggml.tokens"])
+        pre = metadata.get("tokenizer.ggml.pre", "llama-bpe")
+        if not isinstance(pre, str):
+            raise TokenizerError(f"tokenizer.ggml.pre must be a string, got {_kind(pre)}")
+        types = metadata.get("tokenizer.ggml.token_type")
+        if types is not None and (not isinstance(types, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in types)):
+            raise TokenizerError(f"tokenizer.ggml.token_type must be a list of integers, got {_kind(types)}")
+        ids = {}
+        for name in ("bos", "eos", "eot"):
+            key = f"tokenizer.ggml.{name}_token_id"
+            value = metadata.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < n_tokens):
+                raise TokenizerError(f"{key} must be a token id in 0..{n_tokens - 1}, got {value!r}")
+            ids[name] = value
+        add_bos = metadata.get("tokenizer.ggml.add_bos_token", False)
+        if not isinstance(add_bos, (bool, int)):
+            raise TokenizerError(f"tokenizer.ggml.add_bos_token must be a boolean, got {_kind(add_bos)}")
+        return cls(metadata["tokenizer.ggml.tokens"], metadata["tokenizer.ggml.merges"], pre, types, ids["bos"], ids["eos"],
+                   bool(add_bos), ids["eot"])
 
     @property
     def vocab_size(self) -> int:
@@ -133,7 +150,12 @@ class Tokenizer:
         return [tid for word in split_words(text, self.preset) for tid in self._merge_word(word)]
 
     def encode(self, text: str, add_bos: bool | None = None, parse_special: bool = True) -> list[int]:
-        """Token ids of `text`; BOS is prepended when `add_bos` (default: the model's `add_bos_token`) and one is defined."""
+        """Token ids of `text`; BOS is prepended when `add_bos` (default: the model's `add_bos_token`) and one is defined.
+        Text that is not valid Unicode (a lone surrogate, as `surrogateescape` makes of bad bytes) is a TokenizerError."""
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise TokenizerError(f"text is not valid Unicode: {e.reason} at position {e.start} ({text[e.start]!r})") from None
         ids: list[int] = []
         if (self.add_bos if add_bos is None else add_bos) and self.bos_id is not None:
             ids.append(self.bos_id)
@@ -166,3 +188,11 @@ class Tokenizer:
     def is_end(self, token_id: int) -> bool:
         """Whether `token_id` ends generation (EOS, or the end-of-turn token of chat models)."""
         return token_id in (self.eos_id, self.eot_id)
+
+
+def _kind(value: Any) -> str:
+    """A short description of a metadata value for an error message."""
+    if isinstance(value, list):
+        kinds = sorted({type(x).__name__ for x in value})
+        return f"a list of {', '.join(kinds) or 'nothing'}"
+    return f"{type(value).__name__} {value!r}"[:80]
