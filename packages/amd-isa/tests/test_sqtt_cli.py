@@ -102,3 +102,24 @@ def test_sqtt_cli_on_a_real_cdna_trace(tmp_path, capsys):
     events = json.loads(out_path.read_text())["traceEvents"]
     assert {e["pid"] for e in events} == {0, 1}
     assert {e["dur"] for e in events if e["ph"] == "X"} == {4}  # gfx9 issue interval
+
+
+def test_sqtt_cli_refuses_a_file_that_is_not_a_trace_unless_forced(files, tmp_path, capsys):
+    noise = tmp_path / "noise.bin"
+    noise.write_bytes(bytes(range(7, 256)) * 8)
+    assert main([str(noise)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "not an SQTT trace" in err and "--force" in err and err.count("\n") == 1
+    assert main([str(files / "k.elf")]) == 1  # a code object given where the trace goes
+    assert "it is an ELF file" in capsys.readouterr().err
+    assert main([str(noise), "--force"]) == 0  # decoded as asked
+    assert capsys.readouterr().out
+    assert main([str(files / "se0.sqtt")]) == 0  # a real stream passes the check
+
+
+@pytest.mark.skipif(not DATA.is_dir(), reason="shared SQTT traces not present")
+def test_every_captured_trace_passes_the_check():
+    traces = sorted(DATA.glob("*/*/se*.sqtt"))
+    assert traces
+    for path in traces:
+        sqtt.check_stream(path.read_bytes())

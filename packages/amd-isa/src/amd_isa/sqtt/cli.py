@@ -15,7 +15,8 @@ from typing import Any
 
 from ..codeobject import CodeObject
 from ..errors import AmdIsaError
-from .decoder import decode, stream_layout
+from .decoder import check_stream, decode, stream_layout
+from .errors import SqttDecodeError
 from .mapping import map_insts
 from .printing import INST_COLUMNS, format_inst_table, inst_rows, is_noise, packet_lines, packet_record
 from .timeline import trace_events, write_timeline
@@ -43,6 +44,8 @@ def add_sqtt_command(subparsers: Any) -> argparse.ArgumentParser:
     parser.add_argument("--insts", action="store_true", help="print the instruction table (needs --elf)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--timeline", metavar="OUT_JSON", help="write a Chrome trace-event file of instruction issues (needs --elf)")
+    parser.add_argument("--force", action="store_true",
+                        help="decode a file that does not read as an SQTT trace (no leading LAYOUT_HEADER, a clock that runs backwards)")
     parser.set_defaults(func=run_sqtt)
     return parser
 
@@ -77,6 +80,11 @@ def _run(args: argparse.Namespace, out: Any) -> None:
     documents: list[dict[str, Any]] = []
     for pid, path in enumerate(args.traces):
         blob = _read(path, "trace")
+        if not getattr(args, "force", False):
+            try:
+                check_stream(blob, args.arch)
+            except SqttDecodeError as e:
+                raise _UsageError(f"{path}: {e} (--force decodes it anyway)") from None
         target = args.arch or (code.target if code is not None and code.target else stream_layout(blob))
         items = list(map_insts(blob, code, target)) if code is not None else [(p, None) for p in decode(blob, args.arch)]
         if args.timeline:
