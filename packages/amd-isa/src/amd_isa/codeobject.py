@@ -246,6 +246,8 @@ def _write(co: CodeObject) -> bytes:
     for name in kd_names:
         kd = co.descriptors[name]
         entry = co.symbols[name].value if name in co.symbols else 0
+        if not 0 <= entry <= len(co.text):
+            raise CodeObjectError(f"kernel {name!r} enters at {entry:#x}, outside its {len(co.text)}-byte .text")
         kd_addr = rodata_off + len(rodata)
         kd.kernel_code_entry_byte_offset = text_off + entry - kd_addr
         rodata += kd.to_bytes()
@@ -254,6 +256,8 @@ def _write(co: CodeObject) -> bytes:
     for name, sym in co.symbols.items():
         if sym.section not in (".text", ""):
             continue
+        if not (0 <= sym.value <= len(co.text) and 0 <= sym.size < 1 << 63):
+            raise CodeObjectError(f"symbol {name!r} (value {sym.value:#x}, size {sym.size}) lies outside the {len(co.text)}-byte .text")
         syms += struct.pack("<IBBHQQ", strtab.add(name), STB_GLOBAL << 4 | STT_FUNC, 0, 2, text_off + sym.value, sym.size)
     for index, name in enumerate(kd_names):
         syms += struct.pack("<IBBHQQ", strtab.add(f"{name}.kd"), STB_GLOBAL << 4 | STT_OBJECT, 0, 1, rodata_off + index * KD_SIZE, KD_SIZE)
