@@ -19,6 +19,7 @@ SHF_WRITE, SHF_ALLOC, SHF_EXECINSTR = 1, 2, 4
 STT_OBJECT, STT_FUNC, STT_AMDGPU_HSA_KERNEL = 1, 2, 10
 STB_GLOBAL = 1
 KD_SIZE = 64
+SHN_ABS = 0xFFF1
 # e_flags mach values (EF_AMDGPU_MACH_*) of the targets this package knows.
 MACH: dict[str, int] = {"gfx1100": 0x41, "gfx1101": 0x46, "gfx1102": 0x47, "gfx1103": 0x44, "gfx1150": 0x43, "gfx1151": 0x4A,
                         "gfx1200": 0x48, "gfx1201": 0x4E, "gfx90a": 0x3F, "gfx940": 0x40, "gfx941": 0x4B, "gfx942": 0x4C, "gfx950": 0x4F}
@@ -245,20 +246,28 @@ def _write(co: CodeObject) -> bytes:
     text_off = _align(rodata_off + KD_SIZE * len(kd_names), 0x100)
     for name in kd_names:
         kd = co.descriptors[name]
-        entry = co.symbols[name].value if name in co.symbols else 0
+        # symbol values are addresses: the entry is its offset into .text (at text_addr)
+        entry = co.symbols[name].value - co.text_addr if name in co.symbols else 0
         if not 0 <= entry <= len(co.text):
-            raise CodeObjectError(f"kernel {name!r} enters at {entry:#x}, outside its {len(co.text)}-byte .text")
+            raise CodeObjectError(f"kernel {name!r} enters at {entry + co.text_addr:#x}, outside its .text "
+                                  f"({len(co.text)} bytes at {co.text_addr:#x})")
         kd_addr = rodata_off + len(rodata)
         kd.kernel_code_entry_byte_offset = text_off + entry - kd_addr
         rodata += kd.to_bytes()
     strtab, shstrtab = _Strtab(), _Strtab()
     syms = bytearray(24)
     for name, sym in co.symbols.items():
-        if sym.section not in (".text", ""):
+        if sym.section == "":  # an absolute symbol (SHN_ABS: a constant such as a segment size) keeps its value
+            syms += struct.pack("<IBBHQQ", strtab.add(name), STB_GLOBAL << 4 | (sym.type & 0xF), 0, SHN_ABS, sym.value & (1 << 64) - 1,
+                                sym.size & (1 << 64) - 1)
             continue
-        if not (0 <= sym.value <= len(co.text) and 0 <= sym.size < 1 << 63):
-            raise CodeObjectError(f"symbol {name!r} (value {sym.value:#x}, size {sym.size}) lies outside the {len(co.text)}-byte .text")
-        syms += struct.pack("<IBBHQQ", strtab.add(name), STB_GLOBAL << 4 | STT_FUNC, 0, 2, text_off + sym.value, sym.size)
+        if sym.section != ".text":
+            continue
+        offset = sym.value - co.text_addr
+        if not (0 <= offset <= len(co.text) and 0 <= sym.size < 1 << 63):
+            raise CodeObjectError(f"symbol {name!r} (address {sym.value:#x}, size {sym.size}) lies outside .text "
+                                  f"({len(co.text)} bytes at {co.text_addr:#x})")
+        syms += struct.pack("<IBBHQQ", strtab.add(name), STB_GLOBAL << 4 | STT_FUNC, 0, 2, text_off + offset, sym.size)
     for index, name in enumerate(kd_names):
         syms += struct.pack("<IBBHQQ", strtab.add(f"{name}.kd"), STB_GLOBAL << 4 | STT_OBJECT, 0, 1, rodata_off + index * KD_SIZE, KD_SIZE)
     body = bytearray(text_off + len(co.text))
