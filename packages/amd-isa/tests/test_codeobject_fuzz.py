@@ -48,3 +48,10 @@ def test_code_objects_round_trip_with_their_kernels_where_they_were(index):
     assert {k: v["entry"] - a.text_addr for k, v in a.kernels.items()} == {k: v["entry"] - b.text_addr for k, v in b.kernels.items()}
     absolute = {n: s.value for n, s in a.symbols.items() if s.section == ""}
     assert absolute == {n: s.value for n, s in b.symbols.items() if s.section == "" and n in absolute}
+
+
+def test_a_descriptor_symbol_in_another_section_does_not_hide_the_kernel():
+    co = CodeObject.from_bytes(SEEDS[0])
+    co.symbols["kernel.kd"].section = ""  # as a damaged section index reads
+    again = CodeObject.from_bytes(co.to_bytes())
+    assert set(again.descriptors) == {"kernel"}

@@ -141,3 +141,15 @@ def test_model_hyperparameters_of_the_wrong_kind_name_their_key(key, value):
     g.metadata[f"llama.{key}"] = value
     with pytest.raises(ModelError, match=f"metadata llama.{key.replace('.', '[.]')} must be"):
         ModelConfig.from_gguf(g)
+
+
+def test_an_empty_tensor_with_an_impossible_dimension_is_refused(tmp_path):
+    data = bytearray(_seed_file(tmp_path / "seed.gguf"))
+    # the first tensor's info: name "w32", 2 dims (5, 3): make them (0, 2**63)
+    at = data.index(b"w32") + 3
+    assert struct.unpack_from("<IQQ", data, at) == (2, 5, 3)
+    struct.pack_into("<QQ", data, at + 4, 0, 1 << 63)
+    path = tmp_path / "bad.gguf"
+    path.write_bytes(bytes(data))
+    with pytest.raises(LLMBenchError, match="each at most"):
+        _use(path)

@@ -257,6 +257,8 @@ def _write(co: CodeObject) -> bytes:
     strtab, shstrtab = _Strtab(), _Strtab()
     syms = bytearray(24)
     for name, sym in co.symbols.items():
+        if name.endswith(".kd"):
+            continue  # descriptor symbols are written with the descriptors below (a second one would hide them)
         if sym.section == "":  # an absolute symbol (SHN_ABS: a constant such as a segment size) keeps its value
             syms += struct.pack("<IBBHQQ", strtab.add(name), STB_GLOBAL << 4 | (sym.type & 0xF), 0, SHN_ABS, sym.value & (1 << 64) - 1,
                                 sym.size & (1 << 64) - 1)

@@ -117,6 +117,7 @@ class GGUFFile:
 
 
 MAX_ARRAY_DEPTH = 32
+MAX_DIM = 1 << 40  # elements along one tensor axis
 
 
 class _Cursor:
@@ -233,6 +234,8 @@ def _read_part(path: Path) -> GGUFFile:
         if not 1 <= n_dims <= MAX_DIMS:
             raise GGUFError(f"{path}: corrupt: tensor {name!r} has {n_dims} dimensions (1 to {MAX_DIMS} allowed)")
         ne = [cur.scalar("Q", f"dimensions of tensor {name!r}") for _ in range(n_dims)]
+        if any(d > MAX_DIM for d in ne):  # an empty tensor may still claim a dimension no array can have
+            raise GGUFError(f"{path}: corrupt: tensor {name!r} has dimensions {ne} (each at most {MAX_DIM})")
         raw_type = cur.scalar("I", f"type of tensor {name!r}")
         offset = cur.scalar("Q", f"offset of tensor {name!r}")
         infos.append((name, ne, raw_type, offset))
