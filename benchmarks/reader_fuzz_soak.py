@@ -7,7 +7,8 @@ cases per reader (tests/*fuzz*); this runs thousands. Exits 1 when anything fore
 
 Readers: gguf (parse, metadata, tokenizer, every tensor's array and dequantization), codeobject (read, write back,
 read again: kernels kept), sqtt (the captured traces of ../shared/data/sqtt, mutated, decoded and mapped to their
-code objects; skipped when the data is absent). Mutations: byte flips, truncations, and huge u32/u64 counts.
+code objects; skipped when the data is absent), safetensors (`safe_load` and every tensor's values).
+Mutations: byte flips, truncations, and huge u32/u64 counts.
 """
 
 from __future__ import annotations
@@ -108,7 +109,24 @@ def sqtt_reader(workdir: Path) -> tuple[list[bytes], Callable[[bytes], None], ty
     return [t for _, t in pairs], run, AmdIsaError
 
 
-READERS = {"gguf": gguf_reader, "codeobject": codeobject_reader, "sqtt": sqtt_reader}
+def safetensors_reader(workdir: Path) -> tuple[list[bytes], Callable[[bytes], None], type]:
+    import numpy as np
+    from uop_scheduler import Tensor
+    from uop_scheduler.nn.state import SafetensorsError, safe_load, safe_save
+
+    seed_path, path = workdir / "seed.safetensors", workdir / "case.safetensors"
+    safe_save({"w": Tensor(np.arange(12, dtype=np.float32).reshape(3, 4)), "b": Tensor(np.arange(5, dtype=np.int16)),
+               "s": Tensor(np.array(2.5, np.float32))}, str(seed_path), metadata={"format": "pt"})
+
+    def run(data: bytes) -> None:
+        path.write_bytes(data)
+        for t in safe_load(str(path)).values():
+            t.numpy()
+
+    return [seed_path.read_bytes()], run, SafetensorsError
+
+
+READERS = {"gguf": gguf_reader, "codeobject": codeobject_reader, "sqtt": sqtt_reader, "safetensors": safetensors_reader}
 
 
 def main() -> int:

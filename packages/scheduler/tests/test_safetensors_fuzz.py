@@ -4,7 +4,7 @@ hangs, and accepts exactly the files the format allows, loading the bytes the he
 The oracle (`spec_entries`) is a second reading of the format written from its definition: 8-byte little-endian
 header length, a JSON object of {dtype, shape, data_offsets} entries plus an optional "__metadata__" of strings, each
 entry's bytes inside the data and as long as its shape says, no two entries sharing a byte. The soak run of the same
-mutations (10,000 cases) is `benchmarks/fuzz_readers.py`.
+mutations (10,000 cases) is `benchmarks/reader_fuzz_soak.py --readers safetensors`.
 """
 
 import json
