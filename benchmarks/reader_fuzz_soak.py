@@ -48,25 +48,15 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
 
 def gguf_reader(workdir: Path) -> tuple[list[bytes], Callable[[bytes], None], type]:
     sys.path.insert(0, str(ROOT / "packages" / "llm-bench" / "tests"))
-    from llm_bench import LLMBenchError, read_gguf
-    from llm_bench.tokenizer import Tokenizer
-    from test_llm_gguf_fuzz import _seed_file
+    from llm_bench import LLMBenchError
+    from test_llm_gguf_fuzz import _seed_file, _use
 
     seed = _seed_file(workdir / "seed.gguf")
     path = workdir / "case.gguf"
 
-    def run(data: bytes) -> None:
+    def run(data: bytes) -> None:  # what the suite's fuzz test does with each case
         path.write_bytes(data)
-        g = read_gguf(path)
-        for value in g.metadata.values():
-            repr(value)
-        try:
-            Tokenizer.from_metadata(g.metadata)
-        except LLMBenchError:
-            pass
-        for t in g.tensors.values():
-            t.array()
-            t.dequantize()
+        _use(path)
 
     return [seed], run, LLMBenchError
 

@@ -99,6 +99,11 @@ def _written_slots(body: UOp) -> list[int]:
     return sorted(slots)
 
 
+def _as_uops(grads) -> list[UOp | None]:
+    """A grad_fxn's gradients as UOps (it may return Tensors)."""
+    return [None if g is None else g.uop if hasattr(g, "uop") else g for g in grads]
+
+
 def _zeros_like(value: UOp) -> UOp:
     """Zeros of `value`'s dtype and shape."""
     zero = value.const_like(0)
@@ -114,8 +119,8 @@ def call_gradients(call: UOp, output_grads: dict[int, UOp], leads, compute_gradi
     args = call.src[1:]
     info = call.arg
     if (n := in_place_arity(call)) is not None:
-        # a hand-written kernel: grad_fxn(gradient of its first output, call) gives one gradient per tensor, for the
-        # tensors' values before the kernel (the CALL's last n sources)
+        # a hand-written kernel: grad_fxn gives one gradient per tensor, for the tensors' values before the kernel (the
+        # CALL's last n sources)
         if info.grad_fxn is None:
             raise SchedulerError("no gradient through a custom kernel without a grad_fxn")
         # as tinygrad calls it: the gradient of each tensor the kernel writes (zeros for one nothing used), then the call
@@ -124,13 +129,13 @@ def call_gradients(call: UOp, output_grads: dict[int, UOp], leads, compute_gradi
         values = args[n:]  # each tensor's value before the kernel, in its shape
         per_output = [output_grads[i].reshape(values[i].shape) if i in output_grads else _zeros_like(values[i]) for i in written]
         seen = call.replace(src=(call.src[0], *call.src[1 + n:]))
-        grads = [None if g is None else g.uop if hasattr(g, "uop") else g for g in info.grad_fxn(*per_output, seen)]
+        grads = _as_uops(info.grad_fxn(*per_output, seen))
         return [None] * n + grads + [None] * (n - len(grads))
     stores = {s.src[0].arg.slot: s.src[1] for s in call.src[0].src if s.op is Ops.STORE and s.src[0].op is Ops.PARAM}
     if info.grad_fxn is not None:
         # as tinygrad calls it: the gradient of each output in order (zeros for an output nothing used), then the call
         per_output = [output_grads[pos] if pos in output_grads else _zeros_like(stores[pos]) for pos in sorted(stores)]
-        returned = [None if g is None else g.uop if hasattr(g, "uop") else g for g in info.grad_fxn(*per_output, call)]
+        returned = _as_uops(info.grad_fxn(*per_output, call))
         if len(returned) == len(args):  # one per argument, outputs included (None for them)
             return returned
         # one per input, in order (the outputs are arguments of the call here, not of the function)

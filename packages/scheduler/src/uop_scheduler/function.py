@@ -180,12 +180,7 @@ def _lift_pending(values: tuple[UOp, ...], n_args: int, params: set[UOp]) -> tup
             graph = u.toposort()
             if any(n.op is Ops.BUFFER for n in graph) and not any(n.op is Ops.PARAM or n in params for n in graph):
                 found[u] = t
-    inner = {n for u in found for n in u.toposort() if n is not u}
-    lifted = [t for u, t in found.items() if u not in inner]
-    if not lifted:
-        return values, []
-    stand_ins = {t.uop: UOp.param(n_args + i, t.dtype, t.shape, t.device) for i, t in enumerate(lifted)}
-    return UOp.sink(*values).substitute(stand_ins).src, lifted
+    return _lift(values, n_args, found)
 
 
 def _lift_implicit(values: tuple[UOp, ...], n_args: int, params: set[UOp]) -> tuple[tuple[UOp, ...], list[Tensor]]:
@@ -195,7 +190,12 @@ def _lift_implicit(values: tuple[UOp, ...], n_args: int, params: set[UOp]) -> tu
     nodes = UOp.sink(*values).toposort()
     found = {t.uop: t for t in list(all_tensors) if t.uop in nodes and t.uop not in params and dtypes.is_float(t.dtype)
              and t.requires_grad is not False and (s := storage_of(t.uop)) is not None and s.op is Ops.BUFFER}
-    # a value read through another found one (a reshape of a closed-over weight) is reached through that one
+    return _lift(values, n_args, found)
+
+
+def _lift(values: tuple[UOp, ...], n_args: int, found: dict[UOp, Tensor]) -> tuple[tuple[UOp, ...], list[Tensor]]:
+    """`values` reading a PARAM (slots from `n_args` on) in place of each found tensor's value, and those tensors in
+    slot order. A value read through another found one (a reshape of a closed-over weight) is reached through that one."""
     inner = {n for u in found for n in u.toposort() if n is not u}
     lifted = [t for u, t in found.items() if u not in inner]
     if not lifted:

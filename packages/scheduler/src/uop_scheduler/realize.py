@@ -18,7 +18,7 @@ from uopir import Ops, UOp, dtypes
 
 from .calls import in_place_arity, inline_calls, is_call_output
 from .schedule import CopyStep, KernelStep, Plan, cached_plan, device_below, walk_graph
-from .storage import off_storage
+from .storage import off_storage, touches_storage
 
 realized_buffers: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
 # buffer versions made by writes that have run: AFTER(buffer, STORE) -> buffer (kept through TinyJit captures, unlike
@@ -135,8 +135,10 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
 
     `live_reads` lists the buffer versions values outside this schedule may still read; it is asked only when the
     schedule overwrites a version in place, and those versions are kept (copied) for their readers."""
-    # views of a file's buffer are computed from a copy of the bytes they read (a DISK device runs no kernels)
-    walk = walk_graph(plan_targets := off_storage(targets, default_device), done, default_device)
+    walk = walk_graph(plan_targets := targets, done, default_device)
+    if touches_storage(walk.nodes):
+        # views of a file's buffer are computed from a copy of the bytes they read (a DISK device runs no kernels)
+        walk = walk_graph(plan_targets := off_storage(targets, default_device), done, default_device)
     if any(is_call_output(n) for n in walk.nodes):
         walk = walk_graph(plan_targets := inline_calls(targets), done, default_device)
     var_vals: dict[str, int] = {}

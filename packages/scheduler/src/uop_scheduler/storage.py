@@ -11,6 +11,13 @@ from hcq_runtime import Device, bind_buffer, buffer_for
 from uopir import GroupOp, Ops, UOp
 
 from .rangeify import flat_index, movement_inner
+from .schedule import _is_leaf_view
+
+
+def touches_storage(nodes) -> bool:
+    """Whether a walked graph (its nodes and input leaves) holds a value of a bytes-only device: only then does
+    `off_storage` have anything to do (the check every realize pays is this scan, not a second walk)."""
+    return any(n.op in (Ops.BUFFER, Ops.COPY, Ops.AFTER) and bytes_only(n.device) for n in nodes)
 
 
 def bytes_only(device) -> bool:
@@ -73,8 +80,6 @@ def off_storage(targets: tuple[UOp, ...], device: str) -> tuple[UOp, ...]:
     if bytes_only(device):
         device = Device.DEFAULT
     order = UOp.sink(*targets).toposort(gate=lambda n: n.op is not Ops.BUFFER)
-    if not any(n.op in (Ops.BUFFER, Ops.COPY, Ops.AFTER) and bytes_only(n.device) for n in order):
-        return targets
     swap: dict[UOp, UOp] = {}
     for node in order:
         if node.op in GroupOp.Movement or node.op in (Ops.BITCAST, Ops.DETACH, Ops.BUFFER, Ops.SINK, Ops.AFTER):
@@ -82,7 +87,7 @@ def off_storage(targets: tuple[UOp, ...], device: str) -> tuple[UOp, ...]:
         for s in node.src[1:2] if node.op is Ops.STORE else node.src:  # a write's target is not a read
             if s in swap or (base := _storage_chain(s)) is None:
                 continue
-            if node.op is Ops.COPY and _whole(s, base):
+            if node.op is Ops.COPY and _is_leaf_view(s, {base}) is not None:  # a COPY moves a whole buffer's bytes as they are
                 continue
             swap[s] = _lifted(s, base, device)
     for t in targets:
@@ -92,9 +97,3 @@ def off_storage(targets: tuple[UOp, ...], device: str) -> tuple[UOp, ...]:
         return targets
     return UOp.sink(*targets).substitute(swap).src
 
-
-def _whole(view: UOp, base: UOp) -> bool:
-    """Whether `view` is `base` itself or a reshape of it (a COPY moves its bytes as they are)."""
-    while view.op is Ops.RESHAPE:
-        view = view.src[0]
-    return view is base
