@@ -58,6 +58,11 @@ def _placed(t: Tensor, device: str) -> Tensor:
     return t.to(device) if device != t.device else t.clone()
 
 
+def sharded_value(x: Any) -> Any:
+    """The ShardedTensor a Tensor sharded in place (`shard_`) stands for; anything else as it is."""
+    return x.sharded if hasattr(x, "shards") else x
+
+
 class ShardedTensor:
     """One lazy Tensor per device; `axis` is the split axis, None when each device holds the whole value."""
 
@@ -82,6 +87,21 @@ class ShardedTensor:
         if self.axis is None:
             return first
         return tuple(sum(s.shape[self.axis] for s in self.shards) if i == self.axis else d for i, d in enumerate(first))
+
+    @property
+    def sharded(self) -> ShardedTensor:
+        """This value (what a Tensor sharded in place by `shard_` stands for)."""
+        return self
+
+    @property
+    def requires_grad(self) -> bool | None:
+        """Whether backward fills this value's gradient (the shards', as one setting)."""
+        return self.shards[0].requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool | None) -> None:
+        for s in self.shards:
+            s.requires_grad = value
 
     @property
     def ndim(self) -> int:
@@ -163,6 +183,7 @@ class ShardedTensor:
 
     def _matching(self, other: Any) -> list[Any]:
         """`other` split like self: one operand per shard (scalars pass through)."""
+        other = sharded_value(other)
         if isinstance(other, ShardedTensor):
             if other.device != self.device:
                 raise TensorRuntimeError(f"sharded operands are on different devices: {self.device} and {other.device}")
@@ -182,7 +203,7 @@ class ShardedTensor:
         outs = []
         for s, o in zip(self.shards, others):
             a, b = (o, s) if reverse else (s, o)
-            outs.append(getattr(a, name)(b) if isinstance(a, ElementwiseMixin) else getattr(s, name)(b, True))
+            outs.append(getattr(a, name)(b) if isinstance(a, ElementwiseMixin) else getattr(s, name)(o, True))
         return ShardedTensor(tuple(outs), self.axis)
 
     # ---- views and writes ----
@@ -232,6 +253,19 @@ class ShardedTensor:
     def __truediv__(self, x: Any) -> ShardedTensor:
         return self._binary("div", x)
 
+    def __rtruediv__(self, x: Any) -> ShardedTensor:
+        return self._binary("div", x, True)
+
+    def __pow__(self, x: Any) -> ShardedTensor:
+        return self._binary("pow", x)
+
+    def __rpow__(self, x: Any) -> ShardedTensor:
+        return self._binary("pow", x, True)
+
+    def where(self, x: Any, y: Any) -> ShardedTensor:
+        """x where this condition holds, else y (both split like the condition, or scalars)."""
+        return ShardedTensor(tuple(c.where(a, b) for c, a, b in zip(self.shards, self._matching(x), self._matching(y))), self.axis)
+
     def __neg__(self) -> ShardedTensor:
         return self._map(lambda s: s.neg())
 
@@ -240,6 +274,15 @@ class ShardedTensor:
 
     def __gt__(self, x: Any) -> ShardedTensor:
         return self._binary("__gt__", x)
+
+    def __le__(self, x: Any) -> ShardedTensor:
+        return self._binary("__le__", x)
+
+    def __ge__(self, x: Any) -> ShardedTensor:
+        return self._binary("__ge__", x)
+
+    def __ne__(self, x: Any) -> ShardedTensor:  # type: ignore[override]
+        return self._binary("ne", x)
 
     def __eq__(self, x: Any) -> ShardedTensor:  # type: ignore[override]
         return self._binary("eq", x)
@@ -328,7 +371,7 @@ class ShardedTensor:
     # ---- matmul ----
     def matmul(self, w: Any) -> ShardedTensor:
         """self @ w with at least one sharded operand."""
-        n = self.ndim
+        n, w = self.ndim, sharded_value(w)
         if isinstance(w, ElementwiseMixin):
             w = ShardedTensor(tuple(w.to(d) for d in self.device), None)
         if self.axis is not None and self.axis < n - 1 and w.axis is None:
@@ -340,6 +383,11 @@ class ShardedTensor:
         # any other layout: gather both on the first device and replicate the result
         whole = self.to(self.device[0]) @ w.to(self.device[0])
         return ShardedTensor(tuple(whole.to(d) for d in self.device), None)
+
+    def linear(self, weight: Any, bias: Any = None) -> ShardedTensor:
+        """self @ weight + bias (weight: (in, out))."""
+        out = self.matmul(weight)
+        return out if bias is None else out + bias
 
     def __matmul__(self, w: Any) -> ShardedTensor:
         return self.matmul(w)

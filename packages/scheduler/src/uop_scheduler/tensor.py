@@ -103,11 +103,14 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
     __slots__ = ("uop", "_device", "_requires_grad", "grad", "_root", "_chain", "_views", "_borrowed", "_graph", "__weakref__")
     training: ClassVar[bool] = False
 
-    def __init__(self, data: Any, device: str | None = None, dtype: Any = None, requires_grad: bool | None = None):
-        self._init(data, device, dtype, requires_grad)
+    def __init__(self, data: Any, device: str | tuple[str, ...] | None = None, dtype: Any = None, requires_grad: bool | None = None):
+        devices = tuple(device) if isinstance(device, (tuple, list)) else None
+        self._init(data, devices[0] if devices else device, dtype, requires_grad)
         all_tensors.add(self)  # only once built: a constructor that raised leaves no half-made tensor for live_reads
         if requires_grad:
             self._own_leaf()
+        if devices:  # several devices (tinygrad's rule): the value is on each of them, sharded in place
+            self.shard_(devices)
 
     def _init(self, data: Any, device: str | None, dtype: Any, requires_grad: bool | None) -> None:
         dt = _norm_dtype(dtype)
@@ -296,7 +299,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         """Compute this tensor (and `lst`) now, in one schedule together with every pending write; afterwards each
         refers to its buffer. A view of a buffer stays a view of it."""
         # a sharded tensor among them (`Tensor.realize(sharded, t)` too) is its shards
-        flat = [s for t in (self, *lst) for s in (t.shards if not isinstance(t, Tensor) and hasattr(t, "shards") else (t,))]
+        flat = [s for t in (self, *lst) for s in (t.shards if hasattr(t, "shards") else (t,))]
         tensors = list({id(t): t for t in (*flat, *pending)}.values())
         pending.clear()
         if any(storage_of(t.uop) is not None for t in tensors):  # writes: their old versions' small readers come along
@@ -357,17 +360,22 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
             raise TensorTypeError(f"replace takes a Tensor, got {type(x).__name__}")
         if self.shape != x.shape and not allow_shape_mismatch:
             raise ShapeError(f"replace shape mismatch {self.shape} != {x.shape} (pass allow_shape_mismatch=True to change it)")
-        for v in list(self._views or ()):  # they keep the value they have: each becomes a tensor of its own
-            v._root, v._chain, v._borrowed = None, (), storage_of(v.uop) is not None
-        self._views = None
-        if self._root is not None and self._root._views is not None:
-            self._root._views.discard(self)
-        self._root, self._chain = None, ()
+        self._forget_identity()
         self.uop, self._device, self._graph = x.uop, x._device, x._graph
         if self._graph is not None:
             graph_holders.add(self)
         self._borrowed = storage_of(self.uop) is not None  # x's buffer is x's: a write here copies first
         return self
+
+    def _forget_identity(self) -> None:
+        """Stop being a view or a viewed root: tensors viewing this one keep the value they have, each becoming a tensor
+        of its own, and this one is no longer a view of its root."""
+        for v in list(self._views or ()):
+            v._root, v._chain, v._borrowed = None, (), storage_of(v.uop) is not None
+        self._views = None
+        if self._root is not None and self._root._views is not None:
+            self._root._views.discard(self)
+        self._root, self._chain = None, ()
 
     def assign(self, x: Any) -> Tensor:
         """Write the value of `x` into this tensor (same dtype and device; broadcast to this shape). Writing into a view
@@ -464,16 +472,20 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         """The values as a memoryview in row-major order."""
         return memoryview(self.numpy())
 
-    def to(self, device: str | None) -> Tensor:
-        """This tensor on `device` (a lazy COPY when it differs)."""
+    def to(self, device: str | tuple[str, ...] | None) -> Tensor:
+        """This tensor on `device` (a lazy COPY when it differs); on several devices, a copy on each (`shard(device)`)."""
+        if isinstance(device, (tuple, list)):
+            return self.shard(device)
         dev = canonicalize(device) if device is not None else Device.DEFAULT
         if dev == self.device:
             return self
         return Tensor(self.uop.copy_to_device(dev), device=dev, requires_grad=self.requires_grad)
 
-    def to_(self, device: str | None) -> Tensor:
+    def to_(self, device: str | tuple[str, ...] | None) -> Tensor:
         """Move this tensor object (and its gradient) to `device` in place: it stands for the same values there, as
-        `replace` makes it (tensors viewing it keep theirs). Returns self."""
+        `replace` makes it (tensors viewing it keep theirs); onto several devices, a copy on each (`shard_`). Returns self."""
+        if isinstance(device, (tuple, list)):
+            return self.shard_(device)
         dev = canonicalize(device) if device is not None else Device.DEFAULT
         if dev != self.device:
             grad = self.grad.to(dev) if self.grad is not None else None
@@ -484,6 +496,14 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
     def shard(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> ShardedTensor:
         """This tensor split along `axis` over `devices` (copied whole to each when axis is None)."""
         return shard(self, devices, axis)
+
+    def shard_(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> Tensor:
+        """Shard this tensor object in place (tinygrad's `shard_`): from now on it behaves as `shard(devices, axis)` —
+        every attribute and operator is that ShardedTensor's — while staying the same object, so models, optimizers
+        and state dicts holding it see the sharded value. Its gradient is sharded alike. Returns self."""
+        from .sharded_inplace import shard_in_place
+
+        return shard_in_place(self, devices, axis)
 
     def cast(self, dtype: Any) -> Tensor:
         """The values converted to `dtype` (C conversion rules)."""

@@ -155,10 +155,14 @@ class LAMB(Optimizer):
         return super().schedule_step()
 
     def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
+        # the moments are computed where they live (state moved with `to_`, e.g. to the CPU beside sharded parameters)
+        state_device = self.m[i].device
+        g = g.to(state_device) if state_device != p.device else g
         m = self.m[i].assign(self.b1 * self.m[i] + (1 - self.b1) * g)
         v = self.v[i].assign(self.b2 * self.v[i] + (1 - self.b2) * g * g)
-        m_hat, v_hat = m / (1 - self.b1_t.to(p.device)), v / (1 - self.b2_t.to(p.device))
+        m_hat, v_hat = m / (1 - self.b1_t.to(state_device)), v / (1 - self.b2_t.to(state_device))
         up = m_hat / (v_hat.sqrt() + self.eps)
+        up = up.to(p.device) if state_device != p.device else up
         if self.wd:
             up = up + self.wd * p
         if not self.adam:
