@@ -329,13 +329,17 @@ def test_nested_functions_forward_and_backward():
 
 
 @pytest.mark.parametrize("through_view", [False, True])
-def test_a_write_to_state_not_passed_in_is_refused_and_undone(through_view):
+def test_a_method_writing_its_state_writes_it_at_every_call(through_view):
+    """tinygrad's test_view_assign_explicit_buffer: a method's state is passed as arguments after the explicit ones,
+    so its writes are outputs of the call written back each time (they were refused with FunctionError)."""
+
     class State:
         def __init__(self):
             self.buf = Tensor.zeros(2, 4).contiguous().realize()
             self.steps = Tensor([0]).realize()
+            self.first_row = self.buf[0]  # a view of the state made before: it sees the writes
 
-        @function
+        @function(allow_implicit=False)
         def __call__(self, x):
             if through_view:
                 self.buf[:, 0:2].assign(x)
@@ -345,13 +349,32 @@ def test_a_write_to_state_not_passed_in_is_refused_and_undone(through_view):
 
         @function
         def count(self, x):
-            self.steps += 1  # no argument in the value: it would run once, at the trace, and never again
+            self.steps += 1
             return x * 2
 
-    s = State()
-    with pytest.raises(FunctionError, match=r"wrote 1 tensor\(s\) it was not given \(shape=\(2, 4\)"):
-        s(Tensor([[5.0, 6.0], [7.0, 8.0]]))
-    np.testing.assert_equal(s.buf.numpy(), np.zeros((2, 4)))  # left as it was, and still usable
-    with pytest.raises(FunctionError, match="pass the state as an argument"):
-        s.count(Tensor([1.0]))
-    np.testing.assert_equal(s.steps.numpy(), [0])
+    s, expected = State(), np.zeros((2, 4), np.float32)
+    for i in range(3):
+        x = np.array([[5.0, 6.0], [7.0, 8.0]], np.float32) + i
+        if through_view:
+            expected[:, 0:2] = x
+        else:
+            expected += x.sum()
+        np.testing.assert_equal(s(Tensor(x)).numpy(), expected)
+        np.testing.assert_equal(s.buf.numpy(), expected)
+        np.testing.assert_equal(s.first_row.numpy(), expected[0])
+        np.testing.assert_equal(s.count(Tensor([1.0])).numpy(), [2.0])
+        np.testing.assert_equal(s.steps.numpy(), [i + 1])
+    assert len(State.__call__.traces) == 1  # the state's new values are new inputs, not new traces
+
+
+def test_a_write_to_a_closed_over_tensor_is_refused_and_undone():
+    buf = Tensor.zeros(2, 4).contiguous().realize()
+
+    @function
+    def f(x):
+        buf.assign(buf + x.sum())  # not an argument nor a method's state: it would run once, at the trace
+        return buf * 1
+
+    with pytest.raises(FunctionError, match=r"wrote 1 tensor\(s\) it was not given \(shape=\(2, 4\).*pass the state as an argument"):
+        f(Tensor([1.0]))
+    np.testing.assert_equal(buf.numpy(), np.zeros((2, 4)))  # left as it was, and still usable

@@ -58,25 +58,33 @@ class _Function(Generic[ReturnType]):
         return bool(args) and type(args[0]).__dict__.get(getattr(self.fn, "__name__", "")) is self
 
     @staticmethod
-    def _state_key(obj: Any) -> tuple:
-        """What a method's trace depends on besides its arguments: the values of the instance's tensor attributes (a
-        new value, assigned or written, traces again instead of replaying the old one)."""
-        return tuple(id(v.uop) for v in getattr(obj, "__dict__", {}).values() if isinstance(v, Tensor))
-
-    @staticmethod
-    def _state_buffers(obj: Any) -> set[UOp]:
-        """The buffers of the tensors an instance holds as attributes (directly, or in lists, tuples and dicts)."""
-        found: set[UOp] = set()
-        stack = list(getattr(obj, "__dict__", {}).values())
+    def _state_tensors(obj: Any) -> list[Tensor]:
+        """The tensors an instance holds as attributes (directly, or in lists, tuples and dicts), each once, in order."""
+        found: dict[int, Tensor] = {}
+        stack = list(reversed(getattr(obj, "__dict__", {}).values()))
         while stack:
             v = stack.pop()
-            if isinstance(v, Tensor):
-                found |= {n for n in v.uop.toposort() if n.op is Ops.BUFFER}
+            if isinstance(v, Tensor) and not hasattr(v, "shards"):
+                found.setdefault(id(v), v)
             elif isinstance(v, (list, tuple)):
-                stack.extend(v)
+                stack.extend(reversed(v))
             elif isinstance(v, dict):
-                stack.extend(v.values())
-        return found
+                stack.extend(reversed(v.values()))
+        return list(found.values())
+
+    def _state_of(self, args: tuple, tensors: list[Tensor]) -> list[Tensor]:
+        """A method's state passed as arguments after the explicit ones: the instance's tensors that are not views of
+        another tensor (a view reads its root's value, and a write through it writes the root) nor explicit arguments."""
+        if not self._is_method_of(args):
+            return []
+        given = {id(t) for t in tensors}
+        return [t for t in self._state_tensors(args[0]) if t._root is None and id(t) not in given]
+
+    def _state_buffers(self, args: tuple) -> set[UOp]:
+        """The buffers a method's instance holds (views of its state read them directly: not implicit inputs)."""
+        if not self._is_method_of(args):
+            return set()
+        return {n for v in self._state_tensors(args[0]) for n in v.uop.toposort() if n.op is Ops.BUFFER}
 
     def __call__(self, *args: Any, **kwargs: Any) -> ReturnType:
         # over several devices (a sharded argument, or a body that shards): the function runs as written, its
@@ -85,16 +93,19 @@ class _Function(Generic[ReturnType]):
             return self.fn(*args, **kwargs)
         names = list(kwargs)
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, Tensor)]
-        signature = (tuple((t.shape, t.dtype, t.device) for t in tensors), tuple(names),
-                     tuple(None if isinstance(a, Tensor) else a for a in (*args, *kwargs.values())),
-                     self._state_key(args[0]) if self._is_method_of(args) else ())
+        # a method's state is passed as arguments after the explicit ones: its current values are read at each call,
+        # and what the method writes to it is written back like a written argument
+        n_explicit = len(tensors)
+        tensors += self._state_of(args, tensors)
+        signature = (tuple((t.shape, t.dtype, t.device) for t in tensors), tuple(names), n_explicit,
+                     tuple(None if isinstance(a, Tensor) else a for a in (*args, *kwargs.values())))
         trace = self.traces.get(signature)
         if trace is _SHARDS:
             return self.fn(*args, **kwargs)
         lifted = [ref() for ref in trace[3]] if trace is not None else []
         if trace is None or any(t is None or t.shape != shape for t, shape in zip(lifted, trace[4])):
             try:
-                trace = self.traces[signature] = self._trace(args, kwargs, tensors)
+                trace = self.traces[signature] = self._trace(args, kwargs, tensors, n_explicit)
             except _Sharded:
                 self.traces[signature] = _SHARDS
                 return self.fn(*args, **kwargs)
@@ -108,39 +119,57 @@ class _Function(Generic[ReturnType]):
             tensors[i].assign(Tensor(o, device=tensors[i].device))
         return rets if is_tuple else rets[0]  # type: ignore[return-value]
 
-    def _trace(self, args: tuple, kwargs: dict, tensors: list[Tensor]) -> tuple:
-        params = [Tensor(UOp.param(i, t.dtype, t.shape, t.device), device=t.device) for i, t in enumerate(tensors)]
-        initial = [p.uop for p in params]
+    def _trace(self, args: tuple, kwargs: dict, tensors: list[Tensor], n_explicit: int) -> tuple:
+        params = [Tensor(UOp.param(i, t.dtype, t.shape, t.device), device=t.device) for i, t in enumerate(tensors[:n_explicit])]
         it = iter(params)
         p_args = [next(it) if isinstance(a, Tensor) else a for a in args]
         p_kwargs = {k: next(it) if isinstance(v, Tensor) else v for k, v in kwargs.items()}
+        # the state tensors themselves stand for their PARAMs while the body runs (the method reaches them through
+        # its instance), and get their own values back after
+        state = tensors[n_explicit:]
+        saved = [(t.uop, t._graph, t._borrowed) for t in state]
+        for i, t in enumerate(state, n_explicit):
+            t.uop, t._graph, t._borrowed = UOp.param(i, t.dtype, t.shape, t.device), None, False
+        params += state
+        initial = [p.uop for p in params]
         before = {id(t): (t, t.uop) for t in list(all_tensors)}
         was_pending = set(map(id, pending))
         try:
             ret = self.fn(*p_args, **p_kwargs)
+            # the values returned now: a view of the state is rebound to the state's own value below
+            ret_values = [r.uop if isinstance(r, Tensor) and not hasattr(r, "shards") else None for r in (ret if isinstance(ret, tuple) else (ret,))]
         finally:
-            _undo_state_writes(before, was_pending, {p.uop for p in params} | set(initial), self.name)
-        written = tuple(i for i, (p, u) in enumerate(zip(params, initial)) if p.uop is not u)
-        for p in params:  # a placeholder's new value is an output of the call, not a write to run
-            pending.pop(p, None)
+            try:  # the state and its views are written back as outputs: not writes to undo
+                own = {id(v) for t in state for v in (t, *(t._views or ()))}
+                _undo_state_writes({k: v for k, v in before.items() if k not in own}, was_pending, set(initial) | {p.uop for p in params}, self.name)
+            finally:
+                written = tuple(i for i, (p, u) in enumerate(zip(params, initial)) if p.uop is not u)
+                new_state = [t.uop for t in state]
+                for p in params:  # a placeholder's new value is an output of the call, not a write to run
+                    pending.pop(p, None)
+                for t, (uop, graph, borrowed) in zip(state, saved):
+                    t.uop, t._graph, t._borrowed = uop, graph, borrowed
+                    if t._views:
+                        rebind_views(t)
         is_tuple = isinstance(ret, tuple)
         rets = ret if is_tuple else (ret,)
         if any(isinstance(r, ShardedTensor) for r in rets):
             raise _Sharded
         if not rets or not all(isinstance(r, Tensor) for r in rets):
             raise FunctionError(f"function {self.name} must return a Tensor or a tuple of Tensors, got {type(ret).__name__}")
-        values = tuple(r.uop for r in rets) + tuple(params[i].uop for i in written)
+        values = tuple(ret_values) + tuple((params[i].uop if i < n_explicit else new_state[i - n_explicit]) for i in written)
+        placeholders = set(initial) | {p.uop for p in params[:n_explicit]} | set(new_state)
         # closed-over values not computed yet (a tensor with a pending write, a contiguous() not realized) are inputs
         # computed before the call, as tinygrad takes them; only buffers read as they are count as implicit
-        values, pending_inputs = _lift_pending(values, len(tensors), {p.uop for p in params} | set(initial))
+        values, pending_inputs = _lift_pending(values, len(tensors), placeholders)
         if not self.allow_implicit:
-            state = self._state_buffers(args[0]) if self._is_method_of(args) else set()
-            implicit = sorted({n for n in UOp.sink(*values).toposort() if n.op is Ops.BUFFER and not n.is_unbound and n not in state},
+            held = self._state_buffers(args)
+            implicit = sorted({n for n in UOp.sink(*values).toposort() if n.op is Ops.BUFFER and not n.is_unbound and n not in held},
                               key=lambda b: b.arg.slot)
             if implicit:
                 listed = "; ".join(f"{i}: dtype={b.dtype}, size={b.arg.size}, device={b.arg.device}" for i, b in enumerate(implicit))
                 raise FunctionError(f"function {self.name} has {len(implicit)} implicit buffer(s), but allow_implicit=False: {listed}")
-        values, lifted = _lift_implicit(values, len(tensors) + len(pending_inputs), {p.uop for p in params} | set(initial))
+        values, lifted = _lift_implicit(values, len(tensors) + len(pending_inputs), placeholders)
         lifted = pending_inputs + lifted
         return values, is_tuple, written, tuple(weakref.ref(t) for t in lifted), tuple(t.shape for t in lifted)
 
