@@ -41,6 +41,25 @@ def test_eager_then_capture_then_replay_with_new_inputs():
     assert f.cnt == 6
 
 
+def test_a_capture_whose_kernels_are_compiled_compiles_nothing():
+    """Linking a capture writes a table of steps for a precompiled runner: a new capture of kernels compiled before
+    invokes no C compiler (a batch program with the buffer addresses written in was compiled at every capture)."""
+
+    def f(a: Tensor) -> Tensor:
+        return chain(a, 5).sum()
+
+    x = np.arange(16, dtype=np.float32)
+    first = TinyJit(f)
+    for _ in range(3):
+        first(Tensor(x)).numpy()
+    compiles = CCompiler.invocations
+    second = TinyJit(f, warmup=0)  # the same kernels over new buffers: captured and linked anew
+    for _ in range(3):
+        np.testing.assert_allclose(second(Tensor(x)).numpy(), chain_reference(x, 5).sum(), rtol=1e-5)
+    assert second.captured is not None and second.captured.linked.n_kernels >= 5
+    assert CCompiler.invocations == compiles
+
+
 @pytest.mark.parametrize("warmup", [0, 2])
 def test_warmup_sets_how_many_calls_run_before_the_capture(warmup):
     state = Tensor.zeros(4).contiguous().realize()

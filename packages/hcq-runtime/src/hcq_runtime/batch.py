@@ -2,39 +2,82 @@
 
 Calls on queue devices (AMD, MOCKAMD) go through the hcq2 engine (`hcq_runtime.hcq2`): batched into one submit per
 (device, queue), linked once, replayed with only run-time patches written. A LINEAR of CPU calls links into one native
-batch program, the CPU side of the same design: `link_linear(linear, inputs)` compiles every kernel, then writes and
-compiles one more C function that calls them in order. Addresses of the buffers the step owns (everything not in
-`inputs`), kernel entry points and constant arguments are written into that function as literals once, at link time;
-input buffer addresses and variable values are read from two small arrays the caller fills on every run. A replay is therefore
-one ctypes call plus the kernels' own work: no per-kernel Python dispatch, no scheduling, no compiling.
+batch run, the CPU side of the same design: `link_linear(linear, inputs)` compiles every kernel and writes a table of
+steps (entry point, core count, where its buffer addresses and values start, or a copy's size) with every buffer
+address and constant the step owns filled in once, at link time. A small native runner, compiled once per device
+and the same for every LINEAR, patches the input addresses and variable values into the table and calls the steps in
+order. A replay is therefore one ctypes call plus the kernels' own work: no per-kernel Python dispatch, no scheduling,
+and linking compiles nothing but kernels (a program with the addresses written in would be compiled at every link).
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 from uopir import Ops, UOp
 
 from .buffer import Buffer
-from .cpu import CPUDevice
+from .cpu import CPUDevice, load_shared_object
 from .device import Device
 from .errors import DeviceError
 from .hcq2 import LinkedSteps, link_calls, run_calls, uses_queue_devices
 from .realize import buffer_for, compile_body, compile_calls, device_for_call, strip_after
 
-_ENTRY = "uop_batch"
+_KERNEL, _COPY = 0, 1
+_RUNNER_SRC = r"""
+typedef void (*uop_kernel)(void **, const long long *, int, int);
+typedef int (*uop_launch)(void *, void **, const long long *, int);
+/* steps: n rows of (kind, entry, cores, first buffer slot, first value slot, extra); kind 0 runs a kernel on
+   bufs + slot and vals + slot (on `cores` cores through the launcher at `extra` when more than one), kind 1 copies
+   `extra` bytes from bufs[slot + 1] to bufs[slot]. Before the steps, the input addresses and variable values are
+   patched in: bufs[in_patch[2i]] = ins[in_patch[2i + 1]], and likewise vals. */
+void uop_batch_run(const long long *steps, long long n, void **bufs, long long *vals, const long long *in_patch, long long n_in,
+                   void **ins, const long long *var_patch, long long n_var, const long long *vars) {
+  for (long long i = 0; i < n_in; i++) bufs[in_patch[2 * i]] = ins[in_patch[2 * i + 1]];
+  for (long long i = 0; i < n_var; i++) vals[var_patch[2 * i]] = vars[var_patch[2 * i + 1]];
+  for (long long i = 0; i < n; i++) {
+    const long long *s = steps + 6 * i;
+    void **b = bufs + s[3];
+    if (s[0] == 1) { __builtin_memcpy(b[0], b[1], (unsigned long)s[5]); continue; }
+    if (s[2] > 1) ((uop_launch)s[5])((void *)s[1], b, vals + s[4], (int)s[2]);
+    else ((uop_kernel)s[1])(b, vals + s[4], 0, 1);
+  }
+}
+"""
+
+
+@functools.cache
+def _runner(device: str) -> Any:
+    """The batch runner for a CPU device (compiled once; its source never changes, so the compile cache keeps it)."""
+    fn = load_shared_object(Device[device].compiler.compile(_RUNNER_SRC)).uop_batch_run
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong,
+                   ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p]
+    fn.restype = None
+    return fn
+
+
+def _array(ctype: Any, values: Sequence[int]) -> Any:
+    return (ctype * max(len(values), 1))(*values)
 
 
 class LinkedLinear:
     """A linked LINEAR: call it with the input buffers (in `inputs` order) and the variable values by name."""
 
-    def __init__(self, source: str, fn: Any, keep: list[Any], n_inputs: int, variables: tuple[str, ...], n_kernels: int):
-        self.source, self.fn, self._keep = source, fn, keep
-        self.n_inputs, self.variables, self.n_kernels = n_inputs, variables, n_kernels
-        self._addresses = (ctypes.c_void_p * max(n_inputs, 1))()
-        self._values = (ctypes.c_longlong * max(len(variables), 1))()
+    def __init__(self, linker: _Linker, device: str):
+        self.n_inputs, self.variables, self.n_kernels = len(linker.input_index), tuple(linker.variables), linker.n_steps
+        self._keep = linker.keep
+        self._fn = _runner(device)
+        self._steps = _array(ctypes.c_longlong, linker.steps)
+        self._bufs = _array(ctypes.c_void_p, linker.bufs)
+        self._vals = _array(ctypes.c_longlong, linker.vals)
+        self._in_patch = _array(ctypes.c_longlong, [x for pair in linker.in_patch for x in pair])
+        self._var_patch = _array(ctypes.c_longlong, [x for pair in linker.var_patch for x in pair])
+        self._counts = (linker.n_steps, len(linker.in_patch), len(linker.var_patch))
+        self._addresses = (ctypes.c_void_p * max(self.n_inputs, 1))()
+        self._values = (ctypes.c_longlong * max(len(self.variables), 1))()
 
     @property
     def owned_buffers(self) -> list[Buffer]:
@@ -51,42 +94,62 @@ class LinkedLinear:
             if name not in values:
                 raise DeviceError(f"variable {name} has no value: pass it in var_vals")
             self._values[i] = values[name]
-        self.fn(self._addresses, self._values)
+        n_steps, n_in, n_var = self._counts
+        self._fn(self._steps, n_steps, self._bufs, self._vals, self._in_patch, n_in, self._addresses, self._var_patch, n_var,
+                 self._values)
 
 
 class _Linker:
+    """Builds the step table: buffer slots (owned addresses, or patched from an input), value slots (constants, or
+    patched from a variable) and one row per call."""
+
     def __init__(self, inputs: Sequence[UOp]):
         self.input_index = {strip_after(u): i for i, u in enumerate(inputs)}
         self.variables: dict[str, int] = {}
         self.keep: list[Any] = []
-        self.lines: list[str] = []
+        self.steps: list[int] = []
+        self.bufs: list[int] = []
+        self.vals: list[int] = []
+        self.in_patch: list[tuple[int, int]] = []  # (buffer slot, input index)
+        self.var_patch: list[tuple[int, int]] = []  # (value slot, variable index)
+        self.n_steps = 0
 
-    def address(self, arg: UOp) -> str:
+    def address(self, arg: UOp) -> None:
+        """Append the buffer slot for `arg`."""
         arg = strip_after(arg)
         if arg in self.input_index:
-            return f"ins[{self.input_index[arg]}]"
+            self.in_patch.append((len(self.bufs), self.input_index[arg]))
+            self.bufs.append(0)
+            return
         buf = buffer_for(arg).ensure_allocated()
         if not isinstance(Device[buf.device], CPUDevice):
             raise DeviceError(f"a CPU batch cannot address a buffer on {buf.device}")
         self.keep.append(buf)  # owned: its address is baked in, so it must outlive the program
-        return f"(void *){buf.address:#x}ull"
+        self.bufs.append(buf.address)
 
-    def variable(self, name: str) -> str:
-        return f"vars[{self.variables.setdefault(name, len(self.variables))}]"
+    def variable(self, name: str) -> None:
+        """Append a value slot patched from variable `name` at every run."""
+        self.var_patch.append((len(self.vals), self.variables.setdefault(name, len(self.variables))))
+        self.vals.append(0)
 
-    def value(self, arg: UOp) -> str:
+    def value(self, arg: UOp) -> None:
         if arg.op is Ops.CONST:
-            return f"{int(arg.arg)}ll"
-        if arg.op in (Ops.BIND, Ops.DEFINE_VAR):
-            return self.variable(arg.expr)
-        raise DeviceError(f"a scalar call argument must be a CONST, BIND or variable, got {arg.op.name}")
+            self.vals.append(int(arg.arg))
+        elif arg.op in (Ops.BIND, Ops.DEFINE_VAR):
+            self.variable(arg.expr)
+        else:
+            raise DeviceError(f"a scalar call argument must be a CONST, BIND or variable, got {arg.op.name}")
 
     def add_call(self, call: UOp) -> None:
         call = strip_after(call)
         body, args = call.src[0], call.src[1:]
+        first_buf, first_val = len(self.bufs), len(self.vals)
         if body.op is Ops.COPY:
             dest, src = buffer_for(strip_after(args[0])), buffer_for(strip_after(args[1]))
-            self.lines.append(f"  __builtin_memcpy({self.address(args[0])}, {self.address(args[1])}, {min(dest.nbytes, src.nbytes)});")
+            self.address(args[0])
+            self.address(args[1])
+            self.steps += [_COPY, 0, 1, first_buf, first_val, min(dest.nbytes, src.nbytes)]
+            self.n_steps += 1
             return
         if body.op not in (Ops.SINK, Ops.PROGRAM):
             raise DeviceError(f"cannot link a CALL whose body is {body.op.name}")
@@ -96,17 +159,17 @@ class _Linker:
         kernel = compile_body(body, device)
         self.keep.append(kernel.program)
         info = kernel.info
-        fn_address = ctypes.cast(kernel.program.fn, ctypes.c_void_p).value
-        bufs = ", ".join(self.address(args[slot]) for slot in info.globals) or "0"
-        vals = ", ".join((self.value(args[v.arg.slot]) if v.op is Ops.PARAM else self.variable(v.arg[0])) for v in info.vars) or "0"
-        self.lines.append(f"  {{ void *b[] = {{{bufs}}}; long long v[] = {{{vals}}};  /* {info.function_name} */")
+        for slot in info.globals:
+            self.address(args[slot])
+        for v in info.vars:
+            if v.op is Ops.PARAM:
+                self.value(args[v.arg.slot])
+            else:
+                self.variable(v.arg[0])
         cores = info.global_size[0]
-        if cores > 1:
-            launcher = ctypes.cast(Device[device].launcher, ctypes.c_void_p).value
-            launch = f"((int (*)(void *, void **, const long long *, int)){launcher:#x}ull)"
-            self.lines.append(f"    {launch}((void *){fn_address:#x}ull, b, v, {cores}); }}")
-        else:
-            self.lines.append(f"    ((void (*)(void **, const long long *, int, int)){fn_address:#x}ull)(b, v, 0, 1); }}")
+        launcher = (ctypes.cast(Device[device].launcher, ctypes.c_void_p).value or 0) if cores > 1 else 0
+        self.steps += [_KERNEL, ctypes.cast(kernel.program.fn, ctypes.c_void_p).value or 0, max(cores, 1), first_buf, first_val, launcher]
+        self.n_steps += 1
 
 
 def run_linear(linear: UOp, var_vals: dict[str, int] | None = None) -> None:
@@ -131,9 +194,4 @@ def link_linear(linear: UOp, inputs: Sequence[UOp] = (), device: str = "CPU") ->
     linker = _Linker(inputs)
     for call in linear.src:
         linker.add_call(call)
-    source = (f"void {_ENTRY}(void **ins, const long long *vars) {{\n  (void)ins; (void)vars;\n" + "\n".join(linker.lines) + "\n}\n")
-    dev = Device[device]
-    program = dev.program(_ENTRY, dev.compiler.compile(source))
-    program.fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
-    linker.keep.append(program)
-    return LinkedLinear(source, program.fn, linker.keep, len(inputs), tuple(linker.variables), len(linear.src))
+    return LinkedLinear(linker, device)
