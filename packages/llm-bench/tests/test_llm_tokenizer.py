@@ -95,7 +95,7 @@ def test_encode_matches_reference_merger(tok):
 
 
 def _merges(tok):
-    return [f"{a} {b}" for (a, b), _ in sorted(tok._ranks.items(), key=lambda kv: kv[1])]
+    return [merge for merge, _ in sorted(tok._ranks.items(), key=lambda kv: kv[1])]
 
 
 def test_bos_and_specials(tok):

@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
 from . import __version__
 from .backends import available_devices, get_backend
@@ -86,6 +84,9 @@ def _positive(name: str, value: int | None) -> None:
 
 def _download_with_progress(url: str, dest: Path) -> Path:
     """Download a model, showing a progress bar on stderr."""
+    from rich.console import Console  # rich is imported when used: every run of the CLI would pay ~0.1 s for it
+    from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
     console = Console(stderr=True)
     print(f"downloading {url}", file=sys.stderr, flush=True)
     with Progress(BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(), console=console, transient=True) as progress:
@@ -172,6 +173,7 @@ def _chat_prompt(tokenizer: Tokenizer, metadata: dict, messages: list[dict[str, 
 def _chat(model: LanguageModel, tokenizer: Tokenizer, metadata: dict, args: argparse.Namespace) -> int:
     """One user message per line (an empty line or end of input ends the chat); each answer continues the whole
     conversation rendered by the model's chat template."""
+    from rich.console import Console
     from rich.prompt import Prompt
 
     _chat_prompt(tokenizer, metadata, [])  # a missing template or jinja2 is reported before the first question

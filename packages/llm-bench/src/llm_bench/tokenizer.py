@@ -64,12 +64,15 @@ class Tokenizer:
         special_types = (TokenType.CONTROL, TokenType.USER_DEFINED)
         self.special_ids = {tok: i for i, tok in enumerate(self.tokens) if self.token_types[i] in special_types}
         self._ids = {tok: i for i, tok in enumerate(self.tokens) if self.token_types[i] not in special_types}
-        self._ranks: dict[tuple[str, str], int] = {}
+        # keyed by the merge strings themselves ("left right"): the metadata holds them already, while (left, right)
+        # pairs made ~100k new strings and 49k tuples (10 MB for a 49k-token vocabulary). Byte-level tokens never
+        # hold a space, so the first space splits a merge, and a lookup joins the pair the same way.
+        self._ranks: dict[str, int] = {}
         for rank, merge in enumerate(merges):
-            left, sep, right = merge.partition(" ")
-            if not sep or not left or not right:
+            at = merge.find(" ")
+            if at <= 0 or at == len(merge) - 1:
                 raise TokenizerError(f"merge #{rank} {merge!r} is not two tokens separated by one space; the model file is corrupt")
-            self._ranks.setdefault((left, right), rank)
+            self._ranks.setdefault(merge, rank)
         # longest first, so a special token that is a prefix of another never wins
         specials = sorted(self.special_ids, key=len, reverse=True)
         self._special_split = re.compile("|".join(map(re.escape, specials))) if specials else None
@@ -121,7 +124,7 @@ class Tokenizer:
         if self.preset in WHOLE_WORD_FIRST and whole in self._ids:
             parts = [whole]
         while len(parts) > 1:
-            ranked = [(self._ranks.get((parts[i], parts[i + 1])), i) for i in range(len(parts) - 1)]
+            ranked = [(self._ranks.get(f"{parts[i]} {parts[i + 1]}"), i) for i in range(len(parts) - 1)]
             candidates = [(rank, i) for rank, i in ranked if rank is not None]
             if not candidates:
                 break
