@@ -11,7 +11,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-
 from . import __version__
 from .backends import available_devices, get_backend
 from .errors import LLMBenchError
