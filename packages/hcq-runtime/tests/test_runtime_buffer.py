@@ -13,6 +13,19 @@ def test_copyin_copyout_round_trip(f32, rng):
     assert buf.address % 64 == 0
 
 
+@pytest.mark.parametrize("device", ["CPU", "MOCKAMD"])
+def test_copyin_of_a_strided_array_copies_it_in_order(f32, rng, device):
+    """A transposed or sliced array is copied in row-major order of its own shape (straight into host-addressed
+    memory on the CPU, through a contiguous copy elsewhere); a view of a buffer is written only in its range."""
+    data = rng.standard_normal((6, 5)).astype(np.float32)
+    for strided in (data.T, data[::2, 1:], data[:, ::-1].T[1:4]):
+        buf = Buffer(device, strided.size, f32).copyin(strided)
+        np.testing.assert_array_equal(buf.numpy(), strided.reshape(-1))
+    base = Buffer("CPU", 10, f32).copyin(np.zeros(10, np.float32))
+    base.view(4, f32, offset=8).copyin(data[:2, :2].T)
+    np.testing.assert_array_equal(base.numpy(), [0, 0, *data[:2, :2].T.reshape(-1), 0, 0, 0, 0])
+
+
 def test_copyin_size_mismatch_is_an_error(f32):
     with pytest.raises(AllocationError, match="copyin of 8 bytes into a buffer of 16 bytes"):
         Buffer("CPU", 4, f32).copyin(b"\0" * 8)

@@ -33,6 +33,11 @@ class Allocator(Generic[Opaque]):
         """Copy the start of `src` into host bytes."""
         raise NotImplementedError
 
+    def host_view(self, opaque: Opaque, nbytes: int) -> Any:
+        """A writable numpy uint8 array over the first `nbytes` of `opaque` when the host addresses it directly (so a
+        strided host array is copied in without a contiguous copy first), else None."""
+        return None
+
     def poison(self, opaque: Opaque, pattern: memoryview) -> None:
         """Fill an allocation `alloc` just returned with the debug pattern (`buffer.poison_pattern`)."""
         self.copyin(opaque, pattern)

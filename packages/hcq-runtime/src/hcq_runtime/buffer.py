@@ -113,7 +113,13 @@ class Buffer:
         return Buffer(self.device, size, dtype, base=self.base, offset=self.offset + offset)
 
     def copyin(self, data: Any) -> Buffer:
-        """Copy host data (bytes, memoryview or numpy array of exactly `nbytes` bytes) into the buffer."""
+        """Copy host data (bytes, memoryview or numpy array of exactly `nbytes` bytes) into the buffer. A strided numpy
+        array is copied straight into memory the host addresses (CPU), without a contiguous copy of it first."""
+        if isinstance(data, np.ndarray) and not data.flags.c_contiguous and data.nbytes == self.nbytes and self.nbytes:
+            view = self.allocator.host_view(self.opaque, self.nbytes)
+            if view is not None:
+                np.copyto(view.view(data.dtype).reshape(data.shape), data, casting="no")
+                return self
         mv = memoryview(np.ascontiguousarray(data)).cast("B") if isinstance(data, np.ndarray) else memoryview(data).cast("B")
         if mv.nbytes != self.nbytes:
             raise AllocationError(f"copyin of {mv.nbytes} bytes into a buffer of {self.nbytes} bytes")

@@ -48,6 +48,9 @@ class CPUAllocator(LRUAllocator[CPUMemory]):
     def copyout(self, dest: memoryview, src: CPUMemory) -> None:
         ctypes.memmove(np.frombuffer(dest, dtype=np.uint8).ctypes.data, src.address, dest.nbytes)
 
+    def host_view(self, opaque: CPUMemory, nbytes: int) -> np.ndarray:
+        return np.ctypeslib.as_array((ctypes.c_uint8 * nbytes).from_address(opaque.address))
+
     def offset(self, opaque: CPUMemory, offset: int, nbytes: int) -> CPUMemory:
         if offset + nbytes > opaque.nbytes:
             raise AllocationError(f"offset view [{offset}, {offset + nbytes}) is outside an allocation of {opaque.nbytes} bytes")

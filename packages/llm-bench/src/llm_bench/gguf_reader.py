@@ -116,6 +116,23 @@ class GGUFFile:
         return sum(t.nbytes for t in self.tensors.values())
 
 
+def release_pages_of(array: np.ndarray) -> None:
+    """Let the OS drop this process's resident pages of the mapped file under `array` (a view of tensor data, once
+    copied to a device), as `GGUFFile.release_pages` does for the whole file: copying a large tensor then holds its
+    file pages only a piece at a time. Pages shared with neighbouring data at either end are kept; anything not a
+    view of a mapped file is left alone."""
+    m = getattr(array, "_mmap", None)
+    if m is None or not array.nbytes:
+        return
+    with contextlib.suppress(AttributeError, OSError, ValueError, TypeError):  # no madvise here, or a closed map
+        base = np.frombuffer(m, dtype=np.uint8).ctypes.data
+        lo = array.ctypes.data - base
+        hi = lo + array.nbytes if array.flags.c_contiguous else lo + sum((n - 1) * st for n, st in zip(array.shape, array.strides)) + array.itemsize
+        lo, hi = -(-lo // mmap.PAGESIZE) * mmap.PAGESIZE, hi // mmap.PAGESIZE * mmap.PAGESIZE
+        if 0 <= lo < hi <= len(m):
+            m.madvise(mmap.MADV_DONTNEED, lo, hi - lo)
+
+
 MAX_ARRAY_DEPTH = 32
 MAX_DIM = 1 << 40  # elements along one tensor axis
 

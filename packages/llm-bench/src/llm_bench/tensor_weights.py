@@ -22,7 +22,7 @@ import numpy as np
 from uop_scheduler import Device, Tensor, dtypes
 
 from .ggml_types import BLOCK_LAYOUTS, GGMLType
-from .gguf_reader import GGUFTensor
+from .gguf_reader import GGUFTensor, release_pages_of
 from .tensor_dequant import GRAPH_QUANT_TYPES, dequantize_blocks
 
 # The CPU codegen vectorizes a decoding matmul only while its per-core accumulator row is short enough to unroll: a
@@ -119,7 +119,9 @@ def upload_matrices(tensors: Sequence[GGUFTensor], device: str, rows: Callable[[
     for kind, _, arrays in groups:
         joined = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=-2)  # one tensor: no joined copy
         pieces = 1 if kind is None else -(-joined.shape[-2] // QUANT_ROWS_PER_MATMUL)
-        parts += [_device_matrix(kind, piece, device) for piece in np.array_split(joined, pieces, axis=-2)]
+        for piece in np.array_split(joined, pieces, axis=-2):
+            parts.append(_device_matrix(kind, piece, device))
+            release_pages_of(piece)  # a large tensor's file pages are held a piece at a time, not all at once
     return tuple(parts)
 
 
@@ -148,4 +150,5 @@ def _device_matrix(kind: GGMLType | None, array: np.ndarray, device: str) -> Dev
         # (..., out) -> (..., blocks, out / blocks) -> (blocks, ..., out / blocks)
         stored = stored.reshape(*stored.shape[:-1], n_blocks, -1)
         stored = np.moveaxis(stored, -2, 0)
-    return DeviceMatrix(Tensor(np.ascontiguousarray(stored), device=device), kind, n_blocks)
+    # the strided view goes in as it is: the device buffer is written from the mapped file without a host copy between
+    return DeviceMatrix(Tensor(stored, device=device), kind, n_blocks)

@@ -56,9 +56,8 @@ def _shape_of_list(data: Any) -> tuple[int, ...]:
 
 def to_storage(arr: np.ndarray, dt: DType) -> np.ndarray:
     """Host values as the bytes a buffer of `dt` holds (bfloat16 and fp8, which numpy lacks, as their bit patterns)."""
-    if dt.fmt is not None:
-        # (np.ascontiguousarray would make a 0-d array 1-d)
-        return np.ascontiguousarray(arr.astype(numpy_dtype(dt), copy=False)).reshape(arr.shape)
+    if dt.fmt is not None:  # a strided array stays strided: the buffer copies it in without a contiguous copy first
+        return arr.astype(numpy_dtype(dt), copy=False)
     values = np.asarray(arr, dtype=np.float64)
     if dt is dtypes.bfloat16:
         return np.vectorize(float_to_bf16_bits, otypes=[np.uint16])(values).reshape(arr.shape)
