@@ -1,0 +1,287 @@
+"""Tensor workloads on the CPU: ours vs tinygrad 0.14 vs PyTorch, warm and cold, with per-kernel compile times.
+
+uv run --frozen --with tinygrad==0.14.0 python benchmarks/vs_torch.py --torch-python V/bin/python
+(V: `python3 -m venv V && V/bin/pip install torch==2.13.0 numpy`; torch never enters this workspace's lock. Without
+--torch-python, or $TORCH_PYTHON, PyTorch is reported as missing; without tinygrad installed, tinygrad too.)
+
+Workloads (same shapes, the same data and initial weights made by numpy from one seed in every library):
+matmul 1024x1024x1024 fp32; add of two 16M fp32 arrays; one eager training step (forward, backward, Adam) of an MLP
+784-256-10 at batch 64 and of a small CNN (2 conv, 2 maxpool, linear) at batch 16; attention softmax(q k^T / 8) v with
+q, k, v (8, 256, 64); a convolution forward (8, 32, 32, 32) by 64 3x3 filters. Every library runs in its own process,
+alternating per workload and round. Warm: median and minimum of timed calls after warm-up calls. Cold: a fresh process
+with the compile cache off (ours DISABLE_COMPILER_CACHE=1, tinygrad likewise) times its first and second call; ours also
+records every kernel's compile time. The largest difference from PyTorch's result is reported per workload.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+WORKLOADS = ("matmul", "add", "mlp_step", "cnn_step", "attention", "conv")
+WARM_CALLS = {"matmul": 20, "add": 20, "mlp_step": 20, "cnn_step": 20, "attention": 20, "conv": 20}
+
+
+# ---- the workloads, built from numpy data for each library ----
+def inputs(name: str) -> dict[str, np.ndarray]:
+    """The numpy data (and initial weights) of a workload: the same in every process."""
+    rng = np.random.default_rng(0)
+
+    def normal(*shape: int, scale: float = 1.0) -> np.ndarray:
+        return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+    if name == "matmul":
+        return {"a": normal(1024, 1024), "b": normal(1024, 1024)}
+    if name == "add":
+        return {"a": normal(1 << 24), "b": normal(1 << 24)}
+    if name == "mlp_step":
+        return {"x": normal(64, 784), "y": rng.integers(0, 10, 64).astype(np.int32), "w1": normal(256, 784, scale=0.05),
+                "b1": np.zeros(256, np.float32), "w2": normal(10, 256, scale=0.05), "b2": np.zeros(10, np.float32)}
+    if name == "cnn_step":
+        return {"x": normal(16, 1, 28, 28), "y": rng.integers(0, 10, 16).astype(np.int32), "c1": normal(8, 1, 3, 3, scale=0.3),
+                "c1b": np.zeros(8, np.float32), "c2": normal(16, 8, 3, 3, scale=0.1), "c2b": np.zeros(16, np.float32),
+                "w": normal(10, 400, scale=0.05), "b": np.zeros(10, np.float32)}
+    if name == "attention":
+        return {"q": normal(8, 256, 64), "k": normal(8, 256, 64), "v": normal(8, 256, 64)}
+    if name == "conv":
+        return {"x": normal(8, 32, 32, 32), "w": normal(64, 32, 3, 3, scale=0.05)}
+    raise SystemExit(f"error: unknown workload {name}")
+
+
+def build_tinygrad_api(name: str, lib: str):
+    """A zero-argument call running the workload once and returning a numpy result, over ours or tinygrad (one API)."""
+    if lib == "ours":
+        from uop_scheduler import Tensor, nn
+    else:
+        from tinygrad import Tensor, nn
+    data = inputs(name)
+    t = {k: Tensor(v) for k, v in data.items()}
+    for v in t.values():
+        v.realize()
+    if name == "matmul":
+        return lambda: (t["a"] @ t["b"]).realize(), lambda out: out.numpy()
+    if name == "add":
+        return lambda: (t["a"] + t["b"]).realize(), lambda out: out.numpy()
+    if name == "attention":
+        return lambda: ((t["q"] @ t["k"].transpose(-1, -2)) / 8).softmax(-1).matmul(t["v"]).realize(), lambda out: out.numpy()
+    if name == "conv":
+        return lambda: t["x"].conv2d(t["w"], padding=1).realize(), lambda out: out.numpy()
+    params = [t[k] for k in data if k not in ("x", "y")]
+    for p in params:
+        p.requires_grad = True
+    opt = nn.optim.Adam(params, lr=1e-3)
+    y = t["y"]
+
+    if name == "mlp_step":
+        def forward():
+            return t["x"].linear(t["w1"].T, t["b1"]).relu().linear(t["w2"].T, t["b2"])
+    else:
+        def forward():
+            h = t["x"].conv2d(t["c1"], t["c1b"]).relu().max_pool2d(2)
+            h = h.conv2d(t["c2"], t["c2b"]).relu().max_pool2d(2)
+            return h.flatten(1).linear(t["w"].T, t["b"])
+
+    def step():
+        Tensor.training = True
+        opt.zero_grad()
+        loss = forward().sparse_categorical_crossentropy(y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step, lambda out: np.array(out.item(), np.float32)
+
+
+def build_torch(name: str):
+    import torch
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    data = inputs(name)
+    t = {k: torch.from_numpy(v.astype(np.int64) if k == "y" else v) for k, v in data.items()}
+    if name == "matmul":
+        return lambda: t["a"] @ t["b"], lambda out: out.numpy()
+    if name == "add":
+        return lambda: t["a"] + t["b"], lambda out: out.numpy()
+    if name == "attention":
+        return lambda: torch.softmax(t["q"] @ t["k"].transpose(-1, -2) / 8, -1) @ t["v"], lambda out: out.numpy()
+    if name == "conv":
+        return lambda: torch.nn.functional.conv2d(t["x"], t["w"], padding=1), lambda out: out.numpy()
+    params = [t[k].requires_grad_() for k in data if k not in ("x", "y")]
+    opt = torch.optim.Adam(params, lr=1e-3)
+    F = torch.nn.functional
+
+    if name == "mlp_step":
+        def forward():
+            return F.linear(F.relu(F.linear(t["x"], t["w1"], t["b1"])), t["w2"], t["b2"])
+    else:
+        def forward():
+            h = F.max_pool2d(F.relu(F.conv2d(t["x"], t["c1"], t["c1b"])), 2)
+            h = F.max_pool2d(F.relu(F.conv2d(h, t["c2"], t["c2b"])), 2)
+            return F.linear(h.flatten(1), t["w"], t["b"])
+
+    def step():
+        opt.zero_grad()
+        loss = F.cross_entropy(forward(), t["y"])
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step, lambda out: np.array(out.item(), np.float32)
+
+
+# ---- one process: time one workload of one library ----
+def worker(lib: str, name: str, mode: str, out_path: str) -> None:
+    compiles: list[float] = []
+    if lib == "ours":
+        from hcq_runtime import CCompiler
+
+        original = CCompiler.compile_uncached
+
+        def timed(self, src):
+            start = time.perf_counter()
+            try:
+                return original(self, src)
+            finally:
+                compiles.append(time.perf_counter() - start)
+
+        CCompiler.compile_uncached = timed
+    run, fetch = build_torch(name) if lib == "torch" else build_tinygrad_api(name, lib)
+    record: dict = {}
+    if mode == "cold":
+        times = []
+        for _ in range(2):
+            start = time.perf_counter()
+            out = run()
+            fetch(out)  # a training step's loss, or the values: the work is done when they are on the host
+            times.append(time.perf_counter() - start)
+        record.update(first=times[0], second=times[1])
+    else:
+        for _ in range(3):
+            fetch(run())
+        times = []
+        for _ in range(WARM_CALLS[name]):
+            start = time.perf_counter()
+            out = run()
+            if name in ("mlp_step", "cnn_step"):
+                fetch(out)
+            times.append(time.perf_counter() - start)
+        record.update(median=statistics.median(times), minimum=min(times))
+        first = build_torch(name) if lib == "torch" else build_tinygrad_api(name, lib)
+        np.save(out_path + ".npy", first[1](first[0]()))
+    record.update(compiles=len(compiles), compile_total=sum(compiles), compile_max=max(compiles, default=0.0))
+    with open(out_path, "w") as f:
+        json.dump(record, f)
+
+
+# ---- the run ----
+def expose_clang(env: dict[str, str]) -> None:
+    """tinygrad's CPU device runs `clang`; Debian names it clang-15, so point a temporary `clang` at it."""
+    if shutil.which("clang", path=env.get("PATH")) is None and (versioned := shutil.which("clang-15")) is not None:
+        bindir = tempfile.mkdtemp(prefix="clang-shim-")
+        os.symlink(versioned, os.path.join(bindir, "clang"))
+        env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
+
+
+def spawn(python: str, lib: str, name: str, mode: str, tmp: str, env: dict[str, str]) -> dict | None:
+    out = os.path.join(tmp, f"{lib}-{name}-{mode}.json")
+    e = dict(env)
+    if mode == "cold":
+        e["DISABLE_COMPILER_CACHE"] = "1"
+    if lib == "tinygrad":
+        e["DEV"], e["TRAINING"] = "CPU", "1"  # its optimizers step only under TRAINING
+    result = subprocess.run([python, __file__, "--worker", lib, name, mode, out], env=e, capture_output=True, text=True, timeout=900)
+    if result.returncode != 0:
+        print(f"  {lib} {name} {mode} failed: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.returncode}",
+              file=sys.stderr)
+        return None
+    with open(out) as f:
+        record = json.load(f)
+    if os.path.exists(out + ".npy"):
+        record["value"] = np.load(out + ".npy")
+    return record
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--torch-python", default=os.environ.get("TORCH_PYTHON"), help="a Python interpreter with torch installed")
+    parser.add_argument("--workloads", nargs="*", default=list(WORKLOADS), choices=WORKLOADS)
+    parser.add_argument("--rounds", type=int, default=1, help="warm runs per library and workload (alternated)")
+    parser.add_argument("--worker", nargs=4, metavar=("LIB", "WORKLOAD", "MODE", "OUT"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(*args.worker)
+        return
+    env = dict(os.environ)
+    expose_clang(env)
+    libs = {"ours": sys.executable}
+    try:
+        import tinygrad  # noqa: F401
+
+        libs["tinygrad"] = sys.executable
+    except ImportError:
+        pass
+    if args.torch_python:
+        libs["torch"] = args.torch_python
+    results: dict[tuple[str, str], dict] = {}
+    with tempfile.TemporaryDirectory(prefix="vs-torch-") as tmp:
+        for name in args.workloads:
+            for mode in ("cold", *("warm",) * args.rounds):
+                for lib, python in libs.items():
+                    record = spawn(python, lib, name, mode, tmp, env)
+                    if record is None:
+                        continue
+                    slot = results.setdefault((lib, name), {})
+                    if mode == "cold":
+                        slot.update(record)
+                    else:
+                        slot.setdefault("medians", []).append(record["median"])
+                        slot["minimum"] = min(slot.get("minimum", float("inf")), record["minimum"])
+                        slot["value"] = record["value"]
+    print(f"{'workload':10} {'lib':9} {'warm median ms':>15} {'min ms':>9} {'cold 1st s':>11} {'cold 2nd s':>11} {'compiles':>9} "
+          f"{'max compile s':>14} {'max |diff| vs torch':>20}")
+    lines = []
+    for name in args.workloads:
+        torch_rec = results.get(("torch", name))
+        for lib in libs:
+            rec = results.get((lib, name))
+            if rec is None:
+                print(f"{name:10} {lib:9} {'failed':>15}")
+                continue
+            median = statistics.median(rec["medians"]) if rec.get("medians") else float("nan")
+            diff = float(np.max(np.abs(rec["value"] - torch_rec["value"]))) if torch_rec and "value" in rec and "value" in torch_rec else float("nan")
+            compiles = f"{rec['compiles']}" if lib == "ours" else "-"
+            max_compile = f"{rec['compile_max']:.3f}" if lib == "ours" else "-"
+            print(f"{name:10} {lib:9} {median * 1e3:15.2f} {rec['minimum'] * 1e3:9.2f} {rec.get('first', float('nan')):11.3f} "
+                  f"{rec.get('second', float('nan')):11.3f} {compiles:>9} {max_compile:>14} {diff:20.2e}")
+            rec["warm_median"] = median
+        ours = results.get(("ours", name))
+        for peer in ("torch", "tinygrad"):
+            other = results.get((peer, name))
+            peer_label = "PyTorch 2.13 (CPU)" if peer == "torch" else "tinygrad 0.14"
+            for metric, key in (("warm_median", "warm_median"), ("cold_first_call", "first"), ("cold_second_call", "second")):
+                value = ours.get(key) if ours else None
+                peer_value = other.get(key) if other else None
+                unit = "ms" if key == "warm_median" else "s"
+                scale = 1e3 if unit == "ms" else 1.0
+                lines.append({"bench": "vs_torch", "case": name, "metric": metric, "value": None if value is None else round(value * scale, 4),
+                              "unit": unit, "peer": peer_label if other else f"{peer_label} (missing)",
+                              "peer_value": None if peer_value is None else round(peer_value * scale, 4),
+                              "ratio": None if not value or not peer_value else round(value / peer_value, 3)})
+        if ours:
+            lines.append({"bench": "vs_torch", "case": name, "metric": "max_kernel_compile", "value": round(ours["compile_max"], 3),
+                          "unit": "s", "peer": None, "peer_value": None, "ratio": None, "kernels_compiled_cold": ours["compiles"]})
+    for line in lines:
+        print(json.dumps(line))
+
+
+if __name__ == "__main__":
+    main()
