@@ -115,3 +115,49 @@ def test_uop_cc_chooses_the_c_compiler(monkeypatch):
     finally:
         monkeypatch.undo()
         compiler_module.find_c_compiler.cache_clear()
+
+
+HALF = """
+float to_half_and_back(double x) { return (float)(_Float16)x; }
+void halves(void **bufs, const long long *vals, int core_id, int n_cores) {
+  double *in = bufs[0]; float *out = bufs[1];
+  for (long long i = 0; i < vals[0]; i++) out[i] = to_half_and_back(in[i]) + sqrtf(fabsf((float)in[i])) * 0.0f;
+}
+"""
+
+
+@pytest.mark.parametrize("name", ["gcc", "clang-15", "clang-19", "clang"])
+def test_kernels_linked_directly_with_ld_resolve_runtime_and_math_calls(name, monkeypatch):
+    """CPU kernels are linked by `ld` itself (the driver's link step cost ~50 ms each): a conversion the compiler
+    leaves to its runtime library (double -> half: __truncdfhf2) and libm calls resolve, as with the driver."""
+    import shutil
+
+    from hcq_runtime import compiler as compiler_module
+    if not (path := shutil.which(name)):
+        pytest.skip(f"{name} is not installed")
+    monkeypatch.setattr(compiler_module, "find_c_compiler", lambda: path)
+    compiler = CCompiler(direct_link=True)
+    if compiler_module.direct_linker(compiler.cc, compiler.compile_flags) is None:
+        pytest.skip(f"no system ld that links {name}'s objects here")
+    dev = Device["CPU"]
+    src = "#include <math.h>\n" + HALF
+    program = dev.program("halves", compiler.compile_uncached(src))
+    values = np.array([1.0, 1 / 3, 65504.0, 1e-8, -2.5], np.float64)
+    inp, out = Buffer("CPU", 5, Float64()).copyin(values), Buffer("CPU", 5, Float32())
+    program([inp.address, out.address], [5])
+    np.testing.assert_array_equal(out.numpy(), values.astype(np.float16).astype(np.float32))
+
+
+def test_without_a_usable_ld_the_driver_links(monkeypatch):
+    from hcq_runtime import compiler as compiler_module
+
+    monkeypatch.setattr(compiler_module.shutil, "which", lambda name: None)
+    assert compiler_module.direct_linker.__wrapped__("cc", ()) is None
+
+
+class Float64:
+    itemsize, fmt, name = 8, "d", "double"
+
+
+class Float32:
+    itemsize, fmt, name = 4, "f", "float"

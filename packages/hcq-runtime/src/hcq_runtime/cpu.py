@@ -225,7 +225,7 @@ class CPUDevice(CompiledDevice):
     def __init__(self, name: str):
         self.name = name
         self.allocator = CPUAllocator()
-        self.compiler = CCompiler()
+        self.compiler = CCompiler(direct_link=True)
         self.renderer = CRenderer(vector_width=host_vector_width())
         self.n_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 

@@ -20,6 +20,15 @@ def _trust_ratio(r1: Tensor, r2: Tensor, ratio: Tensor) -> Tensor:
     return (r1 > 0).where((r2 > 0).where(ratio, 1.0), 1.0)
 
 
+def _state_like(p: Tensor) -> Tensor:
+    """Optimizer state for parameter `p`: zeros in a buffer of their own, filled now. Left a constant (or a pending
+    fill), the first step's update kernels fold the zeros in and differ from every later step's: a second set of
+    kernels was compiled at the second step (an MLP's second eager step took 0.5 s instead of 0.15 s cold). State of
+    a parameter on several devices stays a sharded constant (one tensor object, which `to_` can move)."""
+    zeros = Tensor.zeros(*p.shape, device=p.device, requires_grad=False)
+    return zeros if isinstance(p.device, tuple) else zeros.contiguous().realize()
+
+
 class Optimizer:
     """Base: holds the parameters (tensors whose requires_grad is not False; None becomes True) and the learning rate."""
 
@@ -94,7 +103,7 @@ class LARS(Optimizer):
         super().__init__(params, lr)
         self.momentum, self.wd, self.nesterov, self.classic, self.pre_wd, self.tcoef = momentum, weight_decay, nesterov, classic, pre_wd, tcoef
         self.ns_steps, self.ns_coefficients = ns_steps, tuple(ns_coefficients) if ns_coefficients else None
-        self.b = [Tensor.zeros(*p.shape, device=p.device, requires_grad=False) for p in self.params] if momentum else []
+        self.b = [_state_like(p) for p in self.params] if momentum else []
         self.state = self.b
 
     def _update(self, i: int, p: Tensor, g: Tensor) -> Tensor:
@@ -142,8 +151,8 @@ class LAMB(Optimizer):
             raise ValueError(f"invalid weight_decay {weight_decay}: it must be >= 0")
         super().__init__(params, lr)
         self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
-        self.m = [Tensor.zeros(*p.shape, device=p.device, requires_grad=False) for p in self.params]
-        self.v = [Tensor.zeros(*p.shape, device=p.device, requires_grad=False) for p in self.params]
+        self.m = [_state_like(p) for p in self.params]
+        self.v = [_state_like(p) for p in self.params]
         # b1**t and b2**t live in tensors rather than constants, so every step has the same graph: one schedule and
         # one set of kernels for the whole run instead of new ones per step
         self.b1_t, self.b2_t = Tensor([1.0], requires_grad=False), Tensor([1.0], requires_grad=False)
