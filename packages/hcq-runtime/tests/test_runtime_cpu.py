@@ -1,3 +1,5 @@
+import re
+
 import numpy as np
 import pytest
 from hcq_runtime import Buffer, CCompiler, CompileError, Device
@@ -161,3 +163,20 @@ class Float64:
 
 class Float32:
     itemsize, fmt, name = 4, "f", "float"
+
+
+def test_debug_2_prints_each_kernel_compile_with_its_time(monkeypatch, capsys):
+    from hcq_runtime import buffer_for, run_linear
+    from kernel_asts import call, linear, scale_add
+    from uopir import UOp, dtypes
+
+    monkeypatch.setenv("DEBUG", "2")
+    monkeypatch.setenv("DISABLE_COMPILER_CACHE", "1")
+    n = 4099  # a size no other test uses: the kernel is new to this process
+    out, a, b = (UOp.new_buffer("CPU", n, dtypes.float32) for _ in range(3))
+    buffer_for(a).copyin(np.arange(n, dtype=np.float32))
+    buffer_for(b).copyin(np.ones(n, dtype=np.float32))
+    run_linear(linear(call(scale_add(n, 3.0), out, a, b)))
+    printed = capsys.readouterr().out
+    assert re.search(r"\*\*\* compile \w+ +\d+\.\d ms", printed), printed
+    np.testing.assert_array_equal(buffer_for(out).numpy(), np.arange(n, dtype=np.float32) * 3 + 1)

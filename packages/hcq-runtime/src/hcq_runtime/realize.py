@@ -109,8 +109,11 @@ def _program(body: UOp, device: str) -> tuple[UOp, Any]:
 def _binary(program: UOp, dev: Any) -> bytes:
     if len(program.src) > 3 and program.src[3].op is Ops.BINARY:  # already built (e.g. assembled with amd-isa)
         return program.src[3].arg
+    start = time.perf_counter()
     binary = dev.compiler.compile(program.src[2].arg)
     counters.compiles += 1
+    if debug_level() >= 2:  # compiles run in parallel: each line is that compile's own wall time (a cache hit: ~0)
+        print(f"*** compile {program.arg.function_name:<32s} {(time.perf_counter() - start) * 1e3:10.1f} ms")
     return binary
 
 
