@@ -119,3 +119,34 @@ def test_known_model_is_downloaded_with_progress(tmp_path, monkeypatch, cache, c
     assert main(["-m", "qwen3:0.6b", "--benchmark", "1"]) == 0
     assert (cache / "Qwen3-0.6B-Q8_0.gguf").read_bytes() == source.read_bytes()
     assert "downloading file://" in capsys.readouterr().err
+
+
+def _have(device: str) -> bool:
+    from llm_bench.backends import device_status
+
+    return device_status(device) is None
+
+
+@pytest.mark.parametrize("device", ["AMD", "QCOM", "MOCKAMD:gfx9999"])
+def test_a_device_not_available_here_is_one_error_line(device, cache):
+    """(#25) a device this machine cannot open (no driver, a GPU model the mock does not emulate) is `error: device X is
+    not available here: <why>` and exit 1, run as a user runs it (it was a 48-line traceback)."""
+    if _have(device):
+        pytest.skip(f"{device} is usable on this machine")
+    done = subprocess.run([sys.executable, "-m", "llm_bench", "-m", "tiny-llama", "--device", device, "--benchmark", "1"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.startswith(f"error: device {device} is not available here: ") and done.stderr.count("\n") == 1, done.stderr
+
+
+def test_devices_command_and_help_list_what_runs_here(cache):
+    listed = subprocess.run([sys.executable, "-m", "llm_bench", "devices"], capture_output=True, text=True, check=False)
+    assert listed.returncode == 0
+    status = dict(line.split(None, 1) for line in listed.stdout.splitlines())
+    assert status["CPU"] == "usable" and status["numpy"] == "usable"
+    usable = [d for d, s in status.items() if s == "usable"]
+    assert all(s.startswith("not available: ") for s in status.values() if s != "usable")
+    helped = subprocess.run([sys.executable, "-m", "llm_bench", "--help"], capture_output=True, text=True, check=False)
+    assert helped.returncode == 0
+    text = " ".join(helped.stdout.split())
+    assert f"usable here: {', '.join(usable)};" in text.replace("- ", "-")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from hcq_runtime import RuntimeErrorBase
 from uop_scheduler import Device
 
 from .errors import BackendUnavailableError
@@ -30,8 +31,29 @@ def register_device_family(prefix: str, factory: Callable[[str], Backend]) -> No
 
 
 def available_devices() -> list[str]:
-    """The `--device` values that work in this installation (a family `CPU` also accepts `CPU:N`)."""
+    """The `--device` values this installation knows (a family `CPU` also accepts `CPU:N`); see `device_status` for
+    whether each can run here."""
     return sorted(_BACKENDS) + sorted(_FAMILIES)
+
+
+def device_status(device: str) -> str | None:
+    """None when `device` can run models here, else why not (no driver, no such GPU model, ...). A stack device is
+    opened to find out (the first open of a mock GPU takes about half a second)."""
+    if device.lower() in _BACKENDS:
+        return None
+    prefix = device.split(":")[0].upper()
+    if prefix not in _FAMILIES:
+        return f"unknown device; known: {', '.join(available_devices())}"
+    try:
+        Device[device]
+    except RuntimeErrorBase as e:
+        return str(e)
+    return None
+
+
+def usable_devices() -> list[str]:
+    """The known devices that can run models on this machine now."""
+    return [d for d in available_devices() if device_status(d) is None]
 
 
 def get_backend(device: str) -> Backend:
@@ -41,6 +63,8 @@ def get_backend(device: str) -> Backend:
         return factory()
     prefix = device.split(":")[0].upper()
     if prefix in _FAMILIES:
+        if (reason := device_status(device)) is not None:
+            raise BackendUnavailableError(f"device {device} is not available here: {reason}")
         return _FAMILIES[prefix](device)
     if prefix in TENSOR_DEVICES:
         raise BackendUnavailableError(f"device {device!r} has no hcq_runtime backend in this installation; use --device CPU or numpy")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from . import __version__
-from .backends import available_devices, get_backend
+from .backends import available_devices, device_status, get_backend, usable_devices
 from .errors import LLMBenchError
 from .gguf_reader import read_gguf
 from .harness import quant_name, time_decode, time_prefill, warm_up
@@ -34,17 +34,21 @@ class _Parser(argparse.ArgumentParser):
         self.exit(1, f"error: {message} (see {self.prog} --help)\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The main parser: run or benchmark one model."""
+def build_parser(probe_devices: bool = False) -> argparse.ArgumentParser:
+    """The main parser: run or benchmark one model. `probe_devices` (for --help): list the devices that run here,
+    opening each to find out."""
+    devices = ", ".join(usable_devices() if probe_devices else available_devices())
     parser = _Parser(
-        prog="llm-bench", description="Run or benchmark a GGUF LLM. Subcommands: make-tiny ARCH OUT.gguf, matrix FILE.toml.",
+        prog="llm-bench", description="Run or benchmark a GGUF LLM. Subcommands: make-tiny ARCH OUT.gguf, matrix FILE.toml, perplexity, "
+        "devices.",
         epilog="env: BENCHMARK_LOG=PATH appends JSON lines per test; DEV sets the default device; LLM_BENCH_CACHE sets the model cache.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("-m", "--model", default=DEFAULT_MODEL, help=f"a model name ({', '.join(model_names())}) or a GGUF path")
     parser.add_argument("--benchmark", nargs="?", type=int, const=DEFAULT_STEPS, metavar="N", help=f"time N decode steps (default {DEFAULT_STEPS})")
     parser.add_argument("--warmup", action="store_true", help="run untimed steps first")
-    parser.add_argument("--device", default=os.environ.get("DEV", "CPU"), help=f"where to run (default $DEV or CPU; available: "
-                        f"{', '.join(available_devices())}; numpy is the reference)")
+    parser.add_argument("--device", default=os.environ.get("DEV", "CPU"), help=f"where to run (default $DEV or CPU; "
+                        f"{'usable here' if probe_devices else 'known'}: {devices}; numpy is the reference; `llm-bench devices` "
+                        "says why one is not usable)")
     parser.add_argument("--max-context", type=int, default=DEFAULT_CONTEXT, help=f"KV cache length (default {DEFAULT_CONTEXT}, capped by the model)")
     parser.add_argument("--prompt", default=None, help="prompt text (default: just the BOS token when benchmarking, else 'The')")
     parser.add_argument("--prefill", type=int, default=0, metavar="N", help="also time the prefill of N prompt tokens (test ppN)")
@@ -191,6 +195,15 @@ def _chat(model: LanguageModel, tokenizer: Tokenizer, metadata: dict, args: argp
         messages.append({"role": "assistant", "content": _generate(model, tokenizer, prompt, args, echo=False)})
 
 
+def devices_command(argv: Sequence[str]) -> int:
+    """`llm-bench devices`: every known device and whether it runs models here (else why not)."""
+    _Parser(prog="llm-bench devices", description="List the devices llm-bench knows and whether each can run here.").parse_args(argv)
+    for device in available_devices():
+        reason = device_status(device)
+        print(f"{device:10} {'usable' if reason is None else 'not available: ' + reason}")
+    return 0
+
+
 def make_tiny_command(argv: Sequence[str]) -> int:
     """`llm-bench make-tiny ARCH OUT.gguf`."""
     args = build_make_tiny_parser().parse_args(argv)
@@ -263,7 +276,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return matrix_command(argv[1:])
         if argv and argv[0] == "perplexity":
             return perplexity_command(argv[1:])
-        return run_model(build_parser().parse_args(argv))
+        if argv and argv[0] == "devices":
+            return devices_command(argv[1:])
+        return run_model(build_parser(probe_devices=bool({"-h", "--help"} & set(argv))).parse_args(argv))
     except LLMBenchError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -77,7 +77,7 @@ class ElementwiseMixin(TensorFields):
                 raise TensorRuntimeError(f"cannot combine a Tensor with {type(y).__name__}: use a Tensor or a Python number")
             out_dt = strong_dtype(least_upper_dtype(x.dtype, _const_dtype(y)))
             shape = x.shape
-            yt = x._const(y, out_dt, ())
+            yt = x._const(y, out_dt, shape)  # made in x's shape at once: broadcasting a () tensor took two view steps
         x, yt = x._broadcast_to(shape).cast(out_dt), yt._broadcast_to(shape).cast(out_dt)
         return (yt, x) if reverse else (x, yt)
 
