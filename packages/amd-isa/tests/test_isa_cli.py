@@ -44,3 +44,56 @@ def test_undecodable_bytes_are_listed_not_fatal(tmp_path, capsys):
     assert main(["disasm", "--raw", str(tmp_path / "junk.bin")]) == 0
     out = capsys.readouterr().out
     assert ".long 0xffffffff" in out and "s_endpgm" in out
+
+
+def _amd_isa(*args: str, stdin: bytes = b"", umask: int = 0o022, close_stdout: bool = False):
+    """Run `python -m amd_isa ARGS` as a user does (a subprocess, with `umask`)."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "amd_isa", *args]
+    if close_stdout:  # the reader goes away at once, as `| head -0` does
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, umask=umask)
+        proc.stdout.close()
+        _, err = proc.communicate(stdin)
+        return proc.returncode, b"", err.decode()
+    done = subprocess.run(cmd, input=stdin, capture_output=True, umask=umask, check=False)
+    return done.returncode, done.stdout, done.stderr.decode()
+
+
+def test_outputs_get_the_mode_the_umask_gives_and_dash_is_stdin_and_stdout(tmp_path):
+    """(#25 items 4, 5) outputs were 0600 whatever the umask (a temporary file renamed over them); `-` was a file name."""
+    (tmp_path / "k.s").write_text(SOURCE)
+    for umask, mode in ((0o022, 0o644), (0o077, 0o600), (0o002, 0o664)):
+        out = tmp_path / f"k{umask:o}.co"
+        rc, _, err = _amd_isa("asm", str(tmp_path / "k.s"), "--arch", "gfx1100", "-o", str(out), umask=umask)
+        assert rc == 0, err
+        assert out.stat().st_mode & 0o777 == mode
+    rc, raw, err = _amd_isa("asm", "-", "--arch", "gfx1100", "--raw", "-o", "-", stdin=SOURCE.encode())
+    assert rc == 0 and len(raw) == 16 and "wrote standard output" in err
+    assert not (tmp_path / "-").exists()
+    rc, listing, _ = _amd_isa("disasm", "--raw", "--arch", "gfx1100", "-", stdin=raw)
+    assert rc == 0 and b"s_cbranch_scc1 -2" in listing
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path):
+    (tmp_path / "big.s").write_text("s_nop 0\n" * 20000)
+    assert _amd_isa("asm", str(tmp_path / "big.s"), "--arch", "gfx1100", "--raw", "-o", str(tmp_path / "big.bin"))[0] == 0
+    rc, _, err = _amd_isa("disasm", "--raw", str(tmp_path / "big.bin"), close_stdout=True)
+    assert rc == 0 and err == ""
+
+
+def test_an_unexpected_exception_is_an_internal_error_line(monkeypatch, capsys, tmp_path):
+    """(#24 item 4) a bug is `internal error: ...` on one line and exit 1; the traceback only with DEBUG=1."""
+    import amd_isa.cli as cli
+
+    def broken(args):
+        raise KeyError("surprise")
+
+    monkeypatch.setattr(cli, "cmd_disasm", broken)
+    assert main(["disasm", str(tmp_path / "x")]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("internal error: KeyError: 'surprise'") and err.count("\n") == 1 and "Traceback" not in err
+    monkeypatch.setenv("DEBUG", "1")
+    assert main(["disasm", str(tmp_path / "x")]) == 1
+    assert "Traceback" in capsys.readouterr().err

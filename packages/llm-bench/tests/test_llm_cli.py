@@ -150,3 +150,27 @@ def test_devices_command_and_help_list_what_runs_here(cache):
     assert helped.returncode == 0
     text = " ".join(helped.stdout.split())
     assert f"usable here: {', '.join(usable)};" in text.replace("- ", "-")
+
+
+def test_a_closed_pipe_ends_quietly(cache):
+    proc = subprocess.Popen([sys.executable, "-m", "llm_bench", "devices"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before anything is written, as with `| head -0`
+    _, err = proc.communicate()
+    assert proc.returncode == 0 and err == b""
+
+
+def test_an_unexpected_exception_is_an_internal_error_line(monkeypatch, capsys):
+    """(#24 item 4) a bug is `internal error: ...` on one line and exit 1; the traceback only with DEBUG=1."""
+    import llm_bench.cli as cli
+
+    def broken(args):
+        raise ZeroDivisionError("surprise")
+
+    monkeypatch.setattr(cli, "run_model", broken)
+    monkeypatch.delenv("DEBUG", raising=False)
+    assert main(["-m", "tiny-llama"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("internal error: ZeroDivisionError: surprise") and err.count("\n") == 1
+    monkeypatch.setenv("DEBUG", "1")
+    assert main(["-m", "tiny-llama"]) == 1
+    assert "Traceback" in capsys.readouterr().err

@@ -272,3 +272,31 @@ def test_no_device_found(run_cli, tmp_path):
     result = run_cli("romless", "info", context=context)
     assert result.code == 1 and "no supported auto Navi31 device found" in result.err
     assert "no devices found" in run_cli("list", context=context).out
+
+
+def test_an_unexpected_exception_is_an_internal_error_line(run_cli, monkeypatch):
+    """(#24 item 4) a bug is `internal error: ...` on one line and exit 1; the traceback only with DEBUG=1."""
+    from navi_flash import cli
+
+    def broken(self):
+        raise IndexError("surprise")
+
+    monkeypatch.setattr(cli.Cli, "run", broken)
+    monkeypatch.delenv("DEBUG", raising=False)
+    result = run_cli("list")
+    assert result.code == 1 and result.err.startswith("internal error: IndexError: surprise") and result.err.count("\n") == 1
+    monkeypatch.setenv("DEBUG", "1")
+    assert "Traceback" in run_cli("list").err
+
+
+def test_python_m_navi_flash_and_a_closed_pipe(tmp_path):
+    """(#25 item 5) `python -m navi_flash` runs the command; a reader that goes away ends it quietly."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "navi_flash", "--help"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    _, err = proc.communicate()
+    assert proc.returncode == 0 and err == b""
+    done = subprocess.run([sys.executable, "-m", "navi_flash", "--version"], capture_output=True, text=True, check=False)
+    assert done.returncode == 0 and done.stdout.startswith("navi-flash ")

@@ -1,10 +1,7 @@
 """Command line entry point for `amd-isa`: the `disasm`, `asm` and `sqtt` subcommands."""
 
 import argparse
-import os
 import sys
-import tempfile
-from pathlib import Path
 
 from . import __version__
 from .arch import arch_of, target_of
@@ -12,6 +9,7 @@ from .assembler import assemble
 from .codeobject import CodeObject
 from .errors import AmdIsaError, DecodeError
 from .inst import decode_one
+from .outputs import quiet_closed_stdout, read_input, report_internal_error, write_output
 from .sqtt import add_sqtt_command
 
 
@@ -40,7 +38,7 @@ def _align4(size: int) -> int:
 
 def cmd_disasm(args: argparse.Namespace) -> int:
     """Disassemble a code object (its .text, with kernel labels) or, with --raw, a file of raw machine code."""
-    blob = Path(args.file).read_bytes()
+    blob = read_input(args.file)
     if args.raw or not blob.startswith(b"\x7fELF"):
         if not args.raw:
             raise AmdIsaError(f"{args.file} is not an ELF code object; pass --raw to disassemble it as raw machine code")
@@ -61,34 +59,22 @@ def cmd_disasm(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write via a temporary file and rename, so a failure never leaves a half-written output."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
-
-
 def cmd_asm(args: argparse.Namespace) -> int:
     """Assemble LLVM-syntax source into a code object with one kernel (or raw bytes with --raw)."""
-    source = Path(args.file).read_text()
+    source = read_input(args.file).decode()
     target = target_of(args.arch)
     code = assemble(source, target)
     data = code if args.raw else CodeObject.from_code(code, target, args.kernel).to_bytes()
-    out = Path(args.output)
-    _write_atomic(out, data)
-    print(f"wrote {out} ({len(code)} bytes of code{'' if args.raw else f', kernel {args.kernel}'})", file=sys.stderr)
+    write_output(args.output, data)
+    where = "standard output" if args.output == "-" else args.output
+    print(f"wrote {where} ({len(code)} bytes of code{'' if args.raw else f', kernel {args.kernel}'})", file=sys.stderr)
     return 0
 
 
 def add_disasm_command(subparsers: argparse._SubParsersAction) -> None:
     """Register `amd-isa disasm`."""
     p = subparsers.add_parser("disasm", help="disassemble a code object or raw machine code")
-    p.add_argument("file", help="code object (ELF) or, with --raw, raw machine code")
+    p.add_argument("file", help="code object (ELF) or, with --raw, raw machine code; - reads standard input")
     p.add_argument("--arch", help="gfx target or family (default: from the code object; gfx1100 for --raw)")
     p.add_argument("--raw", action="store_true", help="treat FILE as raw machine code, not an ELF code object")
     p.set_defaults(func=cmd_disasm)
@@ -97,9 +83,9 @@ def add_disasm_command(subparsers: argparse._SubParsersAction) -> None:
 def add_asm_command(subparsers: argparse._SubParsersAction) -> None:
     """Register `amd-isa asm`."""
     p = subparsers.add_parser("asm", help="assemble LLVM-syntax assembly")
-    p.add_argument("file", help="assembly source (.s)")
+    p.add_argument("file", help="assembly source (.s); - reads standard input")
     p.add_argument("--arch", required=True, help="gfx target, e.g. gfx1100, gfx1200, gfx90a, gfx942")
-    p.add_argument("-o", "--output", required=True, help="output path")
+    p.add_argument("-o", "--output", required=True, help="output path; - writes standard output")
     p.add_argument("--raw", action="store_true", help="write raw machine code instead of a code object")
     p.add_argument("--kernel", default="kernel", help="kernel name in the code object (default: kernel)")
     p.set_defaults(func=cmd_asm)
@@ -125,11 +111,14 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     try:
         return args.func(args)
+    except BrokenPipeError:  # (an OSError: caught first) the reader of our output is gone, as with `| head`
+        quiet_closed_stdout()
+        return 0
     except (AmdIsaError, OSError, UnicodeDecodeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
-    except BrokenPipeError:
-        return 0
+    except Exception as err:  # noqa: BLE001 -- a bug, not the input: one line, the traceback only with DEBUG=1
+        return report_internal_error(err)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import codecs
 import json
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
@@ -284,6 +285,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
+        return 1
+    except BrokenPipeError:  # the reader of our output is gone (`llm-bench ... | head`): the rest goes nowhere, quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except Exception as e:  # noqa: BLE001 -- a bug, not the input: one line, the traceback only with DEBUG=1
+        if os.environ.get("DEBUG", "0") not in ("", "0"):
+            traceback.print_exc()
+        print(f"internal error: {type(e).__name__}: {e} -- please report it with the command that caused it "
+              "(DEBUG=1 prints the traceback)", file=sys.stderr)
         return 1
 
 

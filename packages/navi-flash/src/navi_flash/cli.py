@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import sys
 import time
+import traceback
 from pathlib import Path
 from typing import NoReturn
 
@@ -289,6 +291,14 @@ def main(argv: list[str] | None = None, context: DeviceContext | None = None, ou
     except KeyboardInterrupt as exc:
         detail = f" ({'; '.join(exc.__notes__)})" if getattr(exc, "__notes__", None) else ""
         print(f"error: interrupted{detail}; rerun the same command to resume (identical sectors are skipped)", file=sys.stderr)
+    except BrokenPipeError:  # `navi-flash ... | head`: the reader is gone; what is left of the output goes nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as exc:  # noqa: BLE001 -- a bug, not the input (hardware state was restored on the way out)
+        if os.environ.get("DEBUG", "0") not in ("", "0"):
+            traceback.print_exc()
+        print(f"internal error: {type(exc).__name__}: {exc} -- please report it with the command that caused it "
+              "(DEBUG=1 prints the traceback)", file=sys.stderr)
     return 1
 
 

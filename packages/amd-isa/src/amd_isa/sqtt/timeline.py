@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
+from ..outputs import write_output
 from . import packets as P
 from .layouts import layout_of
 
@@ -46,14 +45,6 @@ def trace_events(mapped: Iterable[tuple[P.Packet, Any]], target: str, pid: int =
 
 
 def write_timeline(path: str | os.PathLike[str], events: list[dict[str, Any]]) -> None:
-    """Write trace events as a Chrome trace JSON file, atomically (no half-written file on error)."""
-    target = Path(path)
+    """Write trace events as a Chrome trace JSON file, atomically (no half-written file on error); `-`: standard output."""
     document = {"traceEvents": events, "displayTimeUnit": "ns", "otherData": {"time_unit": "shader clock cycles"}}
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent if str(target.parent) else ".")
-    try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(document, out)
-        os.replace(tmp, target)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    write_output(path, json.dumps(document).encode())

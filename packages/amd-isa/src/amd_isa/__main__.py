@@ -1,0 +1,7 @@
+"""`python -m amd_isa`: the `amd-isa` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

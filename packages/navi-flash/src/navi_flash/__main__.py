@@ -1,0 +1,7 @@
+"""`python -m navi_flash`: the `navi-flash` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
