@@ -160,7 +160,7 @@ def _cstr(table: bytes, offset: int) -> str:
 
 def _read(blob: bytes) -> CodeObject:
     if len(blob) < 64 or blob[:4] != b"\x7fELF":
-        raise CodeObjectError("not an ELF file (bad magic); pass --raw to disassemble raw bytes")
+        raise CodeObjectError("not an ELF file (bad magic)")
     # tinygrad's minimal ELF writer leaves EI_DATA, e_machine and e_shentsize zero: read those as little-endian AMDGPU with
     # 64-byte section headers; only what we cannot read (ELF32, big-endian, another machine) is refused.
     if blob[4] != 2 or blob[5] not in (0, 1):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..codeobject import CodeObject
-from ..errors import AmdIsaError
+from ..errors import AmdIsaError, CodeObjectError
 from .decoder import check_stream, decode, stream_layout
 from .errors import SqttDecodeError
 from .mapping import map_insts
@@ -58,7 +58,10 @@ def _read(path: str, what: str) -> bytes:
 
 
 def _load_code(path: str) -> CodeObject:
-    return CodeObject.from_bytes(_read(path, "code object"))
+    try:
+        return CodeObject.from_bytes(_read(path, "code object"))
+    except CodeObjectError as e:
+        raise _UsageError(f"--elf {path}: not a usable code object: {e}") from None
 
 
 def run_sqtt(args: argparse.Namespace, out: Any = None) -> int:
