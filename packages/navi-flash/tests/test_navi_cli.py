@@ -300,3 +300,44 @@ def test_python_m_navi_flash_and_a_closed_pipe(tmp_path):
     assert proc.returncode == 0 and err == b""
     done = subprocess.run([sys.executable, "-m", "navi_flash", "--version"], capture_output=True, text=True, check=False)
     assert done.returncode == 0 and done.stdout.startswith("navi-flash ")
+
+
+def test_a_backup_is_never_overwritten_and_outputs_are_checked_before_reading(run_cli, card_dir, ifwi, tmp_path, monkeypatch):
+    """(#25 item 3) `--backup FILE` replaced an existing backup (a rerun after an interrupted flash put the half-written
+    state over the original); bad output paths failed only after a whole-chip read; the default name never collides."""
+    from navi_flash import romless
+
+    reads = []
+    original = romless.read_range
+    monkeypatch.setattr(romless, "read_range", lambda *a, **k: reads.append(a[1:3]) or original(*a, **k))
+    (tmp_path / "img.bin").write_bytes(ifwi)
+    original_backup = b"the chip as it was"
+    (tmp_path / "b.bin").write_bytes(original_backup)
+    sim = ("--sim", str(card_dir), "romless")
+    for argv, message in (
+        (("flash", str(tmp_path / "img.bin"), "--backup", str(tmp_path / "b.bin"), "--yes"), "is never overwritten"),
+        (("flash", str(tmp_path / "img.bin"), "--backup", str(tmp_path / "no" / "b.bin"), "--yes"), "does not exist"),
+        (("flash", str(tmp_path / "img.bin"), "--backup", str(tmp_path), "--yes"), "it is a folder"),
+        (("dump", str(tmp_path / "no" / "d.bin")), "folder"),
+        (("read", "0", "16", "-o", str(tmp_path / "no" / "r.bin")), "does not exist"),
+        (("read", "0", "0"), "at least 1 byte"),
+        (("flash", str(tmp_path / "img.bin"), "--start-sector", "600", "--dry-run"), "--start-sector 600 is outside the chip"),
+        (("flash", str(tmp_path / "img.bin"), "--start-sector", "500", "--sector-count", "20", "--dry-run"), "12 sector(s) left"),
+    ):
+        result = run_cli(*sim, *argv)
+        assert result.code == 1 and result.err.startswith("error: ") and message in result.err and result.err.count("\n") == 1, result
+    assert reads == [] and (tmp_path / "b.bin").read_bytes() == original_backup
+    monkeypatch.chdir(tmp_path)
+    first = run_cli(*sim, "flash", str(tmp_path / "img.bin"), "--sector-count", "2", "--yes")
+    second = run_cli(*sim, "flash", str(tmp_path / "img.bin"), "--sector-count", "2", "--yes")
+    assert first.code == second.code == 0
+    assert len(list(tmp_path.glob("navi-flash-backup-*.bin"))) == 2
+
+
+def test_navi_flash_user_mistake_as_a_user_runs_it(card_dir, tmp_path):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "navi_flash", "--transport", "sim", "--sim", str(card_dir), "romless", "read", "0", "0"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 1 and done.stderr == "error: read SIZE must be at least 1 byte, got 0\n" and done.stdout == ""

@@ -157,6 +157,10 @@ class Cli:
     def cmd_romless_read(self) -> None:
         """`romless read ADDR SIZE [-o FILE]`."""
         args = self.args
+        if args.size < 1:
+            raise UsageError(f"read SIZE must be at least 1 byte, got {args.size}")
+        if args.output:
+            romless.check_output_path(Path(args.output), "output")
         with self.transport() as transport, romless.open_flash(transport, args.prescale) as flash:
             data = flash.read(args.address, args.size)
         if args.output:
@@ -167,6 +171,7 @@ class Cli:
 
     def cmd_romless_dump(self) -> None:
         """`romless dump OUT`: the whole chip through ROM_SW."""
+        romless.check_output_path(Path(self.args.output), "dump")
         with self.transport() as transport, romless.open_flash(transport, self.args.prescale) as flash:
             data = romless.read_range(flash, 0, flash.spec.size, self.progress, "dump")
         romless.write_file_atomic(Path(self.args.output), data)
@@ -195,7 +200,7 @@ class Cli:
         romless.sector_range(args.start_sector, args.sector_count)
         backup = None
         if not args.no_backup and not args.dry_run:
-            backup = Path(args.backup or f"navi-flash-backup-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}.bin")
+            backup = _new_backup_path(args.backup)
         with self.transport() as transport:
             report = romless.romless_flash(transport, image, start_sector=args.start_sector, sector_count=args.sector_count, clear_cmp=args.clear_cmp,
                                            force=args.force, dry_run=args.dry_run, backup=backup, prescale=args.prescale, progress=self.progress)
@@ -224,6 +229,7 @@ class Cli:
 
     def cmd_fw_dump(self) -> None:
         """`fw dump OUT`: ROM_INDEX/ROM_DATA raw dump."""
+        romless.check_output_path(Path(self.args.output), "dump")
         with self.transport() as transport:
             data = dump_aperture(transport, self.progress)
         romless.write_file_atomic(Path(self.args.output), data)
@@ -280,6 +286,23 @@ def _one_line(exc: BaseException) -> str:
     return "; ".join([str(exc), *notes]).replace("\n", " ")
 
 
+def _new_backup_path(requested: str | None) -> Path:
+    """Where a flash saves its backup: `--backup FILE`, which must not exist (a backup is never replaced: rerunning an
+    interrupted flash would overwrite the original contents with the half-written state), else a new timestamped
+    name here. The folder is checked before the card is touched."""
+    if requested is not None:
+        path = Path(requested)
+        romless.check_output_path(path, "backup")
+        if path.exists():
+            raise UsageError(f"backup file {path} exists and may hold the chip's original contents: it is never overwritten; "
+                             "name a new file with --backup (or move that one away)")
+    else:
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+        path = next(p for n in range(1000) if not (p := Path(f"navi-flash-backup-{stamp}{f'-{n}' if n else ''}.bin")).exists())
+    romless.check_output_path(path, "backup")
+    return path
+
+
 def main(argv: list[str] | None = None, context: DeviceContext | None = None, out=None) -> int:
     """Run the CLI; return the exit status (0, or 1 after printing `error: ...` to stderr)."""
     out = out or sys.stdout
@@ -290,7 +313,8 @@ def main(argv: list[str] | None = None, context: DeviceContext | None = None, ou
         print(f"error: {_one_line(exc)}", file=sys.stderr)
     except KeyboardInterrupt as exc:
         detail = f" ({'; '.join(exc.__notes__)})" if getattr(exc, "__notes__", None) else ""
-        print(f"error: interrupted{detail}; rerun the same command to resume (identical sectors are skipped)", file=sys.stderr)
+        print(f"error: interrupted{detail}; rerun the command to resume (identical sectors are skipped; a --backup FILE "
+              "made is kept, so name a new one or pass --no-backup)", file=sys.stderr)
     except BrokenPipeError:  # `navi-flash ... | head`: the reader is gone; what is left of the output goes nowhere
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

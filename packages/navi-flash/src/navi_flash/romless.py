@@ -220,10 +220,25 @@ def sector_range(start: int | None, count: int | None, spec: ChipSpec = chips.GD
     """Validate --start-sector/--sector-count; default is the rest of the chip from `start`."""
     total = spec.sector_count
     start = start or 0
+    if not 0 <= start < total:
+        raise UsageError(f"--start-sector {start} is outside the chip: it has sectors 0..{total - 1}")
     count = total - start if count is None else count
-    if not 0 <= start < total or not 1 <= count <= total - start:
-        raise UsageError(f"invalid sector range start={start} count={count}; the chip has sectors 0..{total - 1}")
+    if not 1 <= count <= total - start:
+        raise UsageError(f"--sector-count {count} does not fit: from sector {start} the chip has {total - start} sector(s) left (1..{total - start})")
     return start, count
+
+
+def check_output_path(path: Path, what: str) -> None:
+    """Refuse an output path that cannot be written before anything is read from the card (a whole-chip read takes
+    minutes over USB): its folder must exist and be writable, and the path must not be a folder."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise UsageError(f"cannot write {what} {path}: it is a folder")
+    if not folder.is_dir():
+        raise UsageError(f"cannot write {what} {path}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise UsageError(f"cannot write {what} {path}: folder {folder} is not writable")
 
 
 def check_protection(flash: SpiFlash, clear_cmp: bool) -> bool:
@@ -267,7 +282,7 @@ def flash_sectors(flash: SpiFlash, image: bytes, start: int, count: int, report:
             if got != wanted:
                 index = first_difference(got, wanted)
                 raise VerifyError(f"sector {sector} did not verify at {address + index:#x}: flash={got[index]:02x} image={wanted[index]:02x}; "
-                                  "rerun the same command to retry, keep the backup")
+                                  "rerun it to retry (with a new --backup name, or --no-backup: the backup made is kept, never overwritten)")
             report.written_sectors += 1
             progress.note(f"OK sector {sector:03d}/{spec.sector_count - 1} @{address:#07x}: {plan.action}")
             progress.advance(spec.sector_size)
@@ -298,6 +313,6 @@ def romless_flash(transport: Transport, image: bytes, *, start_sector: int | Non
             result = verify_image(flash, image, progress, start * flash.spec.sector_size, end)
             if not result.ok:
                 raise VerifyError(f"final verify failed at {result.mismatch:#x}: flash={result.flash_byte:02x} image={result.image_byte:02x}; "
-                                  "rerun the same command to retry")
+                                  "rerun it to retry (a --backup FILE made is kept: name a new one, or pass --no-backup)")
             report.verified = True
     return report
