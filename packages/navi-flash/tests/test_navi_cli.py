@@ -341,3 +341,37 @@ def test_navi_flash_user_mistake_as_a_user_runs_it(card_dir, tmp_path):
     done = subprocess.run([sys.executable, "-m", "navi_flash", "--transport", "sim", "--sim", str(card_dir), "romless", "read", "0", "0"],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 1 and done.stderr == "error: read SIZE must be at least 1 byte, got 0\n" and done.stdout == ""
+
+
+def test_flash_summarises_identical_sectors_unless_verbose_and_info_names_the_chip(run_cli, card_dir, ifwi, tmp_path):
+    """(#25 item 3) a flash listed every identical sector (510 `skip sector` lines); `info` gave no chip name or size."""
+    image = bytearray(ifwi)
+    image[0x3000:0x4000] = bytes(0x1000)
+    (tmp_path / "img.bin").write_bytes(image)
+    quiet = run_cli("--sim", str(card_dir), "romless", "flash", str(tmp_path / "img.bin"), "--no-backup", "--yes")
+    assert quiet.code == 0 and "skip sector" not in quiet.out and "OK sector 003" in quiet.out
+    assert "written 1, skipped 511 identical" in quiet.out
+    loud = run_cli("--sim", str(card_dir), "romless", "flash", str(tmp_path / "img.bin"), "--no-backup", "--yes", "-v")
+    assert loud.code == 0 and loud.out.count("skip sector") == 512
+    plan = run_cli("--sim", str(card_dir), "romless", "flash", str(tmp_path / "img.bin"), "--dry-run")
+    assert "plan sector" not in plan.out and "skip 512; nothing written" in plan.out
+    info = run_cli("--sim", str(card_dir), "romless", "info")
+    assert "chip: GD25LQ16E, 2048 KiB (512 sectors of 4 KiB)" in info.out
+    data = json.loads(run_cli("--sim", str(card_dir), "romless", "info", "--json").out)
+    assert data["chip"] == "GD25LQ16E" and data["size"] == 0x200000 and data["sector_size"] == 0x1000
+
+
+def test_every_option_and_argument_has_help_text():
+    import argparse
+
+    from navi_flash.cli import build_parser
+
+    missing, stack = [], [("navi-flash", build_parser())]
+    while stack:
+        name, parser = stack.pop()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                stack += [(f"{name} {sub}", p) for sub, p in action.choices.items()]
+            elif not isinstance(action, (argparse._HelpAction, argparse._VersionAction)) and not action.help:
+                missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+    assert missing == []

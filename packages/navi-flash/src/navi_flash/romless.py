@@ -61,6 +61,9 @@ def _disable_quietly(flash: SpiFlash, original: BaseException) -> None:
 class FlashInfo:
     """What `romless info` reports."""
 
+    chip: str
+    size: int
+    sector_size: int
     jedec: str
     sr1: int
     sr2: int
@@ -75,7 +78,9 @@ def read_info(flash: SpiFlash) -> FlashInfo:
     """Identify the chip and read its status registers and SFDP header."""
     sr1, sr2, sr3 = flash.status(), flash.status(chips.OP_RDSR2), flash.status(chips.OP_RDSR3)
     sfdp = flash.sfdp(24)
-    return FlashInfo(jedec=flash.rdid().hex(), sr1=sr1, sr2=sr2, sr3=sr3, cmp=bool(sr2 & flash.spec.sr2_cmp_bit),
+    spec = flash.spec
+    return FlashInfo(chip=spec.name, size=spec.size, sector_size=spec.sector_size, jedec=flash.rdid().hex(), sr1=sr1, sr2=sr2, sr3=sr3,
+                     cmp=bool(sr2 & flash.spec.sr2_cmp_bit),
                      block_protect=sr1 & flash.spec.sr1_bp_mask, sfdp=sfdp.hex(), sfdp_signature_offset=sfdp.find(b"SFDP"))
 
 
@@ -255,8 +260,9 @@ def check_protection(flash: SpiFlash, clear_cmp: bool) -> bool:
 
 
 def flash_sectors(flash: SpiFlash, image: bytes, start: int, count: int, report: FlashReport, *, force: bool = False,
-                  progress: ProgressReporter | None = None) -> None:
-    """Per sector: read, skip if identical, erase if needed, program non-blank pages, read back and verify at once."""
+                  progress: ProgressReporter | None = None, verbose: bool = False) -> None:
+    """Per sector: read, skip if identical, erase if needed, program non-blank pages, read back and verify at once.
+    Written sectors are noted as they complete; skipped (and dry-run planned) ones only when `verbose`."""
     spec = flash.spec
     progress = progress or ProgressReporter()
     progress.start("dry run" if report.dry_run else "flash", count * spec.sector_size, spec.sector_size)
@@ -268,8 +274,9 @@ def flash_sectors(flash: SpiFlash, image: bytes, start: int, count: int, report:
             report.plan.append({"sector": sector, "address": address, "action": plan.action, "pages": len(plan.pages)})
             if report.dry_run or plan.action == "skip":
                 report.skipped += plan.action == "skip"
-                progress.note(f"{'plan' if report.dry_run else 'skip'} sector {sector:03d} @{address:#07x}: {plan.action}"
-                              + (f" ({len(plan.pages)} pages)" if plan.pages else ""))
+                if verbose:  # else the summary counts them: hundreds of identical-sector lines hid what changed
+                    progress.note(f"{'plan' if report.dry_run else 'skip'} sector {sector:03d} @{address:#07x}: {plan.action}"
+                                  + (f" ({len(plan.pages)} pages)" if plan.pages else ""))
                 progress.advance(spec.sector_size)
                 continue
             if plan.erase:
@@ -292,7 +299,7 @@ def flash_sectors(flash: SpiFlash, image: bytes, start: int, count: int, report:
 
 def romless_flash(transport: Transport, image: bytes, *, start_sector: int | None = None, sector_count: int | None = None,
                   clear_cmp: bool = False, force: bool = False, dry_run: bool = False, backup: Path | None = None,
-                  prescale: int = 8, progress: ProgressReporter | None = None) -> FlashReport:
+                  prescale: int = 8, progress: ProgressReporter | None = None, verbose: bool = False) -> FlashReport:
     """The whole `romless flash`: checks, backup, CMP handling, per-sector flash and a final verify of the written range."""
     check_image(image)
     start, count = sector_range(start_sector, sector_count)
@@ -307,7 +314,7 @@ def romless_flash(transport: Transport, image: bytes, *, start_sector: int | Non
         if needs_clear and not dry_run:
             report.cleared_cmp = flash.clear_cmp()
             progress.note("cleared SR2.CMP")
-        flash_sectors(flash, image, start, count, report, force=force, progress=progress)
+        flash_sectors(flash, image, start, count, report, force=force, progress=progress, verbose=verbose)
         if not dry_run:
             end = (start + count) * flash.spec.sector_size
             result = verify_image(flash, image, progress, start * flash.spec.sector_size, end)
