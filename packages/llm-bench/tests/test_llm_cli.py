@@ -41,7 +41,9 @@ def test_benchmark_lines_table_and_log(model, tmp_path, monkeypatch, capsys):
     records = [json.loads(line) for line in log.read_text().splitlines()]
     assert [r["test"] for r in records] == ["pp8", "tg4"]
     for r in records:
-        assert set(r) == {"model", "arch", "quant", "device", "test", "samples_ns", "avg_ts", "stddev_ts", "warmup", "commit"}
+        assert set(r) == {"model", "arch", "quant", "device", "test", "samples_ns", "avg_ts", "stddev_ts", "warmup", "commit", "time", "host",
+                          "size_bytes", "params"}
+        assert r["size_bytes"] > 0 and r["params"] > 0 and r["time"].endswith("Z")
         assert r["model"] == model and r["device"] == "numpy" and r["warmup"] is True and r["commit"] == "deadbeef"
     assert len(records[1]["samples_ns"]) == 4 and len(records[0]["samples_ns"]) == 3
 
@@ -76,7 +78,8 @@ def test_make_tiny_command(tmp_path, capsys):
     (["--device", "TPU"], "unknown device 'TPU'"),
     (["-m", "no-such-model"], "unknown model"),
     (["--benchmark", "0"], "--benchmark must be at least 1"),
-    (["--benchmark", "600"], "raise --max-context"),
+    (["--benchmark", "600"], "512 is this model's own limit: shorten"),  # (#25 item 6: it said "raise --max-context")
+    (["--benchmark", "600", "--max-context", "100"], "raise --max-context (the model allows up to 512)"),
     (["--temperature", "-1"], "--temperature must be >= 0"),
 ])
 def test_user_mistakes_print_one_error_line(argv, message, capsys):

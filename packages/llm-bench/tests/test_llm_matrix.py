@@ -91,3 +91,14 @@ def test_matrix_command_runs_real_cells(tmp_path, monkeypatch, capsys):
     assert summary[2].split()[:5] == ["tiny-llama", "TPU", "failed", summary[2].split()[3], "s"]
     records = [json.loads(line) for line in (tmp_path / "logs" / "tiny-llama.jsonl").read_text().splitlines()]
     assert [(r["device"], r["test"]) for r in records] == [("numpy", "tg2"), ("CPU", "tg2")]
+    for line, record in zip(summary, records):  # (#25 item 6) each cell's t/s, from the records it logged
+        assert line.endswith(f"tg2 {record['avg_ts']:,.2f} t/s")
+
+
+def test_matrix_summary_has_speeds_without_a_log_dir(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("LLM_BENCH_CACHE", str(tmp_path / "cache"))
+    spec = tmp_path / "m.toml"
+    spec.write_text("[matrix]\nmodel = ['tiny-llama']\ndev = ['numpy']\n[run]\nargs = ['--benchmark', '2', '--prefill', '4']\n")
+    assert main(["matrix", str(spec)]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert " pp4 " in last and " tg2 " in last and last.endswith(" t/s")

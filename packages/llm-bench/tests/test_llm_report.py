@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import platform
 import re
 
 from llm_bench import TestResult, append_log, format_step_line, format_summary_table, log_records
@@ -36,9 +37,11 @@ def test_summary_table_columns():
 
 def test_log_records_and_append(tmp_path):
     results = [TestResult("tg2", 1, (10_000_000, 20_000_000))]
-    records = log_records("m", "llama", "Q8_0", "numpy", True, results, environ={"GITHUB_SHA": "abc123", "GITHUB_RUN_ID": "77"})
+    records = log_records("m", "llama", "Q8_0", "numpy", True, results, environ={"GITHUB_SHA": "abc123", "GITHUB_RUN_ID": "77"},
+                          size_bytes=1234, params=567, now=86400.0)
     assert records == [{"model": "m", "arch": "llama", "quant": "Q8_0", "device": "numpy", "test": "tg2", "samples_ns": [10_000_000, 20_000_000],
-                        "avg_ts": 75.0, "stddev_ts": records[0]["stddev_ts"], "warmup": True, "commit": "abc123", "run_id": "77"}]
+                        "avg_ts": 75.0, "stddev_ts": records[0]["stddev_ts"], "warmup": True, "time": "1970-01-02T00:00:00Z",
+                        "host": platform.node(), "size_bytes": 1234, "params": 567, "commit": "abc123", "run_id": "77"}]
     assert "commit" not in log_records("m", "llama", "Q8_0", "numpy", False, results, environ={})[0]
     path = tmp_path / "log.jsonl"
     append_log(path, records)

@@ -136,7 +136,7 @@ def run_model(args: argparse.Namespace) -> int:
         results.append(time_prefill(model, prompt, args.prefill))
     emit = (lambda line: print(line, file=sys.stderr)) if args.json else print
     results.append(time_decode(model, tokenizer, prompt, args.benchmark, emit))
-    records = log_records(name, arch, quant, backend.name, args.warmup, results)
+    records = log_records(name, arch, quant, backend.name, args.warmup, results, size_bytes=gguf.data_bytes, params=model.param_count)
     if log_path := os.environ.get("BENCHMARK_LOG"):
         append_log(log_path, records)
     if args.json:
@@ -262,7 +262,8 @@ def matrix_command(argv: Sequence[str]) -> int:
     print()
     width = max(len(r.cell.model) for r in results) if results else 5
     for r in results:
-        detail = f"exit {r.returncode}" if r.status == "failed" else ""
+        speeds = "  ".join(f"{test} {ts:,.2f} t/s" for test, ts in r.speeds.items())
+        detail = f"exit {r.returncode}" if r.status == "failed" else speeds
         print(f"{r.cell.model:<{width}}  {r.cell.dev:<8} {r.status:<8} {r.seconds:8.1f} s  {detail}".rstrip())
     return 0 if all(r.status == "ok" for r in results) else 1
 

@@ -39,7 +39,7 @@ def warm_up(model: LanguageModel, prompt: Sequence[int]) -> None:
 def time_prefill(model: LanguageModel, prompt: Sequence[int], n_tokens: int, clock: Callable[[], int] = time.perf_counter_ns) -> TestResult:
     """ppN: the time to run `n_tokens` prompt tokens (the prompt repeated to that length) from an empty cache."""
     if n_tokens > model.max_context:
-        raise ModelError(f"--prefill {n_tokens} exceeds the context of {model.max_context}; raise --max-context")
+        raise ModelError(f"--prefill {n_tokens} exceeds the context of {model.max_context}; {model.context_advice()}")
     ids = [prompt[i % len(prompt)] for i in range(n_tokens)]
     # untimed passes first: a backend that compiles, captures and links a graph per prompt length does so here
     for _ in range(3):
@@ -58,7 +58,7 @@ def time_decode(model: LanguageModel, tokenizer: Tokenizer, prompt: Sequence[int
                 clock: Callable[[], int] = time.perf_counter_ns) -> TestResult:
     """tgN: time each of `steps` generation steps, emitting the seed's line (with the text so far) after each."""
     if len(prompt) + steps - 1 > model.max_context:
-        raise ModelError(f"{steps} steps after a {len(prompt)}-token prompt exceed the context of {model.max_context}; raise --max-context")
+        raise ModelError(f"{steps} steps after a {len(prompt)}-token prompt exceed the context of {model.max_context}; {model.context_advice()}")
     tokens = list(prompt)
     generator = model.generate(prompt)
     samples = []

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -101,6 +103,7 @@ class CellResult:
     status: str
     returncode: int | None
     seconds: float
+    speeds: dict[str, float] = field(default_factory=dict)  # test (tg64, pp512, ...) -> mean tokens/s, from its log records
 
 
 def log_name(model: str) -> str:
@@ -117,15 +120,41 @@ def cell_command(cell: Cell, matrix: Matrix, program: Sequence[str] | None = Non
 def run_cell(cell: Cell, matrix: Matrix, program: Sequence[str] | None = None, log_dir: Path | None = None) -> CellResult:
     """Run one cell as a subprocess with the matrix timeout; its output goes straight to ours."""
     env = {**os.environ, **matrix.env}
-    if log_dir is not None:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        env["BENCHMARK_LOG"] = str(log_dir / log_name(cell.model))
-    start = time.monotonic()
-    try:
-        done = subprocess.run(cell_command(cell, matrix, program), env=env, timeout=matrix.timeout_minutes * 60, check=False)
-    except subprocess.TimeoutExpired:
-        return CellResult(cell, "timeout", None, time.monotonic() - start)
-    except OSError as e:
-        raise MatrixError(f"cannot start the benchmark command: {e.strerror}") from None
+    with tempfile.TemporaryDirectory(prefix="llm-bench-cell-") as tmp:
+        # the cell's records (its t/s for the summary) are the lines it appends to its BENCHMARK_LOG
+        if log_dir is not None:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            log = log_dir / log_name(cell.model)
+        else:
+            log = Path(tmp) / "cell.jsonl"
+        env["BENCHMARK_LOG"] = str(log)
+        before = log.stat().st_size if log.exists() else 0
+        start = time.monotonic()
+        try:
+            done = subprocess.run(cell_command(cell, matrix, program), env=env, timeout=matrix.timeout_minutes * 60, check=False)
+        except subprocess.TimeoutExpired:
+            return CellResult(cell, "timeout", None, time.monotonic() - start)
+        except OSError as e:
+            raise MatrixError(f"cannot start the benchmark command: {e.strerror}") from None
+        seconds = time.monotonic() - start
+        speeds = _speeds(log, before)
     status = "ok" if done.returncode == 0 else "failed"
-    return CellResult(cell, status, done.returncode, time.monotonic() - start)
+    return CellResult(cell, status, done.returncode, seconds, speeds)
+
+
+def _speeds(log: Path, offset: int) -> dict[str, float]:
+    """test -> avg_ts of the records appended to `log` after byte `offset` (unreadable lines are skipped)."""
+    speeds: dict[str, float] = {}
+    try:
+        with open(log, "rb") as f:
+            f.seek(offset)
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return speeds
+    for line in lines:
+        try:
+            record = json.loads(line)
+            speeds[str(record["test"])] = float(record["avg_ts"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return speeds

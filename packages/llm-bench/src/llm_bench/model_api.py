@@ -18,6 +18,14 @@ class LanguageModel(ABC):
 
     config: ModelConfig
     max_context: int
+
+    def context_advice(self) -> str:
+        """What to do when a run needs more context than `max_context`: raise --max-context, unless the context is
+        already the model's own limit (then nothing larger exists: shorten the run)."""
+        limit = self.config.context_length
+        if self.max_context < limit:
+            return f"raise --max-context (the model allows up to {limit})"
+        return f"{limit} is this model's own limit: shorten the prompt or the run"
     device: str
 
     @abstractmethod
@@ -61,7 +69,7 @@ class LanguageModel(ABC):
         if not prompt:
             raise ModelError("generation needs at least one prompt token (e.g. BOS)")
         if len(prompt) >= self.max_context:
-            raise ModelError(f"the prompt has {len(prompt)} tokens but the context holds {self.max_context}; raise --max-context")
+            raise ModelError(f"the prompt has {len(prompt)} tokens but the context holds {self.max_context}; {self.context_advice()}")
         rng = np.random.default_rng(seed)
         self.reset()
         logits = self.forward(prompt, 0)

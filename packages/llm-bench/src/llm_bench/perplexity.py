@@ -41,7 +41,7 @@ def perplexity(model: LanguageModel, tokenizer: Tokenizer, text: str, ctx: int, 
     if ctx < 4:
         raise LLMBenchError(f"--ctx must be at least 4, got {ctx}")
     if ctx > model.max_context:
-        raise LLMBenchError(f"--ctx {ctx} is larger than the model's context of {model.max_context}; lower it or raise --max-context")
+        raise LLMBenchError(f"--ctx {ctx} is larger than the model's context of {model.max_context}; lower it, or {model.context_advice()}")
     add_bos = tokenizer.add_bos and tokenizer.bos_id is not None
     tokens = tokenizer.encode(text, add_bos=add_bos)
     if len(tokens) < 2 * ctx:

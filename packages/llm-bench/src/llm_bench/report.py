@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import statistics
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,16 +83,24 @@ RUN_ID_VARIABLES = {"commit": ("GITHUB_SHA", "CI_COMMIT_SHA"), "run_id": ("GITHU
 
 
 def log_records(model: str, arch: str, quant: str, device: str, warmup: bool, results: Iterable[TestResult],
-                environ: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """One BENCHMARK_LOG record per test, with the commit and run ids from the environment when present."""
+                environ: Mapping[str, str] | None = None, size_bytes: int | None = None, params: int | None = None,
+                now: float | None = None) -> list[dict[str, Any]]:
+    """One BENCHMARK_LOG record per test: what ran (model, its size in bytes and parameter count when given), where
+    (host, device), when (UTC time), the samples, and the commit and run ids from the environment when present."""
     environ = os.environ if environ is None else environ
+    when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if now is None else now))
+    about = {"time": when, "host": platform.node()}
+    if size_bytes is not None:
+        about["size_bytes"] = size_bytes
+    if params is not None:
+        about["params"] = params
     ids = {}
     for field, names in RUN_ID_VARIABLES.items():
         value = next((environ[n] for n in names if environ.get(n)), None)
         if value is not None:
             ids[field] = value
     return [{"model": model, "arch": arch, "quant": quant, "device": device, "test": r.name, "samples_ns": list(r.samples_ns),
-             "avg_ts": r.avg_ts, "stddev_ts": r.stddev_ts, "warmup": warmup, **ids} for r in results]
+             "avg_ts": r.avg_ts, "stddev_ts": r.stddev_ts, "warmup": warmup, **about, **ids} for r in results]
 
 
 def append_log(path: str | Path, records: Iterable[Mapping[str, Any]]) -> None:
