@@ -87,3 +87,54 @@ def test_wheel_installs_alone_and_imports(folder, wheels, tmp_path):
         assert set(facts["direct"]) == {"pyusb", "rich"}
         assert set(facts["installed"]) == {"navi-flash", "pyusb"} | set(facts["rich_closure"])
         assert not set(facts["installed"]) & (WORKSPACE_DISTS - {"navi-flash"})
+
+
+def _plain_pip() -> list[str] | None:
+    """A `python -m pip` (>= 22.3, for --python) outside uv: the interpreter this venv was made from, else python3."""
+    import shutil
+
+    for python in (getattr(sys, "_base_executable", None), shutil.which("python3")):
+        if not python:
+            continue
+        done = subprocess.run([python, "-m", "pip", "--version"], capture_output=True, text=True)
+        version = done.stdout.split()[1] if done.returncode == 0 and len(done.stdout.split()) > 1 else ""
+        if version and tuple(int(x) for x in version.split(".")[:2] if x.isdigit()) >= (22, 3):
+            return [python, "-m", "pip"]
+    return None
+
+
+@pytest.fixture(scope="session")
+def pip_installed(tmp_path_factory) -> dict[str, Path]:
+    """The README's way from a checkout, with plain pip: `pip wheel --no-deps -w dist packages/*`, then for each
+    package an empty venv and `pip install --find-links dist NAME` (run two at a time). Dist name -> its python."""
+    import concurrent.futures
+
+    pip = _plain_pip()
+    if pip is None:
+        pytest.skip("no pip >= 22.3 outside uv to run the README's install commands with")
+    root = tmp_path_factory.mktemp("pip")
+    dist = root / "dist"
+    run(*pip, "wheel", "--quiet", "--no-deps", "-w", dist, *(ROOT / "packages" / folder for folder in sorted(members())))
+
+    def install(name: str) -> Path:
+        venv = root / name
+        run(pip[0], "-m", "venv", "--without-pip", venv)
+        run(*pip, "--python", venv / "bin" / "python", "install", "--quiet", "--find-links", dist, name)
+        return venv / "bin" / "python"
+
+    names = sorted(WORKSPACE_DISTS)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(names, pool.map(install, names)))
+
+
+@pytest.mark.parametrize("folder", sorted(members()))
+def test_the_readme_install_from_a_checkout_works_with_plain_pip(folder, pip_installed):
+    """(#25 item 1) `pip install packages/scheduler` failed (its uopir==0.1.0 is on no index): the documented way is
+    wheels of every package into one folder, then `pip install --find-links` it; each package installs so into an empty
+    venv and imports."""
+    pyproject = members()[folder]
+    python = pip_installed[pyproject["project"]["name"]]
+    module = import_name(pyproject)
+    assert run(python, "-c", f"import {module}; print({module}.__version__)").strip() == pyproject["project"]["version"]
+    text = (ROOT / "packages" / folder / "README.md").read_text()
+    assert "pip wheel --no-deps -w dist packages/*" in text and f"pip install --find-links dist {pyproject['project']['name']}" in text
