@@ -159,3 +159,19 @@ def test_cpu_is_the_default_device(capsys):
     captured = capsys.readouterr()
     assert "on CPU" in captured.err
     assert captured.out == "The robot" + tok.decode(tokens) + "\n"
+
+
+@pytest.mark.parametrize("prompt", [[1], [1, 9, 4]])
+def test_after_warmup_every_timed_step_is_a_replay(prompt):
+    """(#25 item 6) `--warmup` must leave nothing one-time for the first timed step (it was 7-40x the others): after
+    warm_up, no timed decode step schedules a kernel, compiles or captures; each replays the captured step."""
+    from hcq_runtime import counters
+    from llm_bench.harness import time_decode, warm_up
+
+    gguf = _gguf("tiny-llama")
+    model, tokenizer = TensorModel(gguf, 64), Tokenizer.from_metadata(gguf.metadata)
+    warm_up(model, prompt)
+    kernels, compiles = counters.kernels, counters.compiles
+    result = time_decode(model, tokenizer, prompt, 4, lambda line: None)
+    assert len(result.samples_ns) == 4
+    assert (counters.kernels, counters.compiles) == (kernels, compiles)
