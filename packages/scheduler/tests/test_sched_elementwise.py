@@ -171,3 +171,19 @@ def test_shifts_by_tensor_amounts_broadcast():
 def test_sign_of_infinities_zeros_and_nan():
     x = np.array([-np.inf, -2.5, -0.0, 0.0, 3.0, np.inf, np.nan], np.float32)
     np.testing.assert_array_equal(Tensor(x).sign().numpy(), np.sign(x))
+
+
+def test_scalar_operands_keep_their_sign_type_and_nan():
+    """Scalar operands are made once per (type, value bits, dtype, shape): 0.0 and -0.0, 1 and 1.0 and True, and NaN
+    stay apart (as dict keys they would collide)."""
+    a = np.array([1.0, -2.0, 0.0], np.float32)
+    x = Tensor(a)
+    for _ in range(2):  # the second round takes the cached constants
+        np.testing.assert_array_equal(np.signbit((x * -0.0).numpy()), np.signbit(a * np.float32(-0.0)))
+        np.testing.assert_array_equal(np.signbit((x * 0.0).numpy()), np.signbit(a * np.float32(0.0)))
+        assert np.isnan((x + float("nan")).numpy()).all()
+        i = Tensor(np.array([3, 4], np.int32))
+        assert (i + 1).dtype == i.dtype and (i + 1.0).dtype != i.dtype
+        np.testing.assert_array_equal((i + 1).numpy(), [4, 5])
+        np.testing.assert_array_equal((i + 1.5).numpy(), [4.5, 5.5])
+        np.testing.assert_array_equal((Tensor([True, False]) * True).numpy(), [True, False])

@@ -7,6 +7,7 @@ kernels have (EXP2, LOG2, SIN, SQRT, RECIPROCAL, TRUNC), in the float dtype of t
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +40,14 @@ def _defers(x: Any) -> bool:
     return hasattr(x, "shards")
 
 
+@functools.lru_cache(maxsize=4096)
+def _shaped_const(kind: type, key: Any, value: Scalar, dtype: DType, shape: tuple[int, ...]) -> UOp:
+    """A constant broadcast to `shape`: the same hash-consed node every time, made once (an optimizer step builds
+    hundreds of them per step; each took a reshape and an expand with their shape inference). `kind` and `key` are
+    the cache key (`value` is not: see `_const`)."""
+    return UOp.const(dtype.const(value), dtype).reshape((1,) * len(shape)).expand(shape)
+
+
 def _const_dtype(x: Scalar) -> DType:
     return dtypes.from_py(x)
 
@@ -61,6 +70,10 @@ class ElementwiseMixin(TensorFields):
 
     def _const(self: Tensor, value: Scalar, dtype: DType, shape: tuple[int, ...] | None = None) -> Tensor:
         shape = self.shape if shape is None else shape
+        if all(isinstance(d, int) for d in shape):
+            # a float's key is its bits (0.0 == -0.0 and NaN != NaN as dict keys), plus its type (1 == 1.0 == True)
+            key = value.hex() if isinstance(value, float) else value
+            return self._wrap(_shaped_const(type(value), key, value, dtype, shape))
         return self._wrap(UOp.const(dtype.const(value), dtype).reshape((1,) * len(shape)).expand(shape))
 
     def _broadcasted(self: Tensor, y: Any, reverse: bool = False) -> tuple[Tensor, Tensor]:
