@@ -7,6 +7,7 @@ compiler's own version line, so a compiler upgrade never serves a stale binary.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
 import os
@@ -154,8 +155,6 @@ def direct_linker(cc: str, compile_flags: tuple[str, ...]) -> tuple[str, str, st
     ld = shutil.which("ld")
     if ld is None:
         return None
-    import ctypes  # noqa: PLC0415 -- only for the probe
-
     # the compiler's runtime library (libgcc, or clang's builtins), which the driver links for conversions and
     # arithmetic it does not inline
     runtime = subprocess.run([cc, "-print-libgcc-file-name"], capture_output=True, text=True).stdout.strip()

@@ -43,8 +43,8 @@ def _defers(x: Any) -> bool:
 @functools.lru_cache(maxsize=4096)
 def _shaped_const(kind: type, key: Any, value: Scalar, dtype: DType, shape: tuple[int, ...]) -> UOp:
     """A constant broadcast to `shape`: the same hash-consed node every time, made once (an optimizer step builds
-    hundreds of them per step; each took a reshape and an expand with their shape inference). `kind` and `key` are
-    the cache key (`value` is not: see `_const`)."""
+    hundreds of them per step; each took a reshape and an expand with their shape inference). `kind` and `key` tell
+    apart values that compare equal as cache keys (0.0 and -0.0; 1, 1.0 and True): see `_const`."""
     return UOp.const(dtype.const(value), dtype).reshape((1,) * len(shape)).expand(shape)
 
 

@@ -143,8 +143,8 @@ class _Function(Generic[ReturnType]):
                 own = {id(v) for t in state for v in (t, *(t._views or ()))}
                 _undo_state_writes({k: v for k, v in before.items() if k not in own}, was_pending, set(initial) | {p.uop for p in params}, self.name)
             finally:
-                written = tuple(i for i, (p, u) in enumerate(zip(params, initial)) if p.uop is not u)
-                new_state = [t.uop for t in state]
+                final = [p.uop for p in params]  # the new values: the state's are taken before it gets its own back
+                written = tuple(i for i, (u, u0) in enumerate(zip(final, initial)) if u is not u0)
                 for p in params:  # a placeholder's new value is an output of the call, not a write to run
                     pending.pop(p, None)
                 for t, (uop, graph, borrowed) in zip(state, saved):
@@ -157,8 +157,8 @@ class _Function(Generic[ReturnType]):
             raise _Sharded
         if not rets or not all(isinstance(r, Tensor) for r in rets):
             raise FunctionError(f"function {self.name} must return a Tensor or a tuple of Tensors, got {type(ret).__name__}")
-        values = tuple(ret_values) + tuple((params[i].uop if i < n_explicit else new_state[i - n_explicit]) for i in written)
-        placeholders = set(initial) | {p.uop for p in params[:n_explicit]} | set(new_state)
+        values = tuple(ret_values) + tuple(final[i] for i in written)
+        placeholders = set(initial) | set(final)
         # closed-over values not computed yet (a tensor with a pending write, a contiguous() not realized) are inputs
         # computed before the call, as tinygrad takes them; only buffers read as they are count as implicit
         values, pending_inputs = _lift_pending(values, len(tensors), placeholders)

@@ -232,60 +232,12 @@ class ShardedTensor:
             return lambda other: self._binary(_BINARY[name], other)
         raise AttributeError(f"ShardedTensor has no {name!r}: gather it with .to(device) first")
 
-    def __add__(self, x: Any) -> ShardedTensor:
-        return self._binary("add", x)
-
-    def __radd__(self, x: Any) -> ShardedTensor:
-        return self._binary("add", x, True)
-
-    def __sub__(self, x: Any) -> ShardedTensor:
-        return self._binary("sub", x)
-
-    def __rsub__(self, x: Any) -> ShardedTensor:
-        return self._binary("sub", x, True)
-
-    def __mul__(self, x: Any) -> ShardedTensor:
-        return self._binary("mul", x)
-
-    def __rmul__(self, x: Any) -> ShardedTensor:
-        return self._binary("mul", x, True)
-
-    def __truediv__(self, x: Any) -> ShardedTensor:
-        return self._binary("div", x)
-
-    def __rtruediv__(self, x: Any) -> ShardedTensor:
-        return self._binary("div", x, True)
-
-    def __pow__(self, x: Any) -> ShardedTensor:
-        return self._binary("pow", x)
-
-    def __rpow__(self, x: Any) -> ShardedTensor:
-        return self._binary("pow", x, True)
-
     def where(self, x: Any, y: Any) -> ShardedTensor:
         """x where this condition holds, else y (both split like the condition, or scalars)."""
         return ShardedTensor(tuple(c.where(a, b) for c, a, b in zip(self.shards, self._matching(x), self._matching(y))), self.axis)
 
     def __neg__(self) -> ShardedTensor:
         return self._map(lambda s: s.neg())
-
-    def __lt__(self, x: Any) -> ShardedTensor:
-        return self._binary("__lt__", x)
-
-    def __gt__(self, x: Any) -> ShardedTensor:
-        return self._binary("__gt__", x)
-
-    def __le__(self, x: Any) -> ShardedTensor:
-        return self._binary("__le__", x)
-
-    def __ge__(self, x: Any) -> ShardedTensor:
-        return self._binary("__ge__", x)
-
-    def __ne__(self, x: Any) -> ShardedTensor:  # type: ignore[override]
-        return self._binary("ne", x)
-
-    def __eq__(self, x: Any) -> ShardedTensor:  # type: ignore[override]
-        return self._binary("eq", x)
 
     def __hash__(self) -> int:
         return id(self)
@@ -394,3 +346,21 @@ class ShardedTensor:
 
     def __rmatmul__(self, x: Tensor) -> ShardedTensor:
         return ShardedTensor(tuple(x.to(d) for d in self.device), None).matmul(self)
+
+
+# operators, as (Tensor method, reflected): `1 - s` is Tensor-side sub with the operands swapped
+_OPERATORS = {"__add__": ("add", False), "__radd__": ("add", True), "__sub__": ("sub", False), "__rsub__": ("sub", True),
+              "__mul__": ("mul", False), "__rmul__": ("mul", True), "__truediv__": ("div", False), "__rtruediv__": ("div", True),
+              "__pow__": ("pow", False), "__rpow__": ("pow", True), "__lt__": ("__lt__", False), "__gt__": ("__gt__", False),
+              "__le__": ("__le__", False), "__ge__": ("__ge__", False), "__ne__": ("ne", False), "__eq__": ("eq", False)}
+
+
+def _operator(name: str, reverse: bool) -> Callable[[ShardedTensor, Any], ShardedTensor]:
+    def method(self: ShardedTensor, x: Any) -> ShardedTensor:
+        return self._binary(name, x, reverse)
+
+    return method
+
+
+for _dunder, (_name, _reverse) in _OPERATORS.items():
+    setattr(ShardedTensor, _dunder, _operator(_name, _reverse))

@@ -82,8 +82,7 @@ def shard_in_place(t: Tensor, devices: tuple[str, ...] | list[str], axis: int | 
     """Make `t` stand for its value split along `axis` over `devices` (see the module doc). Returns `t`."""
     if isinstance(t, InPlaceSharded):
         current = backing(t)
-        whole = current.to(current.device[0]) if current.axis is not None else current.shards[0]
-        sharded = shard(whole, devices, axis)
+        sharded = shard(current.to(current.device[0]), devices, axis)
     else:
         if t in pending:
             t.realize()  # the write runs before the tensor stops being a tracked root
