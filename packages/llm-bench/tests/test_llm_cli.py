@@ -177,3 +177,15 @@ def test_an_unexpected_exception_is_an_internal_error_line(monkeypatch, capsys):
     monkeypatch.setenv("DEBUG", "1")
     assert main(["-m", "tiny-llama"]) == 1
     assert "Traceback" in capsys.readouterr().err
+
+
+def test_start_up_imports_only_what_a_run_needs():
+    # start-up memory (#26): networking, archives, entry-point scanning and statistics are imported by the commands
+    # that use them, not by every run (urllib.request alone brings http, ssl and OpenSSL: about 5 MB)
+    code = ("import sys; import llm_bench.cli, llm_bench.backends, llm_bench.tokenizer, llm_bench.gguf_reader; "
+            "print(' '.join(sorted(sys.modules)))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split())
+    deferred = {"ssl", "urllib.request", "http.client", "email", "importlib.metadata", "tarfile", "zipfile", "statistics", "tomllib",
+                "concurrent.futures"}
+    assert loaded & deferred == set()
+    assert {"llm_bench.cli", "uop_scheduler", "hcq_runtime"} <= loaded

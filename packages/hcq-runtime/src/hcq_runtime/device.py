@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any
 
 from .errors import DeviceError
@@ -37,6 +36,12 @@ def canonicalize(name: str) -> str:
     return f"{prefix}{sep}{rest}"
 
 
+def _installed_backends() -> Any:
+    from importlib.metadata import entry_points
+
+    return entry_points(group="hcq_runtime.backends")
+
+
 class DeviceRegistry:
     """Opens each device once, by canonical name."""
 
@@ -50,7 +55,13 @@ class DeviceRegistry:
 
     def backends(self) -> list[str]:
         """Prefixes of every known backend, built-in or installed."""
-        return sorted(set(BUILTIN_BACKENDS) | set(self._factories) | {ep.name.upper() for ep in entry_points(group="hcq_runtime.backends")})
+        return sorted(set(BUILTIN_BACKENDS) | set(self._factories) | {ep.name.upper() for ep in _installed_backends()})
+
+    def knows(self, prefix: str) -> bool:
+        """Whether `prefix` names a backend; the installed packages' entry points are read only when it is not built in
+        or registered (reading them imports importlib.metadata and scans every installed distribution)."""
+        prefix = prefix.upper()
+        return prefix in BUILTIN_BACKENDS or prefix in self._factories or any(ep.name.upper() == prefix for ep in _installed_backends())
 
     def _factory(self, prefix: str) -> Callable[[str], Any]:
         if prefix in self._factories:
@@ -58,7 +69,7 @@ class DeviceRegistry:
         if prefix in BUILTIN_BACKENDS:
             module, attr = BUILTIN_BACKENDS[prefix].split(":")
             return getattr(importlib.import_module(module), attr)
-        for ep in entry_points(group="hcq_runtime.backends"):
+        for ep in _installed_backends():
             if ep.name.upper() == prefix:
                 return ep.load()
         raise DeviceError(f"unknown device {prefix!r}: known backends are {', '.join(self.backends())}")

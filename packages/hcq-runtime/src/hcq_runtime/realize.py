@@ -14,7 +14,6 @@ Arguments are BUFFER UOps (their storage comes from `buffer_for`), bound variabl
 
 from __future__ import annotations
 
-import concurrent.futures
 import os
 import time
 import weakref
@@ -154,6 +153,8 @@ def compile_calls(calls: Sequence[UOp]) -> None:
             return body, device, program, _binary(program, dev)
         except Exception:  # noqa: BLE001
             return None
+
+    import concurrent.futures  # imported when there is something to compile: a warm start never needs it (or logging)
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, len(programs))) as pool:
         built = list(pool.map(build, programs))

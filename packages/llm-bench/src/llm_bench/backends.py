@@ -73,9 +73,8 @@ def get_backend(device: str) -> Backend:
 
 def _register_tensor_devices() -> None:
     """Register the Tensor backend for every stack device hcq_runtime can open here (CPU always)."""
-    known = set(Device.backends())
     for prefix in TENSOR_DEVICES:
-        if prefix in known:
+        if Device.knows(prefix):
             register_device_family(prefix, TensorBackend)
 
 

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +48,8 @@ def _string_list(table: Mapping[str, Any], key: str, where: str) -> list[str]:
 
 def parse_matrix(text: str, where: str = "matrix") -> Matrix:
     """Parse matrix TOML: `timeout-minutes`, `[matrix]` with `model`, `dev` and optional `exclude` list, optional `[run]`."""
+    import tomllib
+
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

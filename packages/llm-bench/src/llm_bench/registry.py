@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import urllib.error
-import urllib.request
-import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -52,6 +49,9 @@ def model_names() -> list[str]:
 
 def download(url: str, dest: Path, progress: Callable[[int, int | None], None] | None = None, timeout: float = 60.0) -> Path:
     """Fetch `url` to `dest` with urllib; the file appears only when complete. `progress(done, total)` is called per chunk."""
+    import urllib.error  # imported here: urllib.request brings http and ssl, which only a download needs
+    import urllib.request
+
     try:
         with written_atomically(dest) as out, urllib.request.urlopen(url, timeout=timeout) as response:
             total = response.headers.get("Content-Length")
@@ -72,6 +72,8 @@ def download(url: str, dest: Path, progress: Callable[[int, int | None], None] |
 
 def _extract(archive: Path, member: str, dest: Path) -> Path:
     """Copy `member` of the zip `archive` to `dest` (the file appears only when complete)."""
+    import zipfile
+
     try:
         with zipfile.ZipFile(archive) as z, z.open(member) as src, written_atomically(dest) as out:
             shutil.copyfileobj(src, out, 1 << 20)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import statistics
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,11 +32,15 @@ class TestResult:
     @property
     def avg_ts(self) -> float:
         """Mean tokens per second over the samples (llama-bench's avg_ts)."""
+        import statistics  # imported when reporting: it brings fractions and decimal, which start-up never needs
+
         return statistics.fmean(self.rates)
 
     @property
     def stddev_ts(self) -> float:
         """Sample standard deviation of tokens per second (0 for a single sample)."""
+        import statistics
+
         return statistics.stdev(self.rates) if len(self.samples_ns) > 1 else 0.0
 
 

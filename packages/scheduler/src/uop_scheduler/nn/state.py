@@ -14,9 +14,7 @@ import math
 import os
 import stat
 import struct
-import tarfile
 import tempfile
-import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -269,11 +267,15 @@ def _uint8(data: bytes) -> Tensor:
 
 def tar_extract(fn: Tensor | str | os.PathLike) -> dict[str, Tensor]:
     """The regular files of a tar archive (any compression tarfile reads), by member name, as uint8 tensors."""
+    import tarfile  # the archive modules are imported by the readers that need them, not by every Tensor program
+
     with tarfile.open(fileobj=io.BytesIO(_file_bytes(fn)), mode="r") as tar:
         return {m.name: _uint8(tar.extractfile(m).read()) for m in tar if m.isreg()}
 
 
 def zip_extract(fn: Tensor | str | os.PathLike) -> dict[str, Tensor]:
     """The files of a zip archive, decompressed, by name, as uint8 tensors."""
+    import zipfile
+
     with zipfile.ZipFile(io.BytesIO(_file_bytes(fn))) as zf:
         return {info.filename: _uint8(zf.read(info)) for info in zf.infolist() if not info.is_dir()}
