@@ -180,3 +180,39 @@ def test_debug_2_prints_each_kernel_compile_with_its_time(monkeypatch, capsys):
     printed = capsys.readouterr().out
     assert re.search(r"\*\*\* compile \w+ +\d+\.\d ms", printed), printed
     np.testing.assert_array_equal(buffer_for(out).numpy(), np.arange(n, dtype=np.float32) * 3 + 1)
+
+
+def _mapping_of(address: int) -> dict[str, str] | None:
+    """The /proc/self/smaps fields of the mapping holding `address` (None without /proc)."""
+    try:
+        lines = open("/proc/self/smaps").read().splitlines()
+    except OSError:
+        return None
+    fields: dict[str, str] | None = None
+    for line in lines:
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            if fields is not None:
+                return fields
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            fields = {} if lo <= address < hi else None
+        elif fields is not None:
+            fields[head.rstrip(":")] = line.split(":", 1)[1].strip()
+    return fields
+
+
+def test_a_large_buffer_costs_only_the_pages_written(monkeypatch):
+    # a KV cache is written a few rows at a time: a buffer of 4 MiB and more must not be advised to use 2 MiB
+    # transparent huge pages (numpy advises them for its own large arrays; then one written byte can make 2 MiB
+    # resident, when the kernel has a huge page to give), so one written byte makes one page resident
+    monkeypatch.setenv("UOP_POISON", "0")  # the poison pattern would write every page
+    buf = Buffer("CPU", (4 << 20) + 5, Int32())  # 16 MiB and a size no earlier test freed into the allocator's cache
+    huge = 2 << 20
+    at = -buf.address % huge + huge  # a huge page boundary inside the buffer: where a huge page could be placed
+    Device["CPU"].allocator.host_view(buf.opaque, buf.nbytes)[at] = 1
+    mapping = _mapping_of(buf.address + at)
+    if mapping is None or "VmFlags" not in mapping:
+        pytest.skip("no /proc/self/smaps here")
+    assert "hg" not in mapping["VmFlags"].split()  # no MADV_HUGEPAGE
+    assert int(mapping["Rss"].split()[0]) <= 256
+    assert buf.numpy().view(np.uint8)[at] == 1

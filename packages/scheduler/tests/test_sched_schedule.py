@@ -186,3 +186,25 @@ def test_a_kernel_reading_one_buffer_twice_is_not_taken_for_one_reading_two():
     Tensor.realize(same, other)
     np.testing.assert_allclose(same.numpy(), np.arange(4) ** 2 + 3.14159, rtol=1e-6)
     np.testing.assert_allclose(other.numpy(), np.arange(4) * (np.arange(4) + 10) + 3.14159, rtol=1e-6)
+
+
+def test_a_jit_capture_does_not_fill_the_plan_cache():
+    # a captured graph is replayed, never scheduled again: keeping its plan (and a key holding a tuple per node) only
+    # costs memory (#26); an eager graph of the same structure still uses the cache
+    from uop_scheduler import TinyJit
+    from uop_scheduler.schedule import _plan_cache
+
+    def step(a: Tensor, b: Tensor) -> Tensor:
+        return ((a * b).sum(0) + 1).realize()
+
+    rng = np.random.default_rng(1)
+    for warmup in (0, 1):  # captured at the first call (as llm-bench does), and after one eager call
+        clear_schedule_cache()
+        jitted = TinyJit(step, warmup=warmup)
+        for i in range(3):
+            a, b = (Tensor(rng.standard_normal((4, 4)).astype(np.float32)).realize() for _ in range(2))
+            if i == warmup:
+                plans = len(_plan_cache)
+            out = jitted(a, b)
+            np.testing.assert_allclose(out.numpy(), (a.numpy() * b.numpy()).sum(0) + 1, rtol=1e-5, atol=1e-6)
+        assert len(_plan_cache) == plans

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import mmap
 import os
 import tempfile
 from typing import Any
@@ -25,6 +26,11 @@ from .compiler import CCompiler
 from .errors import AllocationError, DeviceError
 
 _ALIGN = 64  # one cache line; also enough for the widest GCC vector type the C renderer emits
+# allocations from this size up are anonymous mappings of their own. numpy would advise transparent huge pages for
+# its arrays of 4 MiB and more, and then the first write anywhere in such a buffer makes 2 MiB resident: a KV cache
+# the tokens so far fill a few rows of would cost 2 MiB per touched region instead of what they wrote. A mapping of
+# its own is also given back to the OS the moment it is freed.
+_MAP_MIN = 1 << 20
 
 
 class CPUMemory:
@@ -38,6 +44,10 @@ class CPUMemory:
 
 class CPUAllocator(LRUAllocator[CPUMemory]):
     def _alloc(self, nbytes: int, options: Any) -> CPUMemory:
+        if nbytes >= _MAP_MIN:
+            # page-aligned, zero-filled by the OS page by page as first touched, unmapped when the array goes
+            raw = np.frombuffer(mmap.mmap(-1, nbytes), dtype=np.uint8)
+            return CPUMemory(raw, raw.ctypes.data, nbytes)
         raw = np.empty(nbytes + _ALIGN, dtype=np.uint8)
         start = -raw.ctypes.data % _ALIGN
         return CPUMemory(raw, raw.ctypes.data + start, nbytes)

@@ -159,7 +159,7 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
             version = {n: held[i] for i, n in enumerate(walk.inputs)}
             reads = live_reads()
             live = frozenset(old for old in overwritten if version.get(old, old) in reads)
-    plan, _ = cached_plan(walk, plan_targets, default_device, live, alias)
+    plan, _ = cached_plan(walk, plan_targets, default_device, live, alias, store=not capturing())
     linear, buffers = linear_for(plan, walk.inputs, var_vals)
     if linear.src:
         run_linear(linear, var_vals)
