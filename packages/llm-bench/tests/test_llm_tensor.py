@@ -175,3 +175,35 @@ def test_after_warmup_every_timed_step_is_a_replay(prompt):
     result = time_decode(model, tokenizer, prompt, 4, lambda line: None)
     assert len(result.samples_ns) == 4
     assert (counters.kernels, counters.compiles) == (kernels, compiles)
+
+
+def _resident_kb_of_mapping(address: int) -> int | None:
+    """Resident kB of the mapping holding `address` (None without /proc)."""
+    try:
+        lines = open("/proc/self/smaps").read().splitlines()
+    except OSError:
+        return None
+    inside = False
+    for line in lines:
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo <= address < hi
+        elif inside and head == "Rss:":
+            return int(line.split()[1])
+    return None
+
+
+def test_embedding_lookups_leave_no_file_pages_resident():
+    # the weights live in device buffers after loading; each token's embedding row is read from the mapped file, and
+    # those pages (with the neighbours the OS maps in with them) are let go again (#26): a long run must not make the
+    # table resident a second time
+    gguf = read_gguf(resolve_model("tiny-llama"))
+    model = TensorModel(gguf, 8)
+    table = model.token_embd.array()
+    if _resident_kb_of_mapping(table.ctypes.data) is None:
+        pytest.skip("no /proc/self/smaps here")
+    ids = np.arange(model.config.vocab_size)
+    rows = np.concatenate([model._embed(ids[i : i + 7]) for i in range(0, len(ids), 7)])
+    assert _resident_kb_of_mapping(table.ctypes.data) == 0
+    np.testing.assert_allclose(rows, NumpyModel(gguf, 8).token_embd[ids], rtol=1e-6, atol=1e-7)

@@ -19,7 +19,7 @@ from uop_scheduler import Tensor, TinyJit, Variable, dtypes
 
 from .dequant import dequantize
 from .errors import ModelError
-from .gguf_reader import GGUFFile, GGUFTensor
+from .gguf_reader import GGUFFile, GGUFTensor, release_pages_of
 from .model_api import Backend, LanguageModel
 from .model_config import ModelConfig
 from .reference_model import checked_tensor, layer_tensors
@@ -206,8 +206,12 @@ class TensorModel(LanguageModel):
         return logits.numpy()[:n_new].astype(np.float32)
 
     def _embed(self, ids: np.ndarray) -> np.ndarray:
-        """The float32 embedding rows of `ids`, decoded from the file's rows."""
-        rows = self.token_embd.array()[ids]
+        """The float32 embedding rows of `ids`, decoded from the file's rows (whose pages are then let go: over a long
+        run the lookups would otherwise make the whole table resident a second time, next to its device copy)."""
+        table = self.token_embd.array()
+        rows = table[ids]
+        for i in np.unique(ids):
+            release_pages_of(table[i], touched=True)
         return dequantize(rows, self.token_embd.ggml_type, (len(ids), self.config.dim))
 
     def _step(self, x: Tensor, start: Any) -> Tensor:
