@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 from hcq_runtime import CCompiler, CompileError, Device, buffer_for, counters, run_linear
-from uopir import AxisType, CodegenError, CRenderer, Ops, Opt, OptOps, SpecError, UOp, dtypes, to_program
+from uopir import AxisType, CodegenError, CRenderer, Ops, Opt, OptOps, SpecError, UOp, dtypes, heuristic_opts, to_program
+from uopir.codegen.program import lower_kernel
 
 NP_DTYPES = {
     dtypes.bool: np.bool_, dtypes.int8: np.int8, dtypes.uint8: np.uint8, dtypes.int16: np.int16, dtypes.uint16: np.uint16,
@@ -155,6 +156,9 @@ OPT_LISTS = [
     [Opt(OptOps.PADTO, 0, 48)],
     [Opt(OptOps.PADTO, 2, 48)],
     [Opt(OptOps.PADTO, 1, 40), Opt(OptOps.UPCAST, 1, 8)],
+    [Opt(OptOps.LANES, 2, 8)],
+    [Opt(OptOps.LANES, 2, 4), Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.THREAD, 0, 2)],
+    [Opt(OptOps.LANES, 2, 16), Opt(OptOps.UNROLL, 2, 2)],
 ]
 
 
@@ -165,6 +169,37 @@ def test_results_do_not_depend_on_opts(rng, opts):
     program = to_program(matmul(n, m, k), CRenderer(), opts=opts)
     out = run(program, (n * m, dtypes.float32), a, b)
     np.testing.assert_allclose(out.reshape(n, m), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def matmul_t(n: int, m: int, k: int) -> UOp:
+    """out[n, m] = a[n, k] @ b[m, k].T: both operands contiguous along the reduce axis (`x @ w.T`, `q @ k^T`)"""
+    out, a, b = param(0, dtypes.float32, n * m), param(1, dtypes.float32, n * k), param(2, dtypes.float32, m * k)
+    i, j, r = UOp.range(n, 0), UOp.range(m, 1), UOp.range(k, 2, AxisType.REDUCE)
+    value = (a.index(i * k + r).load() * b.index(j * k + r).load()).reduce(r)
+    return UOp.sink(out.index(i * m + j).store(value).end(i, j))
+
+
+@pytest.mark.parametrize("n, m, k", [(64, 256, 784), (8, 12, 64), (3, 5, 48), (16, 16, 40), (5, 7, 30)])
+def test_reductions_along_the_contiguous_axis_accumulate_in_vector_lanes(rng, n, m, k):
+    # the heuristic splits the reduce axis into lanes (one vector load per operand row) instead of gathering a strided
+    # operand along the output axis; the lanes are combined after the loop, so the result is a reordered sum
+    a, b = rng.standard_normal((n, k), dtype=np.float32), rng.standard_normal((m, k), dtype=np.float32)
+    renderer = CRenderer(vector_width=16)
+    program = to_program(matmul_t(n, m, k), renderer, n_cores=2)
+    # 16 lanes, or 8 when 16 do not divide the axis; none when 8 do not either
+    assert any(o.op is OptOps.LANES for o in heuristic_opts(lower_kernel(matmul_t(n, m, k)), 2, 16)) == (k % 8 == 0)
+    out = run(program, (n * m, dtypes.float32), a, b)
+    np.testing.assert_allclose(out.reshape(n, m), a.astype(np.float64) @ b.T.astype(np.float64), rtol=1e-4, atol=1e-4)
+    for op, ref in ((Ops.ADD, np.sum), (Ops.MAX, np.max)):
+        got = run(to_program(reduce_axis(n, k, 1, op), renderer, n_cores=2), (n, dtypes.float32), a)
+        np.testing.assert_allclose(got, ref(a.astype(np.float64), axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_lanes_split_only_a_reduce_axis_by_a_divisor():
+    with pytest.raises(CodegenError, match="into 16 lanes"):
+        to_program(matmul_t(8, 8, 40), CRenderer(), opts=[Opt(OptOps.LANES, 2, 16)])
+    with pytest.raises(CodegenError, match="LANES splits a reduce axis"):
+        to_program(matmul_t(8, 8, 40), CRenderer(), opts=[Opt(OptOps.LANES, 1, 4)])
 
 
 def test_opts_that_do_not_apply_are_refused():

@@ -5,7 +5,7 @@ import math
 import re
 
 import pytest
-from uopir import AMDOpenCLRenderer, AxisType, CRenderer, Opt, OptOps, UOp, dtypes, heuristic_opts, to_program
+from uopir import AMDOpenCLRenderer, AxisType, CRenderer, Ops, Opt, OptOps, UOp, dtypes, heuristic_opts, to_program
 from uopir.codegen.linearize import MAX_UNROLL
 from uopir.codegen.opts import MATVEC_ROWS
 from uopir.renderer.cstyle import UNROLL_BUDGET
@@ -101,3 +101,23 @@ def test_symbolic_kernels_get_cores_and_independent_accumulators_but_no_split_of
     assert opts == [Opt(OptOps.UPCAST, 1, 3), Opt(OptOps.THREAD, 0, 2)]
     # no short axis: a long one is split into `rows` accumulators (8 on AVX-512)
     assert heuristic_opts(attention_scores(1, 24, 64, rows), n_cores=1, vector_width=16) == [Opt(OptOps.UPCAST, 1, 8)]
+
+
+def test_a_reduction_along_the_contiguous_axis_gets_vector_lanes_and_an_output_tile():
+    # x @ w.T: both operands are contiguous along k, and w is strided along the output's contiguous axis
+    out, a, b = (UOp.param(i, dtypes.float32.ptr(s)) for i, s in enumerate((64 * 256, 64 * 784, 256 * 784)))
+    i, j, r = UOp.range(64, 0), UOp.range(256, 1), UOp.range(784, 2, AxisType.REDUCE)
+    ast = UOp.sink(out.index(i * 256 + j).store((a.index(i * 784 + r).load() * b.index(j * 784 + r).load()).reduce(r)).end(i, j))
+    assert heuristic_opts(ast, n_cores=2, vector_width=16) == [Opt(OptOps.LANES, 2, 16), Opt(OptOps.UPCAST, 1, 4),
+                                                               Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.THREAD, 0, 2)]
+    src = to_program(ast, CRenderer(vector_width=16), n_cores=2).src[2].arg
+    assert "uop_fma_float_x16" in src  # the lanes are one vector per operand row
+    # AVX2: 8 lanes and a 4x2 tile (16 registers)
+    assert heuristic_opts(ast, vector_width=8)[:3] == [Opt(OptOps.LANES, 2, 8), Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 2)]
+    # a row sum (softmax's denominator, a norm): lanes along the row, four rows at a time
+    x = UOp.param(1, dtypes.float32.ptr(64 * 512))
+    row = UOp.sink(UOp.param(0, dtypes.float32.ptr(64)).index(i).store(x.index(i * 512 + UOp.range(512, 1, AxisType.REDUCE)).load()
+                                                                       .reduce(UOp.range(512, 1, AxisType.REDUCE), arg=Ops.MAX)).end(i))
+    assert heuristic_opts(row, vector_width=16) == [Opt(OptOps.LANES, 1, 16), Opt(OptOps.UPCAST, 0, 4)]
+    # the usual layout (b contiguous along the output axis) keeps the output-axis vectors
+    assert not any(o.op is OptOps.LANES for o in heuristic_opts(matmul(64, 256, 784), vector_width=16))

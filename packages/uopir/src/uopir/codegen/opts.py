@@ -44,6 +44,8 @@ class OptOps(Enum):
     GROUP = auto()  # GPU: split a reduce axis across `arg` work-items, combined through local memory
     GROUPTOP = auto()  # GPU: GROUP with the work-items taking the outer part of the axis (each reduces a contiguous run)
     TC = auto()  # GPU: compute the `axis`-th matmul-shaped reduction with tensor cores; `arg` >= 2 pads odd shapes
+    LANES = auto()  # CPU: split `arg` consecutive iterations of a reduce axis into vector lanes, each accumulating its
+    # own partial result, combined once after the loop (a reduction along the axis operands are contiguous in)
 
     def __repr__(self) -> str:
         return f"OptOps.{self.name}"
@@ -70,6 +72,25 @@ def _split(ast: UOp, r: UOp, amount: int, new_type: AxisType, top: bool = False)
     new = UOp.range(amount, next_axis_id(ast), new_type, r.dtype)
     value = new * (end // amount) + rest if top else rest * amount + new
     return replace_ranges(ast, {r: (value, (rest, new))})
+
+
+def _lanes(ast: UOp, r: UOp, amount: int) -> UOp:
+    """REDUCE(body, r) -> REDUCE(REDUCE(body, rest), lane) with r = rest * amount + lane: `lane` is a register axis
+    of the inner reduce, so its accumulator holds one partial result per lane (a vector when the operands are
+    contiguous along r), and the outer reduce combines the lanes once, after the loop over `rest`. Changes the order
+    of a float sum as any vectorized reduction does."""
+    end = range_end(r)
+    if amount <= 1 or end % amount:
+        raise CodegenError(f"cannot split axis {r.arg[0]} of size {end} into {amount} lanes: the size must be a multiple")
+    rest = UOp.range(end // amount, r.arg[0], axis_type(r), r.dtype)
+    lane = UOp.range(amount, next_axis_id(ast), AxisType.UPCAST, r.dtype)
+    split = replace_ranges(ast, {r: (rest * amount + lane, (rest, lane))})
+    nested: dict[UOp, UOp] = {}
+    for node in split.toposort():
+        if node.op is Ops.REDUCE and lane in node.src[1:]:
+            inner = node.replace(src=(node.src[0], *(x for x in node.src[1:] if x is not lane)))
+            nested[node] = inner.reduce(lane, arg=node.arg)
+    return split.substitute(nested) if nested else split
 
 
 def _thread(ast: UOp, r: UOp, amount: int) -> UOp:
@@ -129,6 +150,10 @@ def apply_opt(ast: UOp, opt: Opt, tensor_cores: tuple[TensorCore, ...] = ()) -> 
         if not is_reduce:
             raise CodegenError(f"{opt}: UNROLL applies to reduce axes; use UPCAST for a loop axis")
         return _split(ast, r, opt.arg or range_end(r), AxisType.UNROLL)
+    if opt.op is OptOps.LANES:
+        if kind is not AxisType.REDUCE:
+            raise CodegenError(f"{opt}: LANES splits a reduce axis")
+        return _lanes(ast, r, opt.arg)
     if opt.op is OptOps.THREAD:
         if is_reduce:
             raise CodegenError(f"{opt}: THREAD splits a loop axis, not a reduce axis")
@@ -171,6 +196,48 @@ def _contiguous_in(ast: UOp, r: UOp) -> bool:
 MATVEC_ROWS = 4
 
 
+def _loads_along(ast: UOp, r: UOp) -> list[int | None]:
+    """The stride along `r` of every buffer load whose address moves with `r`."""
+    strides = []
+    for node in ast.toposort():
+        if node.op is Ops.LOAD and node.src[0].op is Ops.INDEX and len(node.src[0].src) >= 2 and r in node.src[0].src[1].toposort():
+            strides.append(stride(node.src[0].src[1], r))
+    return strides
+
+
+def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[int], reduces: list[int], inner: int | None,
+               n_cores: int, vector_width: int, work: int) -> list[Opt] | None:
+    """Opts for a reduction whose operands are contiguous along the reduce axis but not along the output's contiguous
+    axis (`x @ w.T` with both K-contiguous, `q @ k^T`, a sum over the last axis): vectorizing the output axis would
+    gather one element per lane, so the reduce axis becomes vector lanes instead (LANES), with a register tile of
+    outputs that share each loaded vector. None when the kernel is not such a reduction."""
+    reduce_nodes = [u for u in ast.toposort() if u.op is Ops.REDUCE]
+    if len(reduces) != 1 or len(reduce_nodes) != 1 or reduce_nodes[0].arg not in (Ops.ADD, Ops.MAX) or reduces[0] not in sizes:
+        return None
+    k = reduces[0]
+    lanes = next((n for n in (vector_width, vector_width // 2) if n > 1 and sizes[k] % n == 0 and sizes[k] >= 2 * n), None)
+    along_k = _loads_along(ast, ranges[k])
+    if lanes is None or not along_k or any(st != 1 for st in along_k):
+        return None
+    # only where the usual vectorization would gather: some operand is strided along the contiguous output axis
+    if inner is not None and all(st in (0, 1) for st in _loads_along(ast, ranges[inner])):
+        return None
+    opts = [Opt(OptOps.LANES, k, lanes)]
+    sizes = dict(sizes)
+    # a tile of outputs: each loaded lane vector of one operand serves a row of the other's (4x4 tiles are 16
+    # accumulator vectors: half of AVX-512's registers; AVX2's 16 registers take 4x2)
+    tile = [(i, 4 if n == 0 or vector_width >= 16 else 2) for n, i in enumerate(x for x in reversed(loops) if x in sizes)][:2]
+    for i, amount in tile:
+        if sizes[i] % amount == 0 and sizes[i] > amount:
+            opts.append(Opt(OptOps.UPCAST, i, amount))
+            sizes[i] //= amount
+    if n_cores > 1 and work >= 1 << 16:
+        threaded = next(((i, c) for i in loops for c in range(n_cores, 1, -1) if sizes[i] % c == 0), None)
+        if threaded is not None:
+            opts.append(Opt(OptOps.THREAD, *threaded))
+    return opts
+
+
 def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Opt]:
     """Opts that make a kernel fast on a CPU: vectorize the contiguous output axis, register-tile matmul-like
     reductions, unroll short reduce loops, and spread the outermost loop axis across cores."""
@@ -187,6 +254,8 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Op
     # the contiguous output axis gets a vector-sized upcast (two vectors per row of a register tile; one vector for
     # elementwise kernels, where a wider unroll measured slower)
     inner = None if symbolic else next((i for i in reversed(loops) if _contiguous_in(ast, ranges[i])), None)
+    if not symbolic and (lane_opts := _lane_opts(ast, ranges, sizes, loops, reduces, inner, n_cores, vector_width, work)) is not None:
+        return lane_opts
     if inner is not None:
         for amount in ((2 * vector_width, vector_width, 4) if reduces else (vector_width, 4)):
             if sizes[inner] % amount == 0 and sizes[inner] > amount:
