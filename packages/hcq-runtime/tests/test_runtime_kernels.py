@@ -179,15 +179,16 @@ def matmul_t(n: int, m: int, k: int) -> UOp:
     return UOp.sink(out.index(i * m + j).store(value).end(i, j))
 
 
-@pytest.mark.parametrize("n, m, k", [(64, 256, 784), (8, 12, 64), (3, 5, 48), (16, 16, 40), (5, 7, 30)])
-def test_reductions_along_the_contiguous_axis_accumulate_in_vector_lanes(rng, n, m, k):
+@pytest.mark.parametrize("n, m, k, lanes", [(64, 256, 784, 16), (8, 12, 64, 8), (3, 5, 48, 4), (16, 16, 40, 4), (5, 7, 30, None), (4, 4, 24, None)])
+def test_reductions_along_the_contiguous_axis_accumulate_in_vector_lanes(rng, n, m, k, lanes):
     # the heuristic splits the reduce axis into lanes (one vector load per operand row) instead of gathering a strided
     # operand along the output axis; the lanes are combined after the loop, so the result is a reordered sum
     a, b = rng.standard_normal((n, k), dtype=np.float32), rng.standard_normal((m, k), dtype=np.float32)
     renderer = CRenderer(vector_width=16)
     program = to_program(matmul_t(n, m, k), renderer, n_cores=2)
-    # 16 lanes, or 8 when 16 do not divide the axis; none when 8 do not either
-    assert any(o.op is OptOps.LANES for o in heuristic_opts(lower_kernel(matmul_t(n, m, k)), 2, 16)) == (k % 8 == 0)
+    # the widest of 16, 8 or 4 lanes that divides the axis and leaves the loop 8 steps or more
+    opts = heuristic_opts(lower_kernel(matmul_t(n, m, k)), 2, 16)
+    assert next((o.arg for o in opts if o.op is OptOps.LANES), None) == lanes
     out = run(program, (n * m, dtypes.float32), a, b)
     np.testing.assert_allclose(out.reshape(n, m), a.astype(np.float64) @ b.T.astype(np.float64), rtol=1e-4, atol=1e-4)
     for op, ref in ((Ops.ADD, np.sum), (Ops.MAX, np.max)):
