@@ -208,3 +208,20 @@ def test_a_jit_capture_does_not_fill_the_plan_cache():
             out = jitted(a, b)
             np.testing.assert_allclose(out.numpy(), (a.numpy() * b.numpy()).sum(0) + 1, rtol=1e-5, atol=1e-6)
         assert len(_plan_cache) == plans
+
+
+def test_a_costly_value_read_through_an_expand_is_computed_once():
+    # attention's softmax weights are broadcast over the head dimension into the second matmul: fused, every one of
+    # the 64 output columns would compute exp again; realized, the matmul reads them from a buffer (one more kernel)
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal((2, 64, 64)).astype(np.float32) for _ in range(3))
+    out = (Tensor(q) @ Tensor(k).transpose(-1, -2)).softmax(-1) @ Tensor(v)
+    # scores, max, sum, the weights, the matmul
+    assert kernels_for(out) == 5
+    s = q.astype(np.float64) @ k.transpose(0, 2, 1)
+    e = np.exp(s - s.max(-1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), (e / e.sum(-1, keepdims=True)) @ v, rtol=1e-5, atol=1e-5)
+    # an expand of a cheap value (a scaled input) stays fused: the matmul multiplies again instead of reading a buffer;
+    # so does a costly one the expand repeats only a little (a small log_softmax: its log of the row sums)
+    assert kernels_for((Tensor(q) * 2) @ Tensor(v).transpose(-1, -2)) == 1
+    assert kernels_for(Tensor(q[0, :8, :32]).log_softmax(-1)) <= 3

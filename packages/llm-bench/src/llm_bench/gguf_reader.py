@@ -117,15 +117,16 @@ class GGUFFile:
 
 
 _FAULT_AROUND = max(1 << 16, mmap.PAGESIZE)  # Linux's default fault_around_bytes
+_FOLIO_MAX = 1 << 21  # the largest page-cache folio Linux maps at once on x86-64 (a PMD)
 
 
 def release_pages_of(array: np.ndarray, touched: bool = False) -> None:
     """Let the OS drop this process's resident pages of the mapped file under `array` (a view of tensor data, once
     copied to a device), as `GGUFFile.release_pages` does for the whole file: copying a large tensor then holds its
     file pages only a piece at a time. Pages shared with neighbouring data at either end are kept, unless `touched`:
-    then every page the array touches goes, with the 64 KiB around them that Linux maps in along with a faulting
-    page (the map is read-only, so a dropped page is only read back from the page cache when used again).
-    Anything not a view of a mapped file is left alone."""
+    then every page the array touches goes, with what Linux maps in along with a faulting page (the map is read-only,
+    so a dropped page is only read back from the page cache when used again). Anything not a view of a mapped file is
+    left alone."""
     m = getattr(array, "_mmap", None)
     if m is None or not array.nbytes:
         return
@@ -134,10 +135,10 @@ def release_pages_of(array: np.ndarray, touched: bool = False) -> None:
         lo = array.ctypes.data - base
         hi = lo + array.nbytes if array.flags.c_contiguous else lo + sum((n - 1) * st for n, st in zip(array.shape, array.strides)) + array.itemsize
         if touched:
-            # a fault maps the 64 KiB window that is aligned in the address space, or the first 64 KiB of the map
-            # when that window would start before it
-            lo = max((base + lo) // _FAULT_AROUND * _FAULT_AROUND - base, 0)
-            hi = min(max(-(-(base + hi) // _FAULT_AROUND) * _FAULT_AROUND - base, lo + _FAULT_AROUND), len(m))
+            # a fault maps more than the page it needs: the page cache's whole folio (naturally aligned in the file, up
+            # to 2 MiB) and up to 64 KiB around the address: the aligned file blocks and 64 KiB either side cover both
+            lo = max(lo // _FOLIO_MAX * _FOLIO_MAX - _FAULT_AROUND, 0)
+            hi = min(-(-hi // _FOLIO_MAX) * _FOLIO_MAX + _FAULT_AROUND, len(m))
         else:
             lo, hi = -(-lo // mmap.PAGESIZE) * mmap.PAGESIZE, hi // mmap.PAGESIZE * mmap.PAGESIZE
         if 0 <= lo < hi <= len(m):

@@ -15,6 +15,7 @@ key reuse one cached plan.
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -227,6 +228,34 @@ def _without_detach(view: UOp) -> UOp:
     return view
 
 
+# ops that cost tens of cycles per element: worth a buffer rather than computing them again
+_COSTLY = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT})
+#: extra evaluations an expand must cause before its costly source gets a buffer (about a kernel launch's time)
+COSTLY_REPEATS = 1 << 16
+
+
+def _repeats(expand: UOp, src: UOp) -> int:
+    """How many more elements `expand` reads than `src` has (0 when a shape is symbolic)."""
+    shapes = (expand.shape_or_none, src.shape_or_none)
+    if any(sh is None or not all(isinstance(d, int) for d in sh) for sh in shapes):
+        return 0
+    return math.prod(shapes[0]) - math.prod(shapes[1])
+
+
+def _costly(value: UOp, boundary: set[UOp]) -> bool:
+    """Whether computing `value` in a kernel runs a costly op (the walk stops at values other kernels compute)."""
+    stack, seen = [value], {value}
+    while stack:
+        n = stack.pop()
+        if n.op in _COSTLY:
+            return True
+        for s in n.src:
+            if s not in seen and s not in boundary and s.op not in (Ops.BUFFER, Ops.AFTER):
+                seen.add(s)
+                stack.append(s)
+    return False
+
+
 def _reaches(deps: dict[UOp, set[UOp]], start: UOp, goal: UOp) -> bool:
     """Whether `goal` is among `start`'s transitive dependencies."""
     stack, seen = [start], {start}
@@ -280,6 +309,17 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
     for node in walk.nodes:
         if node.op is Ops.REDUCE and node not in leaf_set and not _fuses_into_consumer(node, consumers, realized):
             realized.add(node)
+    # a value with transcendental ops that is read through an EXPAND (attention's softmax weights, broadcast over the
+    # head dimension into the second matmul) is computed once into a buffer when the expand would have the kernel
+    # reading it compute it again COSTLY_REPEATS or more times over (a small one stays fused: a kernel costs more)
+    for node in walk.nodes:
+        if node.op is Ops.EXPAND and node not in leaf_set:
+            src = node.src[0]
+            while src.op is Ops.RESHAPE and src not in leaf_set and src not in realized:
+                src = src.src[0]
+            if src.op in GroupOp.ALU and src not in leaf_set and src not in realized and _repeats(node, src) >= COSTLY_REPEATS \
+                    and _costly(src, realized | leaf_set):
+                realized.add(src)
     realized = {n for n in realized if n not in leaf_set and n.op is not Ops.AFTER}
     # a STORE whose value reads the overwritten version at other places than the ones it writes reads a copy of that
     # version instead (x.assign(x.flip(0)) must not read elements it already wrote); the copy is made below, with the
