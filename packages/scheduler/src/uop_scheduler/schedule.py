@@ -141,10 +141,9 @@ def device_below(node: UOp) -> str | None:
     constants alone."""
     if isinstance(node.device, str):
         return node.device
-    for below in node.toposort(gate=lambda n: n.op is not Ops.COPY):
-        if below.op in (Ops.BUFFER, Ops.COPY) and isinstance(below.device, str):  # a COPY puts its value on its device
-            return below.device
-    return None
+    # a COPY puts its value on its device: the walk stops there
+    below = node.find_below(lambda n: n.op in (Ops.BUFFER, Ops.COPY) and isinstance(n.device, str), gate=lambda n: n.op is not Ops.COPY)
+    return below.device if below is not None else None
 
 
 def _device_of(node: UOp, default_device: str) -> str:

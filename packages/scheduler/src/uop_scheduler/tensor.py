@@ -339,11 +339,11 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
             if requires_grad_tensors:
                 # leaves, and values realized earlier whose computation reads leaves (gradients flow through them too)
                 leaves = {t.uop for t in list(requires_grad_tensors)} | {t.uop for t in list(graph_holders) if t._graph is not None}
-                keep = any(n in leaves for n in self.uop.toposort())
+                keep = self.uop.find_below(leaves.__contains__) is not None
             else:
                 # a float scalar (a loss read with .item() before backward()) keeps the computation gradients need,
                 # whatever asked for them: tinygrad's backward reaches every float tensor of the graph
-                keep = self.shape == () and dtypes.is_float(self.dtype) and any(n.op is Ops.BUFFER for n in self.uop.toposort())
+                keep = self.shape == () and dtypes.is_float(self.dtype) and self.uop.find_below(lambda n: n.op is Ops.BUFFER) is not None
             if keep:
                 self._graph = self.uop
                 graph_holders.add(self)

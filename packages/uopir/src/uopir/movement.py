@@ -16,6 +16,19 @@ if TYPE_CHECKING:
     from uopir.uop import UOp
 
 
+# the weakint constants of movement-op sizes, made once each (an eager training step builds thousands of movement ops)
+_DIMS: dict[int, UOp] = {}
+_DIMS_MAX = 1 << 14
+
+
+def _dim(node: UOp, d: int) -> UOp:
+    if (u := _DIMS.get(d)) is None:
+        if len(_DIMS) >= _DIMS_MAX:
+            _DIMS.clear()
+        u = _DIMS[d] = node.const_like(d, dtypes.weakint)
+    return u
+
+
 class MovementMixin:
     """View-changing builders shared by every UOp (they build nodes through the node's own class)."""
 
@@ -30,7 +43,7 @@ class MovementMixin:
     const_like: Any
 
     def _mop(self, op: Ops, dims: Iterable[sint], arg: Any = None) -> UOp:
-        srcs = tuple(self.const_like(d, dtypes.weakint) if isinstance(d, int) else d for d in dims)
+        srcs = tuple(_dim(self, d) if isinstance(d, int) else d for d in dims)
         ret = type(self)(op, self.dtype, (self, *srcs), arg)
         _ = ret.shape  # validate now: a bad movement op fails where it is built
         return ret

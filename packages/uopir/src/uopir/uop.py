@@ -190,6 +190,23 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
                         stack.append((s, False))
         return out
 
+    def find_below(self, pred: Callable[[UOp], bool], gate: Callable[[UOp], bool] | None = None) -> UOp | None:
+        """The first node under this one (itself included, depth first, srcs in order) for which `pred` holds, else
+        None; gate(node) False stops the walk below that node. Stops at the first match instead of ordering the
+        whole graph as `toposort` does."""
+        seen: set[UOp] = set()
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            if pred(node):
+                return node
+            if gate is None or gate(node):
+                stack.extend(reversed(node.src))
+        return None
+
     @property
     def backward_slice(self) -> dict[UOp, None]:
         """Every node under this one, without itself."""
