@@ -65,6 +65,24 @@ def test_toposort_order_and_enter_calls():
     assert buf in call.toposort(enter_calls=False)
 
 
+def test_find_below_returns_the_first_match_depth_first_and_honours_the_gate():
+    a, b = UOp.variable("a", 0, 3), UOp.variable("b", 0, 3)
+    s = (a + b) * (b * 2)
+    assert s.find_below(lambda n: n.op is Ops.DEFINE_VAR) is a  # the first source's side first
+    assert s.find_below(lambda n: n is s) is s  # the node itself counts
+    assert s.find_below(lambda n: n.op is Ops.SIN) is None
+    # a gate stops the walk below a node: b is only reachable through gated nodes here
+    assert s.find_below(lambda n: n is b, gate=lambda n: n.op is not Ops.ADD and n.op is not Ops.MUL or n is s) is None
+    # and agrees with a full walk on every node of the graph
+    for n in s.toposort():
+        assert (s.find_below(lambda x, n=n: x is n) is n) == (n in s.toposort())
+    # a long chain is walked without recursion
+    x = a
+    for _ in range(5000):
+        x = x + 1
+    assert x.find_below(lambda n: n is a) is a
+
+
 def test_deep_chain_walks_do_not_recurse():
     x = UOp.variable("deep", 0, 1)
     node = x

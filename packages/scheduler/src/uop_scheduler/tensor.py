@@ -304,15 +304,16 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         if any(storage_of(t.uop) is not None for t in tensors):  # writes: their old versions' small readers come along
             tensors += co_readers(tensors)
         by_device: dict[str, list[tuple[Tensor, UOp]]] = {}
+        reach: dict[UOp, bool] = {}  # whether a node reads a gradient leaf: shared by every tensor this realize settles
         for t in tensors:
             u = t.uop
             if (storage := storage_of(u)) is not None:
                 if storage.op is Ops.AFTER and storage not in done:
                     by_device.setdefault(t.device, []).append((t, storage))
                 elif storage.op is Ops.AFTER:
-                    t._settle(storage, written_versions[storage])
+                    t._settle(storage, written_versions[storage], reach)
             elif (buf := realized_buffers.get(u)) is not None:
-                t._settle(u, buf.reshape(t.shape))
+                t._settle(u, buf.reshape(t.shape), reach)
                 t._borrowed = True  # another tensor with the same value realized it first
             else:
                 by_device.setdefault(t.device, []).append((t, u))
@@ -325,21 +326,22 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
             got = dict(zip(dict.fromkeys(u for _, u in group), bufs))
             owned: set[UOp] = set()
             for t, u in group:
-                t._settle(u, got[u] if u.op is Ops.AFTER else got[u].reshape(t.shape))
+                t._settle(u, got[u] if u.op is Ops.AFTER else got[u].reshape(t.shape), reach)
                 if u.op is not Ops.AFTER:
                     t._borrowed = u in owned  # tensors of one value share its buffer: the first one owns it
                     owned.add(u)
         return self
 
-    def _settle(self, old: UOp, new: UOp) -> None:
-        """After a realize: the computed node `old` in this tensor's value is now `new` (a buffer or a view of one)."""
+    def _settle(self, old: UOp, new: UOp, reach: dict[UOp, bool] | None = None) -> None:
+        """After a realize: the computed node `old` in this tensor's value is now `new` (a buffer or a view of one).
+        `reach` remembers which nodes read a gradient leaf, across the tensors of one realize (their graphs overlap)."""
         if (shape := old.shape_or_none) is not None and new.shape_or_none != shape:
             new = new.reshape(shape)  # a call's output (an AFTER shaped as its value) realizes to a flat buffer
         if self._graph is None and old.op is not Ops.AFTER:
             if requires_grad_tensors:
                 # leaves, and values realized earlier whose computation reads leaves (gradients flow through them too)
                 leaves = {t.uop for t in list(requires_grad_tensors)} | {t.uop for t in list(graph_holders) if t._graph is not None}
-                keep = self.uop.find_below(leaves.__contains__) is not None
+                keep = _reads_any(self.uop, leaves, {} if reach is None else reach)
             else:
                 # a float scalar (a loss read with .item() before backward()) keeps the computation gradients need,
                 # whatever asked for them: tinygrad's backward reaches every float tensor of the graph
@@ -703,3 +705,21 @@ def _index_constant(t: Tensor) -> Tensor:
     values computed from them alone."""
     index_constants.update(n for n in t.uop.toposort() if n.op is Ops.BUFFER)
     return t
+
+
+def _reads_any(root: UOp, leaves: set[UOp], memo: dict[UOp, bool]) -> bool:
+    """Whether a node of `leaves` is under `root` (itself included); `memo` keeps the answer for every node walked. It
+    stays right while `leaves` grows by nodes that themselves read a leaf (what a realize adds as it settles)."""
+    stack: list[tuple[UOp, bool]] = [(root, False)]
+    while stack:
+        node, ready = stack.pop()
+        if node in memo:
+            continue
+        if node in leaves:
+            memo[node] = True
+        elif not ready:
+            stack.append((node, True))
+            stack.extend((s, False) for s in node.src if s not in memo)
+        else:
+            memo[node] = any(memo[s] for s in node.src)
+    return memo[root]
