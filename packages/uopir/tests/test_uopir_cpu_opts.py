@@ -121,3 +121,17 @@ def test_a_reduction_along_the_contiguous_axis_gets_vector_lanes_and_an_output_t
     assert heuristic_opts(row, vector_width=16) == [Opt(OptOps.LANES, 1, 16), Opt(OptOps.UPCAST, 0, 4)]
     # the usual layout (b contiguous along the output axis) keeps the output-axis vectors
     assert not any(o.op is OptOps.LANES for o in heuristic_opts(matmul(64, 256, 784), vector_width=16))
+
+
+def test_the_register_tile_takes_rows_that_share_the_loaded_vectors():
+    # a convolution: the input row vector (along ox) is the same for every output channel but not for every output row,
+    # so the tile's rows are output channels (the old choice, output rows, loaded the input again for each channel)
+    co, oy, ox, ci, k = 16, 16, 32, 4, 3
+    out = UOp.param(0, dtypes.float32.ptr(co * oy * ox))
+    x, w = UOp.param(1, dtypes.float32.ptr(ci * (oy + 2) * (ox + 2))), UOp.param(2, dtypes.float32.ptr(co * ci * k * k))
+    c, y, xx = UOp.range(co, 0), UOp.range(oy, 1), UOp.range(ox, 2)
+    i, ky, kx = (UOp.range(n, a, AxisType.REDUCE) for n, a in ((ci, 3), (k, 4), (k, 5)))
+    value = (x.index((i * (oy + 2) + y + ky) * (ox + 2) + xx + kx).load() * w.index(((c * ci + i) * k + ky) * k + kx).load()).reduce(i, ky, kx)
+    ast = UOp.sink(out.index((c * oy + y) * ox + xx).store(value).end(c, y, xx))
+    opts = heuristic_opts(ast, vector_width=16)
+    assert opts[:2] == [Opt(OptOps.UPCAST, 2, 16), Opt(OptOps.UPCAST, 0, 8)]

@@ -207,6 +207,18 @@ def _loads_along(ast: UOp, r: UOp) -> list[int | None]:
     return strides
 
 
+def _vector_loads(ast: UOp, r: UOp) -> list[UOp]:
+    """The address offsets of the buffer loads that move by exactly one element along `r` (vector loads once r is
+    upcast)."""
+    out = []
+    for node in ast.toposort():
+        if node.op is Ops.LOAD and node.src[0].op is Ops.INDEX and len(node.src[0].src) >= 2:
+            off = node.src[0].src[1]
+            if r in off.toposort() and stride(off, r) == 1:
+                out.append(off)
+    return out
+
+
 def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[int], reduces: list[int], inner: int | None,
                n_cores: int, vector_width: int, work: int) -> list[Opt] | None:
     """Opts for a reduction whose operands are contiguous along the reduce axis but not along the output's contiguous
@@ -271,7 +283,11 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Op
     # (8 rows of 2 vectors are 16 accumulators: half of AVX-512's 32 registers; AVX2's 16 registers take 4 rows)
     rows = 8 if vector_width >= 16 else 4
     if reduces and inner is not None:
-        other = next((i for i in reversed(loops) if i != inner and sizes[i] % rows == 0 and sizes[i] > rows), None)
+        candidates = [i for i in reversed(loops) if i != inner and sizes[i] % rows == 0 and sizes[i] > rows]
+        # rows that share each loaded vector: an axis the vector-loaded operands do not move along (a convolution's
+        # output channels, not its output rows: the input row would be loaded again for every channel)
+        vector_loaded = _vector_loads(ast, ranges[inner])
+        other = next((i for i in candidates if all(stride(off, ranges[i]) == 0 for off in vector_loaded)), candidates[0] if candidates else None)
         if other is not None:
             opts.append(Opt(OptOps.UPCAST, other, rows))
             sizes[other] //= rows
