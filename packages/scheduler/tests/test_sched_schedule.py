@@ -225,3 +225,19 @@ def test_a_costly_value_read_through_an_expand_is_computed_once():
     # so does a costly one the expand repeats only a little (a small log_softmax: its log of the row sums)
     assert kernels_for((Tensor(q) * 2) @ Tensor(v).transpose(-1, -2)) == 1
     assert kernels_for(Tensor(q[0, :8, :32]).log_softmax(-1)) <= 3
+
+
+def test_a_padded_convolution_reads_its_input_from_a_padded_buffer():
+    # on a CPU the padding fused into the convolution gates every load and keeps its lane loop from being vector
+    # loads; the padded input gets a buffer of its own (one small copy kernel), then the convolution reads it ungated
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((2, 3, 8, 16)).astype(np.float32), rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    out = Tensor(x).conv2d(Tensor(w), padding=1)
+    assert kernels_for(out) == 2
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    ref = np.zeros((2, 4, 8, 16))
+    for ky in range(3):
+        for kx in range(3):
+            ref += np.einsum("bchw,oc->bohw", xp[:, :, ky : ky + 8, kx : kx + 16], w[:, :, ky, kx])
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-5)
+    assert kernels_for(Tensor(x).conv2d(Tensor(w))) == 1  # no padding: one kernel, as before
