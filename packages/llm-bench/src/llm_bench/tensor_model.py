@@ -210,8 +210,8 @@ class TensorModel(LanguageModel):
         run the lookups would otherwise make the whole table resident a second time, next to its device copy)."""
         table = self.token_embd.array()
         rows = table[ids]
-        for i in np.unique(ids):
-            release_pages_of(table[i], touched=True)
+        if len(ids):
+            release_pages_of(table[ids.min() : ids.max() + 1], touched=True)  # one call for the span the rows lie in
         return dequantize(rows, self.token_embd.ggml_type, (len(ids), self.config.dim))
 
     def _step(self, x: Tensor, start: Any) -> Tensor:

@@ -243,16 +243,10 @@ def _repeats(expand: UOp, src: UOp) -> int:
 
 def _costly(value: UOp, boundary: set[UOp]) -> bool:
     """Whether computing `value` in a kernel runs a costly op (the walk stops at values other kernels compute)."""
-    stack, seen = [value], {value}
-    while stack:
-        n = stack.pop()
-        if n.op in _COSTLY:
-            return True
-        for s in n.src:
-            if s not in seen and s not in boundary and s.op not in (Ops.BUFFER, Ops.AFTER):
-                seen.add(s)
-                stack.append(s)
-    return False
+    def fused(n: UOp) -> bool:
+        return n is value or (n not in boundary and n.op not in (Ops.BUFFER, Ops.AFTER))
+
+    return value.find_below(lambda n: n.op in _COSTLY and fused(n), gate=fused) is not None
 
 
 def _reaches(deps: dict[UOp, set[UOp]], start: UOp, goal: UOp) -> bool:

@@ -198,25 +198,18 @@ MATVEC_ROWS = 4
 LANES_MIN_STEPS = 8
 
 
-def _loads_along(ast: UOp, r: UOp) -> list[int | None]:
-    """The stride along `r` of every buffer load whose address moves with `r`."""
-    strides = []
-    for node in ast.toposort():
-        if node.op is Ops.LOAD and node.src[0].op is Ops.INDEX and len(node.src[0].src) >= 2 and r in node.src[0].src[1].toposort():
-            strides.append(stride(node.src[0].src[1], r))
-    return strides
+def _load_offsets(ast: UOp, r: UOp) -> list[UOp]:
+    """The address offsets of the buffer loads that move with `r`."""
+    return [n.src[0].src[1] for n in ast.toposort()
+            if n.op is Ops.LOAD and n.src[0].op is Ops.INDEX and len(n.src[0].src) >= 2 and r in n.src[0].src[1].toposort()]
 
 
-def _vector_loads(ast: UOp, r: UOp) -> list[UOp]:
-    """The address offsets of the buffer loads that move by exactly one element along `r` (vector loads once r is
-    upcast)."""
-    out = []
-    for node in ast.toposort():
-        if node.op is Ops.LOAD and node.src[0].op is Ops.INDEX and len(node.src[0].src) >= 2:
-            off = node.src[0].src[1]
-            if r in off.toposort() and stride(off, r) == 1:
-                out.append(off)
-    return out
+def _thread_opt(loops: list[int], sizes: dict[int, int], n_cores: int, work: int) -> Opt | None:
+    """THREAD on the outermost loop axis that divides evenly among the cores, when there is enough work to pay for them."""
+    if n_cores <= 1 or work < 1 << 16:
+        return None
+    threaded = next(((i, c) for i in loops for c in range(n_cores, 1, -1) if sizes[i] % c == 0), None)
+    return Opt(OptOps.THREAD, *threaded) if threaded is not None else None
 
 
 def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[int], reduces: list[int], inner: int | None,
@@ -233,11 +226,11 @@ def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[i
     # output, which a short loop does not pay for (q @ k^T with 64-wide heads: 8 lanes, 1.7x faster than 16)
     widths = (vector_width, vector_width // 2, vector_width // 4)
     lanes = next((n for n in widths if n >= 4 and sizes[k] % n == 0 and sizes[k] // n >= LANES_MIN_STEPS), None)
-    along_k = _loads_along(ast, ranges[k])
+    along_k = [stride(off, ranges[k]) for off in _load_offsets(ast, ranges[k])]
     if lanes is None or not along_k or any(st != 1 for st in along_k):
         return None
     # only where the usual vectorization would gather: some operand is strided along the contiguous output axis
-    if inner is not None and all(st in (0, 1) for st in _loads_along(ast, ranges[inner])):
+    if inner is not None and all(stride(off, ranges[inner]) in (0, 1) for off in _load_offsets(ast, ranges[inner])):
         return None
     opts = [Opt(OptOps.LANES, k, lanes)]
     sizes = dict(sizes)
@@ -248,10 +241,8 @@ def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[i
         if sizes[i] % amount == 0 and sizes[i] > amount:
             opts.append(Opt(OptOps.UPCAST, i, amount))
             sizes[i] //= amount
-    if n_cores > 1 and work >= 1 << 16:
-        threaded = next(((i, c) for i in loops for c in range(n_cores, 1, -1) if sizes[i] % c == 0), None)
-        if threaded is not None:
-            opts.append(Opt(OptOps.THREAD, *threaded))
+    if (threaded := _thread_opt(loops, sizes, n_cores, work)) is not None:
+        opts.append(threaded)
     return opts
 
 
@@ -286,7 +277,7 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Op
         candidates = [i for i in reversed(loops) if i != inner and sizes[i] % rows == 0 and sizes[i] > rows]
         # rows that share each loaded vector: an axis the vector-loaded operands do not move along (a convolution's
         # output channels, not its output rows: the input row would be loaded again for every channel)
-        vector_loaded = _vector_loads(ast, ranges[inner])
+        vector_loaded = [off for off in _load_offsets(ast, ranges[inner]) if stride(off, ranges[inner]) == 1]
         other = next((i for i in candidates if all(stride(off, ranges[i]) == 0 for off in vector_loaded)), candidates[0] if candidates else None)
         if other is not None:
             opts.append(Opt(OptOps.UPCAST, other, rows))
@@ -300,11 +291,9 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Op
             opts.append(Opt(OptOps.UPCAST, *short))
             sizes[short[0]] //= short[1]
     # cores: split the outermost loop axis that divides evenly, when there is enough work to pay for the threads
-    if n_cores > 1 and work >= 1 << 16:
-        threaded = next(((i, c) for i in loops for c in range(n_cores, 1, -1) if sizes[i] % c == 0), None)
-        if threaded is not None:
-            opts.append(Opt(OptOps.THREAD, *threaded))
-            sizes[threaded[0]] //= threaded[1]
+    if (threaded := _thread_opt(loops, sizes, n_cores, work)) is not None:
+        opts.append(threaded)
+        sizes[threaded.axis] //= threaded.arg
     # matrix-vector: with one output row, keep the whole row's accumulators (up to 16 KiB of them) so the reduce loop
     # runs outside and each step streams one contiguous weight row, instead of striding across rows per output tile
     if reduces and inner is not None and all(sizes[i] == 1 for i in loops if i != inner) and 1 < sizes[inner] <= 128:
