@@ -241,3 +241,66 @@ def test_a_padded_convolution_reads_its_input_from_a_padded_buffer():
             ref += np.einsum("bchw,oc->bohw", xp[:, :, ky : ky + 8, kx : kx + 16], w[:, :, ky, kx])
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5, atol=1e-5)
     assert kernels_for(Tensor(x).conv2d(Tensor(w))) == 1  # no padding: one kernel, as before
+
+
+def _plan_of(*ts: Tensor):
+    roots = tuple(t.uop for t in ts)
+    return cached_plan(walk_graph(roots, set(), "CPU"), roots, "CPU", store=False)[0]
+
+
+def _deep_chain(x: Tensor, ws: list[Tensor]) -> Tensor:
+    for w in ws:  # every layer's output gets a buffer of its own (as a model's residual stream does)
+        x = (x + (x @ w).relu()).contiguous()
+    return x
+
+
+def test_scratch_buffers_are_shared_across_layers():
+    rng = np.random.default_rng(1)
+    xs, ws = rng.standard_normal((4, 16)).astype(np.float32), [rng.standard_normal((16, 16)).astype(np.float32) * 0.3 for _ in range(12)]
+    out = _deep_chain(Tensor(xs), [Tensor(w) for w in ws])
+    plan = _plan_of(out)
+    assert len(plan.steps) >= 12
+    # the layer outputs (and any matmul kernel's result) that nothing reads after the schedule live a layer or two each:
+    # a few buffers take turns, where without sharing every step had its own
+    assert len(plan.new_buffers) <= 4
+    want = xs.astype(np.float64)
+    for w in ws:
+        want = want + np.maximum(want @ w, 0)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_shared_scratch_never_holds_a_value_still_read():
+    # a layer output read again many layers later (a skip connection) keeps its buffer until that read
+    rng = np.random.default_rng(2)
+    xs, ws = rng.standard_normal((3, 8)).astype(np.float32), [rng.standard_normal((8, 8)).astype(np.float32) * 0.3 for _ in range(8)]
+    x = Tensor(xs)
+    skips = []
+    for w in [Tensor(w) for w in ws]:
+        x = (x @ w).tanh().contiguous()
+        skips.append(x)
+    out = (x + skips[0] * 2 + skips[3] * 3).contiguous() * 1
+    want = xs.astype(np.float64)
+    wants = []
+    for w in ws:
+        want = np.tanh(want @ w)
+        wants.append(want)
+    np.testing.assert_allclose(out.numpy(), want + wants[0] * 2 + wants[3] * 3, rtol=1e-5, atol=1e-5)
+
+
+def test_shared_scratch_keeps_every_realized_target():
+    # targets realized together, written versions and kept copies leave the schedule: none is shared with scratch
+    rng = np.random.default_rng(3)
+    xs = rng.standard_normal((4, 4)).astype(np.float32)
+    x = Tensor(xs)
+    a = (x * 2).contiguous()
+    b = (a.exp() + 1).contiguous()
+    c = (b * a).contiguous().sum(0)
+    state = Tensor(np.zeros((4, 4), np.float32)).contiguous().realize()
+    state.assign(state + (b - a).contiguous())
+    Tensor.realize(a, b, c, state)
+    na = xs * 2
+    nb = np.exp(na) + 1
+    np.testing.assert_allclose(a.numpy(), na, rtol=1e-6)
+    np.testing.assert_allclose(b.numpy(), nb, rtol=1e-6)
+    np.testing.assert_allclose(c.numpy(), (nb * na).sum(0), rtol=1e-5)
+    np.testing.assert_allclose(state.numpy(), nb - na, rtol=1e-5)
