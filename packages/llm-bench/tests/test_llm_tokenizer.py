@@ -95,7 +95,7 @@ def test_encode_matches_reference_merger(tok):
 
 
 def _merges(tok):
-    return [merge for merge, _ in sorted(tok._ranks.items(), key=lambda kv: kv[1])]
+    return list(tok.merges)
 
 
 def test_bos_and_specials(tok):
@@ -156,3 +156,46 @@ def test_every_llama_cpp_pre_tokenizer_of_the_supported_families_is_known(name):
 def test_an_unknown_pre_tokenizer_names_the_known_ones():
     with pytest.raises(TokenizerError, match="'klingon' is not supported; supported: .*smollm"):
         Tokenizer([], [], "klingon")
+
+
+def _dict_tokenizer_ids(tokens: list[str], merges: list[str], word: bytes) -> list[int]:
+    """An independent merger over strings and dicts (the later of duplicate tokens wins, as a dict built in order)."""
+    ids = {t: i for i, t in enumerate(tokens)}
+    return [ids[p] for p in reference_bpe(word, merges)]
+
+
+@given(st.text(max_size=30), st.lists(st.integers(0, 10**6), max_size=8))
+@settings(max_examples=120, derandomize=True, deadline=None)
+def test_packed_vocabulary_with_duplicates_matches_a_dict_merger(tok, text, picks):
+    # some tokens appear twice (a later id with the same string): merging must produce the later id
+    tokens, merges = list(tok.tokens)[: -3], list(tok.merges)
+    dups = [tokens[p % len(tokens)] for p in picks]
+    tokens = tokens + dups
+    packed = Tokenizer(tokens, merges, "olmo")
+    for word in split_words(text, "olmo"):
+        assert list(packed.encode(word)) == _dict_tokenizer_ids(tokens, merges, word.encode())
+
+
+def test_hash_collisions_only_cost_time(tok, monkeypatch):
+    # with a hash that is the plain sum of the bytes every anagram collides ("ab" and "ba", " the" and "eth "):
+    # lookups fall back to comparing bytes and give the same ids
+    import llm_bench.tokenizer as module
+    monkeypatch.setattr(module, "_HASH_BASE", 1)
+    colliding = Tokenizer(tok.tokens, list(tok.merges), "llama-bpe", tok.token_types)
+    hashes = colliding._index.hashes.tolist()
+    assert len(hashes) - len(set(hashes)) >= 50  # a third of the merged tokens share a hash with another
+    for text in (CORPUS, CORPUS.upper(), "tac tas no eht", "ɐ ǝɥʇ 東京"):
+        assert colliding.encode(text, add_bos=False) == tok.encode(text, add_bos=False)
+        assert colliding.decode(colliding.encode(text)) == text
+
+
+def test_a_merge_making_no_token_is_a_clear_error():
+    chars = gpt2_byte_chars()
+    tokens = [chars[b] for b in range(256)]
+    with pytest.raises(TokenizerError, match="no token 'ab' needed to encode 'xab'"):
+        Tokenizer(tokens, ["a b"], "llama-bpe").encode("xab")
+    # a merge whose parts are not tokens can never apply
+    assert Tokenizer(tokens, ["ab c"], "llama-bpe").encode("abc") == [tokens.index(c) for c in "abc"]
+    for bad in (["ab"], [" ab"], ["ab "], ["a b", "x"]):
+        with pytest.raises(TokenizerError, match="not two tokens separated by one space"):
+            Tokenizer(tokens, bad)

@@ -23,6 +23,7 @@ from .ggml_types import (
     GGUFValueType,
     type_name,
 )
+from .string_array import StringArray
 
 SUPPORTED_VERSIONS = (2, 3)
 # ggml tensors have at most 4 dimensions (GGML_MAX_DIMS)
@@ -146,6 +147,7 @@ def release_pages_of(array: np.ndarray, touched: bool = False) -> None:
 
 
 MAX_ARRAY_DEPTH = 32
+_U64 = struct.Struct("<Q")
 MAX_DIM = 1 << 40  # elements along one tensor axis
 
 
@@ -174,6 +176,27 @@ class _Cursor:
         except UnicodeDecodeError:
             raise GGUFError(f"{self.path}: corrupt: {what} at offset {start} is not valid UTF-8") from None
 
+    def strings(self, count: int, what: str) -> StringArray:
+        """`count` strings, packed into one `StringArray` (a vocabulary as Python strings would take megabytes)."""
+        buf, size, read_length = self.buf, len(self.buf), _U64.unpack_from
+        starts, lengths = [], []
+        pos = self.pos
+        for i in range(count):
+            if pos + 8 > size:
+                raise GGUFError(f"{self.path}: truncated: length of {what}[{i}] needs 8 bytes at offset {pos} but the file has {size} bytes")
+            (length,) = read_length(buf, pos)
+            pos += 8
+            if pos + length > size:
+                raise GGUFError(f"{self.path}: truncated: {what}[{i}] needs {length} bytes at offset {pos} but the file has {size} bytes")
+            starts.append(pos)
+            lengths.append(length)
+            pos += length
+        self.pos = pos
+        packed = StringArray.from_spans(buf, np.array(starts, np.int64), np.array(lengths, np.int64))
+        if (bad := packed.invalid_utf8()) is not None:
+            raise GGUFError(f"{self.path}: corrupt: {what}[{bad}] at offset {starts[bad]} is not valid UTF-8")
+        return packed
+
     def value_type(self, what: str) -> GGUFValueType:
         raw = self.scalar("I", f"type of {what}")
         try:
@@ -200,7 +223,7 @@ class _Cursor:
                 # each string is at least its 8-byte length: check before looping over a corrupt count
                 if count * 8 > len(self.buf) - self.pos:
                     raise GGUFError(f"{self.path}: truncated: {what} claims {count} strings but only {len(self.buf) - self.pos} bytes remain")
-                return [self.string(f"{what}[{i}]") for i in range(count)], elem_type
+                return self.strings(count, what), elem_type
             dtype = np.dtype("<" + SCALAR_FORMATS[elem_type])
             start = self.take(count * dtype.itemsize, what)
             values = np.frombuffer(self.buf, dtype=dtype, count=count, offset=start)
