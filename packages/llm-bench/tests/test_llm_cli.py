@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -189,3 +190,15 @@ def test_start_up_imports_only_what_a_run_needs():
                 "concurrent.futures"}
     assert loaded & deferred == set()
     assert {"llm_bench.cli", "uop_scheduler", "hcq_runtime"} <= loaded
+
+
+def test_a_greedy_run_loads_no_hashlib_random_or_thread_pool(tmp_path):
+    # memory (#26): hashlib maps OpenSSL (3.6 MiB resident; UOp keys and the compile cache use the built-in BLAKE2),
+    # numpy.random costs 5-7 MiB and is needed only to sample at a temperature, concurrent.futures brings logging
+    model = make_tiny("llama", tmp_path / "m.gguf")
+    code = (f"import sys; from llm_bench.cli import main; rc = main(['-m', {str(model)!r}, '--max-tokens', '3']); "
+            "print(rc, ' '.join(sorted(sys.modules)), file=sys.stderr)")
+    env = {**os.environ, "DISABLE_COMPILER_CACHE": "1"}  # the first run compiles, in parallel threads
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env).stderr.splitlines()[-1].split()
+    assert out[0] == "0"
+    assert set(out) & {"hashlib", "_hashlib", "numpy.random", "concurrent.futures", "logging"} == set()

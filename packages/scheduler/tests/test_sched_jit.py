@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hcq_runtime import CCompiler, counters
 from uop_scheduler import JitError, Tensor, TinyJit
+from uopir import Ops
 
 
 def chain(x: Tensor, n: int) -> Tensor:
@@ -451,3 +452,39 @@ def test_a_gradient_left_unrealized_by_the_step_is_read_lazily_as_the_latest_rep
         assert loss.item() == pytest.approx(float((np.array([1.0, 2.0]) * x * x).sum()))
         if i % read_every == 0 or i == 5:
             np.testing.assert_array_equal(w.grad.numpy(), x * x)
+
+
+@pytest.mark.parametrize("per_layer", [True, False])
+@pytest.mark.parametrize("prune", [False, True])
+def test_a_capture_shares_scratch_memory_across_its_realizes(prune, per_layer):
+    # a step realized layer by layer (as llm-bench's forward is): each layer's scratch buffers are free once its
+    # schedule has run, so the capture reuses their memory for the next layer's instead of owning every layer's
+    from hcq_runtime import buffer_for
+
+    rng = np.random.default_rng(7)
+    ws = [rng.standard_normal((16, 16)).astype(np.float32) * 0.3 for _ in range(6)]
+    weights = [Tensor(w).realize() for w in ws]
+    scale = Tensor(np.float32([2.0])).realize()
+
+    def step(x: Tensor) -> Tensor:
+        for w in weights:
+            w2 = (w * scale).contiguous()  # input-independent: pruned replays keep the capture's value
+            x = (x + (x @ w2).relu()).contiguous()
+            if per_layer:
+                x = x.realize()
+        return x * 1
+
+    def reference(x: np.ndarray) -> np.ndarray:
+        x = x.astype(np.float64)
+        for w in ws:
+            x = x + np.maximum(x @ (w * 2.0), 0)
+        return x
+
+    jitted = TinyJit(step, prune=prune)
+    for _ in range(4):
+        xs = rng.standard_normal((4, 16)).astype(np.float32)
+        np.testing.assert_allclose(jitted(Tensor(xs)).numpy(), reference(xs), rtol=1e-4, atol=1e-4)
+    storages = {id(buffer_for(b)) for call in jitted.captured.linear.src for b in call.src[1:] if b.op is Ops.BUFFER}
+    # six weights, the scale, the input, six layer outputs and the output, plus scratch: shared by the layers now
+    # (27 storages when each layer's schedule kept its own, 20 with prune=True, whose replay drops the weight scaling)
+    assert len(storages) <= 6 + 1 + 1 + (6 if per_layer else 0) + 1 + 4

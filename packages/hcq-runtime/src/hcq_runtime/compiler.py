@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import hashlib
 import os
 import re
 import shutil
@@ -18,6 +17,11 @@ import tempfile
 from pathlib import Path
 
 from .errors import CompileError
+
+try:  # CPython's built-in BLAKE2 (the same function as hashlib's): importing hashlib also maps OpenSSL, 3.6 MiB resident
+    from _blake2 import blake2s
+except ImportError:  # pragma: no cover - other interpreters
+    from hashlib import blake2s
 
 
 def cache_dir() -> Path:
@@ -50,7 +54,7 @@ class Compiler:
         """Compile `src`, serving the binary from the disk cache when an identical compile happened before."""
         if not cache_enabled():
             return self._count_and_compile(src)
-        digest = hashlib.sha256(f"{self.cache_key}\0{src}".encode()).hexdigest()
+        digest = blake2s(f"{self.cache_key}\0{src}".encode()).hexdigest()
         path = cache_dir() / "compile" / digest[:2] / digest
         try:
             return path.read_bytes()

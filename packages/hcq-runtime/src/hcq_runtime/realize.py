@@ -15,6 +15,7 @@ Arguments are BUFFER UOps (their storage comes from `buffer_for`), bound variabl
 from __future__ import annotations
 
 import os
+import threading
 import time
 import weakref
 from collections.abc import Sequence
@@ -154,10 +155,23 @@ def compile_calls(calls: Sequence[UOp]) -> None:
         except Exception:  # noqa: BLE001
             return None
 
-    import concurrent.futures  # imported when there is something to compile: a warm start never needs it (or logging)
+    # plain threads taking the next program in turn (concurrent.futures would also load logging: 1 MiB resident)
+    built: list[tuple | None] = [None] * len(programs)
+    jobs, lock = iter(range(len(programs))), threading.Lock()
 
-    with concurrent.futures.ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, len(programs))) as pool:
-        built = list(pool.map(build, programs))
+    def worker() -> None:
+        while True:
+            with lock:
+                i = next(jobs, None)
+            if i is None:
+                return
+            built[i] = build(programs[i])
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(os.cpu_count() or 1, len(programs)))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
     for item in built:
         if item is not None:
             _load(*item)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import contextlib
 import mmap
 import re
@@ -179,7 +180,7 @@ class _Cursor:
     def strings(self, count: int, what: str) -> StringArray:
         """`count` strings, packed into one `StringArray` (a vocabulary as Python strings would take megabytes)."""
         buf, size, read_length = self.buf, len(self.buf), _U64.unpack_from
-        starts, lengths = [], []
+        starts, lengths = array.array("q"), array.array("q")  # not lists: 100k int objects would fragment the heap
         pos = self.pos
         for i in range(count):
             if pos + 8 > size:
@@ -192,7 +193,7 @@ class _Cursor:
             lengths.append(length)
             pos += length
         self.pos = pos
-        packed = StringArray.from_spans(buf, np.array(starts, np.int64), np.array(lengths, np.int64))
+        packed = StringArray.from_spans(buf, np.frombuffer(starts, np.int64), np.frombuffer(lengths, np.int64))
         if (bad := packed.invalid_utf8()) is not None:
             raise GGUFError(f"{self.path}: corrupt: {what}[{bad}] at offset {starts[bad]} is not valid UTF-8")
         return packed
@@ -292,6 +293,8 @@ def _read_part(path: Path) -> GGUFFile:
         offset = cur.scalar("Q", f"offset of tensor {name!r}")
         infos.append((name, ne, raw_type, offset))
     data_start = -(-cur.pos // alignment) * alignment
+    # the header is parsed (its strings packed into arrays of their own): its pages, megabytes for a vocabulary, go
+    release_pages_of(mapped[: cur.pos], touched=True)
     tensors: dict[str, GGUFTensor] = {}
     for name, ne, raw_type, offset in infos:
         if name in tensors:

@@ -70,7 +70,8 @@ class LanguageModel(ABC):
             raise ModelError("generation needs at least one prompt token (e.g. BOS)")
         if len(prompt) >= self.max_context:
             raise ModelError(f"the prompt has {len(prompt)} tokens but the context holds {self.max_context}; {self.context_advice()}")
-        rng = np.random.default_rng(seed)
+        # numpy.random costs 5-7 MiB of resident code and tables: greedy decoding never loads it
+        rng = np.random.default_rng(seed) if temperature > 0 else None
         self.reset()
         logits = self.forward(prompt, 0)
         pos = len(prompt)

@@ -234,7 +234,7 @@ class TensorModel(LanguageModel):
             h = rms_norm(x, layer.attn_norm, c.norm_eps)
             x = (x + self._attention(layer, h, where, self.caches[2 * i], self.caches[2 * i + 1])).contiguous()
             h = rms_norm(x, layer.ffn_norm, c.norm_eps)
-            x = (x + (self._moe(layer, h) if layer.router is not None else self._swiglu(h, layer.gate_up, layer.down))).contiguous()
+            x = (x + (self._moe(layer, h) if layer.router is not None else self._swiglu(h, layer.gate_up, layer.down))).contiguous().realize()
         return self.output(rms_norm(x, self.output_norm, c.norm_eps))
 
     def _attention(self, layer: TensorLayer, x: Tensor, where: _Positions, k_cache: Tensor, v_cache: Tensor) -> Tensor:

@@ -64,7 +64,8 @@ class Tokenizer:
             raise TokenizerError(f"tokenizer has {len(tokens)} tokens but {len(token_types)} token types; the model file is corrupt")
         self.tokens = tokens if isinstance(tokens, StringArray) else StringArray.from_strings(tokens)
         n = len(self.tokens)
-        self.token_types = np.asarray(token_types if token_types is not None else np.full(n, int(TokenType.NORMAL)), np.int64)
+        types = np.asarray(token_types if token_types is not None else np.full(n, int(TokenType.NORMAL)))
+        self.token_types = types.astype(np.uint8) if types.size and 0 <= types.min() and types.max() < 256 else types.astype(np.int64)
         self.preset = canonical_preset(preset)
         for name, tid in (("BOS", bos_id), ("EOS", eos_id), ("EOT", eot_id)):
             if tid is not None and not 0 <= tid < n:
@@ -139,9 +140,9 @@ class Tokenizer:
             arr = np.array(ids, np.int64)
             keys = arr[:-1] * n_tokens + arr[1:]
             at = np.minimum(np.searchsorted(pairs, keys), len(pairs) - 1)
-            ranks = np.where(pairs[at] == keys, self._pair_rank[at], np.iinfo(np.int64).max)
+            ranks = np.where(pairs[at] == keys, self._pair_rank[at], np.iinfo(np.int32).max)
             best = int(ranks.argmin())
-            if ranks[best] == np.iinfo(np.int64).max:
+            if ranks[best] == np.iinfo(np.int32).max:
                 break
             left, right, made = ids[best], ids[best + 1], int(self._pair_result[at[best]])
             if made < 0:
@@ -259,7 +260,7 @@ class _TokenIndex:
         ids = np.flatnonzero(keep)
         hashes = _hash_spans(self.data, self.starts[ids], self.lengths[ids], self.powers)
         order = np.lexsort((ids, hashes))  # by hash, then id: the last of equal hashes is the latest id
-        self.hashes, self.ids = hashes[order], ids[order]
+        self.hashes, self.ids = hashes[order], ids[order].astype(np.int32)
 
     def find(self, data: bytes) -> int | None:
         """The id of the token whose UTF-8 bytes are `data` (the latest one if there are several), or None."""
@@ -277,7 +278,7 @@ class _TokenIndex:
             return np.full(len(hashes), -1, np.int64)
         at = np.searchsorted(self.hashes, hashes, "right") - 1
         hit = (at >= 0) & (self.hashes[np.maximum(at, 0)] == hashes)
-        cand = np.where(hit, self.ids[np.maximum(at, 0)], -1)
+        cand = np.where(hit, self.ids[np.maximum(at, 0)], -1).astype(np.int64)
         total = sum(p[2] for p in parts)
         ok = hit & (self.lengths[np.maximum(cand, 0)] == total)
         rows = np.flatnonzero(ok)
@@ -322,7 +323,7 @@ class _TokenIndex:
         keys, ranks, made = keys[order], ranks[order], made[usable][order]
         firsts = np.ones(len(keys), bool)
         firsts[1:] = keys[1:] != keys[:-1]
-        return keys[firsts], ranks[firsts], made[firsts]
+        return keys[firsts], ranks[firsts].astype(np.int32), made[firsts].astype(np.int32)
 
     def powers_for(self, n: int) -> np.ndarray:
         """Powers of the hash base up to `n` (kept: later hashes of spans that long use them too)."""

@@ -163,10 +163,16 @@ def _pruned(linear: UOp, varying: list[UOp]) -> UOp:
     capture; the buffers they wrote keep those values."""
     storage = {id(buffer_for(b)) for b in varying}
     io = []
+    writers: dict[int, int] = {}
     for call in linear.src:
         reads, writes = call_buffers(call)
         symbolic = any(u.op in (Ops.DEFINE_VAR, Ops.BIND) for u in call.toposort())
         io.append(({id(buffer_for(b)) for b in reads}, {id(buffer_for(b)) for b in writes}, symbolic))
+        for w in io[-1][1]:
+            writers[w] = writers.get(w, 0) + 1
+    # memory several calls write (scratch the scheduler shares between values whose lives do not overlap) holds the
+    # last one's value after the capture: a reader of an earlier one's value must see that call run on every replay
+    storage |= {w for w, n in writers.items() if n > 1}
     kept: set[int] = set()
     grew = True
     while grew:  # a call kept late in the step can make an earlier one vary on the next replay

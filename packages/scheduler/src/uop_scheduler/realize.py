@@ -13,11 +13,11 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from hcq_runtime import bind_buffer, buffer_for, run_linear
+from hcq_runtime import Buffer, bind_buffer, buffer_for, run_linear
 from uopir import Ops, UOp, dtypes
 
 from .calls import in_place_arity, inline_calls, is_call_output
-from .schedule import CopyStep, KernelStep, Plan, cached_plan, device_below, walk_graph
+from .schedule import CopyStep, KernelStep, NewBuffer, Plan, cached_plan, device_below, walk_graph
 from .storage import off_storage, touches_storage
 
 realized_buffers: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
@@ -27,6 +27,9 @@ written_versions: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionar
 # BUFFERs over memory someone else owns (`Tensor.from_blob`): values read from them are not remembered
 external_buffers: weakref.WeakSet[UOp] = weakref.WeakSet()
 _captures: list[list[UOp]] = []
+# per capture: storage of scratch buffers (see `Plan.scratch`) of linears that have run, free for the next linear's
+# scratch of the same device, size and dtype, so the recording owns about one schedule's scratch memory, not every one's
+_scratch_pools: list[dict[NewBuffer, list[Buffer]]] = []
 _existing: list[frozenset[int]] = []  # per capture: ids of the tensors made before it
 # buffer versions overwritten in place with no copy kept: no realized node may map to them again
 _stale: weakref.WeakSet[UOp] = weakref.WeakSet()
@@ -56,11 +59,13 @@ def capture_linears(existing: frozenset[int] = frozenset()) -> Iterator[list[UOp
     realized_buffers.clear()
     linears: list[UOp] = []
     _captures.append(linears)
+    _scratch_pools.append({})
     _existing.append(existing)
     try:
         yield linears
     finally:
         _captures.pop()
+        _scratch_pools.pop()
         _existing.pop()
         realized_buffers.clear()
         realized_buffers.update({node: buf for node, buf in saved.items() if buf not in _stale})
@@ -162,9 +167,15 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     plan, _ = cached_plan(walk, plan_targets, default_device, live, alias, store=not capturing())
     linear, buffers = linear_for(plan, walk.inputs, var_vals)
     if linear.src:
+        scratch = [(plan.new_buffers[b - plan.n_inputs], buffers[b]) for b in plan.scratch] if _captures else []
+        for kind, uop in scratch:
+            if free := _scratch_pools[-1].get(kind):
+                bind_buffer(uop, free.pop())
         run_linear(linear, var_vals)
         if _captures:
             _captures[-1].append(_as_recorded(linear, [buffers[old] for old, _ in plan.preserved]))
+        for kind, uop in scratch:  # nothing reads them any more: the next linear may use their memory
+            _scratch_pools[-1].setdefault(kind, []).append(buffer_for(uop))
     for old, copy in plan.preserved:
         bind_buffer(buffers[old], buffer_for(buffers[copy]))
     if overwritten:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from uopir import DType, GroupOp, Ops, UOp
@@ -74,6 +74,7 @@ class Plan:
     outputs: tuple[int, ...]
     afters: tuple[tuple[int, int], ...] = ()  # (walk position of an AFTER, the buffer holding that version)
     preserved: tuple[tuple[int, int], ...] = ()  # (old version's buffer, the copy that keeps its value for later readers)
+    scratch: tuple[int, ...] = ()  # buffers nothing reads after the plan has run (see `share_buffers`)
 
 
 OWN_COPY = "copy before a write"  # the arg of every own copy (writes.own_copy), before its number
@@ -451,7 +452,7 @@ def share_buffers(plan: Plan) -> Plan:
             if last[b] == i:
                 free.setdefault(plan.new_buffers[b - n_in], []).append(home[b])
     if all(h == b for b, h in home.items()):
-        return plan
+        return replace(plan, scratch=tuple(sorted(home)))
     kept = [b for b in range(n_in, n_in + len(plan.new_buffers)) if home.get(b, b) == b]
     number = {b: n_in + i for i, b in enumerate(kept)}
     number.update((b, number[h]) for b, h in home.items())
@@ -462,7 +463,8 @@ def share_buffers(plan: Plan) -> Plan:
     steps = tuple(KernelStep(s.ast, tuple(map(num, s.args)), s.variables) if isinstance(s, KernelStep) else CopyStep(num(s.dest), num(s.src))
                   for s in plan.steps)
     return Plan(n_in, tuple(plan.new_buffers[b - n_in] for b in kept), steps, tuple(map(num, plan.outputs)),
-                tuple((pos, num(b)) for pos, b in plan.afters), tuple((num(a), num(b)) for a, b in plan.preserved))
+                tuple((pos, num(b)) for pos, b in plan.afters), tuple((num(a), num(b)) for a, b in plan.preserved),
+                tuple(sorted({number[h] for h in home.values()})))
 
 
 def _variables(ast: UOp) -> tuple[UOp, ...]:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import hashlib
 import math
 import struct
 import weakref
 from collections.abc import Callable
 from typing import Any, ClassVar
+
+try:  # CPython's built-in BLAKE2 (the same function as hashlib's): importing hashlib also maps OpenSSL, 3.6 MiB resident
+    from _blake2 import blake2s
+except ImportError:  # pragma: no cover - other interpreters
+    from hashlib import blake2s
 
 from uopir.args import CallInfo, ParamArg
 from uopir.bounds import compute_bounds
@@ -164,7 +168,7 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
         for node in self.toposort(gate=lambda n: not hasattr(n, "_key")):
             if not hasattr(node, "_key"):
                 head = repr((node.op.name, node.dtype, node.arg, node.tag)).encode()
-                _set_hash_key(node, hashlib.sha256(head + b"".join(s._key for s in node.src)).digest())
+                _set_hash_key(node, blake2s(head + b"".join(s._key for s in node.src)).digest())
         return self._key
 
     # ---- graph walks ----
