@@ -16,6 +16,12 @@ import numpy as np
 SEPARATOR = 0
 
 
+def positions_within(lengths: np.ndarray) -> np.ndarray:
+    """For spans of `lengths` laid end to end, each element's position inside its span (0, 1, ..., 0, 1, ...): with
+    `np.repeat(starts, lengths)` it indexes every byte of every span in one gather."""
+    return np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+
+
 class StringArray(Sequence[str]):
     """An immutable sequence of strings packed into `blob` (UTF-8, each string followed by a NUL byte); string `i` is
     `blob[offsets[i] : offsets[i + 1] - 1]`. Compares equal to any sequence of the same strings."""
@@ -42,7 +48,7 @@ class StringArray(Sequence[str]):
         src = np.frombuffer(source, np.uint8)
         packed = np.full(int(offsets[-1]), SEPARATOR, np.uint8)
         # one gather for every string's bytes: the destination index of each source byte, skipping the separators
-        within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        within = positions_within(lengths)
         packed[np.repeat(offsets[:-1], lengths) + within] = src[np.repeat(np.asarray(starts, np.int64), lengths) + within]
         return cls(packed.tobytes(), offsets)
 
@@ -75,8 +81,7 @@ class StringArray(Sequence[str]):
         n = len(self)
         if not -n <= i < n:
             raise IndexError(f"string index {i} out of range for {n} strings")
-        i %= n
-        return self.blob[self.offsets[i] : self.offsets[i + 1] - 1].decode("utf-8", "surrogatepass")
+        return self.raw(i % n).decode("utf-8", "surrogatepass")
 
     def __iter__(self) -> Iterator[str]:
         text = self.blob.decode("utf-8", "surrogatepass")

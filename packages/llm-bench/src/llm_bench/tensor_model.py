@@ -230,7 +230,9 @@ class TensorModel(LanguageModel):
         c = self.config
         for i, layer in enumerate(self.layers):
             # the residual stream gets a buffer at each add: fused, every norm would sum all earlier layers' outputs
-            # again (quadratic work) and each layer would compile kernels of its own instead of sharing the first's
+            # again (quadratic work) and each layer would compile kernels of its own instead of sharing the first's.
+            # Each layer is realized on its own: one layer's graph is built, walked and planned at a time (29 of 30
+            # plans come from the cache) instead of a 30-layer graph, which peaked at about 10 MB more
             h = rms_norm(x, layer.attn_norm, c.norm_eps)
             x = (x + self._attention(layer, h, where, self.caches[2 * i], self.caches[2 * i + 1])).contiguous()
             h = rms_norm(x, layer.ffn_norm, c.norm_eps)

@@ -12,7 +12,7 @@ import numpy as np
 
 from .errors import TokenizerError
 from .pretokenize import WHOLE_WORD_FIRST, canonical_preset, split_words
-from .string_array import StringArray
+from .string_array import StringArray, positions_within
 
 
 class TokenType(enum.IntEnum):
@@ -223,7 +223,7 @@ def _powers(n: int) -> np.ndarray:
 
 def _hash_spans(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, powers: np.ndarray) -> np.ndarray:
     """The hash of each span [starts[i], starts[i] + lengths[i]) of the uint8 array `data`."""
-    within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    within = positions_within(lengths)
     terms = data[np.repeat(starts, lengths) + within].astype(np.uint64) * powers[within]
     out = np.zeros(len(lengths), np.uint64)
     filled = lengths > 0  # reduceat sums from each start to the next; an empty span has no terms of its own
@@ -242,7 +242,7 @@ def _hash_bytes(data: bytes) -> int:
 
 def _same_spans(a: np.ndarray, a_starts: np.ndarray, b: np.ndarray, b_starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Per i: whether a[a_starts[i]:][:lengths[i]] equals b[b_starts[i]:][:lengths[i]]."""
-    within = np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    within = positions_within(lengths)
     differs = a[np.repeat(a_starts, lengths) + within] != b[np.repeat(b_starts, lengths) + within]
     same = np.ones(len(lengths), bool)
     same[np.repeat(np.arange(len(lengths)), lengths)[differs]] = False
@@ -256,9 +256,8 @@ class _TokenIndex:
         self.vocab = vocab
         self.data = np.frombuffer(vocab.blob, np.uint8)
         self.starts, self.lengths = vocab.offsets[:-1], vocab.lengths()
-        self.powers = _powers(int(self.lengths.max(initial=0)) + 1)
         ids = np.flatnonzero(keep)
-        hashes = _hash_spans(self.data, self.starts[ids], self.lengths[ids], self.powers)
+        hashes = _hash_spans(self.data, self.starts[ids], self.lengths[ids], _powers(int(self.lengths.max(initial=0))))
         order = np.lexsort((ids, hashes))  # by hash, then id: the last of equal hashes is the latest id
         self.hashes, self.ids = hashes[order], ids[order].astype(np.int32)
 
@@ -289,7 +288,7 @@ class _TokenIndex:
         for i in np.flatnonzero(hit & ~ok).tolist():  # a collision, or an earlier duplicate: look it up one by one
             found = self.find(query(i))
             cand[i] = -1 if found is None else found
-        return np.where(hit, cand, -1)
+        return cand
 
     def merge_table(self, merges: StringArray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The merges as sorted pair keys (left id * vocabulary size + right id) with the rank (first one wins) and the id
@@ -308,7 +307,7 @@ class _TokenIndex:
             rank = int(np.flatnonzero(bad)[0])
             raise TokenizerError(f"merge #{rank} {merges[rank]!r} is not two tokens separated by one space; the model file is corrupt")
         left_len, right_start, right_len = at, starts + at + 1, lengths - at - 1
-        powers = self.powers_for(int(lengths.max(initial=0)))
+        powers = _powers(int(lengths.max(initial=0)))
         h_left = _hash_spans(data, starts, left_len, powers)
         h_right = _hash_spans(data, right_start, right_len, powers)
         left = self._find_hashed(h_left, [(data, starts, left_len)], lambda i: merges.raw(i)[: left_len[i]])
@@ -324,12 +323,6 @@ class _TokenIndex:
         firsts = np.ones(len(keys), bool)
         firsts[1:] = keys[1:] != keys[:-1]
         return keys[firsts], ranks[firsts].astype(np.int32), made[firsts].astype(np.int32)
-
-    def powers_for(self, n: int) -> np.ndarray:
-        """Powers of the hash base up to `n` (kept: later hashes of spans that long use them too)."""
-        if len(self.powers) <= n + 1:
-            self.powers = _powers(n + 1)
-        return self.powers
 
 
 def _kind(value: Any) -> str:
