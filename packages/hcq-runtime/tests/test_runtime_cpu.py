@@ -216,3 +216,24 @@ def test_a_large_buffer_costs_only_the_pages_written(monkeypatch):
     assert "hg" not in mapping["VmFlags"].split()  # no MADV_HUGEPAGE
     assert int(mapping["Rss"].split()[0]) <= 256
     assert buf.numpy().view(np.uint8)[at] == 1
+
+
+def test_c_program_names_what_it_writes_and_runs_on_every_core():
+    import numpy as np
+    from hcq_runtime import DeviceError, c_program, compile_body
+
+    source = """
+void halves(void **bufs, const long long *vals, int core_id, int n_cores) {
+  (void)vals;
+  float *out = (float *)bufs[0]; const float *x = (const float *)bufs[1];
+  for (int i = core_id; i < 64; i += n_cores) out[i] = x[i] * 0.5f;
+}
+"""
+    program = c_program("halves", source, n_buffers=2, outs=(0,), n_cores=2)
+    assert (program.arg.outs, program.arg.ins, program.arg.global_size) == ((0,), (1,), (2, 1, 1))
+    kernel = compile_body(program, "CPU")
+    x, out = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
+    kernel.program([out.ctypes.data, x.ctypes.data], [], n_cores=2)
+    np.testing.assert_array_equal(out, x * 0.5)
+    with pytest.raises(DeviceError, match="cannot write buffers"):
+        c_program("k", source, n_buffers=2, outs=(2,))

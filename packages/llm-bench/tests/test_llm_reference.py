@@ -63,6 +63,19 @@ def slow_reference_logits(path, tokens: list[int]) -> np.ndarray:
     g = read_gguf(path)
     meta, arch = g.metadata, g.metadata["general.architecture"]
     W = {name: t.dequantize().astype(np.float64) for name, t in g.tensors.items()}
+    # the documented activation quantization (llm_bench.qdot): 2-D Q4_0/Q4_1/Q8_0 matrices multiply activations
+    # rounded to 8 bits per 32-element block, d = max|v| / 127; written here in float64, one block at a time
+    int_dot = {name for name, t in g.tensors.items() if t.ggml_type.name in ("Q4_0", "Q4_1", "Q8_0") and len(t.shape) == 2}
+
+    def mv(name, v):
+        if name in int_dot and name != "ffn_gate_inp.weight":
+            out = np.empty_like(v)
+            for b in range(0, len(v), 32):
+                block = v[b : b + 32]
+                d = np.abs(block).max() / 127
+                out[b : b + 32] = np.rint(block / d) * d if d > 0 else 0.0
+            v = out
+        return W[name] @ v
     n_layers, n_heads = meta[f"{arch}.block_count"], meta[f"{arch}.attention.head_count"]
     n_kv, head_dim = meta[f"{arch}.attention.head_count_kv"], meta[f"{arch}.attention.key_length"]
     eps, theta = meta[f"{arch}.attention.layer_norm_rms_epsilon"], meta[f"{arch}.rope.freq_base"]
@@ -83,8 +96,9 @@ def slow_reference_logits(path, tokens: list[int]) -> np.ndarray:
         return out
 
     def ffn(v, gate, up, down):
-        g_ = gate @ v
-        return down @ (g_ / (1 + np.exp(-g_)) * (up @ v))
+        g_ = mv(gate, v) if isinstance(gate, str) else gate @ v
+        hidden = g_ / (1 + np.exp(-g_)) * (mv(up, v) if isinstance(up, str) else up @ v)
+        return mv(down, hidden) if isinstance(down, str) else down @ hidden
 
     xs = [W["token_embd.weight"][t].copy() for t in tokens]
     for layer in range(n_layers):
@@ -92,7 +106,7 @@ def slow_reference_logits(path, tokens: list[int]) -> np.ndarray:
         keys, values, queries = [], [], []
         for pos, x in enumerate(xs):
             h = norm(x, W[p + "attn_norm.weight"])
-            q, k, v = W[p + "attn_q.weight"] @ h, W[p + "attn_k.weight"] @ h, W[p + "attn_v.weight"] @ h
+            q, k, v = mv(p + "attn_q.weight", h), mv(p + "attn_k.weight", h), mv(p + "attn_v.weight", h)
             if arch == "olmoe":
                 q, k = norm(q, W[p + "attn_q_norm.weight"]), norm(k, W[p + "attn_k_norm.weight"])
             qh = [q[i * head_dim : (i + 1) * head_dim] for i in range(n_heads)]
@@ -112,7 +126,7 @@ def slow_reference_logits(path, tokens: list[int]) -> np.ndarray:
                 w = np.exp(scores - scores.max())
                 w /= w.sum()
                 heads.append(sum(w[j] * values[j][kv] for j in range(pos + 1)))
-            x = x + W[p + "attn_output.weight"] @ np.concatenate(heads)
+            x = x + mv(p + "attn_output.weight", np.concatenate(heads))
             h = norm(x, W[p + "ffn_norm.weight"])
             if n_exp:
                 logits = W[p + "ffn_gate_inp.weight"] @ h
@@ -121,11 +135,11 @@ def slow_reference_logits(path, tokens: list[int]) -> np.ndarray:
                 for e in sorted(range(n_exp), key=lambda e: -probs[e])[:k_used]:
                     x = x + probs[e] * ffn(h, W[p + "ffn_gate_exps.weight"][e], W[p + "ffn_up_exps.weight"][e], W[p + "ffn_down_exps.weight"][e])
             else:
-                x = x + ffn(h, W[p + "ffn_gate.weight"], W[p + "ffn_up.weight"], W[p + "ffn_down.weight"])
+                x = x + ffn(h, p + "ffn_gate.weight", p + "ffn_up.weight", p + "ffn_down.weight")
             new_xs.append(x)
         xs = new_xs
-    out_w = W.get("output.weight", W["token_embd.weight"])
-    return np.array([out_w @ norm(x, W["output_norm.weight"]) for x in xs])
+    out_name = "output.weight" if "output.weight" in W else "token_embd.weight"
+    return np.array([mv(out_name, norm(x, W["output_norm.weight"])) for x in xs])
 
 
 @pytest.mark.parametrize("arch", ["llama", "qwen3", "olmoe"])

@@ -378,3 +378,48 @@ def test_a_write_to_a_closed_over_tensor_is_refused_and_undone():
     with pytest.raises(FunctionError, match=r"wrote 1 tensor\(s\) it was not given \(shape=\(2, 4\).*pass the state as an argument"):
         f(Tensor([1.0]))
     np.testing.assert_equal(buf.numpy(), np.zeros((2, 4)))  # left as it was, and still usable
+
+
+def _scale_into(out: UOp, x: UOp) -> UOp:
+    """out[i] = x[i] * 3: writes `out` only."""
+    from uopir import AxisType
+
+    i = UOp.range(out.dtype.size, 0, AxisType.LOOP)
+    return UOp.sink(out.index(i).store(x.index(i).load() * 3).end(i))
+
+
+def test_custom_kernel_reads_its_inputs_without_copying_them():
+    # the kernel writes only `out`: `x` keeps its buffer, so a reader of x built before the kernel needs no preserved
+    # copy of it (a kernel run in place over a weight used to copy the weight on every call)
+    from hcq_runtime import counters
+
+    x = Tensor(np.arange(8, dtype=np.float32)).realize()
+    before = x * 10
+    counters.reset()
+    res, x_after = Tensor.empty(8).realize().custom_kernel(x, fxn=_scale_into)
+    assert x_after is x
+    res.realize(before)
+    assert counters.kernels == 2  # the custom kernel and x * 10: no copy of x (nor of the unreferenced output)
+    np.testing.assert_equal(res.numpy(), np.arange(8) * 3)
+    np.testing.assert_equal(before.numpy(), np.arange(8) * 10)
+    np.testing.assert_equal(x.numpy(), np.arange(8))
+
+
+def _sum_into(out: UOp, a: UOp, b: UOp) -> UOp:
+    """out[i] = a[i] + b[i]."""
+    from uopir import AxisType
+
+    i = UOp.range(out.dtype.size, 0, AxisType.LOOP)
+    return UOp.sink(out.index(i).store(a.index(i).load() + b.index(i).load()).end(i))
+
+
+def test_custom_kernel_arguments_sharing_a_value_compute_it_once():
+    from hcq_runtime import counters
+
+    x = Tensor(np.arange(8, dtype=np.float32)).realize()
+    shared = (x * 2 + 1).contiguous()  # both arguments read it: realized together, it is one kernel, not one each
+    counters.reset()
+    res, _, _ = Tensor.empty(8).realize().custom_kernel(shared.exp(), shared.sqrt(), fxn=_sum_into)
+    assert counters.kernels == 3  # `shared` once, then exp and sqrt
+    res.realize()
+    np.testing.assert_allclose(res.numpy(), np.exp(np.arange(8) * 2 + 1) + np.sqrt(np.arange(8) * 2 + 1), rtol=1e-6)

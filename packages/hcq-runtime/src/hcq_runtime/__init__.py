@@ -7,7 +7,7 @@ from .batch import LinkedLinear, link_linear, run_linear
 from .buffer import Buffer, numpy_dtype
 from .compiled import CompiledDevice
 from .compiler import AMDCompiler, CCompiler, Compiler, amd_toolchain, cache_dir
-from .cpu import CPUDevice, CPUProgram
+from .cpu import CPUDevice, CPUProgram, c_program
 from .device import Device, canonicalize
 from .disk import DiskDevice
 from .errors import AllocationError, CompileError, DeviceError, RuntimeErrorBase
@@ -41,6 +41,7 @@ __all__ = [
     "CCompiler",
     "CPUDevice",
     "CPUProgram",
+    "c_program",
     "CompileError",
     "CompiledDevice",
     "Compiler",

@@ -18,7 +18,7 @@ import tempfile
 from typing import Any
 
 import numpy as np
-from uopir import CRenderer
+from uopir import CRenderer, Ops, ProgramInfo, UOp, dtypes
 
 from .allocator import LRUAllocator
 from .compiled import CompiledDevice
@@ -201,6 +201,18 @@ def host_vector_width() -> int:
     except OSError:
         return 8
     return 16 if " avx512f" in flags else 8
+
+
+def c_program(name: str, source: str, n_buffers: int, outs: tuple[int, ...], n_cores: int = 1) -> UOp:
+    """A hand-written C kernel as a PROGRAM node for this device (run it with `Tensor.custom_kernel`): `source`
+    defines `void name(void **bufs, const long long *vals, int core_id, int n_cores)` (the ABI above) over `n_buffers`
+    buffers, writing those at positions `outs` and only reading the rest; it is launched on `n_cores` cores, each
+    calling it with its own `core_id`."""
+    if not 0 < n_buffers or any(not 0 <= o < n_buffers for o in outs):
+        raise DeviceError(f"a C program over {n_buffers} buffers cannot write buffers {outs}")
+    info = ProgramInfo(name, globals=tuple(range(n_buffers)), outs=tuple(sorted(outs)),
+                       ins=tuple(i for i in range(n_buffers) if i not in outs), global_size=(max(1, n_cores), 1, 1), local_size=(1, 1, 1))
+    return UOp(Ops.PROGRAM, dtypes.void, (UOp.sink(), UOp(Ops.LINEAR, dtypes.void, ()), UOp(Ops.SOURCE, dtypes.void, (), source)), info)
 
 
 class CPUProgram:

@@ -11,7 +11,8 @@ from .errors import ModelError
 from .gguf_reader import GGUFFile, GGUFTensor
 from .model_api import Backend, LanguageModel
 from .model_config import ModelConfig
-from .reference_ops import apply_rope_neox, attention, moe, rms_norm, rope_frequencies, swiglu, unpermute_qk_rows
+from .qdot import int_dot_weight, q8_roundtrip_np
+from .reference_ops import apply_rope_neox, attention, moe, rms_norm, rope_frequencies, silu, unpermute_qk_rows
 
 
 @dataclass
@@ -35,6 +36,8 @@ class LayerWeights:
     gate_exps: np.ndarray | None = None
     up_exps: np.ndarray | None = None
     down_exps: np.ndarray | None = None
+    #: the fields multiplied with 8-bit quantized activations (`qdot.int_dot_weight`), as the Tensor backend does
+    int_dot: frozenset[str] = frozenset()
 
 
 def checked_tensor(gguf: GGUFFile, name: str, shape: tuple[int, ...]) -> GGUFTensor:
@@ -69,7 +72,10 @@ def layer_tensors(config: ModelConfig, i: int) -> dict[str, tuple[str, tuple[int
 
 def load_layer(gguf: GGUFFile, config: ModelConfig, i: int) -> LayerWeights:
     """Read and dequantize block `i`, restoring the half-split Q/K row order for llama."""
-    layer = LayerWeights(**{field: _weight(gguf, name, shape) for field, (name, shape) in layer_tensors(config, i).items()})
+    specs = layer_tensors(config, i)
+    layer = LayerWeights(**{field: _weight(gguf, name, shape) for field, (name, shape) in specs.items()})
+    # the router stays float (the Tensor backend keeps it float32 so its logits pick the same experts)
+    layer.int_dot = frozenset(f for f, (name, shape) in specs.items() if f != "router" and int_dot_weight(gguf.tensor(name).ggml_type, shape))
     if config.permuted_qk:
         layer.wq, layer.wk = unpermute_qk_rows(layer.wq, config.n_heads), unpermute_qk_rows(layer.wk, config.n_kv_heads)
     return layer
@@ -89,7 +95,9 @@ class NumpyModel(LanguageModel):
         self.layers = [load_layer(gguf, c, i) for i in range(c.n_layers)]
         self.output_norm = _weight(gguf, "output_norm.weight", (c.dim,))
         # Llama 3.2 ties the output projection to the embedding table
+        output_name = "output.weight" if "output.weight" in gguf else "token_embd.weight"
         self.output = _weight(gguf, "output.weight", (c.vocab_size, c.dim)) if "output.weight" in gguf else self.token_embd
+        self.output_int_dot = int_dot_weight(gguf.tensor(output_name).ggml_type, (c.vocab_size, c.dim))
         factors = gguf.tensor("rope_freqs.weight").dequantize() if "rope_freqs.weight" in gguf else None
         self.inv_freq = rope_frequencies(c.head_dim, c.rope_theta, factors)
         cache_shape = (c.n_layers, c.n_kv_heads, self.max_context, c.head_dim)
@@ -102,7 +110,7 @@ class NumpyModel(LanguageModel):
     def _arrays(self) -> list[np.ndarray]:
         arrays = [self.token_embd, self.output_norm] + ([self.output] if self.output is not self.token_embd else [])
         for layer in self.layers:
-            arrays += [a for a in vars(layer).values() if a is not None]
+            arrays += [a for a in vars(layer).values() if isinstance(a, np.ndarray)]
         return arrays
 
     @property
@@ -122,7 +130,7 @@ class NumpyModel(LanguageModel):
         moved = self.output.nbytes + self.output_norm.nbytes + self.token_embd[0].nbytes
         for layer in self.layers:
             for name, array in vars(layer).items():
-                if array is None:
+                if not isinstance(array, np.ndarray):
                     continue
                 # a token reads only the experts the router picks for it
                 moved += array.nbytes * c.n_experts_used // c.n_experts if name.endswith("_exps") else array.nbytes
@@ -144,13 +152,15 @@ class NumpyModel(LanguageModel):
             if layer.router is not None:
                 x = x + moe(h, layer.router, layer.gate_exps, layer.up_exps, layer.down_exps, c.n_experts_used, c.norm_topk_prob)
             else:
-                x = x + swiglu(h, layer.gate, layer.up, layer.down)
-        return (rms_norm(x, self.output_norm, c.norm_eps) @ self.output.T).astype(np.float32)
+                hidden = silu(_product(h, layer, "gate")) * _product(h, layer, "up")
+                x = x + _product(hidden, layer, "down")
+        out = rms_norm(x, self.output_norm, c.norm_eps)
+        return ((q8_roundtrip_np(out) if self.output_int_dot else out) @ self.output.T).astype(np.float32)
 
     def _attention(self, i: int, layer: LayerWeights, x: np.ndarray, positions: np.ndarray) -> np.ndarray:
         c = self.config
         n_new = x.shape[0]
-        q, k, v = x @ layer.wq.T, x @ layer.wk.T, x @ layer.wv.T
+        q, k, v = _product(x, layer, "wq"), _product(x, layer, "wk"), _product(x, layer, "wv")
         if c.qk_norm == "full":
             q, k = rms_norm(q, layer.q_norm, c.norm_eps), rms_norm(k, layer.k_norm, c.norm_eps)
         q = q.reshape(n_new, c.n_heads, c.head_dim).transpose(1, 0, 2)
@@ -162,7 +172,13 @@ class NumpyModel(LanguageModel):
         start, end = int(positions[0]), int(positions[-1]) + 1
         self.cache_k[i, :, start:end], self.cache_v[i, :, start:end] = k, v
         out = attention(q, self.cache_k[i, :, :end], self.cache_v[i, :, :end], start)
-        return out.transpose(1, 0, 2).reshape(n_new, c.n_heads * c.head_dim) @ layer.wo.T
+        return _product(out.transpose(1, 0, 2).reshape(n_new, c.n_heads * c.head_dim), layer, "wo")
+
+
+def _product(x: np.ndarray, layer: LayerWeights, field: str) -> np.ndarray:
+    """x @ W.T for the layer's weight `field`, with x quantized to 8 bits per 32-element block first when W is an
+    int-dot weight (documented in `qdot`): the values the Tensor backend's integer kernels compute."""
+    return (q8_roundtrip_np(x) if field in layer.int_dot else x) @ getattr(layer, field).T
 
 
 class NumpyBackend(Backend):

@@ -6,6 +6,10 @@ byte-transposed to (..., n_blocks, block_bytes, out), so for every input element
 are adjacent (the same bytes as the file, reordered; never a float copy). Quantized matrices are dequantized inside
 the graph of the matmul that reads them (`tensor_dequant`).
 
+Q4_0, Q4_1 and Q8_0 matrices are multiplied with 8-bit quantized activations (`qdot`, as llama.cpp does): on a CPU
+device by the integer-dot kernel, which reads the blocks in the file's row-major layout; elsewhere by the graph, which
+rounds the activations the same way before a float product, so every device computes the numpy reference's values.
+
 The matrix-vector kernel splits the outputs between the CPU cores. A 2-D matrix whose outputs split evenly is stored
 as one block per core ((in, out / cores) values or (n_blocks, block_bytes, out / cores) bytes), so each core streams
 one contiguous run of memory rather than a slice of every row (a 100M-parameter F16 decode step with its weights in
@@ -16,13 +20,15 @@ it through a view, so values and results are the same.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+from hcq_runtime import CPUDevice, buffer_for
 from uop_scheduler import Device, Tensor, dtypes
 
 from .ggml_types import BLOCK_LAYOUTS, GGMLType
 from .gguf_reader import GGUFTensor, release_pages_of
+from .qdot import int_dot_weight, q8_roundtrip, qdot_matmul, quantize_activations
 from .tensor_dequant import GRAPH_QUANT_TYPES, dequantize_blocks
 
 # The CPU codegen vectorizes a decoding matmul only while its per-core accumulator row is short enough to unroll: a
@@ -33,17 +39,23 @@ QUANT_ROWS_PER_MATMUL = 2048
 # pieces, and threads only kernels of at least 2**16 multiply-adds: the per-core blocks line up with those shares.
 CORE_BLOCK_LANES = 32
 CORE_BLOCK_MIN_WORK = 1 << 16
+# int-dot matrices are copied to the device in pieces of about this many bytes
+_UPLOAD_PIECE_BYTES = 1 << 19
 
 
 @dataclass(frozen=True)
 class DeviceMatrix:
     """One (..., out, in) weight matrix on the device: `data` holds float32/float16 values as (..., in, out) when
     `ggml_type` is None, else raw `ggml_type` blocks as (..., n_blocks, block_bytes, out); a 2-D matrix stored in
-    `core_blocks` > 1 blocks has a leading block axis and out / core_blocks outputs per block."""
+    `core_blocks` > 1 blocks has a leading block axis and out / core_blocks outputs per block. `int_dot`: multiplied
+    with 8-bit activations (`qdot`); `data` then holds the raw blocks row-major, (out, n_blocks * block_bytes), on a CPU
+    device (`rows_layout`)."""
 
     data: Tensor
     ggml_type: GGMLType | None
     core_blocks: int = 1
+    int_dot: bool = False
+    rows_layout: bool = False
 
     def transposed(self) -> Tensor:
         """The values as a lazy (..., in, out) Tensor (float32, or float16 for float16 storage)."""
@@ -71,9 +83,17 @@ class Linear:
 
     def __call__(self, x: Tensor) -> Tensor:
         """x (n, in) -> (n, out) float32. The input is materialized first so its producer (a norm, the SwiGLU product)
-        is computed once rather than inside every output's reduction."""
+        is computed once rather than inside every output's reduction; it is quantized once for all int-dot parts."""
         x = x.contiguous()
-        outs = [_product(x, part) for part in self.parts]
+        acts = quantize_activations(x) if any(part.rows_layout for part in self.parts) else None
+        rounded = q8_roundtrip(x) if any(part.int_dot and not part.rows_layout for part in self.parts) else None
+        outs = []
+        for part in self.parts:
+            if part.rows_layout:
+                assert acts is not None and part.ggml_type is not None
+                outs.append(qdot_matmul(acts, part.data, part.ggml_type, getattr(Device[part.data.device], "n_cores", 1)))
+            else:
+                outs.append(_product(rounded if part.int_dot else x, part))
         if len(outs) == 1:
             return outs[0]
         # each product gets its own kernel: fused into the cat, every output element would run the products of all parts
@@ -99,9 +119,11 @@ def upload_matrices(tensors: Sequence[GGUFTensor], device: str, rows: Callable[[
     """Put weight matrices on `device`, joining neighbours with the same storage along the output axis.
 
     Unless `float32` is set, quantized tensors of a type the graph can decode keep their blocks and F16 stays float16;
-    anything else becomes float32. Quantized groups wider than QUANT_ROWS_PER_MATMUL rows are split. `rows(i, array)`,
-    when given, reorders the output rows of tensor i (raw block rows or values).
+    anything else becomes float32. Int-dot matrices (`qdot.int_dot_weight`) keep their row-major blocks on a CPU
+    device; other quantized groups wider than QUANT_ROWS_PER_MATMUL rows are split. `rows(i, array)`, when given,
+    reorders the output rows of tensor i (raw block rows or values).
     """
+    cpu = isinstance(Device[device], CPUDevice)
     groups: list[tuple[GGMLType | None, np.dtype | None, list[np.ndarray]]] = []
     for i, tensor in enumerate(tensors):
         if tensor.ggml_type in GRAPH_QUANT_TYPES and not float32:
@@ -117,12 +139,40 @@ def upload_matrices(tensors: Sequence[GGUFTensor], device: str, rows: Callable[[
             groups.append((kind, dtype, [array]))
     parts = []
     for kind, _, arrays in groups:
+        int_dot = kind is not None and int_dot_weight(kind, _matrix_shape(kind, (sum(a.shape[0] for a in arrays), *arrays[0].shape[1:])))
+        if int_dot and cpu:
+            parts.append(DeviceMatrix(_rows_on_device(arrays, device), kind, int_dot=True, rows_layout=True))
+            continue
         joined = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=-2)  # one tensor: no joined copy
         pieces = 1 if kind is None else -(-joined.shape[-2] // QUANT_ROWS_PER_MATMUL)
         for piece in np.array_split(joined, pieces, axis=-2):
-            parts.append(_device_matrix(kind, piece, device))
+            parts.append(replace(_device_matrix(kind, piece, device), int_dot=int_dot))
             release_pages_of(piece)  # a large tensor's file pages are held a piece at a time, not all at once
     return tuple(parts)
+
+
+def _rows_on_device(arrays: Sequence[np.ndarray], device: str) -> Tensor:
+    """The raw block rows of `arrays` (each (rows, row_bytes) uint8) stacked into one device tensor, copied a few
+    hundred KiB at a time with the file pages under each piece let go once copied: a 30 MB output matrix never holds
+    its file pages and its device copy at once."""
+    row_bytes = arrays[0].shape[1]
+    out = Tensor.empty(sum(a.shape[0] for a in arrays), row_bytes, dtype=dtypes.uint8, device=device).realize()
+    buffer = buffer_for(out.uop.base)
+    step = max(1, _UPLOAD_PIECE_BYTES // row_bytes)
+    offset = 0
+    for array in arrays:
+        for start in range(0, array.shape[0], step):
+            piece = array[start : start + step]
+            buffer.view(piece.nbytes, dtypes.uint8, offset).copyin(piece)
+            release_pages_of(piece)
+            offset += piece.nbytes
+    return out
+
+
+def _matrix_shape(kind: GGMLType, raw_shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The element shape (..., out, in) of raw `kind` blocks of shape (..., out, row_bytes)."""
+    layout = BLOCK_LAYOUTS[kind]
+    return (*raw_shape[:-1], raw_shape[-1] // layout.block_bytes * layout.block_elems)
 
 
 def core_blocks(shape: tuple[int, ...], device: str) -> int:

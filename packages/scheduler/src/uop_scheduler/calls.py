@@ -30,9 +30,24 @@ IN_PLACE = "in_place"
 
 def in_place_arity(call: UOp) -> int | None:
     """For a hand-written kernel run in place (`Tensor.custom_kernel`), the number of buffers it is launched with: its
-    CALL is (kernel, *new buffer versions, *the tensors' values before it); None for other calls."""
+    CALL is (kernel, *launch buffers, *the tensors' values before it), a launch buffer being a new version of a tensor
+    the kernel writes or the buffer of one it only reads; None for other calls."""
     aux = call.arg.aux if call.op is Ops.CALL else None
-    return aux[1] if isinstance(aux, tuple) and len(aux) == 2 and aux[0] == IN_PLACE else None
+    return aux[1] if isinstance(aux, tuple) and len(aux) in (2, 3) and aux[0] == IN_PLACE else None
+
+
+def in_place_written(call: UOp) -> tuple[int, ...]:
+    """The positions among a hand-written kernel's launch buffers that it writes (all, unless the CALL says)."""
+    aux = call.arg.aux
+    return aux[2] if len(aux) == 3 else tuple(range(aux[1]))
+
+
+def in_place_overwritten(call: UOp) -> list[UOp]:
+    """The values a hand-written kernel's CALL overwrites: the previous version of each tensor it writes."""
+    n = in_place_arity(call)
+    assert n is not None
+    befores = call.src[1 + n:]
+    return [befores[i] for i in in_place_written(call)]
 
 
 def is_kernel_output(u: UOp) -> bool:
@@ -87,8 +102,11 @@ def inline_calls(roots: tuple[UOp, ...]) -> tuple[UOp, ...]:
     return roots
 
 
-def _written_slots(body: UOp) -> list[int]:
-    """The PARAM slots a hand-written kernel body stores into, in order (none for an opaque PROGRAM)."""
+def written_slots(body: UOp) -> list[int]:
+    """The PARAM slots a hand-written kernel body stores into, in order; for a PROGRAM the ones its ProgramInfo names
+    as written (`outs`)."""
+    if body.op is Ops.PROGRAM:
+        return sorted(set(getattr(body.arg, "outs", ())))
     slots = set()
     for st in (n for n in body.toposort() if n.op is Ops.STORE):
         target = st.src[0]
@@ -125,7 +143,7 @@ def call_gradients(call: UOp, output_grads: dict[int, UOp], leads, compute_gradi
             raise SchedulerError("no gradient through a custom kernel without a grad_fxn")
         # as tinygrad calls it: the gradient of each tensor the kernel writes (zeros for one nothing used), then the call
         # as tinygrad builds it, its sources the kernel body and the tensors (their values before the kernel)
-        written = _written_slots(call.src[0]) or [0]
+        written = written_slots(call.src[0]) or [0]
         values = args[n:]  # each tensor's value before the kernel, in its shape
         per_output = [output_grads[i].reshape(values[i].shape) if i in output_grads else _zeros_like(values[i]) for i in written]
         seen = call.replace(src=(call.src[0], *call.src[1 + n:]))

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from hcq_runtime import Buffer, bind_buffer, buffer_for, run_linear
 from uopir import Ops, UOp, dtypes
 
-from .calls import in_place_arity, inline_calls, is_call_output
+from .calls import in_place_arity, in_place_overwritten, inline_calls, is_call_output
 from .schedule import CopyStep, KernelStep, NewBuffer, Plan, cached_plan, device_below, walk_graph
 from .storage import off_storage, touches_storage
 
@@ -155,7 +155,7 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     live: frozenset[UOp] = frozenset()
     alias: tuple[int, ...] = ()
     overwritten = [n.src[2] for n in walk.nodes if n.op is Ops.STORE and len(n.src) == 3]
-    overwritten += [v.base for n in walk.nodes if (k := in_place_arity(n)) is not None for v in n.src[1 + k:]]
+    overwritten += [v.base for n in walk.nodes if in_place_arity(n) is not None for v in in_place_overwritten(n)]
     if overwritten:
         held = [_input_buffer(n) for n in walk.inputs]
         first: dict[UOp, int] = {}

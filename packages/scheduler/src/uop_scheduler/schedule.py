@@ -22,7 +22,7 @@ from typing import Any
 
 from uopir import DType, GroupOp, Ops, UOp
 
-from .calls import in_place_arity
+from .calls import in_place_arity, in_place_overwritten
 from .errors import TensorWriteError
 from .rangeify import KernelLowering
 
@@ -289,8 +289,8 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
     for node in walk.nodes:
         if node.op is Ops.STORE and len(node.src) == 3:
             overwrites[node] = [node.src[2]]
-        elif (n := in_place_arity(node)) is not None and node not in leaf_set:
-            overwrites[node] = [_version(v) for v in node.src[1 + n:]]
+        elif in_place_arity(node) is not None and node not in leaf_set:
+            overwrites[node] = [_version(v) for v in in_place_overwritten(node)]
     realized.update(overwrites)
     for node in walk.nodes:
         if node.op in (Ops.CONTIGUOUS, Ops.COPY) and node not in leaf_set:

@@ -15,7 +15,7 @@ from hcq_runtime import Buffer, Device, bind_buffer, buffer_for, canonicalize, n
 from uopir import DType, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8_to_float, kernel_form, strong_dtype, to_dtype
 
 from .activations import ActivationMixin
-from .calls import IN_PLACE
+from .calls import IN_PLACE, written_slots
 from .elementwise import ElementwiseMixin
 from .errors import JitError, ShapeError, TensorRuntimeError, TensorTypeError
 from .gradient import GradientMixin, graph_holders, index_constants, requires_grad_tensors
@@ -432,18 +432,28 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
 
     def custom_kernel(self, *lst: Tensor, fxn: Any, grad_fxn: Any = None) -> list[Tensor]:
         """Run a hand-written kernel over these tensors' buffers, in place. `fxn` gets one PARAM per tensor (slot i, a
-        pointer to its elements) and returns the kernel (a SINK of STOREs over ranges, or a PROGRAM); the result is each
-        tensor after the kernel ran. `grad_fxn(gradient of the first result, call)` gives one gradient per tensor."""
-        srcs = [t if _is_buffer_view(t.realize().uop) else t.contiguous().realize() for t in (self, *lst)]
+        pointer to its elements) and returns the kernel (a SINK of STOREs over ranges, or a PROGRAM whose ProgramInfo
+        names the slots it writes in `outs`); the result is each tensor after the kernel ran: a new version of each
+        tensor it writes, the tensor itself for one it only reads (so readers of that one never need a copy of it
+        kept). A kernel that names no written slot counts as writing all. `grad_fxn(gradient of the first result,
+        call)` gives one gradient per tensor."""
+        self.realize(*lst)  # together: values the arguments share (a normalized input and its scales) are computed once
+        srcs = [t if _is_buffer_view(t.uop) else t.contiguous().realize() for t in (self, *lst)]
         olds = [t.uop.base for t in srcs]
-        news = []
-        for b in olds:
-            new = UOp.new_buffer(b.arg.device, b.arg.size, b.dtype)
-            bind_buffer(new, buffer_for(b))
-            news.append(new)
         body = kernel_form(fxn(*[UOp.param(i, t.dtype.ptr(b.arg.size)) for i, (t, b) in enumerate(zip(srcs, olds))]))
-        call = body.call(*news, *(t.uop for t in srcs), grad_fxn=grad_fxn, aux=(IN_PLACE, len(news)))
-        return [Tensor._owning(new.after(call).reshape(t.shape), t.device) for t, new in zip(srcs, news)]
+        written = tuple(i for i in written_slots(body) if i < len(srcs)) or tuple(range(len(srcs)))
+        launch = []
+        for i, b in enumerate(olds):
+            if i in written:
+                new = UOp.new_buffer(b.arg.device, b.arg.size, b.dtype)
+                bind_buffer(new, buffer_for(b))
+                launch.append(new)
+            else:
+                launch.append(b)
+        aux = (IN_PLACE, len(launch)) if len(written) == len(srcs) else (IN_PLACE, len(launch), written)
+        call = body.call(*launch, *(t.uop for t in srcs), grad_fxn=grad_fxn, aux=aux)
+        return [Tensor._owning(new.after(call).reshape(t.shape), t.device) if i in written else t
+                for i, (t, new) in enumerate(zip(srcs, launch))]
 
     def numpy(self) -> np.ndarray:
         """The values as a numpy array (realizing first). Not inside a step TinyJit captures: the value would be baked

@@ -1,0 +1,265 @@
+"""Quantized matrix products on the CPU with integer dot products: 8-bit activations times GGML weight blocks.
+
+A matmul `x @ W.T` whose W is Q4_0, Q4_1 or Q8_0 runs as one hand-written C kernel that never expands W to float:
+
+- the activations are quantized first, per row and per 32-element block, as llama.cpp's Q8 activations are
+  (`quantize_activations`): d = max|x| / 127, q = round-half-even(x * (1 / d)) as int8 (q = 0 where d = 0), plus
+  the block's integer sum of q;
+- each weight block is dotted with the matching activation block in integers (`u8 x s8 -> s32`: AVX-512 VNNI
+  `vpdpbusd` where the target has it, else AVX-512BW or AVX2 `maddubs`/`madd`, else plain C), and the block's float
+  scales are applied to that integer sum: Q4_1 gives d_w * d_x * sum(q_w * q_x) + m_w * d_x * sum(q_x), Q4_0 and
+  Q8_0 d_w * d_x * sum((q_w - offset) * q_x).
+
+The weight stays in the file's layout (row-major blocks, `(out, n_blocks * block_bytes)` bytes); the kernel splits the
+rows between the cores and streams each row once for all the tokens of a prompt. Mathematically the product equals
+`dequantize_activations(quantize_activations(x)) @ dequantize(W).T`, which is how the numpy reference computes it; only
+the float summation order differs. The target's instruction set is chosen by the C preprocessor from the compiler's
+`-march=native` macros, so one source serves every x86 CPU and any other architecture (plain C).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from hcq_runtime import c_program
+from uop_scheduler import Tensor, dtypes
+
+from .errors import ModelError
+from .ggml_types import BLOCK_LAYOUTS, GGMLType
+
+#: elements per activation block (every supported weight type has 32-element blocks)
+QBLOCK = 32
+#: the weight types the kernel multiplies in integers
+QDOT_TYPES = frozenset({GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q8_0})
+
+
+def int_dot_weight(ggml_type: GGMLType, shape: tuple[int, ...]) -> bool:
+    """Whether a weight matrix of `ggml_type` and element shape (out, in) is multiplied with 8-bit activations: a 2-D
+    Q4_0/Q4_1/Q8_0 matrix (stacks of experts are not). The numpy reference and every Tensor device follow this rule."""
+    return ggml_type in QDOT_TYPES and len(shape) == 2 and shape[-1] % QBLOCK == 0
+
+
+def quantize_activations_np(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """float32 (..., k) with k % 32 == 0 -> (q int8 (..., k), d float32 (..., k/32), sums int32 (..., k/32))."""
+    x = np.asarray(x, dtype=np.float32)
+    blocks = x.reshape(*x.shape[:-1], x.shape[-1] // QBLOCK, QBLOCK)
+    d = (np.abs(blocks).max(axis=-1) / np.float32(127)).astype(np.float32)
+    with np.errstate(divide="ignore"):
+        inv = np.where(d > 0, np.float32(1) / d, np.float32(0)).astype(np.float32)
+    q = np.rint(blocks * inv[..., None]).astype(np.int8)
+    return q.reshape(x.shape), d, q.astype(np.int32).sum(axis=-1, dtype=np.int32)
+
+
+def q8_roundtrip_np(x: np.ndarray) -> np.ndarray:
+    """The activations as the kernel sees them: d * q per block, float32 (the reference's documented quantization)."""
+    q, d, _ = quantize_activations_np(x)
+    blocks = q.reshape(*q.shape[:-1], q.shape[-1] // QBLOCK, QBLOCK).astype(np.float32) * d[..., None]
+    return blocks.reshape(q.shape).astype(np.float32)
+
+
+@dataclass(frozen=True)
+class QuantizedActivations:
+    """`quantize_activations`' result as Tensors: q int8 (n, k), d float32 (n, k/32), sums int32 (n, k/32)."""
+
+    q: Tensor
+    d: Tensor
+    sums: Tensor
+
+
+def quantize_activations(x: Tensor) -> QuantizedActivations:
+    """The Tensor-graph form of `quantize_activations_np` (same float32 operations, so the same bits)."""
+    n, k = x.shape
+    if k % QBLOCK:
+        raise ModelError(f"quantized activations need a multiple of {QBLOCK} elements per row, got {k}")
+    blocks = x.reshape(n, k // QBLOCK, QBLOCK)
+    d = blocks.abs().max(axis=-1) / 127.0
+    inv = (d > 0).where(1.0 / d, 0.0)
+    q = (blocks * inv.unsqueeze(-1)).round().cast(dtypes.int8)
+    sums = q.cast(dtypes.int32).sum(axis=-1, dtype=dtypes.int32)
+    return QuantizedActivations(q.reshape(n, k).contiguous(), d.contiguous(), sums.contiguous())
+
+
+def q8_roundtrip(x: Tensor) -> Tensor:
+    """The Tensor-graph form of `q8_roundtrip_np`: x (n, k) as the integer-dot kernel sees it, for devices without it."""
+    n, k = x.shape
+    acts = quantize_activations(x)
+    return (acts.q.reshape(n, k // QBLOCK, QBLOCK).cast(dtypes.float32) * acts.d.unsqueeze(-1)).reshape(n, k)
+
+
+# --- the C kernel -------------------------------------------------------------------------------------------------
+
+_COMMON = r"""
+#include <stdint.h>
+#include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+static inline float qd_half(const uint8_t *p) {
+  uint16_t h;
+  memcpy(&h, p, 2);
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+  if (exp == 0x1f) bits = sign | 0x7f800000u | (man << 13);
+  else if (exp != 0) bits = sign | ((exp + 112) << 23) | (man << 13);
+  else if (man == 0) bits = sign;
+  else {  /* subnormal half: normalize */
+    int e = -1;
+    do { man <<= 1; e++; } while (!(man & 0x400));
+    bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ff) << 13);
+  }
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+#endif
+}
+"""
+
+# The plain-C block dot per weight type: block `blk`'s float contribution given its activations x, scale and q sum.
+_SCALAR = {
+    GGMLType.Q4_0: r"""
+static inline float qd_block(const uint8_t *blk, const int8_t *x, float dx, int32_t xsum) {
+  int32_t s = 0;
+  for (int j = 0; j < 16; j++) s += (blk[2 + j] & 15) * x[j] + (blk[2 + j] >> 4) * x[16 + j];
+  return qd_half(blk) * dx * (float)(s - 8 * xsum);
+}
+""",
+    GGMLType.Q4_1: r"""
+static inline float qd_block(const uint8_t *blk, const int8_t *x, float dx, int32_t xsum) {
+  int32_t s = 0;
+  for (int j = 0; j < 16; j++) s += (blk[4 + j] & 15) * x[j] + (blk[4 + j] >> 4) * x[16 + j];
+  return qd_half(blk) * dx * (float)s + qd_half(blk + 2) * (dx * (float)xsum);
+}
+""",
+    GGMLType.Q8_0: r"""
+static inline float qd_block(const uint8_t *blk, const int8_t *x, float dx, int32_t xsum) {
+  (void)xsum;
+  int32_t s = 0;
+  const int8_t *w = (const int8_t *)(blk + 2);
+  for (int j = 0; j < 32; j++) s += w[j] * x[j];
+  return qd_half(blk) * dx * (float)s;
+}
+""",
+}
+
+_VECTOR_BODY = r"""
+#if defined(__AVX2__) && defined(__F16C__)
+#define QD_VECTOR 1
+/* the block's 32 weights as u8 (x keeps its sign) and the activations to pair them with */
+static inline void qd_operands(const uint8_t *blk, const int8_t *x, __m256i *w, __m256i *a) {
+  __m256i xv = _mm256_loadu_si256((const __m256i *)x);
+%(OPERANDS)s
+}
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+static inline __m256i qd_dot(__m256i acc, __m256i w, __m256i a) { return _mm256_dpbusd_epi32(acc, w, a); }
+#else
+static inline __m256i qd_dot(__m256i acc, __m256i w, __m256i a) {
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)));
+}
+#endif
+static inline float qd_hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+#endif
+"""
+
+_OPERANDS = {
+    GGMLType.Q4_0: "  __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2));\n"
+                   "  *w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));\n  *a = xv;",
+    GGMLType.Q4_1: "  __m128i q = _mm_loadu_si128((const __m128i *)(blk + 4));\n"
+                   "  *w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));\n  *a = xv;",
+    # |w| * (x * sign(w)) = w * x, with |w| <= 128 as u8, so maddubs' 16-bit pair sums cannot saturate (x in [-127, 127])
+    GGMLType.Q8_0: "  __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));\n"
+                   "  *w = _mm256_sign_epi8(q, q);\n  *a = _mm256_sign_epi8(xv, q);",
+}
+
+# the float contribution of a block from its integer dot `s` (int32): scale, and the minimum/offset term
+_COMBINE = {
+    GGMLType.Q4_0: "qd_half(blk) * dx[b] * (float)(s - 8 * xs[b])",
+    GGMLType.Q4_1: "qd_half(blk) * dx[b] * (float)s + qd_half(blk + 2) * (dx[b] * (float)xs[b])",
+    GGMLType.Q8_0: "qd_half(blk) * dx[b] * (float)s",
+}
+
+_KERNEL = r"""
+void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
+  (void)vals;
+  float *y = (float *)bufs[0];
+  const int8_t *xq = (const int8_t *)bufs[1];
+  const float *xd = (const float *)bufs[2];
+  const int32_t *xsum = (const int32_t *)bufs[3];
+  const uint8_t *w = (const uint8_t *)bufs[4];
+  /* rows split evenly between the cores, in runs of 4 so no two cores share a cache line of y */
+  const long groups = (%(ROWS)dL + 3) / 4;
+  long r0 = groups * core_id / n_cores * 4, r1 = groups * (core_id + 1) / n_cores * 4;
+  if (r1 > %(ROWS)dL) r1 = %(ROWS)dL;
+  for (long r = r0; r < r1; r++) {
+    const uint8_t *row = w + r * %(ROW_BYTES)dL;
+    for (long t = 0; t < %(TOKENS)dL; t++) {
+      const int8_t *x = xq + t * %(K)dL;
+      const float *dx = xd + t * %(NB)dL;
+      const int32_t *xs = xsum + t * %(NB)dL;
+#if defined(QD_VECTOR)
+      /* eight float lanes per block: the block's eight int32 partial sums, scaled, accumulate lane-wise */
+      __m256 acc = _mm256_setzero_ps();
+      float rest = 0.0f;
+      for (long b = 0; b < %(NB)dL; b++) {
+        const uint8_t *blk = row + b * %(BLOCK_BYTES)d;
+        __m256i wv, av;
+        qd_operands(blk, x + b * 32, &wv, &av);
+        __m256i s8 = qd_dot(_mm256_setzero_si256(), wv, av);
+%(VECTOR_COMBINE)s
+      }
+      y[t * %(ROWS)dL + r] = qd_hsum(acc) + rest;
+#else
+      float acc = 0.0f;
+      for (long b = 0; b < %(NB)dL; b++) acc += qd_block(row + b * %(BLOCK_BYTES)d, x + b * 32, dx[b], xs[b]);
+      y[t * %(ROWS)dL + r] = acc;
+#endif
+    }
+  }
+}
+"""
+
+# vector combine: lane sums times the block scale; the minimum / offset term is per block, kept in a scalar
+_VECTOR_COMBINE = {
+    GGMLType.Q4_0: "        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(qd_half(blk) * dx[b]), acc);\n"
+                   "        rest -= qd_half(blk) * dx[b] * (float)(8 * xs[b]);",
+    GGMLType.Q4_1: "        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(qd_half(blk) * dx[b]), acc);\n"
+                   "        rest += qd_half(blk + 2) * (dx[b] * (float)xs[b]);",
+    GGMLType.Q8_0: "        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(qd_half(blk) * dx[b]), acc);",
+}
+
+
+def kernel_source(name: str, ggml_type: GGMLType, rows: int, k: int, tokens: int) -> str:
+    """C source of the kernel `name` computing y (tokens, rows) = x (tokens, k) @ W.T for a `ggml_type` W (rows, k),
+    with the CPU program ABI (`void name(void **bufs, const long long *vals, int core_id, int n_cores)`; buffers y,
+    q, d, sums, W)."""
+    if ggml_type not in QDOT_TYPES:
+        raise ModelError(f"no integer-dot kernel for {ggml_type.name}: supported are {', '.join(sorted(t.name for t in QDOT_TYPES))}")
+    if k % QBLOCK:
+        raise ModelError(f"the input size {k} is not a multiple of {QBLOCK}")
+    layout = BLOCK_LAYOUTS[ggml_type]
+    nb = k // QBLOCK
+    values = dict(NAME=name, ROWS=rows, K=k, NB=nb, TOKENS=tokens, BLOCK_BYTES=layout.block_bytes, ROW_BYTES=nb * layout.block_bytes,
+                  VECTOR_COMBINE=_VECTOR_COMBINE[ggml_type])
+    return _COMMON + _SCALAR[ggml_type] + _VECTOR_BODY % dict(OPERANDS=_OPERANDS[ggml_type]) + _KERNEL % values
+
+
+def qdot_matmul(acts: QuantizedActivations, weight: Tensor, ggml_type: GGMLType, n_cores: int) -> Tensor:
+    """y (n, rows) float32 = x @ W.T for activations quantized by `quantize_activations` and `weight` the raw blocks of
+    W as uint8 (rows, n_blocks * block_bytes), on a CPU device with `n_cores` cores."""
+    n, k = acts.q.shape
+    layout = BLOCK_LAYOUTS[ggml_type]
+    rows = weight.shape[0]
+    if weight.dtype is not dtypes.uint8 or weight.ndim != 2 or weight.shape[1] != k // QBLOCK * layout.block_bytes:
+        raise ModelError(f"{ggml_type.name} weight for {k} inputs must be uint8 (rows, {k // QBLOCK * layout.block_bytes}), "
+                         f"got {weight.dtype} {weight.shape}")
+    name = f"qdot_{ggml_type.name.lower()}_{n}_{rows}_{k}"
+    program = c_program(name, kernel_source(name, ggml_type, rows, k, n), n_buffers=5, outs=(0,), n_cores=n_cores)
+    out = Tensor.empty(n, rows, dtype=dtypes.float32, device=weight.device)
+    return out.custom_kernel(acts.q, acts.d, acts.sums, weight, fxn=lambda *params: program)[0]

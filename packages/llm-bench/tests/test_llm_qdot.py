@@ -1,0 +1,166 @@
+"""The integer-dot kernels (`llm_bench.qdot`): 8-bit activations times Q4_0/Q4_1/Q8_0 blocks.
+
+The oracle is exact integer arithmetic: each block's dot of weight and activation integers in int64, then the block
+scales applied in float64. Each instruction-set path of the one C source (AVX-512 VNNI, AVX2 maddubs, plain C) is
+compiled with its own -march and checked, so a machine tests the paths it can run."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+
+import numpy as np
+import pytest
+from hcq_runtime import CCompiler, CPUDevice
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from llm_bench.dequant import dequantize
+from llm_bench.errors import ModelError
+from llm_bench.ggml_types import BLOCK_LAYOUTS, GGMLType
+from llm_bench.gguf_reader import read_gguf
+from llm_bench.gguf_writer import GGUFWriter
+from llm_bench.qdot import QDOT_TYPES, kernel_source, q8_roundtrip, q8_roundtrip_np, qdot_matmul, quantize_activations, quantize_activations_np
+from llm_bench.tensor_weights import QUANT_ROWS_PER_MATMUL, Linear, upload_matrices
+from uop_scheduler import Device, Tensor
+
+TYPES = sorted(QDOT_TYPES, key=lambda t: t.name)
+
+
+def random_weight(rng: np.random.Generator, ggml_type: GGMLType, rows: int, k: int) -> np.ndarray:
+    """Random blocks, (rows, k/32 * block_bytes) uint8, with finite float16 scales (and minimums)."""
+    layout = BLOCK_LAYOUTS[ggml_type]
+    raw = rng.integers(0, 256, (rows, k // 32, layout.block_bytes), dtype=np.uint8)
+    halves = (0, 2) if ggml_type is GGMLType.Q4_1 else (0,)
+    for off in halves:
+        raw[..., off : off + 2] = rng.uniform(-0.1, 0.1, (rows, k // 32)).astype("<f2").view(np.uint8).reshape(rows, k // 32, 2)
+    return raw.reshape(rows, -1)
+
+
+def oracle(ggml_type: GGMLType, raw: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(x @ W.T in float64 from exact integer block dots, the sum of the terms' magnitudes for a tolerance)."""
+    q, d, sums = quantize_activations_np(x)
+    rows, nb = raw.shape[0], q.shape[1] // 32
+    blocks = raw.reshape(rows, nb, -1)
+    scale = blocks[..., 0:2].copy().view("<f2")[..., 0].astype(np.float64)
+    if ggml_type is GGMLType.Q8_0:
+        w = blocks[..., 2:34].view(np.int8).astype(np.int64)
+    else:
+        start = 4 if ggml_type is GGMLType.Q4_1 else 2
+        nibbles = blocks[..., start : start + 16].astype(np.int64)
+        w = np.concatenate([nibbles & 15, nibbles >> 4], axis=-1) - (8 if ggml_type is GGMLType.Q4_0 else 0)
+    dots = np.einsum("rbj,tbj->trb", w, q.reshape(q.shape[0], nb, 32).astype(np.int64))  # exact
+    terms = dots * scale[None] * d[:, None, :].astype(np.float64)
+    if ggml_type is GGMLType.Q4_1:
+        minimum = blocks[..., 2:4].copy().view("<f2")[..., 0].astype(np.float64)
+        terms = terms + minimum[None] * d[:, None, :] * sums[:, None, :]
+    return terms.sum(-1), np.abs(terms).sum(-1)
+
+
+def test_activation_quantization_matches_numpy_bit_for_bit():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 96)).astype(np.float32) * 5
+    x[0, :32] = 0  # an all-zero block: d = 0, q = 0
+    x[1, 32:64] = np.arange(32) - 15.5  # halves of a quantum: ties round to even
+    x[2, 64] = 1e30  # one huge value in a block
+    acts = quantize_activations(Tensor(x))
+    q, d, sums = quantize_activations_np(x)
+    np.testing.assert_array_equal(acts.q.numpy(), q)
+    np.testing.assert_array_equal(acts.d.numpy(), d)
+    np.testing.assert_array_equal(acts.sums.numpy(), sums)
+    assert (q[0, :32] == 0).all() and d[0, 0] == 0 and np.abs(q).max() == 127
+    np.testing.assert_array_equal(q8_roundtrip(Tensor(x)).numpy(), q8_roundtrip_np(x))
+
+
+@pytest.mark.parametrize("ggml_type", TYPES, ids=lambda t: t.name)
+@settings(max_examples=6, deadline=None, derandomize=True)
+@given(rows=st.integers(1, 70), nb=st.integers(1, 6), tokens=st.integers(1, 4), seed=st.integers(0, 2**16))
+def test_kernel_matches_the_integer_oracle(ggml_type, rows, nb, tokens, seed):
+    rng = np.random.default_rng(seed)
+    k = nb * 32
+    raw = random_weight(rng, ggml_type, rows, k)
+    x = (rng.standard_normal((tokens, k)) * rng.uniform(0.01, 10)).astype(np.float32)
+    got = qdot_matmul(quantize_activations(Tensor(x)), Tensor(raw), ggml_type, Device["CPU"].n_cores).numpy()
+    want, magnitude = oracle(ggml_type, raw, x)
+    assert np.all(np.abs(got - want) <= 1e-5 * magnitude + 1e-30)
+    # and the value the numpy reference computes for it: the rounded activations times the dequantized matrix
+    ref = q8_roundtrip_np(x) @ dequantize(raw, ggml_type, (rows, k)).T
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5 * magnitude.max())
+
+
+def _compiles(flags: tuple[str, ...]) -> bool:
+    try:
+        cc = CCompiler(flags)
+    except Exception:
+        return False
+    probe = subprocess.run([cc.cc, *flags, "-x", "c", "-c", "-", "-o", "/dev/null"], input=b"int x;", capture_output=True)
+    return probe.returncode == 0
+
+
+def _runs(flags: tuple[str, ...]) -> bool:
+    """Whether this CPU runs code built with `flags` (the -march's features are all present)."""
+    needed = {"-march=x86-64-v3": ("avx2", "fma", "f16c"), "-march=x86-64-v4": ("avx512f", "avx512bw", "avx512vl")}
+    extra = {"-mavx512vnni": ("avx512_vnni",)}
+    try:
+        cpu_flags = open("/proc/cpuinfo").read()
+    except OSError:
+        return False
+    features = [f for flag in flags for f in needed.get(flag, ()) + extra.get(flag, ())]
+    return all(f" {f}" in cpu_flags for f in features)
+
+
+ISA_PATHS = {
+    "plain-C": ("-O2", "-march=x86-64"),
+    "AVX2": ("-O2", "-march=x86-64-v3"),
+    "AVX-512-VNNI": ("-O2", "-march=x86-64-v4", "-mavx512vnni"),
+}
+
+
+@pytest.mark.parametrize("path", list(ISA_PATHS))
+@pytest.mark.parametrize("ggml_type", TYPES, ids=lambda t: t.name)
+def test_every_instruction_set_path_matches_the_oracle(path, ggml_type):
+    flags = ISA_PATHS[path]
+    if platform.machine() not in ("x86_64", "AMD64") or not _compiles(flags) or not _runs(flags):
+        pytest.skip(f"this machine cannot build and run the {path} path")
+    rng = np.random.default_rng(11)
+    rows, k, tokens = 37, 160, 3
+    raw = random_weight(rng, ggml_type, rows, k)
+    x = rng.standard_normal((tokens, k)).astype(np.float32)
+    source = kernel_source("qdot_probe", ggml_type, rows, k, tokens)
+    program = Device["CPU"].program("qdot_probe", CCompiler(flags).compile_uncached(source))
+    q, d, sums = quantize_activations_np(x)
+    y = np.zeros((tokens, rows), np.float32)
+    arrays = [y, np.ascontiguousarray(q), d, sums, raw]
+    program([a.ctypes.data for a in arrays], [], n_cores=3)  # three threads, each its part of the rows
+    want, magnitude = oracle(ggml_type, raw, x)
+    assert np.all(np.abs(y - want) <= 1e-5 * magnitude + 1e-30)
+
+
+def test_int_dot_matrices_keep_the_files_rows_in_one_kernel(tmp_path):
+    rng = np.random.default_rng(3)
+    rows, k = QUANT_ROWS_PER_MATMUL + 64, 64  # wider than a dequantizing matmul may be: still one part
+    writer = GGUFWriter()
+    raw = {t: random_weight(rng, t, rows if t is GGMLType.Q4_1 else 32, k) for t in TYPES}
+    for t, r in raw.items():
+        writer.add_tensor(t.name, r, t, (r.shape[0], k))
+    writer.add_tensor("f32", rng.standard_normal((16, k)).astype(np.float32))
+    gguf = read_gguf(writer.write(tmp_path / "m.gguf"))
+    tensors = [gguf.tensor(t.name) for t in TYPES] + [gguf.tensor("f32")]
+    linear = Linear(upload_matrices(tensors, "CPU"))
+    assert [(p.ggml_type, p.rows_layout) for p in linear.parts] == [(t, True) for t in TYPES] + [(None, False)]
+    for part, t in zip(linear.parts, TYPES):
+        np.testing.assert_array_equal(part.data.numpy(), raw[t])  # the file's bytes as they are
+    x = rng.standard_normal((2, k)).astype(np.float32)
+    rounded = q8_roundtrip_np(x)
+    want = np.concatenate([rounded @ t.dequantize().T for t in tensors[:-1]] + [x @ tensors[-1].dequantize().T], axis=-1)
+    np.testing.assert_allclose(linear(Tensor(x)).numpy(), want, rtol=1e-4, atol=1e-4)
+
+
+def test_bad_shapes_are_model_errors():
+    with pytest.raises(ModelError, match="multiple of 32"):
+        kernel_source("k", GGMLType.Q4_1, 4, 48, 1)
+    with pytest.raises(ModelError, match="no integer-dot kernel for Q6_K"):
+        kernel_source("k", GGMLType.Q6_K, 4, 256, 1)
+    acts = quantize_activations(Tensor(np.zeros((1, 64), np.float32)))
+    with pytest.raises(ModelError, match=r"uint8 \(rows, 40\)"):
+        qdot_matmul(acts, Tensor(np.zeros((3, 36), np.uint8)), GGMLType.Q4_1, 1)
+    assert isinstance(Device["CPU"], CPUDevice)
