@@ -148,17 +148,18 @@ static inline float qd_block(const uint8_t *blk, const int8_t *x, float dx, int3
 _VECTOR_BODY = r"""
 #if defined(__AVX2__) && defined(__F16C__)
 #define QD_VECTOR 1
-/* the block's 32 weights as u8 (x keeps its sign) and the activations to pair them with */
-static inline void qd_operands(const uint8_t *blk, const int8_t *x, __m256i *w, __m256i *a) {
+/* a block's 32 weights as the unsigned operand of the byte dot, and the vector whose signs go onto the activations */
+static inline void qd_weights(const uint8_t *blk, __m256i *w, __m256i *sign) {
+%(WEIGHTS)s
+}
+static inline __m256i qd_acts(const int8_t *x, __m256i sign) {
   __m256i xv = _mm256_loadu_si256((const __m256i *)x);
-%(OPERANDS)s
+%(ACTS)s
 }
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-static inline __m256i qd_dot(__m256i acc, __m256i w, __m256i a) { return _mm256_dpbusd_epi32(acc, w, a); }
+static inline __m256i qd_dot(__m256i w, __m256i a) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, a); }
 #else
-static inline __m256i qd_dot(__m256i acc, __m256i w, __m256i a) {
-  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)));
-}
+static inline __m256i qd_dot(__m256i w, __m256i a) { return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)); }
 #endif
 static inline float qd_hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -168,24 +169,24 @@ static inline float qd_hsum(__m256 v) {
 #endif
 """
 
-_OPERANDS = {
-    GGMLType.Q4_0: "  __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2));\n"
-                   "  *w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));\n  *a = xv;",
-    GGMLType.Q4_1: "  __m128i q = _mm_loadu_si128((const __m128i *)(blk + 4));\n"
-                   "  *w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));\n  *a = xv;",
+_NIBBLES = ("  __m128i q = _mm_loadu_si128((const __m128i *)(blk + %d));\n"
+            "  *w = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), _mm256_set1_epi8(0x0F));\n  *sign = *w;")
+_WEIGHTS = {
+    GGMLType.Q4_0: _NIBBLES % 2,
+    GGMLType.Q4_1: _NIBBLES % 4,
     # |w| * (x * sign(w)) = w * x, with |w| <= 128 as u8, so maddubs' 16-bit pair sums cannot saturate (x in [-127, 127])
-    GGMLType.Q8_0: "  __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));\n"
-                   "  *w = _mm256_sign_epi8(q, q);\n  *a = _mm256_sign_epi8(xv, q);",
+    GGMLType.Q8_0: "  __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));\n  *w = _mm256_sign_epi8(q, q);\n  *sign = q;",
+}
+_ACTS = {
+    GGMLType.Q4_0: "  (void)sign;\n  return xv;",
+    GGMLType.Q4_1: "  (void)sign;\n  return xv;",
+    GGMLType.Q8_0: "  return _mm256_sign_epi8(xv, sign);",
 }
 
-# the float contribution of a block from its integer dot `s` (int32): scale, and the minimum/offset term
-_COMBINE = {
-    GGMLType.Q4_0: "qd_half(blk) * dx[b] * (float)(s - 8 * xs[b])",
-    GGMLType.Q4_1: "qd_half(blk) * dx[b] * (float)s + qd_half(blk + 2) * (dx[b] * (float)xs[b])",
-    GGMLType.Q8_0: "qd_half(blk) * dx[b] * (float)s",
-}
-
+# the kernel: rows split between the cores; each row's blocks are unpacked once for up to TB tokens
 _KERNEL = r"""
+#define TB %(TB)d
+#define TB_EXACT %(TB_EXACT)d /* TB divides the token count: no partial groups */
 void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
   (void)vals;
   float *y = (float *)bufs[0];
@@ -199,40 +200,52 @@ void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
   if (r1 > %(ROWS)dL) r1 = %(ROWS)dL;
   for (long r = r0; r < r1; r++) {
     const uint8_t *row = w + r * %(ROW_BYTES)dL;
-    for (long t = 0; t < %(TOKENS)dL; t++) {
-      const int8_t *x = xq + t * %(K)dL;
-      const float *dx = xd + t * %(NB)dL;
-      const int32_t *xs = xsum + t * %(NB)dL;
+    for (long t0 = 0; t0 < %(TOKENS)dL; t0 += TB) {
 #if defined(QD_VECTOR)
-      /* eight float lanes per block: the block's eight int32 partial sums, scaled, accumulate lane-wise */
-      __m256 acc = _mm256_setzero_ps();
-      float rest = 0.0f;
+      /* per token, eight float lanes: each block's eight int32 partial sums, scaled, accumulate lane-wise */
+      __m256 acc[TB];
+      float rest[TB];
+      for (int j = 0; j < TB; j++) { acc[j] = _mm256_setzero_ps(); rest[j] = 0.0f; }
       for (long b = 0; b < %(NB)dL; b++) {
         const uint8_t *blk = row + b * %(BLOCK_BYTES)d;
-        __m256i wv, av;
-        qd_operands(blk, x + b * 32, &wv, &av);
-        __m256i s8 = qd_dot(_mm256_setzero_si256(), wv, av);
-%(VECTOR_COMBINE)s
+        __m256i wv, sign;
+        qd_weights(blk, &wv, &sign);
+        const float dw = qd_half(blk);
+%(MIN_LOAD)s
+        for (int j = 0; j < TB; j++) {
+          const long t = t0 + j;
+          if (TB_EXACT || t < %(TOKENS)dL) {
+            __m256i s8 = qd_dot(wv, qd_acts(xq + t * %(K)dL + b * 32, sign));
+            const float dx = xd[t * %(NB)dL + b];
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(dw * dx), acc[j]);
+%(REST)s
+          }
+        }
       }
-      y[t * %(ROWS)dL + r] = qd_hsum(acc) + rest;
+      for (int j = 0; j < TB; j++)
+        if (TB_EXACT || t0 + j < %(TOKENS)dL) y[(t0 + j) * %(ROWS)dL + r] = qd_hsum(acc[j]) + rest[j];
 #else
-      float acc = 0.0f;
-      for (long b = 0; b < %(NB)dL; b++) acc += qd_block(row + b * %(BLOCK_BYTES)d, x + b * 32, dx[b], xs[b]);
-      y[t * %(ROWS)dL + r] = acc;
+      for (long t = t0; t < t0 + TB && t < %(TOKENS)dL; t++) {
+        float acc = 0.0f;
+        for (long b = 0; b < %(NB)dL; b++)
+          acc += qd_block(row + b * %(BLOCK_BYTES)d, xq + t * %(K)dL + b * 32, xd[t * %(NB)dL + b], xsum[t * %(NB)dL + b]);
+        y[t * %(ROWS)dL + r] = acc;
+      }
 #endif
     }
   }
 }
 """
 
-# vector combine: lane sums times the block scale; the minimum / offset term is per block, kept in a scalar
-_VECTOR_COMBINE = {
-    GGMLType.Q4_0: "        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(qd_half(blk) * dx[b]), acc);\n"
-                   "        rest -= qd_half(blk) * dx[b] * (float)(8 * xs[b]);",
-    GGMLType.Q4_1: "        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(qd_half(blk) * dx[b]), acc);\n"
-                   "        rest += qd_half(blk + 2) * (dx[b] * (float)xs[b]);",
-    GGMLType.Q8_0: "        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(qd_half(blk) * dx[b]), acc);",
+# per block and token: the minimum (Q4_1) or offset (Q4_0) term, from the block's activation sum, kept in a scalar
+_MIN_LOAD = {GGMLType.Q4_0: "", GGMLType.Q4_1: "        const float mw = qd_half(blk + 2);", GGMLType.Q8_0: ""}
+_REST = {
+    GGMLType.Q4_0: "            rest[j] -= dw * dx * (float)(8 * xsum[t * %(NB)dL + b]);",
+    GGMLType.Q4_1: "            rest[j] += mw * (dx * (float)xsum[t * %(NB)dL + b]);",
+    GGMLType.Q8_0: "",
 }
+#: tokens sharing one pass over a row's blocks (each unpacked weight block is reused this many times)
+TOKEN_BLOCK = 2
 
 
 def kernel_source(name: str, ggml_type: GGMLType, rows: int, k: int, tokens: int) -> str:
@@ -245,9 +258,11 @@ def kernel_source(name: str, ggml_type: GGMLType, rows: int, k: int, tokens: int
         raise ModelError(f"the input size {k} is not a multiple of {QBLOCK}")
     layout = BLOCK_LAYOUTS[ggml_type]
     nb = k // QBLOCK
-    values = dict(NAME=name, ROWS=rows, K=k, NB=nb, TOKENS=tokens, BLOCK_BYTES=layout.block_bytes, ROW_BYTES=nb * layout.block_bytes,
-                  VECTOR_COMBINE=_VECTOR_COMBINE[ggml_type])
-    return _COMMON + _SCALAR[ggml_type] + _VECTOR_BODY % dict(OPERANDS=_OPERANDS[ggml_type]) + _KERNEL % values
+    group = min(tokens, TOKEN_BLOCK)
+    values = dict(NAME=name, ROWS=rows, K=k, NB=nb, TOKENS=tokens, TB=group, TB_EXACT=int(tokens % group == 0), BLOCK_BYTES=layout.block_bytes,
+                  ROW_BYTES=nb * layout.block_bytes, MIN_LOAD=_MIN_LOAD[ggml_type], REST=_REST[ggml_type] % dict(NB=nb))
+    vector = _VECTOR_BODY % dict(WEIGHTS=_WEIGHTS[ggml_type], ACTS=_ACTS[ggml_type])
+    return _COMMON + _SCALAR[ggml_type] + vector + _KERNEL % values
 
 
 def qdot_matmul(acts: QuantizedActivations, weight: Tensor, ggml_type: GGMLType, n_cores: int) -> Tensor:
