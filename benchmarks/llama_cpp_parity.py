@@ -14,8 +14,9 @@ one JSON line: equal texts / texts.
 
 `greedy` continues each of PROMPTS for `--tokens` tokens at temperature 0 with our numpy reference, our Tensor backend
 (`--device`) and `llama-completion --temp 0`, and prints where each pair first differs. llama.cpp multiplies with
-8-bit quantized activations, so it may part from our float32 reference at a near-tie; the Tensor backend must equal
-the reference token for token.
+8-bit quantized activations, as both our backends do in the default `--activations q8`; there the backends may part
+at a near-tie (rounding turns their float-order differences into whole quanta). With `--activations float` the Tensor
+backend must equal the reference token for token, and llama.cpp parts from both sooner.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import urllib.request
 from pathlib import Path
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "uop-llm-bench" / "llama.cpp"
-TOOLS = ("llama-tokenize", "llama-bench", "llama-completion", "llama-perplexity")
+TOOLS = ("llama-tokenize", "llama-bench", "llama-completion", "llama-perplexity", "llama-quantize")
 
 # our own texts, chosen for the corners pre-tokenizers differ on: code, digit runs, contractions, Unicode letters,
 # marks and spaces, whitespace runs and line ends, and special tokens written in the text
@@ -153,7 +154,7 @@ def first_difference(a: str, b: str) -> int | None:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
 
 
-def greedy_parity(model_path: Path, tools: Path, n: int, device: str) -> int:
+def greedy_parity(model_path: Path, tools: Path, n: int, device: str, activations: str = "q8") -> int:
     import itertools
 
     from llm_bench.backends import get_backend
@@ -162,7 +163,7 @@ def greedy_parity(model_path: Path, tools: Path, n: int, device: str) -> int:
 
     gguf = read_gguf(model_path)
     tok = Tokenizer.from_metadata(gguf.metadata)
-    reference, tensor = get_backend("numpy").load(gguf, 256), get_backend(device).load(gguf, 256)
+    reference, tensor = get_backend("numpy").load(gguf, 256, activations), get_backend(device).load(gguf, 256, activations)
     same_tokens, rows = 0, []
     for prompt in PROMPTS:
         ids = tok.encode(prompt)
@@ -195,6 +196,7 @@ def main() -> int:
     g.add_argument("-m", "--model", type=Path, required=True)
     g.add_argument("--tokens", type=int, default=32)
     g.add_argument("--device", default="CPU")
+    g.add_argument("--activations", choices=("q8", "float"), default="q8", help="both backends' activation mode (llm-bench --activations)")
     g.add_argument("--llama-cpp", help="a folder holding llama-completion (default: the cache's build)")
     args = ap.parse_args()
     if args.cmd == "build":
@@ -204,7 +206,7 @@ def main() -> int:
         print(f"error: no model file {args.model}", file=sys.stderr)
         return 1
     if args.cmd == "greedy":
-        return greedy_parity(args.model, tool_dir(args.llama_cpp), args.tokens, args.device)
+        return greedy_parity(args.model, tool_dir(args.llama_cpp), args.tokens, args.device, args.activations)
     return tokenize_parity(args.model, tool_dir(args.llama_cpp))
 
 

@@ -9,6 +9,16 @@ both cores and the copy on one, so other processes on the cores slow the decode 
 process). Also the batched prefill (ppN: a prompt in one forward) of the F16 model against the numpy reference.
 
 uv run --frozen python benchmarks/llm_decode.py
+
+Against llama.cpp (`--peer llama.cpp`): our `llm-bench --benchmark --prefill --warmup --json` and llama.cpp's
+`llama-bench -o json` alternate on the same GGUF with the same thread count, `--reps` times each (each run a fresh
+process: our tgN median step and ppN median pass, llama-bench's tok/s of one repetition); prints both, the ratios
+(ours / llama.cpp), and our decode GB/s (the file's tensor bytes read per token) against the copy bandwidth measured in
+the same run. The model defaults to SmolLM2-135M-Instruct Q4_1 (`smollm2:135m`); `--types Q8_0,F16` adds versions
+made from it with llama.cpp's `llama-quantize --allow-requantize MODEL OUT TYPE` (cached next to llama.cpp's build,
+the command printed). llama.cpp's tools come from `benchmarks/llama_cpp_parity.py build` (or `--llama-cpp DIR`).
+
+    uv run --frozen python benchmarks/llm_decode.py --peer llama.cpp [--model FILE] [--types Q8_0,F16] [--reps 3]
 """
 
 from __future__ import annotations
@@ -18,9 +28,13 @@ import os
 # OpenBLAS threads fight over the two shared cores and make the numpy reference slower, not faster
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+import argparse  # noqa: E402
 import json  # noqa: E402
 import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
 import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 from llm_bench import LanguageModel, NumpyModel, TensorModel, read_gguf, resolve_model  # noqa: E402
@@ -89,7 +103,91 @@ def prefill(model: LanguageModel, n_tokens: int) -> float:
     return statistics.median(times)
 
 
+def _quantized(tools: Path, model: Path, ggml_type: str) -> Path:
+    """`model` requantized to `ggml_type` with llama-quantize (made once, kept in llama.cpp's cache)."""
+    out = tools.parent.parent / "models" / f"{model.stem}.{ggml_type}.gguf"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        command = [str(tools / "llama-quantize"), "--allow-requantize", str(model), str(out), ggml_type]
+        print("making", out.name, "with:", " ".join(command), flush=True)
+        subprocess.run(command, check=True, capture_output=True)
+    return out
+
+
+def _ours(model: Path, tg: int, pp: int) -> dict[str, float]:
+    """tok/s of one run of our CLI: {'tg': 1 / median step, 'pp': pp / median pass}."""
+    out = subprocess.run([sys.executable, "-m", "llm_bench", "-m", str(model), "--benchmark", str(tg), "--prefill", str(pp), "--warmup", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    records = {r["test"]: r for r in json.loads(out)}
+    tg_ns = statistics.median(records[f"tg{tg}"]["samples_ns"])
+    pp_ns = statistics.median(records[f"pp{pp}"]["samples_ns"])
+    return {"tg": 1e9 / tg_ns, "pp": pp * 1e9 / pp_ns}
+
+
+def _llama_cpp(tools: Path, model: Path, tg: int, pp: int, threads: int) -> dict[str, float]:
+    """tok/s of one llama-bench repetition of tgN and ppN."""
+    out = subprocess.run([str(tools / "llama-bench"), "-m", str(model), "-t", str(threads), "-p", str(pp), "-n", str(tg), "-r", "1", "-o", "json"],
+                         check=True, capture_output=True, text=True).stdout
+    result = {}
+    for record in json.loads(out):
+        result["pp" if record["n_prompt"] else "tg"] = float(record["avg_ts"])
+    return result
+
+
+def versus_llama_cpp(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(Path(__file__).parent))
+    from llama_cpp_parity import tool_dir
+
+    tools = tool_dir(args.llama_cpp)
+    base = Path(args.model) if args.model else resolve_model("smollm2:135m")
+    models = [base] + [_quantized(tools, base, t) for t in args.types.split(",") if t]
+    load = os.getloadavg()[0]
+    copy = CopyBandwidth()
+    bandwidth = max(copy() for _ in range(5))
+    figures = []
+    print(f"memory bandwidth (numpy copy of 256 MiB, read + write): {bandwidth:.2f} GB/s; {args.threads} threads; "
+          f"{args.reps} alternating runs each; tg{args.tg}, pp{args.pp}")
+    print(f"{'model':<44} {'ours tg':>8} {'llama tg':>9} {'ratio':>6} {'ours pp':>8} {'llama pp':>9} {'ratio':>6} {'ours GB/s':>10} {'% of bw':>8}")
+    for model in models:
+        ours, peer = [], []
+        for _ in range(args.reps):
+            ours.append(_ours(model, args.tg, args.pp))
+            peer.append(_llama_cpp(tools, model, args.tg, args.pp, args.threads))
+        o = {k: statistics.median(r[k] for r in ours) for k in ("tg", "pp")}
+        p = {k: statistics.median(r[k] for r in peer) for k in ("tg", "pp")}
+        streamed = read_gguf(model).data_bytes  # every tensor is read per token, the tied embedding as the output matrix
+        rate = o["tg"] * streamed / 1e9
+        print(f"{model.name:<44} {o['tg']:>8.1f} {p['tg']:>9.1f} {o['tg'] / p['tg']:>6.2f} {o['pp']:>8.1f} {p['pp']:>9.1f} "
+              f"{o['pp'] / p['pp']:>6.2f} {rate:>10.2f} {100 * rate / bandwidth:>7.1f}%")
+        for test in ("tg", "pp"):
+            n = args.tg if test == "tg" else args.pp
+            figures.append({"bench": f"llm_vs_llama_cpp_{model.stem}", "metric": f"{test}{n}_tok_per_s", "value": round(o[test], 2), "unit": "tok/s",
+                            "peer": "llama.cpp", "peer_value": round(p[test], 2), "ratio": round(o[test] / p[test], 3)})
+        figures.append({"bench": f"llm_vs_llama_cpp_{model.stem}", "metric": "decode_GB_per_s", "value": round(rate, 3), "unit": "GB/s",
+                        "peer": "numpy-copy-bandwidth", "peer_value": round(bandwidth, 3), "ratio": round(rate / bandwidth, 3)})
+    print(f"load average at start/end {load:.2f}/{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    for figure in figures:
+        print(json.dumps(figure))
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description="LLM decode and prefill speed: against the numpy reference, or llama.cpp with --peer")
+    parser.add_argument("--peer", choices=("numpy", "llama.cpp"), default="numpy")
+    parser.add_argument("--model", help="GGUF for --peer llama.cpp (default: smollm2:135m)")
+    parser.add_argument("--types", default="", help="also llama-quantize the model to these types, e.g. Q8_0,F16")
+    parser.add_argument("--llama-cpp", help="folder of llama.cpp's built tools (default: llama_cpp_parity.py's cache)")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--tg", type=int, default=32)
+    parser.add_argument("--pp", type=int, default=64)
+    args = parser.parse_args()
+    if args.peer == "llama.cpp":
+        versus_llama_cpp(args)
+    else:
+        versus_numpy()
+
+
+def versus_numpy() -> None:
     load = os.getloadavg()[0]
     bandwidth = memory_bandwidth()
     rows, figures, notes = [], [], []

@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from llm_bench import MODELS, NumpyModel, Tokenizer, make_tiny, read_gguf
+from llm_bench import MODELS, NumpyModel, Tokenizer, make_tiny, read_gguf, resolve_model
 from llm_bench.cli import main
 
 STEP_LINE = re.compile(r"^ *\d+\.\d\d ms, +\d+\.\d\d tok/s, +\d+\.\d\d GB/s, \d+/\d+ MB  --  .*$")
@@ -55,6 +55,28 @@ def test_json_output(capsys):
     records = json.loads(captured.out)
     assert records[0]["arch"] == "qwen3" and records[0]["quant"] == "Q8_0" and records[0]["test"] == "tg2"
     assert " tok/s, " in captured.err
+
+
+@pytest.mark.parametrize("activations", ["q8", "float"])
+def test_generate_follows_the_activation_mode(capsys, cache, activations):
+    # tiny-qwen3's matrices are Q8_0: "q8" rounds their activations (the CPU's integer kernels), "float" does not
+    assert main(["-m", "tiny-qwen3", "--prompt", "The robot", "--max-tokens", "5", "--activations", activations]) == 0
+    g = read_gguf(cache / "tiny-qwen3.gguf")
+    tok, model = Tokenizer.from_metadata(g.metadata), NumpyModel(g, 64, activations=activations)
+    seq = tok.encode("The robot")
+    prompt_len = len(seq)
+    for _ in range(5):
+        model.reset()
+        seq.append(int(np.argmax(model.forward(seq, 0)[-1])))
+    assert capsys.readouterr().out == "The robot" + tok.decode(seq[prompt_len:]) + "\n"
+    assert any(layer.int_dot for layer in model.layers) == (activations == "q8")
+
+
+def test_unknown_activation_mode_is_a_model_error():
+    from llm_bench.errors import ModelError
+
+    with pytest.raises(ModelError, match="unknown activation mode 'int4'"):
+        NumpyModel(read_gguf(resolve_model("tiny-llama")), 8, activations="int4")
 
 
 def test_generate_text_is_the_greedy_continuation(capsys, cache):

@@ -58,7 +58,7 @@ def test_unpermute_then_neox_equals_interleaved_on_stored_rows():
         np.testing.assert_allclose(inter[1::2], neox[h, 0, half:], rtol=1e-5, atol=1e-5)
 
 
-def slow_reference_logits(path, tokens: list[int]) -> np.ndarray:
+def slow_reference_logits(path, tokens: list[int], activations: str = "q8") -> np.ndarray:
     """Whole-sequence recompute, one token and one head at a time, RoPE applied pairwise to the stored llama rows."""
     g = read_gguf(path)
     meta, arch = g.metadata, g.metadata["general.architecture"]
@@ -66,6 +66,8 @@ def slow_reference_logits(path, tokens: list[int]) -> np.ndarray:
     # the documented activation quantization (llm_bench.qdot): 2-D Q4_0/Q4_1/Q8_0 matrices multiply activations
     # rounded to 8 bits per 32-element block, d = max|v| / 127; written here in float64, one block at a time
     int_dot = {name for name, t in g.tensors.items() if t.ggml_type.name in ("Q4_0", "Q4_1", "Q8_0") and len(t.shape) == 2}
+    if activations == "float":
+        int_dot = set()
 
     def mv(name, v):
         if name in int_dot and name != "ffn_gate_inp.weight":
@@ -142,11 +144,12 @@ def slow_reference_logits(path, tokens: list[int]) -> np.ndarray:
     return np.array([mv(out_name, norm(x, W["output_norm.weight"])) for x in xs])
 
 
+@pytest.mark.parametrize("activations", ["q8", "float"])
 @pytest.mark.parametrize("arch", ["llama", "qwen3", "olmoe"])
-def test_incremental_logits_match_slow_reference(tiny_files, arch):
+def test_incremental_logits_match_slow_reference(tiny_files, arch, activations):
     tokens = [5, 300, 17, 42, 99, 256]
-    want = slow_reference_logits(tiny_files[arch], tokens)
-    model = NumpyModel(read_gguf(tiny_files[arch]), max_context=16)
+    want = slow_reference_logits(tiny_files[arch], tokens, activations)
+    model = NumpyModel(read_gguf(tiny_files[arch]), max_context=16, activations=activations)
     prefill = model.forward(tokens[:4], 0)
     step1 = model.forward(tokens[4:5], 4)
     step2 = model.forward(tokens[5:6], 5)

@@ -18,7 +18,7 @@ from .errors import LLMBenchError
 from .gguf_reader import read_gguf
 from .harness import quant_name, time_decode, time_prefill, warm_up
 from .matrix import read_matrix, run_cell
-from .model_api import LanguageModel
+from .model_api import ACTIVATION_MODES, LanguageModel
 from .registry import DEFAULT_MODEL, download, model_names, resolve_model
 from .report import append_log, format_summary_table, log_records
 from .tiny_models import TINY_SPECS, make_tiny
@@ -50,6 +50,9 @@ def build_parser(probe_devices: bool = False) -> argparse.ArgumentParser:
     parser.add_argument("--device", default=os.environ.get("DEV", "CPU"), help=f"where to run (default $DEV or CPU; "
                         f"{'usable here' if probe_devices else 'known'}: {devices}; numpy is the reference; `llm-bench devices` "
                         "says why one is not usable)")
+    parser.add_argument("--activations", choices=ACTIVATION_MODES, default="q8", help="q8 (default): round the activations of "
+                        "Q4_0/Q4_1/Q8_0 matrices to 8 bits as llama.cpp does (integer kernels on the CPU); float: float32 products, "
+                        "the mode in which every backend equals the numpy reference token for token")
     parser.add_argument("--max-context", type=int, default=DEFAULT_CONTEXT, help=f"KV cache length (default {DEFAULT_CONTEXT}, capped by the model)")
     parser.add_argument("--prompt", default=None, help="prompt text (default: just the BOS token when benchmarking, else 'The')")
     parser.add_argument("--prefill", type=int, default=0, metavar="N", help="also time the prefill of N prompt tokens (test ppN)")
@@ -111,7 +114,7 @@ def run_model(args: argparse.Namespace) -> int:
     path = resolve_model(args.model, fetch=_download_with_progress)
     gguf = read_gguf(path)
     tokenizer = Tokenizer.from_metadata(gguf.metadata)
-    model = backend.load(gguf, args.max_context)
+    model = backend.load(gguf, args.max_context, activations=args.activations)
     name = gguf.metadata.get("general.name") or args.model
     arch, quant = model.config.arch, quant_name(gguf)
     print(f'using model "{name}" with {gguf.data_bytes:,} bytes and {model.param_count:,} params, '
@@ -224,6 +227,7 @@ def perplexity_command(argv: Sequence[str]) -> int:
     ap.add_argument("--ctx", type=int, default=512, help="tokens per chunk (default 512, llama-perplexity's -c)")
     ap.add_argument("--chunks", type=int, default=None, help="score only the first N chunks (llama-perplexity's --chunks)")
     ap.add_argument("--device", default=os.environ.get("DEV", "CPU"), help="where to run (default $DEV or CPU; numpy is the reference)")
+    ap.add_argument("--activations", choices=ACTIVATION_MODES, default="q8", help="q8 (default, as llama.cpp) or float; see llm-bench --help")
     ap.add_argument("--json", action="store_true", help="print one JSON line instead of the running figures")
     args = ap.parse_args(argv)
     try:
@@ -233,7 +237,7 @@ def perplexity_command(argv: Sequence[str]) -> int:
     path = resolve_model(args.model, fetch=_download_with_progress)
     gguf = read_gguf(path)
     tokenizer = Tokenizer.from_metadata(gguf.metadata)
-    model = get_backend(args.device).load(gguf, max(args.ctx, 4))
+    model = get_backend(args.device).load(gguf, max(args.ctx, 4), activations=args.activations)
 
     def progress(i: int, n: int, ppl: float) -> None:
         if not args.json:

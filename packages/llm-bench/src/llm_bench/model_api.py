@@ -84,12 +84,18 @@ class LanguageModel(ABC):
             pos += 1
 
 
+#: how a model multiplies by its quantized matrices (`Backend.load(activations=...)`, `llm_bench.qdot`)
+ACTIVATION_MODES = ("q8", "float")
+
+
 class Backend(ABC):
     """A device family that can run models (`--device` names one)."""
 
     name: str
 
     @abstractmethod
-    def load(self, gguf: GGUFFile, max_context: int | None = None) -> LanguageModel:
-        """Build a model from a parsed GGUF; `max_context` caps the KV cache (default: the model's context length)."""
+    def load(self, gguf: GGUFFile, max_context: int | None = None, activations: str = "q8") -> LanguageModel:
+        """Build a model from a parsed GGUF; `max_context` caps the KV cache (default: the model's context length).
+        `activations`: "q8" rounds the activations of Q4_0/Q4_1/Q8_0 matrices to 8 bits as llama.cpp does (`qdot`;
+        the CPU's integer kernels), "float" keeps every product in float32."""
         raise NotImplementedError

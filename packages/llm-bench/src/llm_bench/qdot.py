@@ -27,6 +27,7 @@ from uop_scheduler import Tensor, dtypes
 
 from .errors import ModelError
 from .ggml_types import BLOCK_LAYOUTS, GGMLType
+from .model_api import ACTIVATION_MODES
 
 #: elements per activation block (every supported weight type has 32-element blocks)
 QBLOCK = 32
@@ -34,10 +35,22 @@ QBLOCK = 32
 QDOT_TYPES = frozenset({GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q8_0})
 
 
-def int_dot_weight(ggml_type: GGMLType, shape: tuple[int, ...]) -> bool:
+def check_activations(mode: str) -> str:
+    if mode not in ACTIVATION_MODES:
+        raise ModelError(f"unknown activation mode {mode!r}: choose one of {', '.join(ACTIVATION_MODES)}")
+    return mode
+
+
+def int_dot_weight(ggml_type: GGMLType, shape: tuple[int, ...], activations: str = "q8") -> bool:
     """Whether a weight matrix of `ggml_type` and element shape (out, in) is multiplied with 8-bit activations: a 2-D
-    Q4_0/Q4_1/Q8_0 matrix (stacks of experts are not). The numpy reference and every Tensor device follow this rule."""
-    return ggml_type in QDOT_TYPES and len(shape) == 2 and shape[-1] % QBLOCK == 0
+    Q4_0/Q4_1/Q8_0 matrix (stacks of experts are not) in "q8" mode. The numpy reference and every Tensor device follow
+    this rule.
+
+    Both backends round the same way, yet they do not agree token for token over long generations as they do in "float"
+    mode: a rounding step turns a 1-ulp difference of its input (the backends sum in different orders) into a whole
+    quantum, up to 1/127 of the block's largest value. On SmolLM2 the backends' logits differ by up to ~1 (teacher
+    forced) in "q8" mode and ~1e-4 in "float" mode; "float" is the exact-reference mode."""
+    return activations == "q8" and ggml_type in QDOT_TYPES and len(shape) == 2 and shape[-1] % QBLOCK == 0
 
 
 def quantize_activations_np(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

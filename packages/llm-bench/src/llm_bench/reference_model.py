@@ -11,7 +11,7 @@ from .errors import ModelError
 from .gguf_reader import GGUFFile, GGUFTensor
 from .model_api import Backend, LanguageModel
 from .model_config import ModelConfig
-from .qdot import int_dot_weight, q8_roundtrip_np
+from .qdot import check_activations, int_dot_weight, q8_roundtrip_np
 from .reference_ops import apply_rope_neox, attention, moe, rms_norm, rope_frequencies, silu, unpermute_qk_rows
 
 
@@ -70,12 +70,13 @@ def layer_tensors(config: ModelConfig, i: int) -> dict[str, tuple[str, tuple[int
     return {field: (p + name + ".weight", shape) for field, (name, shape) in specs.items()}
 
 
-def load_layer(gguf: GGUFFile, config: ModelConfig, i: int) -> LayerWeights:
+def load_layer(gguf: GGUFFile, config: ModelConfig, i: int, activations: str = "q8") -> LayerWeights:
     """Read and dequantize block `i`, restoring the half-split Q/K row order for llama."""
     specs = layer_tensors(config, i)
     layer = LayerWeights(**{field: _weight(gguf, name, shape) for field, (name, shape) in specs.items()})
     # the router stays float (the Tensor backend keeps it float32 so its logits pick the same experts)
-    layer.int_dot = frozenset(f for f, (name, shape) in specs.items() if f != "router" and int_dot_weight(gguf.tensor(name).ggml_type, shape))
+    layer.int_dot = frozenset(f for f, (name, shape) in specs.items()
+                              if f != "router" and int_dot_weight(gguf.tensor(name).ggml_type, shape, activations))
     if config.permuted_qk:
         layer.wq, layer.wk = unpermute_qk_rows(layer.wq, config.n_heads), unpermute_qk_rows(layer.wk, config.n_kv_heads)
     return layer
@@ -86,18 +87,19 @@ class NumpyModel(LanguageModel):
 
     device = "numpy"
 
-    def __init__(self, gguf: GGUFFile, max_context: int | None = None):
+    def __init__(self, gguf: GGUFFile, max_context: int | None = None, activations: str = "q8"):
         c = self.config = ModelConfig.from_gguf(gguf)
+        self.activations = check_activations(activations)
         self.max_context = min(max_context or c.context_length, c.context_length)
         if self.max_context < 1:
             raise ModelError(f"max context must be at least 1, got {max_context}")
         self.token_embd = _weight(gguf, "token_embd.weight", (c.vocab_size, c.dim))
-        self.layers = [load_layer(gguf, c, i) for i in range(c.n_layers)]
+        self.layers = [load_layer(gguf, c, i, activations) for i in range(c.n_layers)]
         self.output_norm = _weight(gguf, "output_norm.weight", (c.dim,))
         # Llama 3.2 ties the output projection to the embedding table
         output_name = "output.weight" if "output.weight" in gguf else "token_embd.weight"
         self.output = _weight(gguf, "output.weight", (c.vocab_size, c.dim)) if "output.weight" in gguf else self.token_embd
-        self.output_int_dot = int_dot_weight(gguf.tensor(output_name).ggml_type, (c.vocab_size, c.dim))
+        self.output_int_dot = int_dot_weight(gguf.tensor(output_name).ggml_type, (c.vocab_size, c.dim), activations)
         factors = gguf.tensor("rope_freqs.weight").dequantize() if "rope_freqs.weight" in gguf else None
         self.inv_freq = rope_frequencies(c.head_dim, c.rope_theta, factors)
         cache_shape = (c.n_layers, c.n_kv_heads, self.max_context, c.head_dim)
@@ -186,5 +188,5 @@ class NumpyBackend(Backend):
 
     name = "numpy"
 
-    def load(self, gguf: GGUFFile, max_context: int | None = None) -> LanguageModel:
-        return NumpyModel(gguf, max_context)
+    def load(self, gguf: GGUFFile, max_context: int | None = None, activations: str = "q8") -> LanguageModel:
+        return NumpyModel(gguf, max_context, activations)

@@ -22,6 +22,7 @@ from .errors import ModelError
 from .gguf_reader import GGUFFile, GGUFTensor, release_pages_of
 from .model_api import Backend, LanguageModel
 from .model_config import ModelConfig
+from .qdot import check_activations
 from .reference_model import checked_tensor, layer_tensors
 from .reference_ops import rope_frequencies, unpermute_qk_rows
 from .tensor_weights import Linear, upload_matrices
@@ -76,8 +77,9 @@ class TensorModel(LanguageModel):
     inside each matmul; F16 weights stay float16; the rest is float32.
     """
 
-    def __init__(self, gguf: GGUFFile, max_context: int | None = None, device: str = "CPU", jit: bool = True):
+    def __init__(self, gguf: GGUFFile, max_context: int | None = None, device: str = "CPU", jit: bool = True, activations: str = "q8"):
         c = self.config = ModelConfig.from_gguf(gguf)
+        self.activations = check_activations(activations)
         self.device = device
         self.max_context = min(max_context or c.context_length, c.context_length)
         if self.max_context < 1:
@@ -125,7 +127,7 @@ class TensorModel(LanguageModel):
         def unpermute(i: int, array: np.ndarray) -> np.ndarray:
             return unpermute_qk_rows(array, permute_heads[i]) if i < len(permute_heads) else array
 
-        linear = Linear(upload_matrices(tensors, self.device, unpermute if permute_heads else None, float32=float32))
+        linear = Linear(upload_matrices(tensors, self.device, unpermute if permute_heads else None, float32=float32, activations=self.activations))
         self._bytes[key] = linear.nbytes
         if count:
             self._params += sum(t.n_elements for t in tensors)
@@ -300,5 +302,5 @@ class TensorBackend(Backend):
     def __init__(self, device: str = "CPU", jit: bool = True):
         self.name, self.jit = device.upper(), jit
 
-    def load(self, gguf: GGUFFile, max_context: int | None = None) -> LanguageModel:
-        return TensorModel(gguf, max_context, device=self.name, jit=self.jit)
+    def load(self, gguf: GGUFFile, max_context: int | None = None, activations: str = "q8") -> LanguageModel:
+        return TensorModel(gguf, max_context, device=self.name, jit=self.jit, activations=activations)

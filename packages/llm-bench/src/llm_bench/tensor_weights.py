@@ -115,11 +115,11 @@ def _product(x: Tensor, part: DeviceMatrix) -> Tensor:
 
 
 def upload_matrices(tensors: Sequence[GGUFTensor], device: str, rows: Callable[[int, np.ndarray], np.ndarray] | None = None,
-                    float32: bool = False) -> tuple[DeviceMatrix, ...]:
+                    float32: bool = False, activations: str = "q8") -> tuple[DeviceMatrix, ...]:
     """Put weight matrices on `device`, joining neighbours with the same storage along the output axis.
 
     Unless `float32` is set, quantized tensors of a type the graph can decode keep their blocks and F16 stays float16;
-    anything else becomes float32. Int-dot matrices (`qdot.int_dot_weight`) keep their row-major blocks on a CPU
+    anything else becomes float32. Int-dot matrices (`qdot.int_dot_weight` in `activations` mode) keep their row-major blocks on a CPU
     device; other quantized groups wider than QUANT_ROWS_PER_MATMUL rows are split. `rows(i, array)`, when given,
     reorders the output rows of tensor i (raw block rows or values).
     """
@@ -139,7 +139,8 @@ def upload_matrices(tensors: Sequence[GGUFTensor], device: str, rows: Callable[[
             groups.append((kind, dtype, [array]))
     parts = []
     for kind, _, arrays in groups:
-        int_dot = kind is not None and int_dot_weight(kind, _matrix_shape(kind, (sum(a.shape[0] for a in arrays), *arrays[0].shape[1:])))
+        shape = (sum(a.shape[0] for a in arrays), *arrays[0].shape[1:])
+        int_dot = kind is not None and int_dot_weight(kind, _matrix_shape(kind, shape), activations)
         if int_dot and cpu:
             parts.append(DeviceMatrix(_rows_on_device(arrays, device), kind, int_dot=True, rows_layout=True))
             continue
