@@ -19,7 +19,17 @@ from llm_bench.errors import ModelError
 from llm_bench.ggml_types import BLOCK_LAYOUTS, GGMLType
 from llm_bench.gguf_reader import read_gguf
 from llm_bench.gguf_writer import GGUFWriter
-from llm_bench.qdot import QDOT_TYPES, kernel_source, q8_roundtrip, q8_roundtrip_np, qdot_matmul, quantize_activations, quantize_activations_np
+from llm_bench.qdot import (
+    QDOT_TYPES,
+    f16_kernel_source,
+    f16_matmul,
+    kernel_source,
+    q8_roundtrip,
+    q8_roundtrip_np,
+    qdot_matmul,
+    quantize_activations,
+    quantize_activations_np,
+)
 from llm_bench.tensor_weights import QUANT_ROWS_PER_MATMUL, Linear, upload_matrices
 from uop_scheduler import Device, Tensor
 
@@ -138,6 +148,36 @@ def test_every_instruction_set_path_matches_the_oracle(path, ggml_type):
     program([a.ctypes.data for a in arrays], [], n_cores=3)  # three threads, each its part of the rows
     want, magnitude = oracle(ggml_type, raw, x)
     assert np.all(np.abs(y - want) <= 1e-5 * magnitude + 1e-30)
+
+
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(rows=st.integers(1, 40), k=st.integers(1, 300), tokens=st.integers(1, 6), seed=st.integers(0, 2**16))
+def test_f16_kernel_matches_float64(rows, k, tokens, seed):
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((rows, k)).astype(np.float16)
+    x = rng.standard_normal((tokens, k)).astype(np.float32)
+    got = f16_matmul(Tensor(x), Tensor(w), Device["CPU"].n_cores).numpy()
+    want = x.astype(np.float64) @ w.astype(np.float64).T
+    bound = np.abs(x).astype(np.float64) @ np.abs(w.astype(np.float64)).T
+    assert np.all(np.abs(got - want) <= 1e-6 * bound + 1e-30)
+
+
+@pytest.mark.parametrize("path", list(ISA_PATHS))
+def test_f16_kernel_on_every_instruction_set_path(path):
+    flags = ISA_PATHS[path]
+    if platform.machine() not in ("x86_64", "AMD64") or not _compiles(flags) or not _runs(flags):
+        pytest.skip(f"this machine cannot build and run the {path} path")
+    rng = np.random.default_rng(12)
+    rows, k, tokens = 21, 200, 1  # a single token: four accumulators, then 16-, 8- and 1-wide tails
+    for tokens in (1, 5):
+        w, x = rng.standard_normal((rows, k)).astype(np.float16), rng.standard_normal((tokens, k)).astype(np.float32)
+        w[0, :3] = [np.float16(6e-8), np.float16(-0.0), np.float16(65504)]  # a subnormal, a signed zero, the largest half
+        program = Device["CPU"].program("f16_probe", CCompiler(flags).compile_uncached(f16_kernel_source("f16_probe", rows, k, tokens)))
+        y = np.zeros((tokens, rows), np.float32)
+        program([a.ctypes.data for a in (y, x, w)], [], n_cores=3)
+        want = x.astype(np.float64) @ w.astype(np.float64).T
+        bound = np.abs(x).astype(np.float64) @ np.abs(w.astype(np.float64)).T
+        assert np.all(np.abs(y - want) <= 1e-6 * bound)
 
 
 def test_int_dot_matrices_keep_the_files_rows_in_one_kernel(tmp_path):

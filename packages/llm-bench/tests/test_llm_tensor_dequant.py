@@ -68,7 +68,7 @@ def test_quantized_matmuls_match_numpy(ggml_ref, tmp_path, monkeypatch, rows_per
     linear = Linear(upload_matrices(tensors, "CPU"))
     # the 64 Q4_K rows in one matmul, or split in three pieces of at most 24 rows (and the 40 Q6_K rows in two)
     pieces = [GGMLType.Q4_K] * (1 if rows_per_matmul > 64 else 3) + [GGMLType.Q6_K] * (1 if rows_per_matmul > 40 else 2)
-    assert [p.ggml_type for p in linear.parts] == pieces + [None]
+    assert [p.ggml_type for p in linear.parts] == pieces + [GGMLType.F16]  # float16: the F16C kernel over its rows
     # the device holds the file's bytes, not a float copy
     assert linear.nbytes == sum(t.nbytes for t in tensors)
     x = np.random.default_rng(4).standard_normal((3, 512)).astype(np.float32)
@@ -80,8 +80,8 @@ def test_float_matrices_are_stored_as_one_block_per_core(tmp_path, monkeypatch):
     monkeypatch.setattr(Device["CPU"], "n_cores", 4)
     rng = np.random.default_rng(5)
     writer = GGUFWriter()
-    for name, shape in (("q", (256, 384)), ("k", (64, 384)), ("small", (32, 64))):
-        writer.add_tensor(name, (rng.standard_normal(shape) * 0.1).astype(np.float16))
+    for name, shape in (("q", (256, 384)), ("k", (64, 384)), ("small", (32, 64))):  # float32: float16 has a kernel of its own
+        writer.add_tensor(name, (rng.standard_normal(shape) * 0.1).astype(np.float32))
     gguf = read_gguf(writer.write(tmp_path / "m.gguf"))
     # 256 outputs share out evenly between 4 cores in 32-lane pieces; q and k together (320) between 2; 32 x 64 is too
     # little work to thread

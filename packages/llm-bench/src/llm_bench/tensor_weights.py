@@ -28,7 +28,7 @@ from uop_scheduler import Device, Tensor, dtypes
 
 from .ggml_types import BLOCK_LAYOUTS, GGMLType
 from .gguf_reader import GGUFTensor, release_pages_of
-from .qdot import int_dot_weight, q8_roundtrip, qdot_matmul, quantize_activations
+from .qdot import f16_matmul, int_dot_weight, q8_roundtrip, qdot_matmul, quantize_activations
 from .tensor_dequant import GRAPH_QUANT_TYPES, dequantize_blocks
 
 # The CPU codegen vectorizes a decoding matmul only while its per-core accumulator row is short enough to unroll: a
@@ -85,13 +85,16 @@ class Linear:
         """x (n, in) -> (n, out) float32. The input is materialized first so its producer (a norm, the SwiGLU product)
         is computed once rather than inside every output's reduction; it is quantized once for all int-dot parts."""
         x = x.contiguous()
-        acts = quantize_activations(x) if any(part.rows_layout for part in self.parts) else None
+        acts = quantize_activations(x) if any(part.int_dot and part.rows_layout for part in self.parts) else None
         rounded = q8_roundtrip(x) if any(part.int_dot and not part.rows_layout for part in self.parts) else None
         outs = []
         for part in self.parts:
-            if part.rows_layout:
+            cores = getattr(Device[part.data.device], "n_cores", 1)
+            if part.rows_layout and part.ggml_type is GGMLType.F16:
+                outs.append(f16_matmul(x, part.data, cores))
+            elif part.rows_layout:
                 assert acts is not None and part.ggml_type is not None
-                outs.append(qdot_matmul(acts, part.data, part.ggml_type, getattr(Device[part.data.device], "n_cores", 1)))
+                outs.append(qdot_matmul(acts, part.data, part.ggml_type, cores))
             else:
                 outs.append(_product(rounded if part.int_dot else x, part))
         if len(outs) == 1:
@@ -119,9 +122,10 @@ def upload_matrices(tensors: Sequence[GGUFTensor], device: str, rows: Callable[[
     """Put weight matrices on `device`, joining neighbours with the same storage along the output axis.
 
     Unless `float32` is set, quantized tensors of a type the graph can decode keep their blocks and F16 stays float16;
-    anything else becomes float32. Int-dot matrices (`qdot.int_dot_weight` in `activations` mode) keep their row-major blocks on a CPU
-    device; other quantized groups wider than QUANT_ROWS_PER_MATMUL rows are split. `rows(i, array)`, when given,
-    reorders the output rows of tensor i (raw block rows or values).
+    anything else becomes float32. Int-dot matrices (`qdot.int_dot_weight` in `activations` mode) keep their row-major
+    blocks on a CPU device, as do 2-D float16 matrices (`qdot.f16_matmul`); other quantized groups wider than
+    QUANT_ROWS_PER_MATMUL rows are split. `rows(i, array)`, when given, reorders the output rows of tensor i (raw block
+    rows or values).
     """
     cpu = isinstance(Device[device], CPUDevice)
     groups: list[tuple[GGMLType | None, np.dtype | None, list[np.ndarray]]] = []
@@ -142,7 +146,11 @@ def upload_matrices(tensors: Sequence[GGUFTensor], device: str, rows: Callable[[
         shape = (sum(a.shape[0] for a in arrays), *arrays[0].shape[1:])
         int_dot = kind is not None and int_dot_weight(kind, _matrix_shape(kind, shape), activations)
         if int_dot and cpu:
-            parts.append(DeviceMatrix(_rows_on_device(arrays, device), kind, int_dot=True, rows_layout=True))
+            parts.append(DeviceMatrix(_rows_on_device(arrays, device, dtypes.uint8), kind, int_dot=True, rows_layout=True))
+            continue
+        if kind is None and cpu and arrays[0].dtype == np.float16 and arrays[0].ndim == 2:
+            # float16 matrices: the F16C kernel over the file's rows
+            parts.append(DeviceMatrix(_rows_on_device(arrays, device, dtypes.float16), GGMLType.F16, rows_layout=True))
             continue
         joined = arrays[0] if len(arrays) == 1 else np.concatenate(arrays, axis=-2)  # one tensor: no joined copy
         pieces = 1 if kind is None else -(-joined.shape[-2] // QUANT_ROWS_PER_MATMUL)
@@ -152,14 +160,14 @@ def upload_matrices(tensors: Sequence[GGUFTensor], device: str, rows: Callable[[
     return tuple(parts)
 
 
-def _rows_on_device(arrays: Sequence[np.ndarray], device: str) -> Tensor:
-    """The raw block rows of `arrays` (each (rows, row_bytes) uint8) stacked into one device tensor, copied a few
-    hundred KiB at a time with the file pages under each piece let go once copied: a 30 MB output matrix never holds
-    its file pages and its device copy at once."""
-    row_bytes = arrays[0].shape[1]
-    out = Tensor.empty(sum(a.shape[0] for a in arrays), row_bytes, dtype=dtypes.uint8, device=device).realize()
+def _rows_on_device(arrays: Sequence[np.ndarray], device: str, dtype) -> Tensor:
+    """The rows of `arrays` (each (rows, width): raw block bytes as uint8, or float16 values) stacked into one device
+    tensor of `dtype`, copied a few hundred KiB at a time with the file pages under each piece let go once copied: a
+    30 MB output matrix never holds its file pages and its device copy at once."""
+    width = arrays[0].shape[1]
+    out = Tensor.empty(sum(a.shape[0] for a in arrays), width, dtype=dtype, device=device).realize()
     buffer = buffer_for(out.uop.base)
-    step = max(1, _UPLOAD_PIECE_BYTES // row_bytes)
+    step = max(1, _UPLOAD_PIECE_BYTES // arrays[0][:1].nbytes)
     offset = 0
     for array in arrays:
         for start in range(0, array.shape[0], step):
