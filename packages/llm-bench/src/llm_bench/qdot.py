@@ -161,6 +161,10 @@ static inline float qd_block(const uint8_t *blk, const int8_t *x, float dx, int3
 _VECTOR_BODY = r"""
 #if defined(__AVX2__) && defined(__F16C__)
 #define QD_VECTOR 1
+#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define QD_VNNI 1
+#endif
+%(OFFSET_DEF)s
 /* a block's 32 weights as the unsigned operand of the byte dot, and the vector whose signs go onto the activations */
 static inline void qd_weights(const uint8_t *blk, __m256i *w, __m256i *sign) {
 %(WEIGHTS)s
@@ -169,7 +173,25 @@ static inline __m256i qd_acts(const int8_t *x, __m256i sign) {
   __m256i xv = _mm256_loadu_si256((const __m256i *)x);
 %(ACTS)s
 }
-#if defined(__AVX512VNNI__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+/* a block's integer dot minus QD_INT_OFFSET times its activation sum (weights stored with an unsigned offset):
+   eight blocks' totals at once, or lane 0 of one block's eight partial sums */
+static inline __m256i qd_offset8(__m256i totals, const int32_t *xs) {
+#if QD_INT_OFFSET
+  return _mm256_sub_epi32(totals, _mm256_slli_epi32(_mm256_loadu_si256((const __m256i *)xs), QD_INT_OFFSET));
+#else
+  (void)xs;
+  return totals;
+#endif
+}
+static inline __m256i qd_offset1(__m256i partial, int32_t xs) {
+#if QD_INT_OFFSET
+  return _mm256_sub_epi32(partial, _mm256_setr_epi32(xs << QD_INT_OFFSET, 0, 0, 0, 0, 0, 0, 0));
+#else
+  (void)xs;
+  return partial;
+#endif
+}
+#if defined(QD_VNNI)
 static inline __m256i qd_dot(__m256i w, __m256i a) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, a); }
 #else
 static inline __m256i qd_dot(__m256i w, __m256i a) { return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)); }
@@ -194,13 +216,21 @@ _NIBBLES = ("  __m128i q = _mm_loadu_si128((const __m128i *)(blk + %d));\n"
 _WEIGHTS = {
     GGMLType.Q4_0: _NIBBLES % 2,
     GGMLType.Q4_1: _NIBBLES % 4,
-    # |w| * (x * sign(w)) = w * x, with |w| <= 128 as u8, so maddubs' 16-bit pair sums cannot saturate (x in [-127, 127])
-    GGMLType.Q8_0: "  __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));\n  *w = _mm256_sign_epi8(q, q);\n  *sign = q;",
+    # VNNI sums u8 x s8 without saturating: (w + 128) * x, less 128 * sum(x) (qd_offset). maddubs' 16-bit pair sums
+    # could saturate on that, so elsewhere |w| * (x * sign(w)) = w * x, with |w| <= 128 as u8 (x in [-127, 127])
+    GGMLType.Q8_0: "  __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));\n#if defined(QD_VNNI)\n"
+                   "  *w = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));\n#else\n  *w = _mm256_sign_epi8(q, q);\n#endif\n  *sign = q;",
+}
+# log2 of the unsigned offset the integer dot carries (0: none)
+_OFFSET_DEF = {
+    GGMLType.Q4_0: "#define QD_INT_OFFSET 0",
+    GGMLType.Q4_1: "#define QD_INT_OFFSET 0",
+    GGMLType.Q8_0: "#if defined(QD_VNNI)\n#define QD_INT_OFFSET 7\n#else\n#define QD_INT_OFFSET 0\n#endif",
 }
 _ACTS = {
     GGMLType.Q4_0: "  (void)sign;\n  return xv;",
     GGMLType.Q4_1: "  (void)sign;\n  return xv;",
-    GGMLType.Q8_0: "  return _mm256_sign_epi8(xv, sign);",
+    GGMLType.Q8_0: "#if defined(QD_VNNI)\n  (void)sign;\n  return xv;\n#else\n  return _mm256_sign_epi8(xv, sign);\n#endif",
 }
 
 # the kernel: rows split between the cores; each row's blocks are unpacked once for up to TB tokens
@@ -248,7 +278,8 @@ void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
             const __m256 dxv = _mm256_loadu_ps(xd + t * %(NB)dL + b);
             const __m256 xsv = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(xsum + t * %(NB)dL + b)));
             (void)xsv;
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(qd_hsum8(s8)), _mm256_mul_ps(dwv, dxv), acc[j]);
+            const __m256i totals = qd_offset8(qd_hsum8(s8), xsum + t * %(NB)dL + b);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(totals), _mm256_mul_ps(dwv, dxv), acc[j]);
 %(GROUP_REST)s
           }
         }
@@ -263,7 +294,7 @@ void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
         for (int j = 0; j < TB; j++) {
           const long t = t0 + j;
           if (TB_EXACT || t < %(TOKENS)dL) {
-            __m256i s8 = qd_dot(wv, qd_acts(xq + t * %(K)dL + b * 32, sign));
+            __m256i s8 = qd_offset1(qd_dot(wv, qd_acts(xq + t * %(K)dL + b * 32, sign)), xsum[t * %(NB)dL + b]);
             const float dx = xd[t * %(NB)dL + b];
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s8), _mm256_set1_ps(dw * dx), acc[j]);
 %(REST)s
@@ -318,7 +349,7 @@ def kernel_source(name: str, ggml_type: GGMLType, rows: int, k: int, tokens: int
     values = dict(NAME=name, ROWS=rows, K=k, NB=nb, TOKENS=tokens, TB=group, TB_EXACT=int(tokens % group == 0), BLOCK_BYTES=layout.block_bytes,
                   ROW_BYTES=nb * layout.block_bytes, MIN_LOAD=_MIN_LOAD[ggml_type], REST=_REST[ggml_type] % dict(NB=nb),
                   GROUP_MIN=_GROUP_MIN[ggml_type], GROUP_REST=_GROUP_REST[ggml_type])
-    vector = _VECTOR_BODY % dict(WEIGHTS=_WEIGHTS[ggml_type], ACTS=_ACTS[ggml_type])
+    vector = _VECTOR_BODY % dict(WEIGHTS=_WEIGHTS[ggml_type], ACTS=_ACTS[ggml_type], OFFSET_DEF=_OFFSET_DEF[ggml_type])
     return _COMMON + _SCALAR[ggml_type] + vector + _KERNEL % values
 
 
@@ -415,7 +446,8 @@ def f16_kernel_source(name: str, rows: int, k: int, tokens: int) -> str:
     # matrix on 2 cores); a prompt is bound by its multiply-adds, which the 4 x 4 tile keeps busy (90 GMAC/s)
     values = dict(NAME=name, ROWS=rows, K=k, TOKENS=tokens, TT=min(tokens, 4), RT=1 if tokens == 1 else 4)
     # qd_half and qd_hsum come from the shared preamble (any type's vector body defines qd_hsum)
-    return _COMMON + _VECTOR_BODY % dict(WEIGHTS=_WEIGHTS[GGMLType.Q8_0], ACTS=_ACTS[GGMLType.Q8_0]) + _F16_KERNEL % values
+    vector = _VECTOR_BODY % dict(WEIGHTS=_WEIGHTS[GGMLType.Q8_0], ACTS=_ACTS[GGMLType.Q8_0], OFFSET_DEF=_OFFSET_DEF[GGMLType.Q8_0])
+    return _COMMON + vector + _F16_KERNEL % values
 
 
 def f16_matmul(x: Tensor, weight: Tensor, n_cores: int) -> Tensor:
