@@ -94,7 +94,7 @@ def test_kernel_matches_the_integer_oracle(ggml_type, rows, nb, tokens, seed):
     k = nb * 32
     raw = random_weight(rng, ggml_type, rows, k)
     x = (rng.standard_normal((tokens, k)) * rng.uniform(0.01, 10)).astype(np.float32)
-    got = qdot_matmul(quantize_activations(Tensor(x)), Tensor(raw), ggml_type, Device["CPU"].n_cores).numpy()
+    got = qdot_matmul(Tensor(x), Tensor(raw), ggml_type, Device["CPU"].n_cores).numpy()
     want, magnitude = oracle(ggml_type, raw, x)
     assert np.all(np.abs(got - want) <= 1e-5 * magnitude + 1e-30)
     # and the value the numpy reference computes for it: the rounded activations times the dequantized matrix
@@ -142,10 +142,8 @@ def test_every_instruction_set_path_matches_the_oracle(path, ggml_type):
     x = rng.standard_normal((tokens, k)).astype(np.float32)
     source = kernel_source("qdot_probe", ggml_type, rows, k, tokens)
     program = Device["CPU"].program("qdot_probe", CCompiler(flags).compile_uncached(source))
-    q, d, sums = quantize_activations_np(x)
     y = np.zeros((tokens, rows), np.float32)
-    arrays = [y, np.ascontiguousarray(q), d, sums, raw]
-    program([a.ctypes.data for a in arrays], [], n_cores=3)  # three threads, each its part of the rows
+    program([a.ctypes.data for a in (y, x, raw)], [], n_cores=3)  # three threads, each its part of the rows
     want, magnitude = oracle(ggml_type, raw, x)
     assert np.all(np.abs(y - want) <= 1e-5 * magnitude + 1e-30)
 
@@ -200,12 +198,33 @@ def test_int_dot_matrices_keep_the_files_rows_in_one_kernel(tmp_path):
     np.testing.assert_allclose(linear(Tensor(x)).numpy(), want, rtol=1e-4, atol=1e-4)
 
 
+def test_the_kernels_rounding_is_numpys_bit_for_bit():
+    import ctypes
+
+    rng = np.random.default_rng(5)
+    tokens, k = 3, 256
+    x = (rng.standard_normal((tokens, k)) * rng.uniform(0.01, 100, (tokens, 1))).astype(np.float32)
+    x[0, :32] = 0  # d = 0
+    x[1, 32:64] = np.concatenate([[127.0], np.arange(31) - 14.5])  # d = 1: every other value is a tie, to even
+    x[2, 64:96] = np.float32(1e30)
+    source = kernel_source("qdot_round", GGMLType.Q8_0, 4, k, tokens)
+    fn = Device["CPU"].program("qdot_round", Device["CPU"].compiler.compile(source)).lib.qdot_round_quantize
+    q = np.zeros((tokens, k), np.int8)
+    d = np.zeros((tokens, k // 32), np.float32)
+    sums = np.zeros((tokens, k // 32), np.int32)
+    fn.argtypes = [ctypes.c_void_p] * 4
+    fn(x.ctypes.data, q.ctypes.data, d.ctypes.data, sums.ctypes.data)
+    want_q, want_d, want_sums = quantize_activations_np(x)
+    np.testing.assert_array_equal(q, want_q)
+    np.testing.assert_array_equal(d, want_d)
+    np.testing.assert_array_equal(sums, want_sums)
+
+
 def test_bad_shapes_are_model_errors():
     with pytest.raises(ModelError, match="multiple of 32"):
         kernel_source("k", GGMLType.Q4_1, 4, 48, 1)
     with pytest.raises(ModelError, match="no integer-dot kernel for Q6_K"):
         kernel_source("k", GGMLType.Q6_K, 4, 256, 1)
-    acts = quantize_activations(Tensor(np.zeros((1, 64), np.float32)))
     with pytest.raises(ModelError, match=r"uint8 \(rows, 40\)"):
-        qdot_matmul(acts, Tensor(np.zeros((3, 36), np.uint8)), GGMLType.Q4_1, 1)
+        qdot_matmul(Tensor(np.zeros((1, 64), np.float32)), Tensor(np.zeros((3, 36), np.uint8)), GGMLType.Q4_1, 1)
     assert isinstance(Device["CPU"], CPUDevice)

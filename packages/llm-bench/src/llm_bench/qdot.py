@@ -103,7 +103,9 @@ def q8_roundtrip(x: Tensor) -> Tensor:
 # --- the C kernel -------------------------------------------------------------------------------------------------
 
 _COMMON = r"""
+#include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -237,13 +239,44 @@ _ACTS = {
 _KERNEL = r"""
 #define TB %(TB)d
 #define TB_EXACT %(TB_EXACT)d /* TB divides the token count: no partial groups */
+/* the activations rounded as quantize_activations_np does (same float32 operations, so the same bits): per row and
+   32-element block, d = max|x| / 127, q = round-half-even(x * (1 / d)) (0 where d = 0), and the block's sum of q */
+void %(NAME)s_quantize(const float *x, int8_t *q, float *d, int32_t *sums) {
+  for (long i = 0; i < %(TOKENS)dL * %(NB)dL; i++) {
+    const float *xb = x + i * 32;
+    float amax = 0.0f;
+    for (int j = 0; j < 32; j++) {
+      const float a = fabsf(xb[j]);
+      amax = a > amax ? a : amax;
+    }
+    const float db = amax / 127.0f;
+    const float inv = db > 0.0f ? 1.0f / db : 0.0f;
+    int32_t total = 0;
+    for (int j = 0; j < 32; j++) {
+      const int v = (int)nearbyintf(xb[j] * inv);
+      q[i * 32 + j] = (int8_t)v;
+      total += v;
+    }
+    d[i] = db;
+    sums[i] = total;
+  }
+}
+
 void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
   (void)vals;
   float *y = (float *)bufs[0];
-  const int8_t *xq = (const int8_t *)bufs[1];
-  const float *xd = (const float *)bufs[2];
-  const int32_t *xsum = (const int32_t *)bufs[3];
-  const uint8_t *w = (const uint8_t *)bufs[4];
+  const float *x = (const float *)bufs[1];
+  const uint8_t *w = (const uint8_t *)bufs[2];
+  /* every core rounds all the activations for itself (a few microseconds for a token): no core waits for another */
+  char *scratch = malloc(%(TOKENS)dL * (%(K)dL + 8L * %(NB)dL) + 64);
+  if (!scratch) return;
+  int8_t *xq_w = (int8_t *)scratch;
+  float *xd_w = (float *)(scratch + %(TOKENS)dL * %(K)dL);
+  int32_t *xsum_w = (int32_t *)(scratch + %(TOKENS)dL * (%(K)dL + 4L * %(NB)dL));
+  %(NAME)s_quantize(x, xq_w, xd_w, xsum_w);
+  const int8_t *xq = xq_w;
+  const float *xd = xd_w;
+  const int32_t *xsum = xsum_w;
   /* rows split evenly between the cores, in runs of 4 so no two cores share a cache line of y */
   const long groups = (%(ROWS)dL + 3) / 4;
   long r0 = groups * core_id / n_cores * 4, r1 = groups * (core_id + 1) / n_cores * 4;
@@ -313,6 +346,7 @@ void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
 #endif
     }
   }
+  free(scratch);
 }
 """
 
@@ -338,7 +372,8 @@ TOKEN_BLOCK = 4
 def kernel_source(name: str, ggml_type: GGMLType, rows: int, k: int, tokens: int) -> str:
     """C source of the kernel `name` computing y (tokens, rows) = x (tokens, k) @ W.T for a `ggml_type` W (rows, k),
     with the CPU program ABI (`void name(void **bufs, const long long *vals, int core_id, int n_cores)`; buffers y,
-    q, d, sums, W)."""
+    x (float32), W), and of `void name_quantize(const float *x, int8_t *q, float *d, int32_t *sums)`, the rounding it
+    applies to x."""
     if ggml_type not in QDOT_TYPES:
         raise ModelError(f"no integer-dot kernel for {ggml_type.name}: supported are {', '.join(sorted(t.name for t in QDOT_TYPES))}")
     if k % QBLOCK:
@@ -353,19 +388,20 @@ def kernel_source(name: str, ggml_type: GGMLType, rows: int, k: int, tokens: int
     return _COMMON + _SCALAR[ggml_type] + vector + _KERNEL % values
 
 
-def qdot_matmul(acts: QuantizedActivations, weight: Tensor, ggml_type: GGMLType, n_cores: int) -> Tensor:
-    """y (n, rows) float32 = x @ W.T for activations quantized by `quantize_activations` and `weight` the raw blocks of
-    W as uint8 (rows, n_blocks * block_bytes), on a CPU device with `n_cores` cores."""
-    n, k = acts.q.shape
+def qdot_matmul(x: Tensor, weight: Tensor, ggml_type: GGMLType, n_cores: int) -> Tensor:
+    """y (n, rows) float32 = x (n, k) float32 @ W.T with x rounded to 8 bits per 32-element block as
+    `quantize_activations_np` rounds it (inside the kernel), for `weight` the raw blocks of W as uint8 (rows, n_blocks *
+    block_bytes), on a CPU device with `n_cores` cores."""
+    n, k = x.shape
     layout = BLOCK_LAYOUTS[ggml_type]
     rows = weight.shape[0]
-    if weight.dtype is not dtypes.uint8 or weight.ndim != 2 or weight.shape[1] != k // QBLOCK * layout.block_bytes:
+    if k % QBLOCK or weight.dtype is not dtypes.uint8 or weight.ndim != 2 or weight.shape[1] != k // QBLOCK * layout.block_bytes:
         raise ModelError(f"{ggml_type.name} weight for {k} inputs must be uint8 (rows, {k // QBLOCK * layout.block_bytes}), "
                          f"got {weight.dtype} {weight.shape}")
     name = f"qdot_{ggml_type.name.lower()}_{n}_{rows}_{k}"
-    program = c_program(name, kernel_source(name, ggml_type, rows, k, n), n_buffers=5, outs=(0,), n_cores=n_cores)
+    program = c_program(name, kernel_source(name, ggml_type, rows, k, n), n_buffers=3, outs=(0,), n_cores=n_cores)
     out = Tensor.empty(n, rows, dtype=dtypes.float32, device=weight.device)
-    return out.custom_kernel(acts.q, acts.d, acts.sums, weight, fxn=lambda *params: program)[0]
+    return out.custom_kernel(x.cast(dtypes.float32), weight, fxn=lambda *params: program)[0]
 
 
 # --- float16 matrices --------------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from uop_scheduler import Device, Tensor, dtypes
 
 from .ggml_types import BLOCK_LAYOUTS, GGMLType
 from .gguf_reader import GGUFTensor, release_pages_of
-from .qdot import f16_matmul, int_dot_weight, q8_roundtrip, qdot_matmul, quantize_activations
+from .qdot import f16_matmul, int_dot_weight, q8_roundtrip, qdot_matmul
 from .tensor_dequant import GRAPH_QUANT_TYPES, dequantize_blocks
 
 # The CPU codegen vectorizes a decoding matmul only while its per-core accumulator row is short enough to unroll: a
@@ -83,9 +83,8 @@ class Linear:
 
     def __call__(self, x: Tensor) -> Tensor:
         """x (n, in) -> (n, out) float32. The input is materialized first so its producer (a norm, the SwiGLU product)
-        is computed once rather than inside every output's reduction; it is quantized once for all int-dot parts."""
+        is computed once rather than inside every output's reduction."""
         x = x.contiguous()
-        acts = quantize_activations(x) if any(part.int_dot and part.rows_layout for part in self.parts) else None
         rounded = q8_roundtrip(x) if any(part.int_dot and not part.rows_layout for part in self.parts) else None
         outs = []
         for part in self.parts:
@@ -93,8 +92,8 @@ class Linear:
             if part.rows_layout and part.ggml_type is GGMLType.F16:
                 outs.append(f16_matmul(x, part.data, cores))
             elif part.rows_layout:
-                assert acts is not None and part.ggml_type is not None
-                outs.append(qdot_matmul(acts, part.data, part.ggml_type, cores))
+                assert part.ggml_type is not None
+                outs.append(qdot_matmul(x, part.data, part.ggml_type, cores))
             else:
                 outs.append(_product(rounded if part.int_dot else x, part))
         if len(outs) == 1:
