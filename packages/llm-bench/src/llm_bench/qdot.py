@@ -1,20 +1,24 @@
-"""Quantized matrix products on the CPU with integer dot products: 8-bit activations times GGML weight blocks.
+"""Matrix products on the CPU by hand-written C kernels: 8-bit activations times GGML blocks, and float16 matrices.
 
-A matmul `x @ W.T` whose W is Q4_0, Q4_1 or Q8_0 runs as one hand-written C kernel that never expands W to float:
+A matmul `x @ W.T` whose W is a 2-D Q4_0, Q4_1 or Q8_0 matrix (in the default "q8" activation mode) runs as one C
+kernel per shape that never expands W to float:
 
-- the activations are quantized first, per row and per 32-element block, as llama.cpp's Q8 activations are
-  (`quantize_activations`): d = max|x| / 127, q = round-half-even(x * (1 / d)) as int8 (q = 0 where d = 0), plus
-  the block's integer sum of q;
+- the kernel first rounds the activations, per row and per 32-element block, as llama.cpp's Q8 activations are and
+  with the same float32 operations as `quantize_activations_np`: d = max|x| / 127, q = round-half-even(x * (1 / d))
+  as int8 (q = 0 where d = 0), plus the block's integer sum of q;
 - each weight block is dotted with the matching activation block in integers (`u8 x s8 -> s32`: AVX-512 VNNI
-  `vpdpbusd` where the target has it, else AVX-512BW or AVX2 `maddubs`/`madd`, else plain C), and the block's float
-  scales are applied to that integer sum: Q4_1 gives d_w * d_x * sum(q_w * q_x) + m_w * d_x * sum(q_x), Q4_0 and
-  Q8_0 d_w * d_x * sum((q_w - offset) * q_x).
+  `vpdpbusd` where the target has it, else AVX2/AVX-512BW `maddubs`/`madd`, else plain C), eight blocks at a time
+  reduced to one lane each, and the blocks' float scales are applied to those integer sums: Q4_1 gives
+  d_w * d_x * sum(q_w * q_x) + m_w * d_x * sum(q_x), Q4_0 and Q8_0 d_w * d_x * sum((q_w - offset) * q_x) (Q8_0 under
+  VNNI carries a +128 offset so the dot is unsigned x signed, corrected exactly in integers).
 
 The weight stays in the file's layout (row-major blocks, `(out, n_blocks * block_bytes)` bytes); the kernel splits the
-rows between the cores and streams each row once for all the tokens of a prompt. Mathematically the product equals
-`dequantize_activations(quantize_activations(x)) @ dequantize(W).T`, which is how the numpy reference computes it; only
-the float summation order differs. The target's instruction set is chosen by the C preprocessor from the compiler's
-`-march=native` macros, so one source serves every x86 CPU and any other architecture (plain C).
+rows between the cores and reuses each unpacked weight block for up to `TOKEN_BLOCK` tokens of a prompt.
+Mathematically the product equals `q8_roundtrip_np(x) @ dequantize(W).T`, which is how the numpy reference computes
+it; only the float summation order differs. Float16 matrices get `f16_matmul` (F16C conversion, float32 FMAs, no
+rounding of x). The target's instruction set is chosen by the C preprocessor from the compiler's `-march=native` macros,
+so one source serves every x86 CPU, and any other architecture in plain C. Other devices compute the same values in the
+graph (`q8_roundtrip` before a dequantizing matmul).
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ QDOT_TYPES = frozenset({GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q8_0})
 
 
 def check_activations(mode: str) -> str:
+    """`mode` if it is an activation mode (`ACTIVATION_MODES`), else ModelError naming them."""
     if mode not in ACTIVATION_MODES:
         raise ModelError(f"unknown activation mode {mode!r}: choose one of {', '.join(ACTIVATION_MODES)}")
     return mode
