@@ -29,6 +29,7 @@ from llm_bench.qdot import (
     qdot_matmul,
     quantize_activations,
     quantize_activations_np,
+    repack_rows,
 )
 from llm_bench.tensor_weights import QUANT_ROWS_PER_MATMUL, Linear, upload_matrices
 from uop_scheduler import Device, Tensor
@@ -94,7 +95,7 @@ def test_kernel_matches_the_integer_oracle(ggml_type, rows, nb, tokens, seed):
     k = nb * 32
     raw = random_weight(rng, ggml_type, rows, k)
     x = (rng.standard_normal((tokens, k)) * rng.uniform(0.01, 10)).astype(np.float32)
-    got = qdot_matmul(Tensor(x), Tensor(raw), ggml_type, Device["CPU"].n_cores).numpy()
+    got = qdot_matmul(Tensor(x), Tensor(repack_rows(raw, ggml_type)), ggml_type, Device["CPU"].n_cores).numpy()
     want, magnitude = oracle(ggml_type, raw, x)
     assert np.all(np.abs(got - want) <= 1e-5 * magnitude + 1e-30)
     # and the value the numpy reference computes for it: the rounded activations times the dequantized matrix
@@ -143,7 +144,8 @@ def test_every_instruction_set_path_matches_the_oracle(path, ggml_type):
     source = kernel_source("qdot_probe", ggml_type, rows, k, tokens)
     program = Device["CPU"].program("qdot_probe", CCompiler(flags).compile_uncached(source))
     y = np.zeros((tokens, rows), np.float32)
-    program([a.ctypes.data for a in (y, x, raw)], [], n_cores=3)  # three threads, each its part of the rows
+    packed = repack_rows(raw, ggml_type)  # held here: the kernel gets only its address
+    program([a.ctypes.data for a in (y, x, packed)], [], n_cores=3)  # three threads, each its part of the rows
     want, magnitude = oracle(ggml_type, raw, x)
     assert np.all(np.abs(y - want) <= 1e-5 * magnitude + 1e-30)
 
@@ -191,7 +193,7 @@ def test_int_dot_matrices_keep_the_files_rows_in_one_kernel(tmp_path):
     linear = Linear(upload_matrices(tensors, "CPU"))
     assert [(p.ggml_type, p.rows_layout) for p in linear.parts] == [(t, True) for t in TYPES] + [(None, False)]
     for part, t in zip(linear.parts, TYPES):
-        np.testing.assert_array_equal(part.data.numpy(), raw[t])  # the file's bytes as they are
+        np.testing.assert_array_equal(part.data.numpy(), repack_rows(raw[t], t))  # the file's bytes, regrouped
     x = rng.standard_normal((2, k)).astype(np.float32)
     rounded = q8_roundtrip_np(x)
     want = np.concatenate([rounded @ t.dequantize().T for t in tensors[:-1]] + [x @ tensors[-1].dequantize().T], axis=-1)
@@ -218,6 +220,25 @@ def test_the_kernels_rounding_is_numpys_bit_for_bit():
     np.testing.assert_array_equal(q, want_q)
     np.testing.assert_array_equal(d, want_d)
     np.testing.assert_array_equal(sums, want_sums)
+
+
+@pytest.mark.parametrize("ggml_type", TYPES, ids=lambda t: t.name)
+def test_repacking_keeps_every_byte_and_groups_whole_blocks(ggml_type):
+    rng = np.random.default_rng(9)
+    bb = BLOCK_LAYOUTS[ggml_type].block_bytes
+    raw = rng.integers(0, 256, (3, 19 * bb), dtype=np.uint8)  # two groups of eight, three blocks as they are
+    packed = repack_rows(raw, ggml_type)
+    assert packed.shape == raw.shape and packed.dtype == np.uint8
+    np.testing.assert_array_equal(packed[:, 16 * bb :], raw[:, 16 * bb :])
+    np.testing.assert_array_equal(np.sort(packed, axis=1), np.sort(raw, axis=1))
+    blocks = raw.reshape(3, 19, bb)
+    # the second group: its scales first, then quant byte m of block l at 32 * (m // 4) + 4 * l + m % 4 after the header
+    group = packed[:, 8 * bb : 16 * bb]
+    np.testing.assert_array_equal(group[:, :16].reshape(3, 8, 2), blocks[:, 8:16, 0:2])
+    head = 4 if ggml_type is GGMLType.Q4_1 else 2
+    for m in (0, 5, bb - head - 1):
+        for lane in (0, 3, 7):
+            assert (group[:, 8 * head + 32 * (m // 4) + 4 * lane + m % 4] == blocks[:, 8 + lane, head + m]).all()
 
 
 def test_bad_shapes_are_model_errors():

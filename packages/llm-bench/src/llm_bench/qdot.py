@@ -98,6 +98,36 @@ def quantize_activations(x: Tensor) -> QuantizedActivations:
     return QuantizedActivations(q.reshape(n, k).contiguous(), d.contiguous(), sums.contiguous())
 
 
+#: blocks interleaved into one group by `repack_rows`
+GROUP = 8
+
+
+def _header_bytes(ggml_type: GGMLType) -> int:
+    """Bytes before a block's quants: its float16 scale, and Q4_1's minimum."""
+    return 4 if ggml_type is GGMLType.Q4_1 else 2
+
+
+def repack_rows(raw: np.ndarray, ggml_type: GGMLType) -> np.ndarray:
+    """The kernel's storage of raw `ggml_type` rows (uint8, (rows, n_blocks * block_bytes)), the same size: each run of
+    eight whole blocks becomes one group, their eight float16 scales first (then Q4_1's eight minimums), then their
+    quants interleaved four bytes at a time (four bytes of block 0, of block 1, ... of block 7, then the next four of
+    each), so one 32-byte load holds the same four quants of all eight blocks and a dot product lane is one block; the
+    blocks after the last whole group stay as they are."""
+    bb = BLOCK_LAYOUTS[ggml_type].block_bytes
+    rows, nb = raw.shape[0], raw.shape[1] // bb
+    ng = nb // GROUP
+    blocks = raw.reshape(rows, nb, bb)
+    full = blocks[:, : ng * GROUP].reshape(rows, ng, GROUP, bb)
+    head = _header_bytes(ggml_type)
+    parts = [full[..., 0:2].reshape(rows, ng, 2 * GROUP)]
+    if head == 4:
+        parts.append(full[..., 2:4].reshape(rows, ng, 2 * GROUP))
+    quants = full[..., head:].reshape(rows, ng, GROUP, (bb - head) // 4, 4).transpose(0, 1, 3, 2, 4)
+    parts.append(quants.reshape(rows, ng, GROUP * (bb - head)))
+    groups = np.concatenate(parts, axis=-1).reshape(rows, ng * GROUP * bb)
+    return np.ascontiguousarray(np.concatenate([groups, blocks[:, ng * GROUP :].reshape(rows, -1)], axis=-1))
+
+
 def q8_roundtrip(x: Tensor) -> Tensor:
     """The Tensor-graph form of `q8_roundtrip_np`: x (n, k) as the integer-dot kernel sees it, for devices without it."""
     n, k = x.shape
@@ -200,15 +230,21 @@ static inline __m256i qd_offset1(__m256i partial, int32_t xs) {
 }
 #if defined(QD_VNNI)
 static inline __m256i qd_dot(__m256i w, __m256i a) { return _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, a); }
+static inline __m256i qd_dot_acc(__m256i acc, __m256i w, __m256i a) { return _mm256_dpbusd_epi32(acc, w, a); }
 #else
 static inline __m256i qd_dot(__m256i w, __m256i a) { return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)); }
+static inline __m256i qd_dot_acc(__m256i acc, __m256i w, __m256i a) { return _mm256_add_epi32(acc, qd_dot(w, a)); }
 #endif
-/* the totals of eight vectors of eight int32 lanes, as one vector (lane k: the total of s[k]) */
-static inline __m256i qd_hsum8(const __m256i *s) {
-  __m256i a01 = _mm256_hadd_epi32(s[0], s[1]), a23 = _mm256_hadd_epi32(s[2], s[3]);
-  __m256i a45 = _mm256_hadd_epi32(s[4], s[5]), a67 = _mm256_hadd_epi32(s[6], s[7]);
-  __m256i b0 = _mm256_hadd_epi32(a01, a23), b1 = _mm256_hadd_epi32(a45, a67);
-  return _mm256_add_epi32(_mm256_permute2x128_si256(b0, b1, 0x20), _mm256_permute2x128_si256(b0, b1, 0x31));
+/* the eight blocks of a group (repack_rows): the unsigned operand of each of its eight 32-byte quant vectors */
+static inline void qd_group_weights(const uint8_t *grp, __m256i *w, __m256i *sign) {
+%(GROUP_WEIGHTS)s
+}
+/* lane l: block l's whole integer dot with its activations (interleaved the same way) */
+static inline __m256i qd_group_dot(const __m256i *w, const __m256i *sign, const int8_t *x);
+static inline __m256i qd_group_dot(const __m256i *w, const __m256i *sign, const int8_t *x) {
+  __m256i acc = _mm256_setzero_si256();
+  for (int k = 0; k < 8; k++) acc = qd_dot_acc(acc, w[k], qd_acts(x + 32 * k, sign[k]));
+  return acc;
 }
 static inline float qd_hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -228,6 +264,17 @@ _WEIGHTS = {
     GGMLType.Q8_0: "  __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));\n#if defined(QD_VNNI)\n"
                    "  *w = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));\n#else\n  *w = _mm256_sign_epi8(q, q);\n#endif\n  *sign = q;",
 }
+_NIBBLE_GROUP = ("  (void)sign;\n  for (int k = 0; k < 4; k++) {\n"
+                 "    const __m256i q = _mm256_loadu_si256((const __m256i *)(grp + %d + 32 * k));\n"
+                 "    w[k] = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));\n"
+                 "    w[k + 4] = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F));\n    sign[k] = sign[k + 4] = w[k];\n  }")
+_GROUP_WEIGHTS = {
+    GGMLType.Q4_0: _NIBBLE_GROUP % 16,
+    GGMLType.Q4_1: _NIBBLE_GROUP % 32,
+    GGMLType.Q8_0: "  for (int k = 0; k < 8; k++) {\n    const __m256i q = _mm256_loadu_si256((const __m256i *)(grp + 16 + 32 * k));\n"
+                   "#if defined(QD_VNNI)\n    w[k] = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));\n#else\n"
+                   "    w[k] = _mm256_sign_epi8(q, q);\n#endif\n    sign[k] = q;\n  }",
+}
 # log2 of the unsigned offset the integer dot carries (0: none)
 _OFFSET_DEF = {
     GGMLType.Q4_0: "#define QD_INT_OFFSET 0",
@@ -239,6 +286,19 @@ _ACTS = {
     GGMLType.Q4_1: "  (void)sign;\n  return xv;",
     GGMLType.Q8_0: "#if defined(QD_VNNI)\n  (void)sign;\n  return xv;\n#else\n  return _mm256_sign_epi8(xv, sign);\n#endif",
 }
+
+_GATHER = r"""
+/* block b of a row in the kernel's storage (repack_rows), back in the file's layout */
+static inline const uint8_t *qd_block_at(const uint8_t *row, long b, uint8_t *tmp) {
+  if (b >= %(NG)dL * 8) return row + b * %(BLOCK_BYTES)d;
+  const uint8_t *grp = row + (b / 8) * 8 * %(BLOCK_BYTES)d;
+  const int l = (int)(b %% 8);
+  memcpy(tmp, grp + 2 * l, 2);
+  for (int h = 2; h < %(HEAD)d; h += 2) memcpy(tmp + h, grp + 16 * (h / 2) + 2 * l, 2);
+  for (int m = 0; m < %(BLOCK_BYTES)d - %(HEAD)d; m++) tmp[%(HEAD)d + m] = grp[8 * %(HEAD)d + (m / 4) * 32 + l * 4 + m %% 4];
+  return tmp;
+}
+"""
 
 # the kernel: rows split between the cores; each row's blocks are unpacked once for up to TB tokens
 _KERNEL = r"""
@@ -273,12 +333,21 @@ void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
   const float *x = (const float *)bufs[1];
   const uint8_t *w = (const uint8_t *)bufs[2];
   /* every core rounds all the activations for itself (a few microseconds for a token): no core waits for another */
-  char *scratch = malloc(%(TOKENS)dL * (%(K)dL + 8L * %(NB)dL) + 64);
+  char *scratch = malloc(%(TOKENS)dL * (2L * %(K)dL + 8L * %(NB)dL) + 64);
   if (!scratch) return;
   int8_t *xq_w = (int8_t *)scratch;
   float *xd_w = (float *)(scratch + %(TOKENS)dL * %(K)dL);
   int32_t *xsum_w = (int32_t *)(scratch + %(TOKENS)dL * (%(K)dL + 4L * %(NB)dL));
   %(NAME)s_quantize(x, xq_w, xd_w, xsum_w);
+  /* the whole groups' activations again, interleaved as repack_rows interleaves the quants */
+  int8_t *xg_w = (int8_t *)(scratch + %(TOKENS)dL * (%(K)dL + 8L * %(NB)dL));
+  for (long t = 0; t < %(TOKENS)dL; t++)
+    for (long g = 0; g < %(NG)dL; g++)
+      for (int k = 0; k < 8; k++)
+        for (int l = 0; l < 8; l++)
+          memcpy(xg_w + t * %(K)dL + g * 256 + k * 32 + l * 4, xq_w + t * %(K)dL + (g * 8 + l) * 32 + k * 4, 4);
+  const int8_t *xg = xg_w;
+  (void)xg;
   const int8_t *xq = xq_w;
   const float *xd = xd_w;
   const int32_t *xsum = xsum_w;
@@ -297,26 +366,19 @@ void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
       for (int j = 0; j < TB; j++) { acc[j] = _mm256_setzero_ps(); mins[j] = _mm256_setzero_ps(); rest[j] = 0.0f; }
       long b = 0;
       for (; b + 8 <= %(NB)dL; b += 8) {
+        const uint8_t *grp = row + b * %(BLOCK_BYTES)d;
         __m256i wv8[8], sign8[8];
-        float dws[8], mws[8];
-        for (int k = 0; k < 8; k++) {
-          const uint8_t *blk = row + (b + k) * %(BLOCK_BYTES)d;
-          qd_weights(blk, &wv8[k], &sign8[k]);
-          dws[k] = qd_half(blk);
-          mws[k] = %(GROUP_MIN)s;
-        }
-        const __m256 dwv = _mm256_loadu_ps(dws), mwv = _mm256_loadu_ps(mws);
+        qd_group_weights(grp, wv8, sign8);
+        const __m256 dwv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)grp));
+        const __m256 mwv = %(GROUP_MIN)s;
         (void)mwv;
         for (int j = 0; j < TB; j++) {
           const long t = t0 + j;
           if (TB_EXACT || t < %(TOKENS)dL) {
-            const int8_t *xt = xq + t * %(K)dL + b * 32;
-            __m256i s8[8];
-            for (int k = 0; k < 8; k++) s8[k] = qd_dot(wv8[k], qd_acts(xt + k * 32, sign8[k]));
             const __m256 dxv = _mm256_loadu_ps(xd + t * %(NB)dL + b);
             const __m256 xsv = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(xsum + t * %(NB)dL + b)));
             (void)xsv;
-            const __m256i totals = qd_offset8(qd_hsum8(s8), xsum + t * %(NB)dL + b);
+            const __m256i totals = qd_offset8(qd_group_dot(wv8, sign8, xg + t * %(K)dL + b * 32), xsum + t * %(NB)dL + b);
             acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(totals), _mm256_mul_ps(dwv, dxv), acc[j]);
 %(GROUP_REST)s
           }
@@ -342,10 +404,11 @@ void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
       for (int j = 0; j < TB; j++)
         if (TB_EXACT || t0 + j < %(TOKENS)dL) y[(t0 + j) * %(ROWS)dL + r] = qd_hsum(acc[j]) + qd_hsum(mins[j]) + rest[j];
 #else
+      uint8_t tmp[%(BLOCK_BYTES)d];
       for (long t = t0; t < t0 + TB && t < %(TOKENS)dL; t++) {
         float acc = 0.0f;
         for (long b = 0; b < %(NB)dL; b++)
-          acc += qd_block(row + b * %(BLOCK_BYTES)d, xq + t * %(K)dL + b * 32, xd[t * %(NB)dL + b], xsum[t * %(NB)dL + b]);
+          acc += qd_block(qd_block_at(row, b, tmp), xq + t * %(K)dL + b * 32, xd[t * %(NB)dL + b], xsum[t * %(NB)dL + b]);
         y[t * %(ROWS)dL + r] = acc;
       }
 #endif
@@ -363,7 +426,8 @@ _REST = {
     GGMLType.Q8_0: "",
 }
 # the same terms for eight blocks at once (dwv, mwv: the blocks' scales and minimums; dxv, xsv: the activations')
-_GROUP_MIN = {GGMLType.Q4_0: "0.0f", GGMLType.Q4_1: "qd_half(blk + 2)", GGMLType.Q8_0: "0.0f"}
+_GROUP_MIN = {GGMLType.Q4_0: "_mm256_setzero_ps()", GGMLType.Q4_1: "_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + 16)))",
+              GGMLType.Q8_0: "_mm256_setzero_ps()"}
 _GROUP_REST = {
     GGMLType.Q4_0: "            mins[j] = _mm256_fnmadd_ps(_mm256_mul_ps(dwv, dxv), _mm256_mul_ps(xsv, _mm256_set1_ps(8.0f)), mins[j]);",
     GGMLType.Q4_1: "            mins[j] = _mm256_fmadd_ps(mwv, _mm256_mul_ps(dxv, xsv), mins[j]);",
@@ -388,15 +452,17 @@ def kernel_source(name: str, ggml_type: GGMLType, rows: int, k: int, tokens: int
     group = min(tokens, TOKEN_BLOCK)
     values = dict(NAME=name, ROWS=rows, K=k, NB=nb, TOKENS=tokens, TB=group, TB_EXACT=int(tokens % group == 0), BLOCK_BYTES=layout.block_bytes,
                   ROW_BYTES=nb * layout.block_bytes, MIN_LOAD=_MIN_LOAD[ggml_type], REST=_REST[ggml_type] % dict(NB=nb),
-                  GROUP_MIN=_GROUP_MIN[ggml_type], GROUP_REST=_GROUP_REST[ggml_type])
-    vector = _VECTOR_BODY % dict(WEIGHTS=_WEIGHTS[ggml_type], ACTS=_ACTS[ggml_type], OFFSET_DEF=_OFFSET_DEF[ggml_type])
-    return _COMMON + _SCALAR[ggml_type] + vector + _KERNEL % values
+                  GROUP_MIN=_GROUP_MIN[ggml_type], GROUP_REST=_GROUP_REST[ggml_type], NG=nb // GROUP)
+    vector = _VECTOR_BODY % dict(WEIGHTS=_WEIGHTS[ggml_type], ACTS=_ACTS[ggml_type], OFFSET_DEF=_OFFSET_DEF[ggml_type],
+                                 GROUP_WEIGHTS=_GROUP_WEIGHTS[ggml_type])
+    gather = _GATHER % dict(NG=nb // GROUP, BLOCK_BYTES=layout.block_bytes, HEAD=_header_bytes(ggml_type))
+    return _COMMON + _SCALAR[ggml_type] + gather + vector + _KERNEL % values
 
 
 def qdot_matmul(x: Tensor, weight: Tensor, ggml_type: GGMLType, n_cores: int) -> Tensor:
     """y (n, rows) float32 = x (n, k) float32 @ W.T with x rounded to 8 bits per 32-element block as
-    `quantize_activations_np` rounds it (inside the kernel), for `weight` the raw blocks of W as uint8 (rows, n_blocks *
-    block_bytes), on a CPU device with `n_cores` cores."""
+    `quantize_activations_np` rounds it (inside the kernel), for `weight` the blocks of W as `repack_rows` stores them
+    (uint8 (rows, n_blocks * block_bytes)), on a CPU device with `n_cores` cores."""
     n, k = x.shape
     layout = BLOCK_LAYOUTS[ggml_type]
     rows = weight.shape[0]
@@ -487,7 +553,8 @@ def f16_kernel_source(name: str, rows: int, k: int, tokens: int) -> str:
     # matrix on 2 cores); a prompt is bound by its multiply-adds, which the 4 x 4 tile keeps busy (90 GMAC/s)
     values = dict(NAME=name, ROWS=rows, K=k, TOKENS=tokens, TT=min(tokens, 4), RT=1 if tokens == 1 else 4)
     # qd_half and qd_hsum come from the shared preamble (any type's vector body defines qd_hsum)
-    vector = _VECTOR_BODY % dict(WEIGHTS=_WEIGHTS[GGMLType.Q8_0], ACTS=_ACTS[GGMLType.Q8_0], OFFSET_DEF=_OFFSET_DEF[GGMLType.Q8_0])
+    vector = _VECTOR_BODY % dict(WEIGHTS=_WEIGHTS[GGMLType.Q8_0], ACTS=_ACTS[GGMLType.Q8_0], OFFSET_DEF=_OFFSET_DEF[GGMLType.Q8_0],
+                                 GROUP_WEIGHTS=_GROUP_WEIGHTS[GGMLType.Q8_0])
     return _COMMON + vector + _F16_KERNEL % values
 
 

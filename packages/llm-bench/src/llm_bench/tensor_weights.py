@@ -28,7 +28,7 @@ from uop_scheduler import Device, Tensor, dtypes
 
 from .ggml_types import BLOCK_LAYOUTS, GGMLType
 from .gguf_reader import GGUFTensor, release_pages_of
-from .qdot import f16_matmul, int_dot_weight, q8_roundtrip, qdot_matmul
+from .qdot import f16_matmul, int_dot_weight, q8_roundtrip, qdot_matmul, repack_rows
 from .tensor_dequant import GRAPH_QUANT_TYPES, dequantize_blocks
 
 # The CPU codegen vectorizes a decoding matmul only while its per-core accumulator row is short enough to unroll: a
@@ -145,7 +145,8 @@ def upload_matrices(tensors: Sequence[GGUFTensor], device: str, rows: Callable[[
         shape = (sum(a.shape[0] for a in arrays), *arrays[0].shape[1:])
         int_dot = kind is not None and int_dot_weight(kind, _matrix_shape(kind, shape), activations)
         if int_dot and cpu:
-            parts.append(DeviceMatrix(_rows_on_device(arrays, device, dtypes.uint8), kind, int_dot=True, rows_layout=True))
+            rows_of = _rows_on_device(arrays, device, dtypes.uint8, lambda piece, kind=kind: repack_rows(piece, kind))
+            parts.append(DeviceMatrix(rows_of, kind, int_dot=True, rows_layout=True))
             continue
         if kind is None and cpu and arrays[0].dtype == np.float16 and arrays[0].ndim == 2:
             # float16 matrices: the F16C kernel over the file's rows
@@ -159,10 +160,11 @@ def upload_matrices(tensors: Sequence[GGUFTensor], device: str, rows: Callable[[
     return tuple(parts)
 
 
-def _rows_on_device(arrays: Sequence[np.ndarray], device: str, dtype) -> Tensor:
+def _rows_on_device(arrays: Sequence[np.ndarray], device: str, dtype, transform: Callable[[np.ndarray], np.ndarray] | None = None) -> Tensor:
     """The rows of `arrays` (each (rows, width): raw block bytes as uint8, or float16 values) stacked into one device
-    tensor of `dtype`, copied a few hundred KiB at a time with the file pages under each piece let go once copied: a
-    30 MB output matrix never holds its file pages and its device copy at once."""
+    tensor of `dtype`, copied a few hundred KiB at a time (each piece through `transform`, a same-size reordering of
+    rows, when given) with the file pages under each piece let go once copied: a 30 MB output matrix never holds its
+    file pages and its device copy at once."""
     width = arrays[0].shape[1]
     out = Tensor.empty(sum(a.shape[0] for a in arrays), width, dtype=dtype, device=device).realize()
     buffer = buffer_for(out.uop.base)
@@ -171,7 +173,7 @@ def _rows_on_device(arrays: Sequence[np.ndarray], device: str, dtype) -> Tensor:
     for array in arrays:
         for start in range(0, array.shape[0], step):
             piece = array[start : start + step]
-            buffer.view(piece.nbytes, dtypes.uint8, offset).copyin(piece)
+            buffer.view(piece.nbytes, dtypes.uint8, offset).copyin(piece if transform is None else transform(piece))
             release_pages_of(piece)
             offset += piece.nbytes
     return out
