@@ -7,8 +7,10 @@ are adjacent (the same bytes as the file, reordered; never a float copy). Quanti
 the graph of the matmul that reads them (`tensor_dequant`).
 
 Q4_0, Q4_1 and Q8_0 matrices are multiplied with 8-bit quantized activations (`qdot`, as llama.cpp does): on a CPU
-device by the integer-dot kernel, which reads the blocks in the file's row-major layout; elsewhere by the graph, which
-rounds the activations the same way before a float product, so every device computes the numpy reference's values.
+device by the integer-dot kernel, which reads each row's blocks regrouped eight at a time (`qdot.repack_rows`, the
+file's bytes in another order); elsewhere by the graph, which rounds the activations the same way before a float
+product, so every device computes the numpy reference's values. 2-D float16 matrices on a CPU device keep the file's
+rows for the F16C kernel (`qdot.f16_matmul`).
 
 The matrix-vector kernel splits the outputs between the CPU cores. A 2-D matrix whose outputs split evenly is stored
 as one block per core ((in, out / cores) values or (n_blocks, block_bytes, out / cores) bytes), so each core streams
@@ -48,8 +50,8 @@ class DeviceMatrix:
     """One (..., out, in) weight matrix on the device: `data` holds float32/float16 values as (..., in, out) when
     `ggml_type` is None, else raw `ggml_type` blocks as (..., n_blocks, block_bytes, out); a 2-D matrix stored in
     `core_blocks` > 1 blocks has a leading block axis and out / core_blocks outputs per block. `int_dot`: multiplied
-    with 8-bit activations (`qdot`); `data` then holds the raw blocks row-major, (out, n_blocks * block_bytes), on a CPU
-    device (`rows_layout`)."""
+    with 8-bit activations (`qdot`). `rows_layout` (CPU devices): `data` holds one row per output, (out, n_blocks *
+    block_bytes) bytes regrouped by `qdot.repack_rows` for int-dot types, or (out, in) float16 values for F16."""
 
     data: Tensor
     ggml_type: GGMLType | None
@@ -121,8 +123,8 @@ def upload_matrices(tensors: Sequence[GGUFTensor], device: str, rows: Callable[[
     """Put weight matrices on `device`, joining neighbours with the same storage along the output axis.
 
     Unless `float32` is set, quantized tensors of a type the graph can decode keep their blocks and F16 stays float16;
-    anything else becomes float32. Int-dot matrices (`qdot.int_dot_weight` in `activations` mode) keep their row-major
-    blocks on a CPU device, as do 2-D float16 matrices (`qdot.f16_matmul`); other quantized groups wider than
+    anything else becomes float32. Int-dot matrices (`qdot.int_dot_weight` in `activations` mode) keep one row of
+    (regrouped) blocks per output on a CPU device, as do 2-D float16 matrices (`qdot.f16_matmul`); other quantized groups wider than
     QUANT_ROWS_PER_MATMUL rows are split. `rows(i, array)`, when given, reorders the output rows of tensor i (raw block
     rows or values).
     """
