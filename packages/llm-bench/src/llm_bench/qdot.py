@@ -275,9 +275,10 @@ _GROUP_WEIGHTS = {
                    "#if defined(QD_VNNI)\n    w[k] = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));\n#else\n"
                    "    w[k] = _mm256_sign_epi8(q, q);\n#endif\n    sign[k] = q;\n  }",
 }
-# log2 of the unsigned offset the integer dot carries (0: none)
+# log2 of the unsigned offset the integer dot carries (0: none): Q4_0's quants 0..15 stand for -8..7, and Q8_0's
+# signed quants get +128 under VNNI; either way the offset times the block's activation sum is taken off in integers
 _OFFSET_DEF = {
-    GGMLType.Q4_0: "#define QD_INT_OFFSET 0",
+    GGMLType.Q4_0: "#define QD_INT_OFFSET 3",
     GGMLType.Q4_1: "#define QD_INT_OFFSET 0",
     GGMLType.Q8_0: "#if defined(QD_VNNI)\n#define QD_INT_OFFSET 7\n#else\n#define QD_INT_OFFSET 0\n#endif",
 }
@@ -421,7 +422,7 @@ void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
 # per block and token: the minimum (Q4_1) or offset (Q4_0) term, from the block's activation sum, kept in a scalar
 _MIN_LOAD = {GGMLType.Q4_0: "", GGMLType.Q4_1: "        const float mw = qd_half(blk + 2);", GGMLType.Q8_0: ""}
 _REST = {
-    GGMLType.Q4_0: "            rest[j] -= dw * dx * (float)(8 * xsum[t * %(NB)dL + b]);",
+    GGMLType.Q4_0: "",
     GGMLType.Q4_1: "            rest[j] += mw * (dx * (float)xsum[t * %(NB)dL + b]);",
     GGMLType.Q8_0: "",
 }
@@ -429,7 +430,7 @@ _REST = {
 _GROUP_MIN = {GGMLType.Q4_0: "_mm256_setzero_ps()", GGMLType.Q4_1: "_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + 16)))",
               GGMLType.Q8_0: "_mm256_setzero_ps()"}
 _GROUP_REST = {
-    GGMLType.Q4_0: "            mins[j] = _mm256_fnmadd_ps(_mm256_mul_ps(dwv, dxv), _mm256_mul_ps(xsv, _mm256_set1_ps(8.0f)), mins[j]);",
+    GGMLType.Q4_0: "",
     GGMLType.Q4_1: "            mins[j] = _mm256_fmadd_ps(mwv, _mm256_mul_ps(dxv, xsv), mins[j]);",
     GGMLType.Q8_0: "",
 }
