@@ -166,6 +166,22 @@ static inline float qd_half(const uint8_t *p) {
   return f;
 #endif
 }
+
+/* this core's rows [*r0, *r1) of `rows`: an even split in runs of 4, so no two cores share a cache line of y */
+static inline void qd_core_rows(long rows, int core_id, int n_cores, long *r0, long *r1) {
+  const long runs = (rows + 3) / 4;
+  *r0 = runs * core_id / n_cores * 4;
+  *r1 = runs * (core_id + 1) / n_cores * 4;
+  if (*r1 > rows) *r1 = rows;
+}
+
+#if defined(__AVX__)
+static inline float qd_hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
+}
+#endif
 """
 
 # The plain-C block dot per weight type: block `blk`'s float contribution given its activations x, scale and q sum.
@@ -202,6 +218,15 @@ _VECTOR_BODY = r"""
 #define QD_VNNI 1
 #endif
 %(OFFSET_DEF)s
+/* signed quants as the unsigned operand of the byte dot: +128 under VNNI (qd_offset takes it off again), elsewhere
+   |q| with the sign moved onto the activations (maddubs' 16-bit pair sums could saturate on q + 128) */
+static inline __m256i qd_unsigned(__m256i q) {
+#if defined(QD_VNNI)
+  return _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));
+#else
+  return _mm256_sign_epi8(q, q);
+#endif
+}
 /* a block's 32 weights as the unsigned operand of the byte dot, and the vector whose signs go onto the activations */
 static inline void qd_weights(const uint8_t *blk, __m256i *w, __m256i *sign) {
 %(WEIGHTS)s
@@ -240,16 +265,10 @@ static inline void qd_group_weights(const uint8_t *grp, __m256i *w, __m256i *sig
 %(GROUP_WEIGHTS)s
 }
 /* lane l: block l's whole integer dot with its activations (interleaved the same way) */
-static inline __m256i qd_group_dot(const __m256i *w, const __m256i *sign, const int8_t *x);
 static inline __m256i qd_group_dot(const __m256i *w, const __m256i *sign, const int8_t *x) {
   __m256i acc = _mm256_setzero_si256();
   for (int k = 0; k < 8; k++) acc = qd_dot_acc(acc, w[k], qd_acts(x + 32 * k, sign[k]));
   return acc;
-}
-static inline float qd_hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  return _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)));
 }
 #endif
 """
@@ -259,10 +278,8 @@ _NIBBLES = ("  __m128i q = _mm_loadu_si128((const __m128i *)(blk + %d));\n"
 _WEIGHTS = {
     GGMLType.Q4_0: _NIBBLES % 2,
     GGMLType.Q4_1: _NIBBLES % 4,
-    # VNNI sums u8 x s8 without saturating: (w + 128) * x, less 128 * sum(x) (qd_offset). maddubs' 16-bit pair sums
-    # could saturate on that, so elsewhere |w| * (x * sign(w)) = w * x, with |w| <= 128 as u8 (x in [-127, 127])
-    GGMLType.Q8_0: "  __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));\n#if defined(QD_VNNI)\n"
-                   "  *w = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));\n#else\n  *w = _mm256_sign_epi8(q, q);\n#endif\n  *sign = q;",
+    # (w + 128) * x less 128 * sum(x) under VNNI, else |w| * (x * sign(w)), with |w| <= 128 as u8: qd_unsigned
+    GGMLType.Q8_0: "  __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));\n  *w = qd_unsigned(q);\n  *sign = q;",
 }
 _NIBBLE_GROUP = ("  (void)sign;\n  for (int k = 0; k < 4; k++) {\n"
                  "    const __m256i q = _mm256_loadu_si256((const __m256i *)(grp + %d + 32 * k));\n"
@@ -271,9 +288,8 @@ _NIBBLE_GROUP = ("  (void)sign;\n  for (int k = 0; k < 4; k++) {\n"
 _GROUP_WEIGHTS = {
     GGMLType.Q4_0: _NIBBLE_GROUP % 16,
     GGMLType.Q4_1: _NIBBLE_GROUP % 32,
-    GGMLType.Q8_0: "  for (int k = 0; k < 8; k++) {\n    const __m256i q = _mm256_loadu_si256((const __m256i *)(grp + 16 + 32 * k));\n"
-                   "#if defined(QD_VNNI)\n    w[k] = _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80));\n#else\n"
-                   "    w[k] = _mm256_sign_epi8(q, q);\n#endif\n    sign[k] = q;\n  }",
+    GGMLType.Q8_0: "  for (int k = 0; k < 8; k++) {\n    sign[k] = _mm256_loadu_si256((const __m256i *)(grp + 16 + 32 * k));\n"
+                   "    w[k] = qd_unsigned(sign[k]);\n  }",
 }
 # log2 of the unsigned offset the integer dot carries (0: none): Q4_0's quants 0..15 stand for -8..7, and Q8_0's
 # signed quants get +128 under VNNI; either way the offset times the block's activation sum is taken off in integers
@@ -336,26 +352,19 @@ void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
   /* every core rounds all the activations for itself (a few microseconds for a token): no core waits for another */
   char *scratch = malloc(%(TOKENS)dL * (2L * %(K)dL + 8L * %(NB)dL) + 64);
   if (!scratch) return;
-  int8_t *xq_w = (int8_t *)scratch;
-  float *xd_w = (float *)(scratch + %(TOKENS)dL * %(K)dL);
-  int32_t *xsum_w = (int32_t *)(scratch + %(TOKENS)dL * (%(K)dL + 4L * %(NB)dL));
-  %(NAME)s_quantize(x, xq_w, xd_w, xsum_w);
+  int8_t *xq = (int8_t *)scratch;
+  float *xd = (float *)(scratch + %(TOKENS)dL * %(K)dL);
+  int32_t *xsum = (int32_t *)(scratch + %(TOKENS)dL * (%(K)dL + 4L * %(NB)dL));
+  %(NAME)s_quantize(x, xq, xd, xsum);
   /* the whole groups' activations again, interleaved as repack_rows interleaves the quants */
-  int8_t *xg_w = (int8_t *)(scratch + %(TOKENS)dL * (%(K)dL + 8L * %(NB)dL));
+  int8_t *xg = (int8_t *)(scratch + %(TOKENS)dL * (%(K)dL + 8L * %(NB)dL));
   for (long t = 0; t < %(TOKENS)dL; t++)
     for (long g = 0; g < %(NG)dL; g++)
       for (int k = 0; k < 8; k++)
         for (int l = 0; l < 8; l++)
-          memcpy(xg_w + t * %(K)dL + g * 256 + k * 32 + l * 4, xq_w + t * %(K)dL + (g * 8 + l) * 32 + k * 4, 4);
-  const int8_t *xg = xg_w;
-  (void)xg;
-  const int8_t *xq = xq_w;
-  const float *xd = xd_w;
-  const int32_t *xsum = xsum_w;
-  /* rows split evenly between the cores, in runs of 4 so no two cores share a cache line of y */
-  const long groups = (%(ROWS)dL + 3) / 4;
-  long r0 = groups * core_id / n_cores * 4, r1 = groups * (core_id + 1) / n_cores * 4;
-  if (r1 > %(ROWS)dL) r1 = %(ROWS)dL;
+          memcpy(xg + t * %(K)dL + g * 256 + k * 32 + l * 4, xq + t * %(K)dL + (g * 8 + l) * 32 + k * 4, 4);
+  long r0, r1;
+  qd_core_rows(%(ROWS)dL, core_id, n_cores, &r0, &r1);
   for (long r = r0; r < r1; r++) {
     const uint8_t *row = w + r * %(ROW_BYTES)dL;
     for (long t0 = 0; t0 < %(TOKENS)dL; t0 += TB) {
@@ -471,8 +480,13 @@ def qdot_matmul(x: Tensor, weight: Tensor, ggml_type: GGMLType, n_cores: int) ->
         raise ModelError(f"{ggml_type.name} weight for {k} inputs must be uint8 (rows, {k // QBLOCK * layout.block_bytes}), "
                          f"got {weight.dtype} {weight.shape}")
     name = f"qdot_{ggml_type.name.lower()}_{n}_{rows}_{k}"
-    program = c_program(name, kernel_source(name, ggml_type, rows, k, n), n_buffers=3, outs=(0,), n_cores=n_cores)
-    out = Tensor.empty(n, rows, dtype=dtypes.float32, device=weight.device)
+    return _launch(name, kernel_source(name, ggml_type, rows, k, n), x, weight, n_cores)
+
+
+def _launch(name: str, source: str, x: Tensor, weight: Tensor, n_cores: int) -> Tensor:
+    """y (n, rows) float32 from the C kernel `name` over buffers (y, x as float32, weight), on `n_cores` cores."""
+    program = c_program(name, source, n_buffers=3, outs=(0,), n_cores=n_cores)
+    out = Tensor.empty(x.shape[0], weight.shape[0], dtype=dtypes.float32, device=weight.device)
     return out.custom_kernel(x.cast(dtypes.float32), weight, fxn=lambda *params: program)[0]
 
 
@@ -507,9 +521,8 @@ void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
   float *y = (float *)bufs[0];
   const float *x = (const float *)bufs[1];
   const uint8_t *w = (const uint8_t *)bufs[2];
-  const long groups = (%(ROWS)dL + 3) / 4;
-  long r0 = groups * core_id / n_cores * 4, r1 = groups * (core_id + 1) / n_cores * 4;
-  if (r1 > %(ROWS)dL) r1 = %(ROWS)dL;
+  long r0, r1;
+  qd_core_rows(%(ROWS)dL, core_id, n_cores, &r0, &r1);
   for (long r = r0; r < r1; r += RT) {
     const uint8_t *rows[RT];
     for (int i = 0; i < RT; i++) rows[i] = w + (r + i < r1 ? r + i : r1 - 1) * %(K)dL * 2;
@@ -553,10 +566,7 @@ def f16_kernel_source(name: str, rows: int, k: int, tokens: int) -> str:
     # one token streams one row at a time: four rows read side by side ran at 16-21 GB/s, one at 40 GB/s (a 113 MB
     # matrix on 2 cores); a prompt is bound by its multiply-adds, which the 4 x 4 tile keeps busy (90 GMAC/s)
     values = dict(NAME=name, ROWS=rows, K=k, TOKENS=tokens, TT=min(tokens, 4), RT=1 if tokens == 1 else 4)
-    # qd_half and qd_hsum come from the shared preamble (any type's vector body defines qd_hsum)
-    vector = _VECTOR_BODY % dict(WEIGHTS=_WEIGHTS[GGMLType.Q8_0], ACTS=_ACTS[GGMLType.Q8_0], OFFSET_DEF=_OFFSET_DEF[GGMLType.Q8_0],
-                                 GROUP_WEIGHTS=_GROUP_WEIGHTS[GGMLType.Q8_0])
-    return _COMMON + vector + _F16_KERNEL % values
+    return _COMMON + _F16_KERNEL % values
 
 
 def f16_matmul(x: Tensor, weight: Tensor, n_cores: int) -> Tensor:
@@ -566,6 +576,4 @@ def f16_matmul(x: Tensor, weight: Tensor, n_cores: int) -> Tensor:
     if weight.dtype is not dtypes.float16 or weight.ndim != 2 or weight.shape[1] != k:
         raise ModelError(f"float16 weight for {k} inputs must be (rows, {k}), got {weight.dtype} {weight.shape}")
     name = f"f16dot_{n}_{rows}_{k}"
-    program = c_program(name, f16_kernel_source(name, rows, k, n), n_buffers=3, outs=(0,), n_cores=n_cores)
-    out = Tensor.empty(n, rows, dtype=dtypes.float32, device=weight.device)
-    return out.custom_kernel(x.cast(dtypes.float32), weight, fxn=lambda *params: program)[0]
+    return _launch(name, f16_kernel_source(name, rows, k, n), x, weight, n_cores)

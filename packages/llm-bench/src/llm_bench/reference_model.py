@@ -98,7 +98,7 @@ class NumpyModel(LanguageModel):
         self.output_norm = _weight(gguf, "output_norm.weight", (c.dim,))
         # Llama 3.2 ties the output projection to the embedding table
         output_name = "output.weight" if "output.weight" in gguf else "token_embd.weight"
-        self.output = _weight(gguf, "output.weight", (c.vocab_size, c.dim)) if "output.weight" in gguf else self.token_embd
+        self.output = _weight(gguf, output_name, (c.vocab_size, c.dim)) if output_name == "output.weight" else self.token_embd
         self.output_int_dot = int_dot_weight(gguf.tensor(output_name).ggml_type, (c.vocab_size, c.dim), activations)
         factors = gguf.tensor("rope_freqs.weight").dequantize() if "rope_freqs.weight" in gguf else None
         self.inv_freq = rope_frequencies(c.head_dim, c.rope_theta, factors)
