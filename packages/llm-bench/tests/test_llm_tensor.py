@@ -102,6 +102,30 @@ def test_batched_prefill_matches_token_by_token():
     assert batched._prefill_fns[8].cnt == 3
 
 
+@pytest.mark.parametrize("name", ["tiny-llama", "tiny-olmoe"])
+def test_last_only_gives_the_last_row_of_the_full_logits(name, tmp_path):
+    # generation and ppN multiply the output matrix by the last prompt token alone: its row is the full forward's last
+    # row, bit for bit on the Tensor backend (one captured graph per padded length; the row is a bound variable)
+    gguf = read_gguf(make_tiny(name, tmp_path / f"{name}.gguf")) if name == "tiny-olmoe" else _gguf(name)
+    ref, model = NumpyModel(gguf, 24), TensorModel(gguf, 24)
+    for prompt in ([1, 17, 42, 5, 99], [1, 17, 42, 5, 99, 3, 250], [1, 17, 42, 5, 99, 3], [1, 17]):
+        model.reset()
+        full = model.forward(prompt, 0)
+        model.reset()
+        last = model.forward(prompt, 0, last_only=True)
+        assert full.shape[0] == len(prompt)
+        assert last.shape == (1, full.shape[1])
+        np.testing.assert_array_equal(last, full[-1:])
+        ref.reset()
+        np.testing.assert_allclose(ref.forward(prompt, 0, last_only=True), full[-1:], rtol=1e-4, atol=1e-4)
+    # prompts of 5, 6 and 7 tokens share the padded length 8: one capture, replayed with the row index bound
+    assert model._prefill_fns[(8, "last")].cnt == 3
+    # and the caches it wrote serve the next token
+    ref.reset()
+    ref.forward([1, 17], 0)
+    np.testing.assert_allclose(model.forward([9], 2), ref.forward([9], 2), rtol=1e-4, atol=1e-4)
+
+
 def test_a_padded_prompt_then_decoding_to_the_end_of_the_context():
     gguf = _gguf("tiny-llama")
     ref, model = NumpyModel(gguf, 20), TensorModel(gguf, 20)

@@ -44,12 +44,12 @@ def time_prefill(model: LanguageModel, prompt: Sequence[int], n_tokens: int, clo
     # untimed passes first: a backend that compiles, captures and links a graph per prompt length does so here
     for _ in range(3):
         model.reset()
-        model.forward(ids, 0)
+        model.forward(ids, 0, last_only=True)
     samples = []
     for _ in range(PREFILL_REPETITIONS):
         model.reset()
         start = clock()
-        model.forward(ids, 0)
+        model.forward(ids, 0, last_only=True)  # as generation runs a prompt (and llama-bench's ppN)
         samples.append(clock() - start)
     return TestResult(f"pp{n_tokens}", n_tokens, tuple(samples))
 

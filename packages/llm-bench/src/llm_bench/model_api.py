@@ -29,10 +29,13 @@ class LanguageModel(ABC):
     device: str
 
     @abstractmethod
-    def forward(self, tokens: Sequence[int], start_pos: int) -> np.ndarray:
+    def forward(self, tokens: Sequence[int], start_pos: int, last_only: bool = False) -> np.ndarray:
         """Run `tokens` at positions start_pos... through the model, filling the KV cache there.
 
-        Returns float32 logits of shape (len(tokens), vocab_size). Positions before `start_pos` must already be cached.
+        Returns float32 logits of shape (len(tokens), vocab_size), or (1, vocab_size) for the last token alone with
+        `last_only` (what generation needs: the output matrix, the largest of a small model, then multiplies one row
+        instead of the whole prompt, as llama.cpp's prompt processing does). Positions before `start_pos` must
+        already be cached.
         """
         raise NotImplementedError
 
@@ -73,7 +76,7 @@ class LanguageModel(ABC):
         # numpy.random costs 5-7 MiB of resident code and tables: greedy decoding never loads it
         rng = np.random.default_rng(seed) if temperature > 0 else None
         self.reset()
-        logits = self.forward(prompt, 0)
+        logits = self.forward(prompt, 0, last_only=True)
         pos = len(prompt)
         while True:
             token = sample(logits[-1], temperature, rng)

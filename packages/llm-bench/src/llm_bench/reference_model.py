@@ -138,7 +138,7 @@ class NumpyModel(LanguageModel):
                 moved += array.nbytes * c.n_experts_used // c.n_experts if name.endswith("_exps") else array.nbytes
         return moved + 2 * c.n_layers * c.n_kv_heads * (start_pos + 1) * c.head_dim * 4
 
-    def forward(self, tokens: Sequence[int], start_pos: int) -> np.ndarray:
+    def forward(self, tokens: Sequence[int], start_pos: int, last_only: bool = False) -> np.ndarray:
         c = self.config
         n_new = len(tokens)
         if n_new == 0 or start_pos < 0 or start_pos + n_new > self.max_context:
@@ -156,7 +156,7 @@ class NumpyModel(LanguageModel):
             else:
                 hidden = silu(_product(h, layer, "gate")) * _product(h, layer, "up")
                 x = x + _product(hidden, layer, "down")
-        out = rms_norm(x, self.output_norm, c.norm_eps)
+        out = rms_norm(x[-1:] if last_only else x, self.output_norm, c.norm_eps)
         return ((q8_roundtrip_np(out) if self.output_int_dot else out) @ self.output.T).astype(np.float32)
 
     def _attention(self, i: int, layer: LayerWeights, x: np.ndarray, positions: np.ndarray) -> np.ndarray:

@@ -105,7 +105,7 @@ class TensorModel(LanguageModel):
         self.cos, self.sin = Tensor(self._cos, device=device), Tensor(self._sin, device=device)
         self.jit = jit
         self._step_fn = TinyJit(self._step, warmup=0) if jit else self._step  # the caches exist: capture at once
-        self._prefill_fns: dict[int, Any] = {}  # padded prompt length -> its (captured) forward
+        self._prefill_fns: dict[Any, Any] = {}  # padded prompt length (and "last" for last_only) -> its (captured) forward
         # k0, v0, k1, v1, ...: state the captured forwards write into in place (never replaced). They start unwritten:
         # a step reads only the rows up to its last token, all written before, so memory the OS has not handed out yet
         # is never touched (a 4096-token cache costs what the tokens used so far fill, not its full size)
@@ -183,7 +183,7 @@ class TensorModel(LanguageModel):
         return moved + 2 * c.n_layers * c.n_kv_heads * (start_pos + 1) * c.head_dim * 4
 
     # ---- running ----
-    def forward(self, tokens: Sequence[int], start_pos: int) -> np.ndarray:
+    def forward(self, tokens: Sequence[int], start_pos: int, last_only: bool = False) -> np.ndarray:
         c = self.config
         n_new = len(tokens)
         if n_new == 0 or start_pos < 0 or start_pos + n_new > self.max_context:
@@ -202,9 +202,15 @@ class TensorModel(LanguageModel):
         visible = np.arange(self.max_context)[None, :] <= np.arange(start_pos, start_pos + padded)[:, None]
         inputs = [self._embed(np.pad(ids, (0, padded - n_new))), self._cos[start_pos : start_pos + padded, None],
                   self._sin[start_pos : start_pos + padded, None], visible]
+        tensors = [Tensor(np.ascontiguousarray(a), device=self.device) for a in inputs]
+        if last_only:  # the output matrix multiplies the last prompt token's row alone (its index a bound variable)
+            fn = self._prefill_fns.get((padded, "last"))
+            if fn is None:
+                fn = self._prefill_fns[(padded, "last")] = TinyJit(self._prefill_last, warmup=0) if self.jit else self._prefill_last
+            return fn(*tensors, start, Variable("last", 0, padded - 1).bind(n_new - 1)).numpy().astype(np.float32)
         if padded not in self._prefill_fns:
             self._prefill_fns[padded] = TinyJit(self._prefill, warmup=0) if self.jit else self._prefill
-        logits = self._prefill_fns[padded](*[Tensor(np.ascontiguousarray(a), device=self.device) for a in inputs], start)
+        logits = self._prefill_fns[padded](*tensors, start)
         return logits.numpy()[:n_new].astype(np.float32)
 
     def _embed(self, ids: np.ndarray) -> np.ndarray:
@@ -227,8 +233,13 @@ class TensorModel(LanguageModel):
         the causal mask (n, max_context), the caches (written in place) -> logits (n, vocab)."""
         return self._forward(x, _Positions(start, cos, sin, visible)).realize()
 
-    def _forward(self, x: Tensor, where: _Positions) -> Tensor:
-        """x (n, dim) embeddings at the positions `where` describes -> logits (n, vocab), writing their K/V rows."""
+    def _prefill_last(self, x: Tensor, cos: Tensor, sin: Tensor, visible: Tensor, start: Any, last: Any) -> Tensor:
+        """`_prefill` returning the logits (1, vocab) of row `last` (a bound Variable) alone."""
+        return self._forward(x, _Positions(start, cos, sin, visible), last).realize()
+
+    def _forward(self, x: Tensor, where: _Positions, last: Any = None) -> Tensor:
+        """x (n, dim) embeddings at the positions `where` describes -> logits (n, vocab), or (1, vocab) of row `last`
+        alone when given, writing their K/V rows."""
         c = self.config
         for i, layer in enumerate(self.layers):
             # the residual stream gets a buffer at each add: fused, every norm would sum all earlier layers' outputs
@@ -239,6 +250,8 @@ class TensorModel(LanguageModel):
             x = (x + self._attention(layer, h, where, self.caches[2 * i], self.caches[2 * i + 1])).contiguous()
             h = rms_norm(x, layer.ffn_norm, c.norm_eps)
             x = (x + (self._moe(layer, h) if layer.router is not None else self._swiglu(h, layer.gate_up, layer.down))).contiguous().realize()
+        if last is not None:
+            x = x[last : last + 1]
         return self.output(rms_norm(x, self.output_norm, c.norm_eps))
 
     def _attention(self, layer: TensorLayer, x: Tensor, where: _Positions, k_cache: Tensor, v_cache: Tensor) -> Tensor:
