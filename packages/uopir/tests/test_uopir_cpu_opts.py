@@ -97,10 +97,13 @@ def attention_scores(heads: int, group: int, dim: int, rows: UOp) -> UOp:
 def test_symbolic_kernels_get_cores_and_independent_accumulators_but_no_split_of_the_symbolic_axis():
     rows = UOp.variable("start_pos", 0, 255) + 1
     opts = heuristic_opts(attention_scores(4, 3, 64, rows), n_cores=2, vector_width=16)
-    # the 3 query heads of a group become 3 accumulators sharing each key; the 4 KV heads go 2 per core
-    assert opts == [Opt(OptOps.UPCAST, 1, 3), Opt(OptOps.THREAD, 0, 2)]
-    # no short axis: a long one is split into `rows` accumulators (8 on AVX-512)
-    assert heuristic_opts(attention_scores(1, 24, 64, rows), n_cores=1, vector_width=16) == [Opt(OptOps.UPCAST, 1, 8)]
+    # the head dimension (contiguous in q and k) becomes 8 vector lanes; the 3 query heads of a group are 3 lane
+    # vectors sharing each key vector; the 4 KV heads go 2 per core; the symbolic rows axis is left whole
+    assert opts == [Opt(OptOps.LANES, 3, 8), Opt(OptOps.UPCAST, 1, 3), Opt(OptOps.THREAD, 0, 2)]
+    assert heuristic_opts(attention_scores(1, 24, 64, rows), n_cores=1, vector_width=16) == [Opt(OptOps.LANES, 3, 8), Opt(OptOps.UPCAST, 1, 4)]
+    # no constant reduce axis with contiguous operands: independent accumulators (8 on AVX-512) along a long axis
+    # instead, which share each key
+    assert heuristic_opts(attention_scores(1, 24, 6, rows), n_cores=1, vector_width=16) == [Opt(OptOps.UPCAST, 1, 8)]
 
 
 def test_a_reduction_along_the_contiguous_axis_gets_vector_lanes_and_an_output_tile():

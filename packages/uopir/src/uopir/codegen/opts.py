@@ -237,10 +237,14 @@ def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[i
     # a tile of outputs: each loaded lane vector of one operand serves a row of the other's (4x4 tiles are 16
     # accumulator vectors: half of AVX-512's registers; AVX2's 16 registers take 4x2)
     tile = [(i, 4 if n == 0 or vector_width >= 16 else 2) for n, i in enumerate(x for x in reversed(loops) if x in sizes)][:2]
-    for i, amount in tile:
+    for n, (i, amount) in enumerate(tile):
         if sizes[i] % amount == 0 and sizes[i] > amount:
             opts.append(Opt(OptOps.UPCAST, i, amount))
             sizes[i] //= amount
+        elif n == 0 and 1 < sizes[i] < amount:
+            # a short innermost axis (the 3 query heads a grouped-query KV head serves) is tiled whole
+            opts.append(Opt(OptOps.UPCAST, i, sizes[i]))
+            sizes[i] = 1
     if (threaded := _thread_opt(loops, sizes, n_cores, work)) is not None:
         opts.append(threaded)
     return opts
@@ -251,9 +255,10 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Op
     reductions, unroll short reduce loops, and spread the outermost loop axis across cores."""
     opts: list[Opt] = []
     ranges = kernel_ranges(ast)
-    # a symbolic range (attention over the live rows of a KV cache) is never split, and its kernel gets no vectors:
-    # its output axes are often merged ones (heads x group x head_dim) that other operands index with divisions, which
-    # a vector block cannot take. Its constant axes still get cores and independent accumulators.
+    # a symbolic range (attention over the live rows of a KV cache) is never split, and its kernel gets no output-axis
+    # vectors: its output axes are often merged ones (heads x group x head_dim) that other operands index with
+    # divisions, which a vector block cannot take. Its constant axes still get cores and independent accumulators, and
+    # a constant reduce axis along which the operands are contiguous (the head dimension of q @ k^T) gets LANES.
     sizes = {i: range_end(r) for i, r in enumerate(ranges) if r.src[0].op is Ops.CONST}
     symbolic = len(sizes) < len(ranges)
     loops = [i for i, r in enumerate(ranges) if axis_type(r) not in REDUCE_AXES and i in sizes]
@@ -262,7 +267,7 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Op
     # the contiguous output axis gets a vector-sized upcast (two vectors per row of a register tile; one vector for
     # elementwise kernels, where a wider unroll measured slower)
     inner = None if symbolic else next((i for i in reversed(loops) if _contiguous_in(ast, ranges[i])), None)
-    if not symbolic and (lane_opts := _lane_opts(ast, ranges, sizes, loops, reduces, inner, n_cores, vector_width, work)) is not None:
+    if (lane_opts := _lane_opts(ast, ranges, sizes, loops, reduces, inner, n_cores, vector_width, work)) is not None:
         return lane_opts
     if inner is not None:
         for amount in ((2 * vector_width, vector_width, 4) if reduces else (vector_width, 4)):
