@@ -175,6 +175,15 @@ static inline void qd_core_rows(long rows, int core_id, int n_cores, long *r0, l
   if (*r1 > rows) *r1 = rows;
 }
 
+/* ask for the bytes [p + QD_PREFETCH_AHEAD, + n) now: a decode step streams every matrix once from memory, and with
+   only the hardware prefetcher a Q8_0 matvec read 14 GB/s, with this (4 KiB ahead) 32-38 GB/s; Q4_1 26-28 -> 35, F16
+   26 -> 30 GB/s (131072 x 576 matrices, past the L3 cache, 2 cores of an EPYC; 1 and 2 KiB ahead did less). SmolLM2
+   decode: Q8_0 95 -> 150 tok/s. A prefetch past the end of the buffer does not fault. */
+#define QD_PREFETCH_AHEAD 4096
+static inline void qd_prefetch(const uint8_t *p, long n) {
+  for (long o = 0; o < n; o += 64) __builtin_prefetch(p + QD_PREFETCH_AHEAD + o);
+}
+
 #if defined(__AVX__)
 static inline float qd_hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -377,6 +386,7 @@ void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
       long b = 0;
       for (; b + 8 <= %(NB)dL; b += 8) {
         const uint8_t *grp = row + b * %(BLOCK_BYTES)d;
+        if (t0 == 0) qd_prefetch(grp, 8 * %(BLOCK_BYTES)d);
         __m256i wv8[8], sign8[8];
         qd_group_weights(grp, wv8, sign8);
         const __m256 dwv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)grp));
@@ -526,6 +536,7 @@ void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
   for (long r = r0; r < r1; r += RT) {
     const uint8_t *rows[RT];
     for (int i = 0; i < RT; i++) rows[i] = w + (r + i < r1 ? r + i : r1 - 1) * %(K)dL * 2;
+    for (int i = 0; i < RT; i++) qd_prefetch(rows[i], %(K)dL * 2);
     for (long t0 = 0; t0 < %(TOKENS)dL; t0 += TT) {
       const float *xs[TT];
       for (int j = 0; j < TT; j++) xs[j] = x + (t0 + j < %(TOKENS)dL ? t0 + j : %(TOKENS)dL - 1) * %(K)dL;
