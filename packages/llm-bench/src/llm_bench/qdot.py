@@ -269,15 +269,10 @@ static inline __m256i qd_dot_acc(__m256i acc, __m256i w, __m256i a) { return _mm
 static inline __m256i qd_dot(__m256i w, __m256i a) { return _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), _mm256_set1_epi16(1)); }
 static inline __m256i qd_dot_acc(__m256i acc, __m256i w, __m256i a) { return _mm256_add_epi32(acc, qd_dot(w, a)); }
 #endif
-/* the eight blocks of a group (repack_rows): the unsigned operand of each of its eight 32-byte quant vectors */
-static inline void qd_group_weights(const uint8_t *grp, __m256i *w, __m256i *sign) {
+/* the eight blocks of a group (repack_rows): the unsigned operand of its k-th 32-byte quant vector (four bytes of
+   each block), and the vector whose signs go onto the activations */
+static inline void qd_group_weight(const uint8_t *grp, int k, __m256i *w, __m256i *sign) {
 %(GROUP_WEIGHTS)s
-}
-/* lane l: block l's whole integer dot with its activations (interleaved the same way) */
-static inline __m256i qd_group_dot(const __m256i *w, const __m256i *sign, const int8_t *x) {
-  __m256i acc = _mm256_setzero_si256();
-  for (int k = 0; k < 8; k++) acc = qd_dot_acc(acc, w[k], qd_acts(x + 32 * k, sign[k]));
-  return acc;
 }
 #endif
 """
@@ -290,15 +285,12 @@ _WEIGHTS = {
     # (w + 128) * x less 128 * sum(x) under VNNI, else |w| * (x * sign(w)), with |w| <= 128 as u8: qd_unsigned
     GGMLType.Q8_0: "  __m256i q = _mm256_loadu_si256((const __m256i *)(blk + 2));\n  *w = qd_unsigned(q);\n  *sign = q;",
 }
-_NIBBLE_GROUP = ("  (void)sign;\n  for (int k = 0; k < 4; k++) {\n"
-                 "    const __m256i q = _mm256_loadu_si256((const __m256i *)(grp + %d + 32 * k));\n"
-                 "    w[k] = _mm256_and_si256(q, _mm256_set1_epi8(0x0F));\n"
-                 "    w[k + 4] = _mm256_and_si256(_mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F));\n    sign[k] = sign[k + 4] = w[k];\n  }")
+_NIBBLE_GROUP = ("  const __m256i q = _mm256_loadu_si256((const __m256i *)(grp + %d + 32 * (k & 3)));\n"
+                 "  *w = _mm256_and_si256(k < 4 ? q : _mm256_srli_epi16(q, 4), _mm256_set1_epi8(0x0F));\n  *sign = *w;")
 _GROUP_WEIGHTS = {
     GGMLType.Q4_0: _NIBBLE_GROUP % 16,
     GGMLType.Q4_1: _NIBBLE_GROUP % 32,
-    GGMLType.Q8_0: "  for (int k = 0; k < 8; k++) {\n    sign[k] = _mm256_loadu_si256((const __m256i *)(grp + 16 + 32 * k));\n"
-                   "    w[k] = qd_unsigned(sign[k]);\n  }",
+    GGMLType.Q8_0: "  *sign = _mm256_loadu_si256((const __m256i *)(grp + 16 + 32 * k));\n  *w = qd_unsigned(*sign);",
 }
 # log2 of the unsigned offset the integer dot carries (0: none): Q4_0's quants 0..15 stand for -8..7, and Q8_0's
 # signed quants get +128 under VNNI; either way the offset times the block's activation sum is taken off in integers
@@ -387,8 +379,17 @@ void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
       for (; b + 8 <= %(NB)dL; b += 8) {
         const uint8_t *grp = row + b * %(BLOCK_BYTES)d;
         if (t0 == 0) qd_prefetch(grp, 8 * %(BLOCK_BYTES)d);
-        __m256i wv8[8], sign8[8];
-        qd_group_weights(grp, wv8, sign8);
+        /* lane l of totals[j]: block l's whole integer dot with token j's activations (interleaved the same way); each
+           quant vector is unpacked once for the TB tokens, so only TB accumulators and one vector stay live (AVX2's 16
+           registers held all eight unpacked vectors before, and spilled) */
+        __m256i totals[TB];
+        for (int j = 0; j < TB; j++) totals[j] = _mm256_setzero_si256();
+        for (int k = 0; k < 8; k++) {
+          __m256i wk, sk;
+          qd_group_weight(grp, k, &wk, &sk);
+          for (int j = 0; j < TB; j++)
+            if (TB_EXACT || t0 + j < %(TOKENS)dL) totals[j] = qd_dot_acc(totals[j], wk, qd_acts(xg + (t0 + j) * %(K)dL + b * 32 + 32 * k, sk));
+        }
         const __m256 dwv = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)grp));
         const __m256 mwv = %(GROUP_MIN)s;
         (void)mwv;
@@ -398,8 +399,8 @@ void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
             const __m256 dxv = _mm256_loadu_ps(xd + t * %(NB)dL + b);
             const __m256 xsv = _mm256_cvtepi32_ps(_mm256_loadu_si256((const __m256i *)(xsum + t * %(NB)dL + b)));
             (void)xsv;
-            const __m256i totals = qd_offset8(qd_group_dot(wv8, sign8, xg + t * %(K)dL + b * 32), xsum + t * %(NB)dL + b);
-            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(totals), _mm256_mul_ps(dwv, dxv), acc[j]);
+            const __m256i exact = qd_offset8(totals[j], xsum + t * %(NB)dL + b);
+            acc[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), _mm256_mul_ps(dwv, dxv), acc[j]);
 %(GROUP_REST)s
           }
         }
@@ -507,10 +508,11 @@ def _launch(name: str, source: str, x: Tensor, weight: Tensor, n_cores: int) -> 
 # A partial tile repeats its last row / token and stores only the real ones, so the inner loop has no conditions.
 
 _F16_KERNEL = r"""
-#define RT %(RT)d
+#define RT %(RT)s
 #define TT %(TT)d
 #if defined(__AVX512F__)
 #define F16_LANES 16
+#define F16_PROMPT_ROWS 4 /* 4 x 4 accumulators + 4 weight vectors of 32 registers */
 typedef __m512 f16_vec;
 static inline f16_vec f16_load_w(const uint8_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 static inline f16_vec f16_load_x(const float *p) { return _mm512_loadu_ps(p); }
@@ -519,12 +521,17 @@ static inline f16_vec f16_zero(void) { return _mm512_setzero_ps(); }
 static inline float f16_total(f16_vec v) { return _mm512_reduce_add_ps(v); }
 #elif defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
 #define F16_LANES 8
+/* 16 registers: 3 x 4 accumulators, 3 weight vectors and the activation vector. 4 x 4 spilled the weights to the stack:
+   41 GMAC/s against 82 for 3 x 4 (3072 x 576 by 64 tokens, 2 Zen 3 cores; 4 x 2 also 82, 2 x 4 54) */
+#define F16_PROMPT_ROWS 3
 typedef __m256 f16_vec;
 static inline f16_vec f16_load_w(const uint8_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 static inline f16_vec f16_load_x(const float *p) { return _mm256_loadu_ps(p); }
 static inline f16_vec f16_fma(f16_vec a, f16_vec b, f16_vec c) { return _mm256_fmadd_ps(a, b, c); }
 static inline f16_vec f16_zero(void) { return _mm256_setzero_ps(); }
 static inline float f16_total(f16_vec v) { return qd_hsum(v); }
+#else
+#define F16_PROMPT_ROWS 4
 #endif
 void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
   (void)vals;
@@ -576,7 +583,7 @@ def f16_kernel_source(name: str, rows: int, k: int, tokens: int) -> str:
     k) stored row-major (buffers y, x, W; the CPU program ABI)."""
     # one token streams one row at a time: four rows read side by side ran at 16-21 GB/s, one at 40 GB/s (a 113 MB
     # matrix on 2 cores); a prompt is bound by its multiply-adds, which the 4 x 4 tile keeps busy (90 GMAC/s)
-    values = dict(NAME=name, ROWS=rows, K=k, TOKENS=tokens, TT=min(tokens, 4), RT=1 if tokens == 1 else 4)
+    values = dict(NAME=name, ROWS=rows, K=k, TOKENS=tokens, TT=min(tokens, 4), RT="1" if tokens == 1 else "F16_PROMPT_ROWS")
     return _COMMON + _F16_KERNEL % values
 
 
