@@ -94,6 +94,16 @@ def attention_scores(heads: int, group: int, dim: int, rows: UOp) -> UOp:
     return UOp.sink(out.index((h * group + g) * rows + p).store(value).end(h, g, p))
 
 
+@pytest.mark.parametrize("vector_width", [8, 16])
+@pytest.mark.parametrize(("n", "m", "k"), [(8, 768, 576), (8, 160, 576), (1, 768, 576), (4, 1536, 576), (16, 3072, 576)])
+def test_matvec_rows_with_a_register_tile_stay_within_the_vector_nest_bound(n, m, k, vector_width):
+    # a prompt of 8 tokens on AVX2 got a 4-token register tile, and then the whole 48-vector accumulator row with 4
+    # weight rows per pass on top: a nest of 768 vector bodies (found on a Zen 3 CPU by test_sched_compile_bounds)
+    nest = math.prod(o.arg for o in heuristic_opts(matmul(n, m, k), n_cores=2, vector_width=vector_width)
+                     if o.op in (OptOps.UPCAST, OptOps.UNROLL)) // vector_width
+    assert nest <= 512
+
+
 def test_symbolic_kernels_get_cores_and_independent_accumulators_but_no_split_of_the_symbolic_axis():
     rows = UOp.variable("start_pos", 0, 255) + 1
     opts = heuristic_opts(attention_scores(4, 3, 64, rows), n_cores=2, vector_width=16)

@@ -301,7 +301,10 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Op
         sizes[threaded.axis] //= threaded.arg
     # matrix-vector: with one output row, keep the whole row's accumulators (up to 16 KiB of them) so the reduce loop
     # runs outside and each step streams one contiguous weight row, instead of striding across rows per output tile
-    if reduces and inner is not None and all(sizes[i] == 1 for i in loops if i != inner) and 1 < sizes[inner] <= 128:
+    # (with a register tile of rows, the tile's rows times the row's vectors stay within those 128 vectors: on AVX2, 4
+    # tokens x 48 vectors x 4 weight rows made a 768-body unrolled nest, past what compiles in about half a second)
+    tile_rows = math.prod(o.arg for o in opts if o.op is OptOps.UPCAST and o.axis != inner)
+    if reduces and inner is not None and all(sizes[i] == 1 for i in loops if i != inner) and 1 < sizes[inner] and tile_rows * sizes[inner] <= 128:
         opts.append(Opt(OptOps.UPCAST, inner, sizes[inner]))
         # and several weight rows per pass over the accumulators: each accumulator vector is loaded and stored once
         # per MATVEC_ROWS products, and the loads run as that many parallel streams
