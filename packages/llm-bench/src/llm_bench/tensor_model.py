@@ -15,8 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from hcq_runtime import CPUDevice, Device
 from uop_scheduler import Tensor, TinyJit, Variable, dtypes
 
+from .cpu_attention import cpu_attention
 from .dequant import dequantize
 from .errors import ModelError
 from .gguf_reader import GGUFFile, GGUFTensor, release_pages_of
@@ -77,7 +79,8 @@ class TensorModel(LanguageModel):
     inside each matmul; F16 weights stay float16; the rest is float32.
     """
 
-    def __init__(self, gguf: GGUFFile, max_context: int | None = None, device: str = "CPU", jit: bool = True, activations: str = "q8"):
+    def __init__(self, gguf: GGUFFile, max_context: int | None = None, device: str = "CPU", jit: bool = True, activations: str = "q8",
+                 attention_kernel: bool | None = None):
         c = self.config = ModelConfig.from_gguf(gguf)
         self.activations = check_activations(activations)
         self.device = device
@@ -103,6 +106,13 @@ class TensorModel(LanguageModel):
         angles = np.arange(self.max_context, dtype=np.float64)[:, None] * rope_frequencies(c.head_dim, c.rope_theta, factors)[None, :]
         self._cos, self._sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
         self.cos, self.sin = Tensor(self._cos, device=device), Tensor(self._sin, device=device)
+        # attention as one hand-written kernel per layer on a CPU device (`cpu_attention`; None: where it applies), else
+        # as a graph. The kernel takes the start position from this table, sliced at the bound start variable
+        cpu = isinstance(Device[device], CPUDevice) and c.head_dim % 8 == 0
+        if attention_kernel and not cpu:
+            raise ModelError(f"the attention kernel runs on CPU devices with a head size that is a multiple of 8, not {device} / {c.head_dim}")
+        self.attention_kernel = cpu if attention_kernel is None else attention_kernel
+        self._positions = Tensor(np.arange(self.max_context, dtype=np.int32), device=device) if self.attention_kernel else None
         self.jit = jit
         self._step_fn = TinyJit(self._step, warmup=0) if jit else self._step  # the caches exist: capture at once
         self._prefill_fns: dict[Any, Any] = {}  # padded prompt length (and "last" for last_only) -> its (captured) forward
@@ -273,6 +283,9 @@ class TensorModel(LanguageModel):
         end = where.start + n
         k_cache[where.start : end].assign(k)
         v_cache[where.start : end].assign(v)
+        if self._positions is not None:
+            start = self._positions[where.start : where.start + 1].contiguous()
+            return layer.wo(cpu_attention(q, k_cache, v_cache, start, getattr(Device[self.device], "n_cores", 1)))
         keys, values = k_cache[0:end], v_cache[0:end]
         group = c.n_heads // c.n_kv_heads
         # grouped-query attention: each KV head serves `group` query heads; scores (kv_heads, group, n, rows)
