@@ -488,3 +488,43 @@ def test_a_capture_shares_scratch_memory_across_its_realizes(prune, per_layer):
     # six weights, the scale, the input, six layer outputs and the output, plus scratch: shared by the layers now
     # (27 storages when each layer's schedule kept its own, 20 with prune=True, whose replay drops the weight scaling)
     assert len(storages) <= 6 + 1 + 1 + (6 if per_layer else 0) + 1 + 4
+
+
+def _distinct_storage(jitted: TinyJit) -> int:
+    return len({id(b) for b in jitted.captured.linked.owned_buffers})
+
+
+def test_a_capture_shares_the_memory_of_intermediates_whose_lives_do_not_overlap():
+    # each realize gives its output a buffer of its own (as hand-written kernels' outputs are): a captured 30-layer
+    # prompt held every layer's; now values whose lives in the replay do not overlap take turns in the same memory
+    @TinyJit
+    def f(x: Tensor) -> Tensor:
+        for _ in range(8):
+            x = (x * 1.5 + 1).contiguous().realize()
+        return x
+
+    rng = np.random.default_rng(3)
+    for _ in range(4):
+        x = rng.standard_normal(256).astype(np.float32)
+        np.testing.assert_allclose(f(Tensor(x)).numpy(), chain_reference(x, 8), rtol=1e-6)
+    # 7 intermediates: each is read by the call after the one writing it, so two buffers alternate
+    assert _distinct_storage(f) == 2
+
+
+def test_memory_a_pruned_call_filled_is_never_shared():
+    # the zeros are computed once at capture (prune drops their kernel); the step writes half of them and reads all:
+    # if a later value of the step took their memory, the next replay would read its leftovers as zeros
+    def step(x: Tensor) -> Tensor:
+        z = Tensor.zeros(16).contiguous().realize()
+        z[:8].assign(x[:8] * 2).realize()
+        y = (z + 1).contiguous().realize()
+        t = (y * 3).contiguous().realize()
+        return (t - x).contiguous().realize()
+
+    g = TinyJit(step, prune=True)
+
+    rng = np.random.default_rng(4)
+    for _ in range(5):
+        x = rng.standard_normal(16).astype(np.float32)
+        z = np.concatenate([x[:8] * 2, np.zeros(8, np.float32)])
+        np.testing.assert_allclose(g(Tensor(x)).numpy(), (z + 1) * 3 - x, rtol=1e-6)

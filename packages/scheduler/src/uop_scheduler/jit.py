@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import gc
 import inspect
 import os
 import time
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
-from hcq_runtime import DeviceError, LinkedLinear, LinkedSteps, buffer_for, call_buffers, link_linear, run_linear
+from hcq_runtime import CPUDevice, Device, DeviceError, LinkedLinear, LinkedSteps, bind_buffer, buffer_for, call_buffers, link_linear, run_linear
 from uopir import Ops, UOp, dtypes
 
 from .errors import JitError
@@ -156,6 +157,69 @@ class _Captured:
     late_now: dict[UOp, UOp] = dataclasses.field(default_factory=dict)  # the latest replay's buffers for the captured ones
 
 
+def _live_storage(roots: list[UOp]) -> set[int]:
+    """The storage (ids of Buffers) of every BUFFER under `roots` and under the graph of every live tensor."""
+    seen: set[UOp] = set()
+    stack = [*roots, *(t.uop for t in list(all_tensors))]
+    out: set[int] = set()
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n.op is Ops.BUFFER:
+            if isinstance(n.arg.device, str):
+                out.add(id(buffer_for(n)))
+        else:
+            stack.extend(n.src)
+    return out
+
+
+def _shared_memory(linear: UOp, kept: list[UOp]) -> UOp:
+    """`linear` with its internal CPU buffers sharing memory where their lives in it do not overlap. Internal: no live
+    tensor's graph (nor the inputs, outputs and RNG state in `kept`) reaches it, and the first call to touch it in the
+    linear writes it without reading it, so no replay depends on what it held before. A captured 30-layer prompt
+    otherwise held every layer's intermediates (the outputs of hand-written kernels are buffers of their own, outside
+    the scheduler's scratch pools): SmolLM2's 64-token prefill kept 78 MB. Buffers of one device, size and dtype are
+    shared, first come first served: a buffer whose last use is over gives its memory to the next one to start."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    uses: dict[int, list[UOp]] = {}
+    written_first: dict[int, bool] = {}
+    for i, call in enumerate(linear.src):
+        reads, writes = call_buffers(call)
+        read_ids = {id(buffer_for(b)) for b in reads}
+        for b in (*writes, *reads):
+            b = b.src[0] if b.op is Ops.AFTER else b
+            if b.op is not Ops.BUFFER:
+                continue
+            sid = id(buffer_for(b))
+            if sid not in first:
+                first[sid], written_first[sid] = i, sid not in read_ids
+            last[sid] = i
+            if b not in uses.setdefault(sid, []):
+                uses[sid].append(b)
+    live = _live_storage(kept)
+    candidates = [sid for sid in first if written_first[sid] and sid not in live and isinstance(Device[uses[sid][0].arg.device], CPUDevice)]
+    candidates.sort(key=first.__getitem__)
+    free: dict[tuple, list[Any]] = {}
+    busy: list[tuple[int, tuple, Any]] = []  # (last use, kind, Buffer) of the memory given out so far
+    mapping: dict[UOp, UOp] = {}
+    for sid in candidates:
+        storage = buffer_for(uses[sid][0])
+        for end, kind, buf in [x for x in busy if x[0] < first[sid]]:
+            busy.remove((end, kind, buf))
+            free.setdefault(kind, []).append(buf)
+        kind = (storage.device, storage.nbytes, storage.dtype)
+        target = free[kind].pop() if free.get(kind) else storage
+        busy.append((last[sid], kind, target))
+        if target is not storage:
+            for u in uses[sid]:
+                mapping[u] = UOp.new_buffer(u.arg.device, u.arg.size, u.dtype)
+                bind_buffer(mapping[u], target)
+    return linear.substitute(mapping) if mapping else linear
+
+
 def _pruned(linear: UOp, varying: list[UOp]) -> UOp:
     """`linear` without the calls whose effect is the same on every replay: a call stays when it reads or writes a
     buffer whose contents can differ between replays (`varying`: the inputs, fresh outputs and RNG state, then whatever
@@ -262,8 +326,20 @@ class TinyJit(Generic[ReturnType]):
             state = {id(buffer_for(s.src[0] if s.op is Ops.AFTER else s)) for t in existing if (s := storage_of(t.uop)) is not None}
             aliased = [t if a is None and id(buffer_for(b)) in state else a for t, b, a in zip(outs, output_buffers, aliased)]
         output_buffers = [b for b, a in zip(output_buffers, aliased) if a is None]
+        recorded = linear
         if self.prune:
             linear = _pruned(linear, [*input_buffers, *output_buffers, *(t.uop.base for t in rng.state.values())])
+        # the buffers calls dropped by pruning wrote hold those values for every replay: their memory is not shared
+        dropped = [b for call in set(recorded.src) - set(linear.src) for b in call.src[1:] if b.op in (Ops.BUFFER, Ops.AFTER)]
+        shared = _shared_memory(linear, [*input_buffers, *output_buffers, *(t.uop.base for t in rng.state.values()), *dropped])
+        if shared is not linear:  # the memory of the buffers the sharing let go goes back to the OS
+            del recorded, dropped
+            linears.clear()
+            linear = shared
+            gc.collect()  # the recorded calls and their buffers, if a cycle holds them
+            for device in {"CPU", *(b.arg.device for b in input_buffers + output_buffers if isinstance(b.arg.device, str))}:
+                if isinstance(Device[device], CPUDevice):
+                    Device[device].allocator.free_cache()
         try:
             linked = link_linear(linear, inputs=[*input_buffers, *output_buffers])
         except DeviceError:
