@@ -41,7 +41,7 @@ SHIM: dict[str, dict[str, str]] = {
     "tinygrad.tensor": {"Tensor": "Tensor", "_to_np_dtype": "__import__('hcq_runtime').numpy_dtype"},
     "tinygrad.dtype": {"dtypes": "dtypes", "DTYPES_DICT": "__import__('uopir.dtypes', fromlist=['DTYPES_DICT']).DTYPES_DICT"},
     "tinygrad.device": {"Device": "Device"},
-    "tinygrad.helpers": {"Context": "Context"} | {name: f"_us.helpers.{name}"
+    "tinygrad.helpers": {"Context": "Context", "JIT": "int(__import__('os').getenv('JIT', '1'))"} | {name: f"_us.helpers.{name}"
                                                   for name in ("getenv", "OSX", "temp", "all_same", "prod", "GlobalCounters", "mv_address")},
     "tinygrad.engine": {},
     "tinygrad.engine.jit": {"TinyJit": "TinyJit", "JitError": "JitError"},

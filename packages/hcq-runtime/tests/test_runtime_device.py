@@ -39,3 +39,25 @@ def test_registered_backend_is_opened_once_per_name():
 def test_cpu_device_type():
     assert isinstance(Device["CPU"], CPUDevice)
     assert Device["CPU"].n_cores >= 1
+
+
+def test_a_refused_disk_name_raises_one_clean_error(monkeypatch):
+    # the refused device object used to fail again in __del__ (no file descriptor yet): "Exception ignored" on stderr
+    import gc  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    with pytest.raises(DeviceError, match="needs a path"):
+        Device["DISK"]
+    gc.collect()
+    assert unraisable == []
+
+
+def test_graph_names_how_a_jit_replay_runs():
+    # tinygrad's tests ask `Device[...].graph` whether captured kernels are batched: CPU kernels are linked into one
+    # native call, queue devices' steps into one submission
+    from hcq_runtime import LinkedLinear, LinkedSteps  # noqa: PLC0415
+
+    assert Device["CPU"].graph is LinkedLinear
+    assert Device["MOCKAMD"].graph is LinkedSteps

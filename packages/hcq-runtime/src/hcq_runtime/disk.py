@@ -60,12 +60,12 @@ class DiskDevice:
     """`DISK:/path/to/file`; the file is created when missing and grown as buffers need."""
 
     def __init__(self, name: str):
+        self._fd: int | None = None  # first: __del__ runs even when the name is refused below
         path = name.partition(":")[2]
         if not path:
             raise DeviceError("a disk device needs a path: use DISK:/path/to/file")
         self.name, self.path = name, path
         self.allocator = DiskAllocator(self)
-        self._fd: int | None = None
         self.mapping: mmap.mmap | None = None
 
     def ensure_size(self, nbytes: int) -> None:
