@@ -9,6 +9,7 @@ position per call), and its cost follows the live prefix, not the context size.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ class _Positions:
     cos: Tensor
     sin: Tensor
     visible: Tensor | None
+    start_tensor: Tensor | None = None  # `start` in a one-element int32 buffer (the attention kernel's input)
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
@@ -251,6 +253,8 @@ class TensorModel(LanguageModel):
         """x (n, dim) embeddings at the positions `where` describes -> logits (n, vocab), or (1, vocab) of row `last`
         alone when given, writing their K/V rows."""
         c = self.config
+        if self._positions is not None:  # once for every layer's attention kernel
+            where = dataclasses.replace(where, start_tensor=self._positions[where.start : where.start + 1].contiguous().realize())
         for i, layer in enumerate(self.layers):
             # the residual stream gets a buffer at each add: fused, every norm would sum all earlier layers' outputs
             # again (quadratic work) and each layer would compile kernels of its own instead of sharing the first's.
@@ -283,9 +287,8 @@ class TensorModel(LanguageModel):
         end = where.start + n
         k_cache[where.start : end].assign(k)
         v_cache[where.start : end].assign(v)
-        if self._positions is not None:
-            start = self._positions[where.start : where.start + 1].contiguous()
-            return layer.wo(cpu_attention(q, k_cache, v_cache, start, getattr(Device[self.device], "n_cores", 1)))
+        if where.start_tensor is not None:
+            return layer.wo(cpu_attention(q, k_cache, v_cache, where.start_tensor, getattr(Device[self.device], "n_cores", 1)))
         keys, values = k_cache[0:end], v_cache[0:end]
         group = c.n_heads // c.n_kv_heads
         # grouped-query attention: each KV head serves `group` query heads; scores (kv_heads, group, n, rows)
