@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 import pytest
+from hcq_runtime import buffer_for, call_buffers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from llm_bench import ModelError, NumpyModel, TensorModel, Tokenizer, make_tiny, read_gguf, resolve_model
@@ -231,3 +232,24 @@ def test_embedding_lookups_leave_no_file_pages_resident():
     rows = np.concatenate([model._embed(ids[i : i + 7]) for i in range(0, len(ids), 7)])
     assert _resident_kb_of_mapping(table.ctypes.data) == 0
     np.testing.assert_allclose(rows, NumpyModel(gguf, 8).token_embd[ids], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["tiny-llama", "tiny-qwen3"])
+def test_a_captured_step_computes_no_value_twice(name):
+    # the hand-written matmul kernels realize their inputs on their own; the attention's residual sum, left lazy
+    # between those realizes, was computed for the norm and again for the layer's last add: the same call twice
+    model = TensorModel(_gguf(name), 16)
+    model.forward([1, 2, 3], 0, last_only=True)
+    model.forward([4], 3)
+    for fn in (model._step_fn, model._prefill_fns[(4, "last")]):
+        # a call that repeats an earlier one (same kernel, same memory) while nothing rewrote what it reads recomputes
+        # a value that was already there (with the capture's shared memory, equal keys are legitimate otherwise)
+        last_write: dict[int, int] = {}
+        seen: dict[tuple, int] = {}
+        for i, call in enumerate(fn.captured.linear.src):
+            reads, writes = (tuple(id(buffer_for(b)) for b in group) for group in call_buffers(call))
+            key = (call.src[0], reads, writes)
+            if key in seen:
+                assert any(last_write.get(r, -1) > seen[key] for r in reads), f"call {i} recomputes call {seen[key]}"
+            seen[key] = i
+            last_write.update((w, i) for w in writes)

@@ -261,7 +261,9 @@ class TensorModel(LanguageModel):
             # Each layer is realized on its own: one layer's graph is built, walked and planned at a time (29 of 30
             # plans come from the cache) instead of a 30-layer graph, which peaked at about 10 MB more
             h = rms_norm(x, layer.attn_norm, c.norm_eps)
-            x = (x + self._attention(layer, h, where, self.caches[2 * i], self.caches[2 * i + 1])).contiguous()
+            # the attention's residual sum is realized too: the matmul kernels realize their inputs on their own, and a
+            # value left lazy between such realizes was computed twice (for the norm, then again for the last add)
+            x = (x + self._attention(layer, h, where, self.caches[2 * i], self.caches[2 * i + 1])).contiguous().realize()
             h = rms_norm(x, layer.ffn_norm, c.norm_eps)
             x = (x + (self._moe(layer, h) if layer.router is not None else self._swiglu(h, layer.gate_up, layer.down))).contiguous().realize()
         if last is not None:
