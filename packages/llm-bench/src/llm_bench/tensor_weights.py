@@ -85,8 +85,10 @@ class Linear:
 
     def __call__(self, x: Tensor) -> Tensor:
         """x (n, in) -> (n, out) float32. The input is materialized first so its producer (a norm, the SwiGLU product)
-        is computed once rather than inside every output's reduction."""
-        x = x.contiguous()
+        is computed once rather than inside every output's reduction. For the hand-written kernels that is realizing
+        it: a value already in a buffer (the attention kernel's output) then stays where it is, where contiguous()
+        would have copied it."""
+        x = x.realize() if all(part.rows_layout for part in self.parts) else x.contiguous()
         rounded = q8_roundtrip(x) if any(part.int_dot and not part.rows_layout for part in self.parts) else None
         outs = []
         for part in self.parts:
