@@ -214,16 +214,13 @@ class TensorModel(LanguageModel):
         visible = np.arange(self.max_context)[None, :] <= np.arange(start_pos, start_pos + padded)[:, None]
         inputs = [self._embed(np.pad(ids, (0, padded - n_new))), self._cos[start_pos : start_pos + padded, None],
                   self._sin[start_pos : start_pos + padded, None], visible]
-        tensors = [Tensor(np.ascontiguousarray(a), device=self.device) for a in inputs]
-        if last_only:  # the output matrix multiplies the last prompt token's row alone (its index a bound variable)
-            fn = self._prefill_fns.get((padded, "last"))
-            if fn is None:
-                fn = self._prefill_fns[(padded, "last")] = TinyJit(self._prefill_last, warmup=0) if self.jit else self._prefill_last
-            return fn(*tensors, start, Variable("last", 0, padded - 1).bind(n_new - 1)).numpy().astype(np.float32)
-        if padded not in self._prefill_fns:
-            self._prefill_fns[padded] = TinyJit(self._prefill, warmup=0) if self.jit else self._prefill
-        logits = self._prefill_fns[padded](*tensors, start)
-        return logits.numpy()[:n_new].astype(np.float32)
+        key = (padded, "last") if last_only else padded
+        if key not in self._prefill_fns:
+            self._prefill_fns[key] = TinyJit(self._prefill, warmup=0) if self.jit else self._prefill
+        # with last_only the output matrix multiplies the last prompt token's row alone (its index a bound variable)
+        last = (Variable("last", 0, padded - 1).bind(n_new - 1),) if last_only else ()
+        logits = self._prefill_fns[key](*[Tensor(np.ascontiguousarray(a), device=self.device) for a in inputs], start, *last)
+        return logits.numpy()[: 1 if last_only else n_new].astype(np.float32)
 
     def _embed(self, ids: np.ndarray) -> np.ndarray:
         """The float32 embedding rows of `ids`, decoded from the file's rows (whose pages are then let go: over a long
@@ -240,13 +237,10 @@ class TensorModel(LanguageModel):
         where = _Positions(start, self.cos[start : start + 1].reshape(1, 1, -1), self.sin[start : start + 1].reshape(1, 1, -1), None)
         return self._forward(x, where).realize()
 
-    def _prefill(self, x: Tensor, cos: Tensor, sin: Tensor, visible: Tensor, start: Any) -> Tensor:
+    def _prefill(self, x: Tensor, cos: Tensor, sin: Tensor, visible: Tensor, start: Any, last: Any = None) -> Tensor:
         """n tokens: x (n, dim) embeddings from position `start` (a bound Variable), their cos/sin (n, 1, head_dim/2),
-        the causal mask (n, max_context), the caches (written in place) -> logits (n, vocab)."""
-        return self._forward(x, _Positions(start, cos, sin, visible)).realize()
-
-    def _prefill_last(self, x: Tensor, cos: Tensor, sin: Tensor, visible: Tensor, start: Any, last: Any) -> Tensor:
-        """`_prefill` returning the logits (1, vocab) of row `last` (a bound Variable) alone."""
+        the causal mask (n, max_context), the caches (written in place) -> logits (n, vocab), or (1, vocab) of row
+        `last` (a bound Variable) alone when given."""
         return self._forward(x, _Positions(start, cos, sin, visible), last).realize()
 
     def _forward(self, x: Tensor, where: _Positions, last: Any = None) -> Tensor:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import gc
 import inspect
 import os
 import time
@@ -175,13 +174,15 @@ def _live_storage(roots: list[UOp]) -> set[int]:
     return out
 
 
-def _shared_memory(linear: UOp, kept: list[UOp]) -> UOp:
+def _shared_memory(linear: UOp, kept: list[UOp]) -> tuple[UOp, set[str]]:
     """`linear` with its internal CPU buffers sharing memory where their lives in it do not overlap. Internal: no live
     tensor's graph (nor the inputs, outputs and RNG state in `kept`) reaches it, and the first call to touch it in the
-    linear writes it without reading it, so no replay depends on what it held before. A captured 30-layer prompt
+    linear writes it without reading it, so no replay depends on what it held before (a buffer a call `_pruned`
+    dropped wrote is only read by the calls that stay: pruning keeps every writer of a buffer a staying call writes). A captured 30-layer prompt
     otherwise held every layer's intermediates (the outputs of hand-written kernels are buffers of their own, outside
     the scheduler's scratch pools): SmolLM2's 64-token prefill kept 78 MB. Buffers of one device, size and dtype are
-    shared, first come first served: a buffer whose last use is over gives its memory to the next one to start."""
+    shared, first come first served: a buffer whose last use is over gives its memory to the next one to start. Also
+    returns the devices whose buffers the sharing let go."""
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     uses: dict[int, list[UOp]] = {}
@@ -205,6 +206,7 @@ def _shared_memory(linear: UOp, kept: list[UOp]) -> UOp:
     free: dict[tuple, list[Any]] = {}
     busy: list[tuple[int, tuple, Any]] = []  # (last use, kind, Buffer) of the memory given out so far
     mapping: dict[UOp, UOp] = {}
+    released: set[str] = set()
     for sid in candidates:
         storage = buffer_for(uses[sid][0])
         for end, kind, buf in [x for x in busy if x[0] < first[sid]]:
@@ -214,10 +216,11 @@ def _shared_memory(linear: UOp, kept: list[UOp]) -> UOp:
         target = free[kind].pop() if free.get(kind) else storage
         busy.append((last[sid], kind, target))
         if target is not storage:
+            released.add(storage.device)
             for u in uses[sid]:
                 mapping[u] = UOp.new_buffer(u.arg.device, u.arg.size, u.dtype)
                 bind_buffer(mapping[u], target)
-    return linear.substitute(mapping) if mapping else linear
+    return (linear.substitute(mapping) if mapping else linear), released
 
 
 def _pruned(linear: UOp, varying: list[UOp]) -> UOp:
@@ -326,20 +329,12 @@ class TinyJit(Generic[ReturnType]):
             state = {id(buffer_for(s.src[0] if s.op is Ops.AFTER else s)) for t in existing if (s := storage_of(t.uop)) is not None}
             aliased = [t if a is None and id(buffer_for(b)) in state else a for t, b, a in zip(outs, output_buffers, aliased)]
         output_buffers = [b for b, a in zip(output_buffers, aliased) if a is None]
-        recorded = linear
         if self.prune:
             linear = _pruned(linear, [*input_buffers, *output_buffers, *(t.uop.base for t in rng.state.values())])
-        # the buffers calls dropped by pruning wrote hold those values for every replay: their memory is not shared
-        dropped = [b for call in set(recorded.src) - set(linear.src) for b in call.src[1:] if b.op in (Ops.BUFFER, Ops.AFTER)]
-        shared = _shared_memory(linear, [*input_buffers, *output_buffers, *(t.uop.base for t in rng.state.values()), *dropped])
-        if shared is not linear:  # the memory of the buffers the sharing let go goes back to the OS
-            del recorded, dropped
-            linears.clear()
-            linear = shared
-            gc.collect()  # the recorded calls and their buffers, if a cycle holds them
-            for device in {"CPU", *(b.arg.device for b in input_buffers + output_buffers if isinstance(b.arg.device, str))}:
-                if isinstance(Device[device], CPUDevice):
-                    Device[device].allocator.free_cache()
+        linear, released = _shared_memory(linear, [*input_buffers, *output_buffers, *(t.uop.base for t in rng.state.values())])
+        linears.clear()  # the recording held the buffers the sharing let go: their memory goes back to the OS
+        for device in released:
+            Device[device].allocator.free_cache()
         try:
             linked = link_linear(linear, inputs=[*input_buffers, *output_buffers])
         except DeviceError:
