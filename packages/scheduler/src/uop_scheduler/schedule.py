@@ -15,12 +15,14 @@ key reuse one cached plan.
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from dataclasses import dataclass, replace
 from typing import Any
 
-from uopir import DType, GroupOp, Ops, UOp
+from hcq_runtime import Device
+from uopir import DType, GroupOp, OperandPack, Ops, UOp, operand_packs
 
 from .calls import in_place_arity, in_place_overwritten
 from .errors import TensorWriteError
@@ -398,7 +400,8 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
             continue
         out = bufnum[node]
         if node.op is Ops.COPY and node.src[0] not in bufnum and _is_leaf_view(node.src[0], leaf_set) is None:
-            steps.append(_lowered_kernel(node, node.src[0], {n: bufnum[n] for n in bufnum if n is not node}, out))
+            steps.extend(with_packs(_lowered_kernel(node, node.src[0], {n: bufnum[n] for n in bufnum if n is not node}, out),
+                                    _device_of(node, default_device), new_buffers, len(walk.inputs)))
             continue
         if node.op is Ops.COPY:
             src_leaf = _is_leaf_view(node.src[0], leaf_set)
@@ -416,12 +419,51 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
                 leaves.update((n, out) for n in list(leaves) if canon.get(n, n) is old)
             lowering = KernelLowering(leaves, out)
             ast = lowering.store_kernel(node, _store_base(node))
-            steps.append(KernelStep(ast, tuple(lowering.buffers), _variables(ast)))
+            steps.extend(with_packs(KernelStep(ast, tuple(lowering.buffers), _variables(ast)), _device_of(node, default_device), new_buffers,
+                                    len(walk.inputs)))
         else:
-            steps.append(_lowered_kernel(node, node.src[0] if node.op is Ops.CONTIGUOUS else node, leaves, out))
+            steps.extend(with_packs(_lowered_kernel(node, node.src[0] if node.op is Ops.CONTIGUOUS else node, leaves, out),
+                                    _device_of(node, default_device), new_buffers, len(walk.inputs)))
     afters = tuple((i, bufnum[n]) for i, n in enumerate(walk.nodes) if n.op is Ops.AFTER and n not in leaf_set)
     preserved = tuple((bufnum[old], bufnum[cp]) for old, cp in copies.items() if old in live)
     return share_buffers(Plan(len(walk.inputs), tuple(new_buffers), tuple(steps), tuple(bufnum[t] for t in targets), afters, preserved))
+
+
+def _packed_operand_bytes(device: str) -> int:
+    """The device renderer's `packed_operand_bytes` (0 for devices without a code generator)."""
+    if (ret := _PACK_BYTES.get(device)) is None:
+        try:
+            ret = int(getattr(getattr(Device[device], "renderer", None), "packed_operand_bytes", 0) or 0)
+        except Exception:  # noqa: BLE001 -- a device that cannot be opened here gets its error where it runs
+            ret = 0
+        _PACK_BYTES[device] = ret
+    return ret
+
+
+_PACK_BYTES: dict[str, int] = {}
+
+
+@functools.lru_cache(maxsize=4096)
+def _operand_packs(ast: UOp, group_bytes: int) -> tuple[UOp, tuple[OperandPack, ...]]:
+    return operand_packs(ast, group_bytes)
+
+
+def with_packs(step: KernelStep, device: str, new_buffers: list[NewBuffer], n_inputs: int) -> list[KernelStep]:
+    """`step`, preceded by kernels that copy the operands its device wants packed (`uopir.operand_packs`: a matmul's
+    operand read across rows, on the CPU) into new buffers, which it then reads instead."""
+    group = _packed_operand_bytes(device)
+    if not group:
+        return [step]
+    ast, packs = _operand_packs(step.ast, group)
+    if not packs:
+        return [step]
+    args, steps = list(step.args), []
+    for pack in packs:
+        copy = n_inputs + len(new_buffers)
+        new_buffers.append(NewBuffer(device, pack.size, pack.dtype))
+        steps.append(KernelStep(pack.ast, (copy, step.args[pack.slot])))
+        args[pack.slot] = copy
+    return [*steps, KernelStep(ast, tuple(args), step.variables)]
 
 
 def _step_buffers(step: KernelStep | CopyStep) -> tuple[int, ...]:

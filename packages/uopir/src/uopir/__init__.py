@@ -1,22 +1,35 @@
 """The UOp IR: dtypes, hash-consed UOp graphs, pattern rewriting, symbolic algebra, calls and spec checks."""
 
 from uopir.args import OPAQUE_CALL_BODIES, CallInfo, KernelInfo, ParamArg, ProgramInfo
-from uopir.codegen import CodegenError, Opt, OptOps, apply_opts, gpu_heuristic_opts, heuristic_opts, kernel_form, kernel_name, linearize, to_program
+from uopir.codegen import (
+                           CodegenError,
+                           OperandPack,
+                           Opt,
+                           OptOps,
+                           apply_opts,
+                           gpu_heuristic_opts,
+                           heuristic_opts,
+                           kernel_form,
+                           kernel_name,
+                           linearize,
+                           operand_packs,
+                           to_program,
+)
 from uopir.dtypes import (
-    AddrSpace,
-    ConstType,
-    DType,
-    PtrDType,
-    can_lossless_cast,
-    dtypes,
-    float_to_fp8,
-    fp8_to_float,
-    least_upper_dtype,
-    least_upper_float,
-    strong_dtype,
-    sum_acc_dtype,
-    to_dtype,
-    truncate,
+                           AddrSpace,
+                           ConstType,
+                           DType,
+                           PtrDType,
+                           can_lossless_cast,
+                           dtypes,
+                           float_to_fp8,
+                           fp8_to_float,
+                           least_upper_dtype,
+                           least_upper_float,
+                           strong_dtype,
+                           sum_acc_dtype,
+                           to_dtype,
+                           truncate,
 )
 from uopir.errors import CallError, DTypeError, GraphError, RewriteError, SpecError, SymbolicError, UOpIRError
 from uopir.floatconv import bf16_bits_to_float, float_to_bf16, float_to_bf16_bits, float_to_fp16
@@ -51,6 +64,7 @@ __all__ = [
     "type_verify", "spec_shared", "spec_tensor", "spec_kernel", "spec_program", "pretty_print", "print_uops",
     # kernel codegen and renderers
     "Opt", "OptOps", "apply_opts", "heuristic_opts", "gpu_heuristic_opts", "kernel_name", "kernel_form", "linearize", "to_program",
+    "OperandPack", "operand_packs",
     "Renderer", "CRenderer", "AMDOpenCLRenderer", "CodegenError",
     # errors
     "UOpIRError", "DTypeError", "GraphError", "CallError", "RewriteError", "SpecError", "SymbolicError",

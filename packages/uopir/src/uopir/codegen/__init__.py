@@ -3,7 +3,8 @@
 from .kernel import CodegenError, kernel_form
 from .linearize import linearize
 from .opts import Opt, OptOps, apply_opts, gpu_heuristic_opts, heuristic_opts
+from .packing import OperandPack, operand_packs
 from .program import kernel_name, to_program
 
-__all__ = ["CodegenError", "kernel_form",
+__all__ = ["CodegenError", "kernel_form", "OperandPack", "operand_packs",
            "Opt", "OptOps", "apply_opts", "gpu_heuristic_opts", "heuristic_opts", "kernel_name", "linearize", "to_program"]

@@ -15,7 +15,9 @@ class Renderer:
     ALU ops the target has (the codegen decomposes the others before rendering); has_threads: whether THREAD opts
     apply (CPU cores); vector_width: float32 lanes of the widest vector register, for the opt heuristic; global_dims:
     output axes become GPU workgroup/work-item indices, with up to local_size work-items per workgroup;
-    tensor_cores: the matrix units (`uopir.codegen.tc.TensorCore`) the TC opt may use.
+    tensor_cores: the matrix units (`uopir.codegen.tc.TensorCore`) the TC opt may use; packed_operand_bytes: when
+    nonzero, a reduce kernel that reads a large operand across its rows reads a copy packed in runs of this many bytes
+    (`uopir.codegen.packing`; the scheduler makes the copies).
     """
 
     device: str = ""
@@ -27,6 +29,7 @@ class Renderer:
     global_dims: bool = False
     local_size: int = 1
     tensor_cores: tuple = ()
+    packed_operand_bytes: int = 0
 
     def supported_dtypes(self) -> frozenset[DType]:
         """Every dtype a kernel on this target can use: the native ones and the emulated ones (tinygrad's method)."""

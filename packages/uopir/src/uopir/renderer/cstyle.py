@@ -74,6 +74,8 @@ class CRenderer(Renderer):
     # C compiler vectorizes, 4x (exp2) and 11x (log2) faster than libm's scalar calls over 1M floats on 2 cores
     code_for_op = frozenset(GroupOp.ALU - {Ops.THREEFRY, Ops.FLOORDIV, Ops.FLOORMOD, Ops.EXP2, Ops.LOG2})
     has_threads = True
+    #: a matmul's strided operand is read from a copy packed in cache lines (see uopir.codegen.packing)
+    packed_operand_bytes = 64
     types: dict[DType, str] = C_TYPES
     index_type = "long long"
     #: write vectorizable register loops with GCC vector types (see cvector)

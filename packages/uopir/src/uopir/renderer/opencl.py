@@ -37,6 +37,7 @@ class AMDOpenCLRenderer(CRenderer):
     device = "AMD"
     has_threads = False
     global_dims = True
+    packed_operand_bytes = 0  # work-items of a wave read neighbouring columns together: no strided walk to undo
     code_for_op = CRenderer.code_for_op - {Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.POW}
     types = OPENCL_TYPES
     index_type = "long"

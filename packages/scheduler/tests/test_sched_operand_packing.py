@@ -1,0 +1,98 @@
+"""Operand packing on the CPU (`uopir.operand_packs`): a matmul's operand read across its rows is copied into strips
+that are contiguous over the reduce loop, and the kernel reads the copy. Values against numpy for the shapes and views
+that take the path (plain, batched, transposed, sliced, inside gradients) and the ones that do not; the number of
+kernels tells which path ran."""
+
+import numpy as np
+import pytest
+from hcq_runtime import counters
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from uop_scheduler import Tensor
+
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def kernels_of(fn) -> tuple[np.ndarray, int]:
+    counters.reset()
+    out = fn().numpy()
+    return out, counters.kernels
+
+
+def close(ours: np.ndarray, ref: np.ndarray, k: int) -> None:
+    np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+def realized(x: np.ndarray) -> Tensor:
+    return Tensor(x).realize()
+
+
+@pytest.mark.parametrize("m, k, n", [(64, 512, 256), (96, 1024, 512), (64, 256, 1024)])
+def test_a_matmul_reads_its_right_operand_packed(m, k, n):
+    a, b = rand(m, k), rand(k, n)
+    ta, tb = realized(a), realized(b)
+    out, kernels = kernels_of(lambda: ta @ tb)
+    close(out, a.astype(np.float64) @ b, k)
+    assert kernels == 2  # the packing copy, then the matmul
+
+
+@pytest.mark.parametrize("m, k, n", [(64, 128, 256), (32, 512, 256), (64, 512, 24), (64, 64, 4096)])
+def test_small_or_little_reused_operands_are_read_in_place(m, k, n):
+    # a short reduce loop, too few rows to pay for the copy, an output row shorter than a cache line's strip... each
+    # keeps the single kernel
+    a, b = rand(m, k), rand(k, n)
+    ta, tb = realized(a), realized(b)
+    out, kernels = kernels_of(lambda: ta @ tb)
+    close(out, a.astype(np.float64) @ b, k)
+    assert kernels == 1
+
+
+def test_batched_transposed_and_sliced_operands():
+    a, b = rand(3, 64, 512), rand(3, 512, 320)
+    ta, tb = realized(a), realized(b)
+    out, kernels = kernels_of(lambda: ta @ tb[:, :, 16:272])  # a column window: the copy holds only what is read
+    close(out, a.astype(np.float64) @ b[:, :, 16:272], 512)
+    assert kernels == 2
+    # a transposed left operand (x.T @ g, a weight gradient) is strided along the reduce loop too, but it is not the
+    # vectorized one: only the right operand is packed
+    x, g = rand(512, 64), rand(512, 256)
+    tx, tg = realized(x), realized(g)
+    out, kernels = kernels_of(lambda: tx.T @ tg)
+    close(out, x.T.astype(np.float64) @ g, 512)
+    assert kernels == 2
+
+
+def test_gradients_through_packed_matmuls():
+    x, w = rand(64, 512), rand(512, 384)
+    tx, tw = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)
+    loss = (tx @ tw).square().sum()
+    loss.backward()
+    y = x.astype(np.float64) @ w
+    close(tx.grad.numpy(), 2 * y @ w.T, 384)
+    close(tw.grad.numpy(), x.T @ (2 * y), 64)
+
+
+def test_a_write_into_the_operand_after_the_matmul_is_not_seen_by_it():
+    # the copy is a new version read by the matmul alone: the write still has to wait for the copy, not only the matmul
+    a, b = rand(64, 512), rand(512, 256)
+    ta, tb = realized(a), realized(b)
+    out = ta @ tb
+    tb.assign(tb * 2)
+    close(out.numpy(), a.astype(np.float64) @ b, 512)
+    close(tb.numpy(), b * 2, 1)
+
+
+@settings(max_examples=12, deadline=None)
+@given(m=st.sampled_from([16, 64, 65]), k=st.sampled_from([256, 300, 512]), n=st.sampled_from([32, 48, 256, 272]),
+       batch=st.sampled_from([(), (2,)]), transpose_b=st.booleans())
+def test_matmuls_equal_numpy(m, k, n, batch, transpose_b):
+    a = rand(*batch, m, k)
+    b = rand(*batch, n, k) if transpose_b else rand(*batch, k, n)
+    ta, tb = realized(a), realized(b)
+    tb_view = tb.transpose(-1, -2) if transpose_b else tb
+    b_ref = np.swapaxes(b, -1, -2) if transpose_b else b
+    close((ta @ tb_view).numpy(), a.astype(np.float64) @ b_ref, k)

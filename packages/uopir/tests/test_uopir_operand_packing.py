@@ -1,0 +1,72 @@
+"""`operand_packs`: which kernels get a packed operand, and that the copy's layout is the one the rewritten kernel reads
+(every sampled element lands where the kernel looks for it). Values of whole matmuls against numpy are in the
+scheduler's test_sched_operand_packing."""
+
+import random
+
+from uopir import AxisType, CRenderer, Ops, UOp, dtypes, operand_packs
+from uopir.codegen.packing import PACK_MIN_REDUCE
+
+
+def matmul(n: int, m: int, k: int, ldb: int | None = None, batch: int = 1) -> UOp:
+    ldb = ldb or m
+    out, a, b = (UOp.param(i, dtypes.float32.ptr(s)) for i, s in enumerate((batch * n * m, batch * n * k, batch * k * ldb)))
+    z, i, j, r = UOp.range(batch, 3), UOp.range(n, 0), UOp.range(m, 1), UOp.range(k, 2, AxisType.REDUCE)
+    value = (a.index(z * n * k + i * k + r).load() * b.index(z * k * ldb + r * ldb + j).load()).reduce(r)
+    return UOp.sink(out.index(z * n * m + i * m + j).store(value).end(z, i, j))
+
+
+def at(expr: UOp, values: dict[UOp, int]) -> int:
+    ret = expr.substitute({r: UOp.const(v, r.dtype) for r, v in values.items()}).simplify()
+    assert ret.op is Ops.CONST
+    return int(ret.arg)
+
+
+def index_of(ast: UOp, slot: int, *, store: bool) -> UOp:
+    node = next(u for u in ast.toposort() if u.op is (Ops.STORE if store else Ops.LOAD) and u.src[0].src[0].op is Ops.PARAM
+                and u.src[0].src[0].arg.slot == slot)
+    return node.src[0].src[1]
+
+
+def test_the_right_operand_of_a_large_matmul_is_packed_in_cache_lines():
+    ast = matmul(64, 1024, 1024)
+    new, packs = operand_packs(ast, CRenderer.packed_operand_bytes)
+    assert [(p.slot, p.size, p.dtype) for p in packs] == [(2, 1024 * 1024, dtypes.float32)]
+    loads = [u.src[0].src[1] for u in new.toposort() if u.op is Ops.LOAD and u.src[0].src[0].arg.slot == 2]
+    assert len(loads) == 1 and {Ops.FLOORDIV, Ops.FLOORMOD} <= {u.op for u in loads[0].toposort()}
+
+
+def test_no_pack_where_it_would_not_pay():
+    for ast in (matmul(64, 1024, PACK_MIN_REDUCE // 2),  # a short reduce loop
+                matmul(32, 1024, 1024),  # too few rows reuse the copy
+                matmul(64, 24, 1024),  # an output row that is not whole cache lines
+                matmul(64, 32, 256, ldb=32)):  # a small operand
+        assert operand_packs(ast, 64) == (ast, ())
+    assert operand_packs(matmul(64, 1024, 1024), 0)[1] == ()
+
+
+def test_the_copy_holds_each_element_where_the_kernel_reads_it():
+    random.seed(0)
+    for batch, n, m, k, ldb in ((1, 64, 256, 512, 256), (2, 64, 64, 256, 272), (3, 80, 256, 512, None)):
+        ast = matmul(n, m, k, ldb, batch)
+        new, packs = operand_packs(ast, 64)
+        assert len(packs) == 1
+        (pack,) = packs
+        orig_off = index_of(ast, 2, store=False)
+        new_off = index_of(new, 2, store=False)
+        dest, src = index_of(pack.ast, 0, store=True), index_of(pack.ast, 1, store=False)
+        kernel_ranges = {r.arg[0]: r for r in ast.toposort() if r.op is Ops.RANGE}
+        pack_ranges = sorted((r for r in pack.ast.toposort() if r.op is Ops.RANGE), key=lambda r: r.arg[0])
+        seen = set()
+        for _ in range(60):
+            point = {r: random.randrange(int(r.src[0].arg)) for r in pack_ranges}
+            d = at(dest, point)
+            assert 0 <= d < pack.size and d not in seen  # the copy writes each element once
+            seen.add(d)
+            # the kernel, at the loop values that read the same source element, reads that position of the copy
+            z, i, j, r = (kernel_ranges[a] for a in (3, 0, 1, 2))
+            zs = [p for p in pack_ranges if p.arg[0] == 0] if batch > 1 else []
+            strip, kk, lane = pack_ranges[-3:]
+            values = {z: point[zs[0]] if zs else 0, i: 0, j: point[strip] * 16 + point[lane], r: point[kk]}
+            assert at(src, point) == at(orig_off, values)
+            assert at(new_off, values) == d
