@@ -118,8 +118,11 @@ class CCompiler(Compiler):
     the flag, so it is never passed to clang."""
 
     def __init__(self, flags: tuple[str, ...] = ("-O2", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-ffp-contract=off"),
-                 direct_link: bool = False):
-        self.cc, self.direct_link = find_c_compiler(), direct_link
+                 direct_link: bool = False, cc: str | None = None):
+        """`cc`: the compiler to run (a path or a name on PATH); by default `find_c_compiler`'s choice."""
+        if cc is not None and (found := shutil.which(cc)) is None:
+            raise CompileError(f"{cc} is not an executable C compiler on PATH")
+        self.cc, self.direct_link = found if cc is not None else find_c_compiler(), direct_link
         self.flags = ("-shared", "-fPIC", "-std=gnu11", "-pthread", *flags, *gcc_only_flags(compiler_version(self.cc)), "-lm")
         # the key names the flags, not how the object is linked: both ways give the same program
         self.cache_key = f"c\0{compiler_version(self.cc)}\0{' '.join(self.flags)}"

@@ -58,7 +58,9 @@ def _horner(x: UOp, coefficients: list[float]) -> UOp:
 
 
 def _round(x: UOp) -> UOp:
-    return (x + (x < 0.0).where(-0.5, 0.5)).alu(Ops.TRUNC)
+    # constants of x's dtype: a select of two Python floats would be a weak (double) value cast to x's dtype, which
+    # keeps the C renderer from writing the select as vector code
+    return (x + (x < 0.0).where(x.const_like(-0.5), x.const_like(0.5))).alu(Ops.TRUNC)
 
 
 def _pow2(k: UOp, f: _Float) -> UOp:
@@ -92,7 +94,7 @@ def xlog2(x: UOp) -> UOp:
     exponent = big.where(exponent + 1, exponent)
     t = (mantissa - 1.0) / (mantissa + 1.0)
     series = t * _horner(t * t, [2.0 / (2 * k + 1) for k in range(f.log_terms)])
-    result = exponent.cast(f.ft) - tiny.where(64.0, 0.0) + series * _INV_LN2
+    result = exponent.cast(f.ft) - tiny.where(v.const_like(64.0), v.const_like(0.0)) + series * _INV_LN2
     result = v.eq(math.inf).where(math.inf, v.eq(0.0).where(-math.inf, (v < 0.0).where(math.nan, result)))
     return v.ne(v).where(v, result).cast(x.dtype)
 
@@ -112,7 +114,7 @@ def xsin(x: UOp) -> UOp:
 
 def xpow(a: UOp, b: UOp) -> UOp:
     (base, _), (exp, _) = _format(a), _format(b)
-    magnitude = xexp2(exp * xlog2(base * (base < 0.0).where(-1.0, 1.0)))
+    magnitude = xexp2(exp * xlog2(base * (base < 0.0).where(base.const_like(-1.0), base.const_like(1.0))))
     whole = exp.alu(Ops.TRUNC)
     is_int = whole.eq(exp)
     odd = is_int & ((whole * 0.5).alu(Ops.TRUNC) * 2.0).ne(whole)

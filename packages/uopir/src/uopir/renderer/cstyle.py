@@ -36,7 +36,7 @@ from ..codegen.linearize import MAX_UNROLL
 from ..codegen.opts import stride
 from .base import Renderer
 from .c_support import BF16_FAST, GENERIC, SMALL_FLOATS, small_float_helpers
-from .cvector import VectorBlock, find_vector_block, vector_type
+from .cvector import MASK_INTS, VectorBlock, find_vector_block, vector_type
 
 C_TYPES: dict[DType, str] = {
     dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
@@ -413,6 +413,13 @@ class _CProgram:
             self.prefetch_next(node.src[0])
             self.define_vector(node, f"(*({self.vtype(node.dtype, aligned=False)} *)&{target})", "val")
             return
+        if node.dtype == dtypes.bool or op in (Ops.WHERE, Ops.MAX, Ops.TRUNC):
+            expr = self.select_expr(node, srcs)
+            if self.uses[node] > 1 or self.too_deep(node):
+                self.define_vector(node, expr, "alu")
+            else:
+                self.names[node] = expr
+            return
         vt = self.vtype(node.dtype)
         args = [self.vec(s, text) for s, text in zip(node.src, srcs)]
         if op is Ops.CAST:
@@ -426,6 +433,8 @@ class _CProgram:
             expr = f"(({vt})(-{u[0]}))" if op is Ops.NEG else f"(({vt})({u[0]} {_INFIX[op]} {u[1]}))"
         elif op is Ops.NEG:
             expr = f"(-({args[0]}))"
+        elif op in (Ops.CDIV, Ops.CMOD):  # by a constant other than 0 and -1 (see cvector): C's vector / and % are exact
+            expr = f"({args[0]} {'/' if op is Ops.CDIV else '%'} {args[1]})"
         elif op is Ops.RECIPROCAL:
             expr = f"({self.vec(node.src[0].const_like(1), '1')} / {args[0]})"
         elif op is Ops.MULACC:
@@ -444,6 +453,67 @@ class _CProgram:
             self.define_vector(node, expr, "alu")
         else:
             self.names[node] = expr
+
+    def mask_type(self, node: UOp) -> DType:
+        assert self.block is not None
+        return dict(self.block.masks)[node]
+
+    def named(self, text: str, vtype: str) -> str:
+        """`text` as a variable (an operand a select uses twice is computed once, and its text not nested twice)."""
+        if text.isidentifier():
+            return text
+        name = self.fresh("alu")
+        self.line(f"{vtype} {name} = {text};")
+        return name
+
+    def select_expr(self, node: UOp, srcs: list[str]) -> str:
+        """Vector code for a comparison or logical op on masks (see cvector), a select, max or trunc."""
+        assert self.block is not None
+        op = node.op
+        if node.dtype == dtypes.bool:
+            mvt = self.vtype(mask := self.mask_type(node))
+            if op in GroupOp.Comparison and node.src[0].dtype != dtypes.bool:
+                return f"(({mvt})({self.vec(node.src[0], srcs[0])} {_INFIX[op]} {self.vec(node.src[1], srcs[1])}))"
+            m = [self.mask(s, text, mask) for s, text in zip(node.src, srcs)]
+            if op is Ops.NEG:
+                return f"(~{m[0]})"
+            if op in (Ops.CMPNE, Ops.CMPEQ):  # of two bools: their masks differ / agree
+                return f"({m[0]} ^ {m[1]})" if op is Ops.CMPNE else f"(~({m[0]} ^ {m[1]}))"
+            return f"({m[0]} {_INFIX[op]} {m[1]})"
+        vt = self.vtype(node.dtype)
+        mvt = self.vtype(mask := MASK_INTS[node.dtype.itemsize])
+        if op is Ops.TRUNC:
+            name = f"uop_trunc_{vt[len('uop_'):]}"
+            self.helpers.setdefault(name, self.vector_trunc(name, vt, mvt, node.dtype))
+            return f"{name}({self.vec(node.src[0], srcs[0])})"
+        if op is Ops.WHERE:
+            cond = self.named(self.mask(node.src[0], srcs[0], mask), mvt)
+            a, b = self.vec(node.src[1], srcs[1]), self.vec(node.src[2], srcs[2])
+        else:  # MAX: the first operand where it is greater, or (floats) NaN
+            a, b = (self.named(self.vec(s, text), vt) for s, text in zip(node.src, srcs))
+            greater = f"({a} > {b})" if dtypes.is_int(node.dtype) else f"(({a} != {a}) | ({a} > {b}))"
+            cond = self.named(f"(({mvt}){greater})", mvt)
+        return f"(({vt})(((({mvt})({a})) & {cond}) | ((({mvt})({b})) & ~{cond})))"
+
+    def vector_trunc(self, name: str, vt: str, mvt: str, dt: DType) -> str:
+        """A vector trunc: clang vectorizes the per-lane builtin (one vroundps); GCC 12 calls it lane by lane, so it gets
+        the conversion to integers and back where that is exact (|x| below 2**mantissa bits; larger values, infinities
+        and NaN are integral or themselves already), with the sign bit put back (trunc(-0.5) is -0.0)."""
+        assert self.block is not None
+        fn, limit, bits = ("__builtin_trunc", "4503599627370496.0", 64) if dt == dtypes.float64 else ("__builtin_truncf", "8388608.0f", 32)
+        sign = self.r.int_literal(-(1 << (bits - 1)), dtypes.int64 if bits == 64 else dtypes.int32)
+        return (f"static inline {vt} {name}({vt} a) {{\n#if defined(__clang__)\n  {vt} r;\n"
+                f"  for (int l = 0; l < {self.block.width}; l++) r[l] = {fn}(a[l]);\n  return r;\n#else\n"
+                f"  {mvt} bits = ({mvt})a, sign = bits & (({mvt}){{}} + {sign});\n"
+                f"  {mvt} whole = ({mvt})__builtin_convertvector(__builtin_convertvector(a, {mvt}), {vt}) | sign;\n"
+                f"  {mvt} small = ({mvt})(({vt})(bits & ~sign) < (({vt}){{}} + {limit}));\n"
+                f"  return ({vt})((whole & small) | (bits & ~small));\n#endif\n}}\n")
+
+    def mask(self, node: UOp, text: str, mask: DType) -> str:
+        """A bool operand as a mask of `mask` lanes: a mask of the block already is one; a scalar bool is broadcast to
+        -1 (true) or 0 (false)."""
+        assert self.block is not None
+        return text if node in self.block.values else f"(({self.vtype(mask)}){{}} - ({text}))"
 
     def prefetch_next(self, index: UOp) -> None:
         """Prefetch the lines a vector access reads in the next iteration of the innermost loop it is in, when that loop
@@ -471,7 +541,7 @@ class _CProgram:
 
     def define_vector(self, node: UOp, expr: str, prefix: str) -> None:
         name = self.fresh(prefix)
-        self.line(f"{self.vtype(node.dtype)} {name} = {expr};")
+        self.line(f"{self.vtype(self.mask_type(node) if node.dtype == dtypes.bool else node.dtype)} {name} = {expr};")
         self.names[node] = name
 
     def decode(self, target: str, elem: DType) -> str:

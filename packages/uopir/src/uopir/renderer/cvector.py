@@ -23,8 +23,10 @@ VECTOR_DTYPES = frozenset({dtypes.float32, dtypes.float64, dtypes.int8, dtypes.u
                            dtypes.uint32, dtypes.int64, dtypes.uint64})
 #: loaded, stored and converted as vectors, but not computed with (each op would need its own rounding to half)
 STORAGE_ONLY_DTYPES = frozenset({dtypes.float16})
-_FLOAT_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MULACC, Ops.RECIPROCAL})
-_INT_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
+_FLOAT_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MULACC, Ops.RECIPROCAL, Ops.MAX, Ops.TRUNC})
+_INT_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.MAX})
+#: the integer lanes of a mask over values of each width
+MASK_INTS = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}
 _LANES = (2, 4, 8, 16, 32, 64)
 
 
@@ -38,6 +40,7 @@ class VectorBlock:
     width: int
     values: frozenset[UOp]
     accesses: frozenset[UOp]
+    masks: tuple[tuple[UOp, DType], ...] = ()  # the bool values among `values`, with the integer dtype of their lanes
 
 
 def _element(index: UOp) -> DType:
@@ -55,6 +58,7 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
         return None  # not the innermost loop
     body = linear[start + 1:end]
     kind: dict[UOp, str] = {lane: "index"}  # lane-dependent nodes: "index" (int math on the lane) or "value" (a vector)
+    masks: dict[UOp, DType] = {}  # lane-dependent bools: the integer dtype of their mask lanes
     for node in body:
         if not any(s in kind for s in node.src):
             continue
@@ -72,7 +76,13 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
             kind[node] = "store"
         elif all(kind.get(s) in (None, "index") for s in node.src) and dtypes.is_int(node.dtype) and node.op in GroupOp.ALU:
             kind[node] = "index"
-        elif not _vectorizable(node, kind):
+        elif node.dtype == dtypes.bool or node.op is Ops.WHERE:
+            if (mask := _mask_op(node, kind, masks)) is None:
+                return None
+            kind[node] = "value"
+            if node.dtype == dtypes.bool:
+                masks[node] = mask
+        elif not _vectorizable(node, kind) or any(s in masks for s in node.src):
             return None
         else:
             kind[node] = "value"
@@ -86,7 +96,28 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
     if not any(k == "store" for k in kind.values()):
         return None
     values = frozenset(n for n, k in kind.items() if k == "value")
-    return VectorBlock(lane, int(lane.src[0].arg), values, frozenset(n for n, k in kind.items() if k == "access")), end
+    return VectorBlock(lane, int(lane.src[0].arg), values, frozenset(n for n, k in kind.items() if k == "access"), tuple(masks.items())), end
+
+
+def _mask_op(node: UOp, kind: dict[UOp, str], masks: dict[UOp, DType]) -> DType | None:
+    """For a lane-dependent comparison, logical op or select: the integer dtype of its mask lanes (of the select's
+    condition for a WHERE), or None when it cannot be vector code."""
+    if any(kind.get(s) == "index" for s in node.src):
+        return None
+    if node.op in GroupOp.Comparison and node.src[0].dtype != dtypes.bool:
+        src = node.src[0].dtype
+        return MASK_INTS.get(src.itemsize) if src in VECTOR_DTYPES and node.src[1].dtype == src else None
+    if node.op in (Ops.AND, Ops.OR, Ops.XOR, Ops.NEG, Ops.CMPNE, Ops.CMPEQ) and node.dtype == dtypes.bool and node.src[0].dtype == dtypes.bool:
+        # (bools compared for (in)equality are masks xor-ed: logical_not is `x != True`)
+        widths = {masks[s] for s in node.src if s in masks}
+        return next(iter(widths)) if len(widths) == 1 and all(s in masks or kind.get(s) is None for s in node.src) else None
+    if node.op is Ops.WHERE and node.dtype in VECTOR_DTYPES:
+        cond, a, b = node.src
+        mask = MASK_INTS[node.dtype.itemsize]
+        if (cond in masks and masks[cond] != mask) or any(s in masks for s in (a, b)):
+            return None
+        return mask
+    return None
 
 
 def _vectorizable(node: UOp, kind: dict[UOp, str]) -> bool:
@@ -101,6 +132,8 @@ def _vectorizable(node: UOp, kind: dict[UOp, str]) -> bool:
     if node.op in (Ops.SHL, Ops.SHR):  # only a constant in-range amount: any other has numpy's answer in scalar code
         amount = node.src[1]
         return amount.op is Ops.CONST and 0 <= amount.arg < node.dtype.itemsize * 8
+    if node.op in (Ops.CDIV, Ops.CMOD):  # by a constant that C divides without undefined cases (0, -1)
+        return dtypes.is_int(node.dtype) and node.src[1].op is Ops.CONST and node.src[1].arg not in (0, -1)
     return node.op in (_FLOAT_OPS if dtypes.is_float(node.dtype) else _INT_OPS)
 
 

@@ -1,0 +1,120 @@
+"""Comparisons, selects, max, trunc and constant divisions inside GCC vector blocks (uopir's cvector: a lane-dependent
+bool is a mask vector), compiled for the CPU with clang and with GCC where present, checked against numpy on values
+that exercise the edges: NaN, infinities, signed zeros, fractions around the rounding points, integers past 2**23."""
+
+import shutil
+
+import numpy as np
+import pytest
+from hcq_runtime import CCompiler, Device
+from uopir import CRenderer, Ops, Opt, OptOps, UOp, dtypes, to_program
+
+NP = {dtypes.float32: np.float32, dtypes.float64: np.float64, dtypes.int32: np.int32, dtypes.int64: np.int64, dtypes.int8: np.int8,
+      dtypes.int16: np.int16, dtypes.uint32: np.uint32}
+N = 64
+# one clang (its vector builtins) and GCC (the fallback code of the trunc helper), each where installed
+COMPILERS = [found for names in (("clang", "clang-19", "clang-15"), ("gcc",)) if (found := next(filter(shutil.which, names), None))]
+
+
+def kernel(in_dtypes, out_dtype, fn) -> UOp:
+    out = UOp.param(0, out_dtype.ptr(N))
+    i = UOp.range(N, 0)
+    loads = [UOp.param(s + 1, dt.ptr(N)).index(i).load() for s, dt in enumerate(in_dtypes)]
+    return UOp.sink(out.index(i).store(fn(*loads)).end(i))
+
+
+_compilers: dict[str, CCompiler] = {}
+
+
+def run(cc: str, ast: UOp, out_dtype, *arrays: np.ndarray, lanes: int = 8) -> np.ndarray:
+    """Render `ast` with `lanes`-wide vector blocks, compile it with `cc` and run it on the host over `arrays`."""
+    program = to_program(ast, CRenderer(vector_width=lanes), opts=[Opt(OptOps.UPCAST, 0, lanes)])
+    src = program.src[2].arg
+    assert f"{lanes} lanes as one vector" in src, "the block stayed a scalar loop"
+    if cc not in _compilers:
+        _compilers[cc] = CCompiler(cc=cc)
+    dev = Device["CPU"]
+    prog = dev.program(program.arg.function_name, _compilers[cc].compile(src))
+    out = np.zeros(N, NP[out_dtype])
+    arrays = tuple(np.ascontiguousarray(a) for a in arrays)
+    prog([out.ctypes.data, *(a.ctypes.data for a in arrays)], [], n_cores=1)
+    return out
+
+
+def special_floats(rng, dtype) -> np.ndarray:
+    big = 2.0**23 if dtype == np.float32 else 2.0**52
+    edge = [np.nan, np.inf, -np.inf, 0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -0.49999997, 0.49999997, big - 0.5, -(big - 0.5), big,
+            -big, big + 1, 3e9, -3e9, 1e30 if dtype == np.float32 else 1e300, 1e-40 if dtype == np.float32 else 5e-320]
+    vals = np.concatenate([np.array(edge), rng.standard_normal(N) * 10])[:N]
+    return rng.permutation(vals).astype(dtype)
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("dtype, lanes", [(dtypes.float32, 8), (dtypes.float32, 16), (dtypes.float64, 4)])
+def test_trunc(rng, cc, dtype, lanes):
+    x = special_floats(rng, NP[dtype])
+    got = run(cc, kernel([dtype], dtype, lambda a: a.trunc()), dtype, x, lanes=lanes)
+    np.testing.assert_array_equal(got, np.trunc(x))
+    assert (np.signbit(got) == np.signbit(np.trunc(x)))[~np.isnan(x)].all()  # trunc(-0.5) is -0.0
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float64, dtypes.int32, dtypes.int64, dtypes.int8, dtypes.int16])
+def test_max_and_selects(rng, cc, dtype):
+    if dtypes.is_float(dtype):
+        a, b = special_floats(rng, NP[dtype]), special_floats(rng, NP[dtype])
+    else:
+        info = np.iinfo(NP[dtype])
+        a, b = (rng.integers(info.min, info.max, N, endpoint=True).astype(NP[dtype]) for _ in range(2))
+        b[:8] = a[:8]  # ties
+    np.testing.assert_array_equal(run(cc, kernel([dtype] * 2, dtype, lambda x, y: x.maximum(y)), dtype, a, b), np.maximum(a, b))
+    # a select between vectors and a broadcast constant, through a comparison of the loaded values
+    got = run(cc, kernel([dtype] * 2, dtype, lambda x, y: (x < y).where(x, y.const_like(3))), dtype, a, b)
+    np.testing.assert_array_equal(got, np.where(a < b, a, NP[dtype](3)))
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_logical_ops_on_masks(rng, cc):
+    f = dtypes.float32
+    a, b, c = (special_floats(rng, np.float32) for _ in range(3))
+    c[:10] = a[:10]
+
+    def fn(x, y, z):
+        keep = ((x < y) & y.ne(z)) | (x.eq(z) ^ (z < 0.0)) | (x.ne(x))
+        return keep.logical_not().where(x * 2.0, z)
+
+    got = run(cc, kernel([f] * 3, f, fn), f, a, b, c)
+    with np.errstate(invalid="ignore", over="ignore"):
+        keep = ((a < b) & (b != c)) | ((a == c) ^ (c < 0)) | (a != a)
+        np.testing.assert_array_equal(got, np.where(~keep, a * np.float32(2), c))
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("dtype", [dtypes.int32, dtypes.int64, dtypes.int8])
+@pytest.mark.parametrize("d", [2, 3, -7])
+def test_division_by_constants_truncates_like_c(rng, cc, dtype, d):
+    info = np.iinfo(NP[dtype])
+    a = rng.integers(info.min, info.max, N, endpoint=True).astype(NP[dtype])
+    a[:4] = [info.min, info.max, -1, 0]
+    q = run(cc, kernel([dtype], dtype, lambda x: x.cdiv(d)), dtype, a)
+    r = run(cc, kernel([dtype], dtype, lambda x: x.alu(Ops.CMOD, x.const_like(d))), dtype, a)
+    exact = [int(v) for v in a]
+    np.testing.assert_array_equal(q, np.array([abs(v) // abs(d) * (1 if (v < 0) == (d < 0) else -1) for v in exact], NP[dtype]))
+    np.testing.assert_array_equal(r, np.array([v - abs(v) // abs(d) * (1 if (v < 0) == (d < 0) else -1) * d for v in exact], NP[dtype]))
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_exp2_and_log2_decompositions_are_vector_code(rng, cc):
+    # their clamps and roundings are selects and truncs: the whole decomposition is one vector block now
+    f = dtypes.float32
+    x = np.concatenate([special_floats(rng, np.float32)[:24], rng.uniform(-160, 140, N - 24).astype(np.float32)])
+    got = run(cc, kernel([f], f, lambda v: v.exp2()), f, x)
+    with np.errstate(over="ignore"):
+        ref = np.exp2(x.astype(np.float64)).astype(np.float32)
+    np.testing.assert_allclose(got, ref, rtol=3e-7, atol=0)
+    pos = np.abs(x) + np.float32(1e-30)
+    pos[:4] = [0.0, np.inf, np.nan, 1e-42]
+    got = run(cc, kernel([f], f, lambda v: v.log2()), f, pos)
+    with np.errstate(divide="ignore"):
+        ref = np.log2(pos.astype(np.float64)).astype(np.float32)
+    np.testing.assert_allclose(got, ref, rtol=1e-6, atol=4e-7)
