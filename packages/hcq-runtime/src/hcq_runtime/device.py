@@ -7,6 +7,7 @@ name), so an installed backend appears without code changes here.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from collections.abc import Callable
@@ -25,6 +26,7 @@ BUILTIN_BACKENDS: dict[str, str] = {
 }
 
 
+@functools.lru_cache(maxsize=1024)  # every buffer, call and device lookup asks: a few names, asked millions of times
 def canonicalize(name: str) -> str:
     """`cpu` -> `CPU`, `CPU:0` -> `CPU`, `disk:/x` -> `DISK:/x`; the prefix is case-insensitive, the rest kept."""
     prefix, sep, rest = name.partition(":")

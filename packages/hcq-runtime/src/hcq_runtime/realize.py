@@ -249,5 +249,8 @@ def call_buffers(call: UOp) -> tuple[list[UOp], list[UOp]]:
 
 def device_for_call(args: tuple[UOp, ...]) -> str:
     """Where a call runs: the device of its first buffer argument (the default device when it has none)."""
-    return next((buffer_for(a).device for a in args if strip_after(a).op is Ops.BUFFER), Device.DEFAULT)
+    for a in args:
+        if strip_after(a).op is Ops.BUFFER:
+            return buffer_for(a).device
+    return Device.DEFAULT
 

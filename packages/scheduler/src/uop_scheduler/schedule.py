@@ -230,10 +230,15 @@ def _without_detach(view: UOp) -> UOp:
     return view
 
 
-# ops that cost tens of cycles per element: worth a buffer rather than computing them again
-_COSTLY = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT})
-#: extra evaluations an expand must cause before its costly source gets a buffer (about a kernel launch's time)
-COSTLY_REPEATS = 1 << 16
+# what one evaluation of an op costs, in simple ALU ops (a load from a buffer is 1; ops not listed are 1, movement ops
+# and constants 0): divisions and transcendental functions cost tens of cycles per element
+_OP_COST = {Ops.EXP2: 20, Ops.LOG2: 20, Ops.SIN: 20, Ops.SQRT: 8, Ops.FDIV: 8, Ops.CDIV: 8, Ops.CMOD: 8, Ops.POW: 40}
+_FREE = GroupOp.Movement | {Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD}
+#: work (extra evaluations times what each costs beyond reading a buffer) an expand must add before the value it
+#: repeats gets a buffer (about a kernel launch's time, computed the slow way)
+COSTLY_WORK = 1 << 20
+# views an expanded value may be read through and still be materialized as it is (each element read at most once)
+_VIEWS = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP})
 
 
 def _repeats(expand: UOp, src: UOp) -> int:
@@ -244,12 +249,21 @@ def _repeats(expand: UOp, src: UOp) -> int:
     return math.prod(shapes[0]) - math.prod(shapes[1])
 
 
-def _costly(value: UOp, boundary: set[UOp]) -> bool:
-    """Whether computing `value` in a kernel runs a costly op (the walk stops at values other kernels compute)."""
-    def fused(n: UOp) -> bool:
-        return n is value or (n not in boundary and n.op not in (Ops.BUFFER, Ops.AFTER))
-
-    return value.find_below(lambda n: n.op in _COSTLY and fused(n), gate=fused) is not None
+def _fused_cost(value: UOp, boundary: set[UOp]) -> int:
+    """What computing one element of `value` in a kernel costs (see _OP_COST): the ops fused into it, and a load per
+    value another kernel computes or a buffer holds."""
+    cost, seen, stack = 0, set(), [value]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n is not value and (n in boundary or n.op in (Ops.BUFFER, Ops.AFTER)):
+            cost += 1
+            continue
+        cost += 0 if n.op in _FREE else _OP_COST.get(n.op, 1)
+        stack.extend(n.src)
+    return cost
 
 
 def _reaches(deps: dict[UOp, set[UOp]], start: UOp, goal: UOp) -> bool:
@@ -305,16 +319,18 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
     for node in walk.nodes:
         if node.op is Ops.REDUCE and node not in leaf_set and not _fuses_into_consumer(node, consumers, realized):
             realized.add(node)
-    # a value with transcendental ops that is read through an EXPAND (attention's softmax weights, broadcast over the
-    # head dimension into the second matmul) is computed once into a buffer when the expand would have the kernel
-    # reading it compute it again COSTLY_REPEATS or more times over (a small one stays fused: a kernel costs more)
+    # a value read through an EXPAND is computed once into a buffer when the expand would have the kernel reading it
+    # compute it again often enough, at enough cost per element, that the repeated work (beyond reading a buffer) is
+    # COSTLY_WORK or more: attention's softmax weights broadcast over the head dimension into the second matmul, a
+    # convolution's upstream gradient (ReLU and pooling masks, a division) broadcast over its input channels and kernel
+    # window. A cheap or little-repeated one stays fused: a kernel costs more
     for node in walk.nodes:
         if node.op is Ops.EXPAND and node not in leaf_set:
             src = node.src[0]
-            while src.op is Ops.RESHAPE and src not in leaf_set and src not in realized:
+            while src.op in _VIEWS and src not in leaf_set and src not in realized:
                 src = src.src[0]
-            if src.op in GroupOp.ALU and src not in leaf_set and src not in realized and _repeats(node, src) >= COSTLY_REPEATS \
-                    and _costly(src, realized | leaf_set):
+            if src.op in GroupOp.ALU and src not in leaf_set and src not in realized and (repeats := _repeats(node, src)) > 0 \
+                    and repeats * (_fused_cost(src, realized | leaf_set) - 1) >= COSTLY_WORK:
                 realized.add(src)
     realized = {n for n in realized if n not in leaf_set and n.op is not Ops.AFTER}
     # a STORE whose value reads the overwritten version at other places than the ones it writes reads a copy of that
