@@ -231,12 +231,12 @@ def _has_buffer(t, index_constants_count: bool = False) -> bool:
     unless they ask for one (`requires_grad=True`) or `index_constants_count` (an explicit `gradient()` target)."""
     if t.requires_grad:
         return True
-    for n in t.uop.toposort():
-        if n.op is Ops.BUFFER and (index_constants_count or n not in index_constants):
-            return True
-        if n.op in (Ops.PARAM, Ops.CONTIGUOUS) or _is_full(n):
-            return True
-    return False
+
+    def holds(n: UOp) -> bool:
+        return (n.op is Ops.BUFFER and (index_constants_count or n not in index_constants)) or n.op in (Ops.PARAM, Ops.CONTIGUOUS) or _is_full(n)
+
+    # any such node will do: the walk stops at the first (a whole toposort per tensor was a third of backward())
+    return t.uop.find_below(holds) is not None
 
 
 def _is_full(n: UOp) -> bool:
