@@ -254,3 +254,80 @@ def test_bad_shapes_are_model_errors():
     with pytest.raises(ModelError, match=r"uint8 \(rows, 40\)"):
         qdot_matmul(Tensor(np.zeros((1, 64), np.float32)), Tensor(np.zeros((3, 36), np.uint8)), GGMLType.Q4_1, 1)
     assert isinstance(Device["CPU"], CPUDevice)
+
+
+def _rms_np(x: np.ndarray, norm: np.ndarray, eps: float) -> np.ndarray:
+    """The fused kernel's norm, operation for operation in float32: a sequential sum of squares, 1 / sqrt(mean + eps),
+    then x * inv * norm."""
+    out = np.empty_like(x)
+    f = np.float32
+    for t in range(x.shape[0]):
+        ss = f(0)
+        for v in x[t]:
+            ss = f(ss + f(v * v))
+        inv = f(1) / np.sqrt(f(ss / f(x.shape[1]) + f(eps)))
+        out[t] = (x[t] * inv) * norm
+    return out
+
+
+@pytest.mark.parametrize("ggml_type", [*TYPES, GGMLType.F16], ids=lambda t: t.name)
+@pytest.mark.parametrize("tokens", [1, 5])
+def test_fused_norm_and_residual_equal_the_unfused_kernel_bit_for_bit(ggml_type, tokens):
+    # the fused kernel normalizes its input as _rms_np does and adds the residual to each product: the same bits as the
+    # unfused kernel over that input, plus the residual
+    from llm_bench.qdot import Fused
+
+    rng = np.random.default_rng(7)
+    rows, k = 72, 320
+    x = (rng.standard_normal((tokens, k)) * 3).astype(np.float32)
+    norm = rng.uniform(0.5, 1.5, k).astype(np.float32)
+    res = rng.standard_normal((tokens, rows)).astype(np.float32)
+    cores = Device["CPU"].n_cores
+    if ggml_type is GGMLType.F16:
+        w = Tensor(rng.standard_normal((rows, k)).astype(np.float16))
+
+        def matmul(a, fused=None):
+            return f16_matmul(a, w, cores, **({"fused": fused} if fused else {}))
+    else:
+        w = Tensor(repack_rows(random_weight(rng, ggml_type, rows, k), ggml_type))
+
+        def matmul(a, fused=None):
+            return qdot_matmul(a, w, ggml_type, cores, **({"fused": fused} if fused else {}))
+    plain = matmul(Tensor(_rms_np(x, norm, 1e-5))).numpy()
+    got = matmul(Tensor(x), Fused(norm=Tensor(norm), eps=1e-5, residual=Tensor(res))).numpy()
+    np.testing.assert_array_equal(got, plain + res)
+    np.testing.assert_array_equal(matmul(Tensor(x), Fused(residual=Tensor(res))).numpy(), matmul(Tensor(x)).numpy() + res)
+
+
+@pytest.mark.parametrize("ggml_type", [GGMLType.Q8_0, GGMLType.F16], ids=lambda t: t.name)
+def test_fused_swiglu_input(ggml_type):
+    from llm_bench.qdot import Fused
+
+    rng = np.random.default_rng(8)
+    rows, k, tokens = 40, 96, 3
+    gu = (rng.standard_normal((tokens, 2 * k)) * 2).astype(np.float32)
+    g, u = gu[:, :k].astype(np.float64), gu[:, k:].astype(np.float64)
+    act = g / (1 + np.exp(-g)) * u
+    cores = Device["CPU"].n_cores
+    if ggml_type is GGMLType.F16:
+        w = rng.standard_normal((rows, k)).astype(np.float16)
+        got = f16_matmul(Tensor(gu), Tensor(w), cores, Fused(swiglu=True)).numpy()
+        np.testing.assert_allclose(got, act @ w.astype(np.float64).T, rtol=1e-5, atol=1e-5)
+    else:
+        raw = random_weight(rng, ggml_type, rows, k)
+        got = qdot_matmul(Tensor(gu), Tensor(repack_rows(raw, ggml_type)), ggml_type, cores, Fused(swiglu=True)).numpy()
+        want, magnitude = oracle(ggml_type, raw, act.astype(np.float32))
+        # a 1-ulp difference of expf moves an activation by at most a quantum: bounded by the block's scale
+        assert np.all(np.abs(got - want) <= 2e-2 * magnitude.max())
+
+
+def test_fused_inputs_are_checked():
+    from llm_bench.qdot import Fused
+
+    w = Tensor(np.zeros((8, 64), np.float16))
+    with pytest.raises(ModelError, match="SwiGLU input"):
+        f16_matmul(Tensor(np.zeros((1, 64), np.float32)), w, 1, Fused(swiglu=True))
+    with pytest.raises(ModelError, match="norm weight"):
+        f16_matmul(Tensor(np.zeros((1, 64), np.float32)), w, 1, Fused(norm=Tensor(np.ones(32, np.float32)), eps=1e-5))
+    with pytest.raises(ModelError, match="residual"):
+        f16_matmul(Tensor(np.zeros((2, 64), np.float32)), w, 1, Fused(residual=Tensor(np.zeros((1, 8), np.float32))))

@@ -480,25 +480,117 @@ def kernel_source(name: str, ggml_type: GGMLType, rows: int, k: int, tokens: int
     return _COMMON + _SCALAR[ggml_type] + gather + vector + _KERNEL % values
 
 
-def qdot_matmul(x: Tensor, weight: Tensor, ggml_type: GGMLType, n_cores: int) -> Tensor:
+@dataclass(frozen=True, eq=False)
+class Fused:
+    """What a matmul kernel computes around its product, in the same launch (a decoding layer's norms, SwiGLU and
+    residual adds were kernels of their own: 7 of 16 per SmolLM2 layer). `norm`: the input is the residual stream,
+    RMS-normalized first (x / sqrt(mean(x^2) + eps) * norm, `rms_norm`'s operations); `swiglu`: the input is (n, 2k),
+    gate then up, and the product's input silu(gate) * up; `residual`: (n, rows) added to the product."""
+
+    norm: Tensor | None = None
+    eps: float = 0.0
+    swiglu: bool = False
+    residual: Tensor | None = None
+
+    @property
+    def tag(self) -> str:
+        return ("_rms" if self.norm is not None else "") + ("_swiglu" if self.swiglu else "") + ("_res" if self.residual is not None else "")
+
+
+NOT_FUSED = Fused()
+
+_FUSED = r"""
+/* the product's input, computed by every core for itself (a few microseconds for a token) */
+static void %(NAME)s_input(const float *x, const float *nw, float *xs) {
+  for (long t = 0; t < %(TOKENS)dL; t++) {
+#if %(NORM)d
+    const float *xt = x + t * %(K)dL;
+    float ss = 0.0f;
+    for (long j = 0; j < %(K)dL; j++) ss += xt[j] * xt[j];
+    const float inv = 1.0f / sqrtf(ss / (float)%(K)dL + %(EPS)s);
+    for (long j = 0; j < %(K)dL; j++) xs[t * %(K)dL + j] = xt[j] * inv * nw[j];
+#elif %(SWIGLU)d
+    const float *g = x + t * 2L * %(K)dL, *u = g + %(K)dL;
+    for (long j = 0; j < %(K)dL; j++) xs[t * %(K)dL + j] = g[j] * (1.0f / (1.0f + expf(-g[j]))) * u[j];
+#endif
+  }
+}
+
+void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
+  float *y = (float *)bufs[0];
+  const float *x = (const float *)bufs[1];
+  int next = 3;
+  const float *nw = %(NORM)d ? (const float *)bufs[next++] : 0;
+  const float *res = %(RESIDUAL)d ? (const float *)bufs[next++] : 0;
+  (void)nw; (void)res; (void)next;
+  float *xs = 0;
+  void *inner[3] = {bufs[0], bufs[1], bufs[2]};
+#if %(NORM)d || %(SWIGLU)d
+  xs = (float *)malloc(%(TOKENS)dL * %(K)dL * sizeof(float));
+  if (!xs) return;
+  %(NAME)s_input(x, nw, xs);
+  inner[1] = xs;
+#endif
+  %(NAME)s_product(inner, vals, core_id, n_cores);
+#if %(RESIDUAL)d
+  /* the rows this core's product wrote (the same split) */
+  long r0, r1;
+  qd_core_rows(%(ROWS)dL, core_id, n_cores, &r0, &r1);
+  for (long t = 0; t < %(TOKENS)dL; t++)
+    for (long r = r0; r < r1; r++) y[t * %(ROWS)dL + r] += res[t * %(ROWS)dL + r];
+#endif
+  free(xs);
+}
+"""
+
+
+def fused_source(name: str, product_source, rows: int, k: int, tokens: int, fused: Fused) -> str:
+    """C source of the kernel `name`: the product `product_source(inner_name)` (a kernel_source / f16_kernel_source
+    over buffers y, x, W) wrapped in what `fused` asks for; buffers y, x, W, then the norm weight and the residual when
+    present."""
+    if not fused.tag:
+        return product_source(name)
+    values = dict(NAME=name, ROWS=rows, K=k, TOKENS=tokens, NORM=int(fused.norm is not None), SWIGLU=int(fused.swiglu),
+                  RESIDUAL=int(fused.residual is not None), EPS=f"{float(fused.eps)!r}f")
+    return product_source(f"{name}_product") + _FUSED % values
+
+
+def _check_fused(x: Tensor, k: int, rows: int, fused: Fused) -> None:
+    if fused.norm is not None and fused.swiglu:
+        raise ModelError("a fused matmul normalizes its input or forms SwiGLU of it, not both")
+    if fused.swiglu and x.shape[1] != 2 * k:
+        raise ModelError(f"SwiGLU input for {k} inputs must be (n, {2 * k}), got {x.shape}")
+    if not fused.swiglu and x.shape[1] != k:
+        raise ModelError(f"input must be (n, {k}), got {x.shape}")
+    if fused.norm is not None and fused.norm.shape != (k,):
+        raise ModelError(f"norm weight must be ({k},), got {fused.norm.shape}")
+    if fused.residual is not None and fused.residual.shape != (x.shape[0], rows):
+        raise ModelError(f"residual must be ({x.shape[0]}, {rows}), got {fused.residual.shape}")
+
+
+def qdot_matmul(x: Tensor, weight: Tensor, ggml_type: GGMLType, n_cores: int, fused: Fused = NOT_FUSED) -> Tensor:
     """y (n, rows) float32 = x (n, k) float32 @ W.T with x rounded to 8 bits per 32-element block as
     `quantize_activations_np` rounds it (inside the kernel), for `weight` the blocks of W as `repack_rows` stores them
-    (uint8 (rows, n_blocks * block_bytes)), on a CPU device with `n_cores` cores."""
-    n, k = x.shape
+    (uint8 (rows, n_blocks * block_bytes)), on a CPU device with `n_cores` cores; `fused` adds a norm or SwiGLU before
+    the product and a residual after it (see `Fused`)."""
+    n, k = x.shape[0], x.shape[1] // (2 if fused.swiglu else 1)
     layout = BLOCK_LAYOUTS[ggml_type]
     rows = weight.shape[0]
     if k % QBLOCK or weight.dtype is not dtypes.uint8 or weight.ndim != 2 or weight.shape[1] != k // QBLOCK * layout.block_bytes:
         raise ModelError(f"{ggml_type.name} weight for {k} inputs must be uint8 (rows, {k // QBLOCK * layout.block_bytes}), "
                          f"got {weight.dtype} {weight.shape}")
-    name = f"qdot_{ggml_type.name.lower()}_{n}_{rows}_{k}"
-    return _launch(name, kernel_source(name, ggml_type, rows, k, n), x, weight, n_cores)
+    _check_fused(x, k, rows, fused)
+    name = f"qdot_{ggml_type.name.lower()}_{n}_{rows}_{k}{fused.tag}"
+    return _launch(name, fused_source(name, lambda nm: kernel_source(nm, ggml_type, rows, k, n), rows, k, n, fused), x, weight, n_cores, fused)
 
 
-def _launch(name: str, source: str, x: Tensor, weight: Tensor, n_cores: int) -> Tensor:
-    """y (n, rows) float32 from the C kernel `name` over buffers (y, x as float32, weight), on `n_cores` cores."""
-    program = c_program(name, source, n_buffers=3, outs=(0,), n_cores=n_cores)
+def _launch(name: str, source: str, x: Tensor, weight: Tensor, n_cores: int, fused: Fused = NOT_FUSED) -> Tensor:
+    """y (n, rows) float32 from the C kernel `name` over buffers (y, x as float32, weight, then the fused norm weight
+    and residual), on `n_cores` cores."""
+    extra = [t.cast(dtypes.float32) for t in (fused.norm, fused.residual) if t is not None]
+    program = c_program(name, source, n_buffers=3 + len(extra), outs=(0,), n_cores=n_cores)
     out = Tensor.empty(x.shape[0], weight.shape[0], dtype=dtypes.float32, device=weight.device)
-    return out.custom_kernel(x.cast(dtypes.float32), weight, fxn=lambda *params: program)[0]
+    return out.custom_kernel(x.cast(dtypes.float32), weight, *extra, fxn=lambda *params: program)[0]
 
 
 # --- float16 matrices --------------------------------------------------------------------------------------------
@@ -587,11 +679,13 @@ def f16_kernel_source(name: str, rows: int, k: int, tokens: int) -> str:
     return _COMMON + _F16_KERNEL % values
 
 
-def f16_matmul(x: Tensor, weight: Tensor, n_cores: int) -> Tensor:
-    """y (n, rows) float32 = x (n, k) float32 @ W.T for `weight` the float16 W (rows, k) on a CPU device."""
-    n, k = x.shape
-    rows = weight.shape[0]
-    if weight.dtype is not dtypes.float16 or weight.ndim != 2 or weight.shape[1] != k:
-        raise ModelError(f"float16 weight for {k} inputs must be (rows, {k}), got {weight.dtype} {weight.shape}")
-    name = f"f16dot_{n}_{rows}_{k}"
-    return _launch(name, f16_kernel_source(name, rows, k, n), x, weight, n_cores)
+def f16_matmul(x: Tensor, weight: Tensor, n_cores: int, fused: Fused = NOT_FUSED) -> Tensor:
+    """y (n, rows) float32 = x (n, k) float32 @ W.T for `weight` the float16 W (rows, k) on a CPU device; `fused` as
+    for `qdot_matmul`."""
+    n = x.shape[0]
+    if weight.dtype is not dtypes.float16 or weight.ndim != 2:
+        raise ModelError(f"float16 weight must be 2-D float16 (rows, k), got {weight.dtype} {weight.shape}")
+    rows, k = weight.shape
+    _check_fused(x, k, rows, fused)
+    name = f"f16dot_{n}_{rows}_{k}{fused.tag}"
+    return _launch(name, fused_source(name, lambda nm: f16_kernel_source(nm, rows, k, n), rows, k, n, fused), x, weight, n_cores, fused)

@@ -25,10 +25,10 @@ from .errors import ModelError
 from .gguf_reader import GGUFFile, GGUFTensor, release_pages_of
 from .model_api import Backend, LanguageModel
 from .model_config import ModelConfig
-from .qdot import check_activations
+from .qdot import Fused, check_activations
 from .reference_model import checked_tensor, layer_tensors
 from .reference_ops import rope_frequencies, unpermute_qk_rows
-from .tensor_weights import Linear, upload_matrices
+from .tensor_weights import Linear, rms_norm, upload_matrices
 
 
 @dataclass
@@ -60,11 +60,6 @@ class _Positions:
     sin: Tensor
     visible: Tensor | None
     start_tensor: Tensor | None = None  # `start` in a one-element int32 buffer (the attention kernel's input)
-
-
-def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
-    """x / sqrt(mean(x^2) + eps) * weight over the last axis."""
-    return x * (x.square().mean(-1, keepdim=True) + eps).rsqrt() * weight
 
 
 def rope_neox(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -254,21 +249,26 @@ class TensorModel(LanguageModel):
             # again (quadratic work) and each layer would compile kernels of its own instead of sharing the first's.
             # Each layer is realized on its own: one layer's graph is built, walked and planned at a time (29 of 30
             # plans come from the cache) instead of a 30-layer graph, which peaked at about 10 MB more
-            h = rms_norm(x, layer.attn_norm, c.norm_eps)
-            # the attention's residual sum is realized too: the matmul kernels realize their inputs on their own, and a
+            # the norms, the SwiGLU product and the residual adds are computed by the matmul kernels around their
+            # products where those are hand-written kernels (7 kernels fewer per SmolLM2 layer), else in the graph.
+            # The attention's residual sum is realized too: the matmul kernels realize their inputs on their own, and a
             # value left lazy between such realizes was computed twice (for the norm, then again for the last add)
-            x = (x + self._attention(layer, h, where, self.caches[2 * i], self.caches[2 * i + 1])).contiguous().realize()
-            h = rms_norm(x, layer.ffn_norm, c.norm_eps)
-            x = (x + (self._moe(layer, h) if layer.router is not None else self._swiglu(h, layer.gate_up, layer.down))).contiguous().realize()
+            x = self._attention(layer, x, where, self.caches[2 * i], self.caches[2 * i + 1]).realize()
+            if layer.router is not None:
+                x = (x + self._moe(layer, rms_norm(x, layer.ffn_norm, c.norm_eps))).realize()
+            else:
+                x = self._swiglu(x, layer.ffn_norm, layer.gate_up, layer.down).realize()
         if last is not None:
             x = x[last : last + 1]
-        return self.output(rms_norm(x, self.output_norm, c.norm_eps))
+        return self.output(x, Fused(norm=self.output_norm, eps=c.norm_eps))
 
     def _attention(self, layer: TensorLayer, x: Tensor, where: _Positions, k_cache: Tensor, v_cache: Tensor) -> Tensor:
+        """x (n, dim) the residual stream -> x plus the attention of its normalized rows."""
         c = self.config
         n = x.shape[0]
         q_out, kv_out = c.n_heads * c.head_dim, c.n_kv_heads * c.head_dim
-        qkv = layer.qkv(x)
+        residual = x
+        qkv = layer.qkv(x, Fused(norm=layer.attn_norm, eps=c.norm_eps))
         q, k, v = qkv[:, :q_out], qkv[:, q_out : q_out + kv_out], qkv[:, q_out + kv_out :]
         if c.qk_norm == "full":
             assert layer.q_norm is not None and layer.k_norm is not None
@@ -284,7 +284,8 @@ class TensorModel(LanguageModel):
         k_cache[where.start : end].assign(k)
         v_cache[where.start : end].assign(v)
         if where.start_tensor is not None:
-            return layer.wo(cpu_attention(q, k_cache, v_cache, where.start_tensor, getattr(Device[self.device], "n_cores", 1)))
+            attended = cpu_attention(q, k_cache, v_cache, where.start_tensor, getattr(Device[self.device], "n_cores", 1))
+            return layer.wo(attended, Fused(residual=residual))
         keys, values = k_cache[0:end], v_cache[0:end]
         group = c.n_heads // c.n_kv_heads
         # grouped-query attention: each KV head serves `group` query heads; scores (kv_heads, group, n, rows)
@@ -294,13 +295,13 @@ class TensorModel(LanguageModel):
             scores = where.visible[:, 0:end].where(scores, float("-inf"))
         # the probabilities are materialized: fused into the product, each would be recomputed for every output dimension
         out = scores.softmax(-1).contiguous() @ values.permute(1, 0, 2).unsqueeze(1)
-        return layer.wo(out.permute(2, 0, 1, 3).reshape(n, q_out))
+        return layer.wo(out.permute(2, 0, 1, 3).reshape(n, q_out), Fused(residual=residual))
 
-    def _swiglu(self, x: Tensor, gate_up: Linear | None, down: Linear | None) -> Tensor:
+    def _swiglu(self, x: Tensor, norm: Tensor, gate_up: Linear | None, down: Linear | None) -> Tensor:
+        """x (n, dim) the residual stream -> x plus the SwiGLU feed-forward of its normalized rows."""
         assert gate_up is not None and down is not None
-        gu = gate_up(x)
-        hidden = self.config.hidden_dim
-        return down(gu[:, :hidden].silu() * gu[:, hidden:])
+        gu = gate_up(x, Fused(norm=norm, eps=self.config.norm_eps))
+        return down(gu, Fused(swiglu=True, residual=x))
 
     def _moe(self, layer: TensorLayer, x: Tensor) -> Tensor:
         """Softmax-gated top-k mixture per token; every expert is computed and the unchosen ones get weight 0 (fixed graph)."""

@@ -30,7 +30,7 @@ from uop_scheduler import Device, Tensor, dtypes
 
 from .ggml_types import BLOCK_LAYOUTS, GGMLType
 from .gguf_reader import GGUFTensor, release_pages_of
-from .qdot import f16_matmul, int_dot_weight, q8_roundtrip, qdot_matmul, repack_rows
+from .qdot import NOT_FUSED, Fused, f16_matmul, int_dot_weight, q8_roundtrip, qdot_matmul, repack_rows
 from .tensor_dequant import GRAPH_QUANT_TYPES, dequantize_blocks
 
 # The CPU codegen vectorizes a decoding matmul only while its per-core accumulator row is short enough to unroll: a
@@ -83,21 +83,31 @@ class Linear:
 
     parts: tuple[DeviceMatrix, ...]
 
-    def __call__(self, x: Tensor) -> Tensor:
-        """x (n, in) -> (n, out) float32. The input is materialized first so its producer (a norm, the SwiGLU product)
-        is computed once rather than inside every output's reduction. For the hand-written kernels that is realizing
+    def __call__(self, x: Tensor, fused: Fused = NOT_FUSED) -> Tensor:
+        """x (n, in) -> (n, out) float32, with what `fused` asks around the product (a norm or SwiGLU of x before it,
+        a residual added after it: see `qdot.Fused`): inside the hand-written kernels when every part is one, else
+        computed in the graph. The input is materialized first so its producer (a norm, the SwiGLU product) is
+        computed once rather than inside every output's reduction. For the hand-written kernels that is realizing
         it: a value already in a buffer (the attention kernel's output) then stays where it is, where contiguous()
         would have copied it."""
-        x = x.realize() if all(part.rows_layout for part in self.parts) else x.contiguous()
+        kernels = all(part.rows_layout for part in self.parts)
+        if fused.tag and (not kernels or (fused.residual is not None and len(self.parts) > 1)):
+            inner = Fused(fused.norm, fused.eps, fused.swiglu) if kernels else NOT_FUSED
+            if not kernels:
+                x = rms_norm(x, fused.norm, fused.eps) if fused.norm is not None else x
+                x = swiglu(x) if fused.swiglu else x
+            out = self(x, inner)
+            return out + fused.residual if fused.residual is not None else out
+        x = x.realize() if kernels else x.contiguous()
         rounded = q8_roundtrip(x) if any(part.int_dot and not part.rows_layout for part in self.parts) else None
         outs = []
         for part in self.parts:
             cores = getattr(Device[part.data.device], "n_cores", 1)
             if part.rows_layout and part.ggml_type is GGMLType.F16:
-                outs.append(f16_matmul(x, part.data, cores))
+                outs.append(f16_matmul(x, part.data, cores, fused))
             elif part.rows_layout:
                 assert part.ggml_type is not None
-                outs.append(qdot_matmul(x, part.data, part.ggml_type, cores))
+                outs.append(qdot_matmul(x, part.data, part.ggml_type, cores, fused))
             else:
                 outs.append(_product(rounded if part.int_dot else x, part))
         if len(outs) == 1:
@@ -108,6 +118,17 @@ class Linear:
     @property
     def nbytes(self) -> int:
         return sum(part.data.nbytes() for part in self.parts)
+
+
+def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
+    """x / sqrt(mean(x^2) + eps) * weight over the last axis."""
+    return x * (x.square().mean(-1, keepdim=True) + eps).rsqrt() * weight
+
+
+def swiglu(x: Tensor) -> Tensor:
+    """silu(gate) * up of x (n, 2k) = [gate | up]."""
+    k = x.shape[-1] // 2
+    return x[:, :k].silu() * x[:, k:]
 
 
 def _product(x: Tensor, part: DeviceMatrix) -> Tensor:
