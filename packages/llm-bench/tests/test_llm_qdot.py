@@ -331,3 +331,36 @@ def test_fused_inputs_are_checked():
         f16_matmul(Tensor(np.zeros((1, 64), np.float32)), w, 1, Fused(norm=Tensor(np.ones(32, np.float32)), eps=1e-5))
     with pytest.raises(ModelError, match="residual"):
         f16_matmul(Tensor(np.zeros((2, 64), np.float32)), w, 1, Fused(residual=Tensor(np.zeros((1, 8), np.float32))))
+
+
+@pytest.mark.parametrize("tokens", [1, 6])  # the kernels form a decoding step's input, the graph a prompt's
+@pytest.mark.parametrize("kinds", [("F16",), ("Q8_0", "F16"), ("F32",)], ids="+".join)
+def test_linear_fused_norm_swiglu_and_residual_in_every_layout(tmp_path, tokens, kinds):
+    # one kernel part, several (the residual is added after their concatenation), and a graph part: each equals the
+    # norm / SwiGLU / residual computed in float64 around the layer's product
+    from llm_bench.qdot import Fused
+
+    rng = np.random.default_rng(9)
+    k, rows = 64, 32
+    writer = GGUFWriter()
+    for i, kind in enumerate(kinds):
+        w = rng.standard_normal((rows, k)).astype(np.float32)
+        if kind == "Q8_0":
+            writer.add_tensor(f"w{i}", random_weight(rng, GGMLType.Q8_0, rows, k), GGMLType.Q8_0, (rows, k))
+        else:
+            writer.add_tensor(f"w{i}", w.astype(np.float16) if kind == "F16" else w)
+    gguf = read_gguf(writer.write(tmp_path / "m.gguf"))
+    tensors = [gguf.tensor(f"w{i}") for i in range(len(kinds))]
+    linear = Linear(upload_matrices(tensors, "CPU", activations="float"))
+    weights = np.concatenate([t.dequantize().astype(np.float64) for t in tensors])
+    x = rng.standard_normal((tokens, k)).astype(np.float32)
+    norm = rng.uniform(0.5, 1.5, k).astype(np.float32)
+    res = rng.standard_normal((tokens, rows * len(kinds))).astype(np.float32)
+    x64 = x.astype(np.float64)
+    normed = x64 / np.sqrt((x64**2).mean(-1, keepdims=True) + 1e-5) * norm
+    got = linear(Tensor(x), Fused(norm=Tensor(norm), eps=1e-5, residual=Tensor(res))).numpy()
+    np.testing.assert_allclose(got, normed @ weights.T + res, rtol=1e-4, atol=1e-4)
+    gu = rng.standard_normal((tokens, 2 * k)).astype(np.float32)
+    g, u = gu[:, :k].astype(np.float64), gu[:, k:].astype(np.float64)
+    got = linear(Tensor(gu), Fused(swiglu=True)).numpy()
+    np.testing.assert_allclose(got, (g / (1 + np.exp(-g)) * u) @ weights.T, rtol=1e-4, atol=1e-4)

@@ -500,6 +500,28 @@ class Fused:
 NOT_FUSED = Fused()
 
 _FUSED = r"""
+/* e^x for the SiLU of the SwiGLU input, in operations the C compiler vectorizes (libm's expf is a call per element:
+   a 64-token prompt's 98304 of them per layer and core took SmolLM2's F16 prefill from 1.09x llama.cpp to 0.76x):
+   x = n ln2 + r with |r| <= ln2/2 (Cody-Waite), e^r by its degree-7 Taylor polynomial (relative error below 1e-7),
+   2^n from the exponent bits. Clamped to [-87, 88]: e^x stays a normal float (the SiLU of such inputs is 0 or x) */
+static inline float qd_exp(float x) {
+  x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);
+  const float n = nearbyintf(x * 1.44269504088896341f);
+  const float r = (x - n * 0.693145751953125f) - n * 1.42860682030941723212e-6f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t bits = ((int32_t)n + 127) << 23;
+  float scale;
+  memcpy(&scale, &bits, 4);
+  return p * scale;
+}
+
 /* the product's input, computed by every core for itself (a few microseconds for a token) */
 static void %(NAME)s_input(const float *x, const float *nw, float *xs) {
   for (long t = 0; t < %(TOKENS)dL; t++) {
@@ -511,7 +533,7 @@ static void %(NAME)s_input(const float *x, const float *nw, float *xs) {
     for (long j = 0; j < %(K)dL; j++) xs[t * %(K)dL + j] = xt[j] * inv * nw[j];
 #elif %(SWIGLU)d
     const float *g = x + t * 2L * %(K)dL, *u = g + %(K)dL;
-    for (long j = 0; j < %(K)dL; j++) xs[t * %(K)dL + j] = g[j] * (1.0f / (1.0f + expf(-g[j]))) * u[j];
+    for (long j = 0; j < %(K)dL; j++) xs[t * %(K)dL + j] = g[j] * (1.0f / (1.0f + qd_exp(-g[j]))) * u[j];
 #endif
   }
 }

@@ -260,7 +260,9 @@ class TensorModel(LanguageModel):
                 x = self._swiglu(x, layer.ffn_norm, layer.gate_up, layer.down).realize()
         if last is not None:
             x = x[last : last + 1]
-        return self.output(x, Fused(norm=self.output_norm, eps=c.norm_eps))
+        # the output norm stays in the graph: the last row alone (`last`) must equal the full forward's last row bit
+        # for bit, and a kernel would form it for one row where the graph forms it for a prompt's
+        return self.output(rms_norm(x, self.output_norm, c.norm_eps))
 
     def _attention(self, layer: TensorLayer, x: Tensor, where: _Positions, k_cache: Tensor, v_cache: Tensor) -> Tensor:
         """x (n, dim) the residual stream -> x plus the attention of its normalized rows."""
