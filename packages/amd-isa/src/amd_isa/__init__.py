@@ -1,6 +1,6 @@
 """AMD GPU instruction sets (RDNA3, RDNA4, CDNA): DSL, assembler, disassembler, code objects, emulator, SQTT."""
 
-from . import emu, sqtt
+from . import cdna, emu, rdna3, rdna4, sqtt
 from .arch import ARCHS, TARGETS, arch_of
 from .assembler import assemble, assemble_insts, assemble_one
 from .codeobject import CodeObject, KernelDescriptor, Symbol
@@ -29,6 +29,9 @@ __all__ = [
     "sample_corpus",
     "emu",
     "sqtt",
+    "cdna",
+    "rdna3",
+    "rdna4",
     "Reg",
     "RegFile",
     "Special",

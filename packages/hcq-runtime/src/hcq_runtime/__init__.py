@@ -7,7 +7,7 @@ from .batch import LinkedLinear, link_linear, run_linear
 from .buffer import Buffer, numpy_dtype
 from .compiled import CompiledDevice
 from .compiler import AMDCompiler, CCompiler, Compiler, amd_toolchain, cache_dir
-from .cpu import CPUDevice, CPUProgram, c_program
+from .cpu import CPUDevice, CPUProgram, binary_program, c_program
 from .device import Device, canonicalize
 from .disk import DiskDevice
 from .errors import AllocationError, CompileError, DeviceError, RuntimeErrorBase
@@ -24,6 +24,10 @@ def __getattr__(name: str):
         import importlib
 
         return importlib.import_module(".amd", __name__)
+    if name == "router_mfma_program":  # the MoE router's MFMA kernel (hcq_runtime.amd.router_mfma), built by amd-isa
+        from .amd.router_mfma import router_mfma_program
+
+        return router_mfma_program
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
@@ -42,6 +46,8 @@ __all__ = [
     "CPUDevice",
     "CPUProgram",
     "c_program",
+    "binary_program",
+    "router_mfma_program",
     "CompileError",
     "CompiledDevice",
     "Compiler",

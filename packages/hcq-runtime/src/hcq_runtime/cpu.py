@@ -230,6 +230,20 @@ def c_program(name: str, source: str, n_buffers: int, outs: tuple[int, ...], n_c
     return UOp(Ops.PROGRAM, dtypes.void, (UOp.sink(), UOp(Ops.LINEAR, dtypes.void, ()), UOp(Ops.SOURCE, dtypes.void, (), source)), info)
 
 
+def binary_program(name: str, source: str, binary: bytes, n_buffers: int, outs: tuple[int, ...], global_size: tuple[int, int, int],
+                   local_size: tuple[int, int, int], target: str = "") -> UOp:
+    """A kernel already in machine code (a code object amd-isa assembled) as a PROGRAM node, to run with
+    `Tensor.custom_kernel` on the device it was made for: `name` is its kernel symbol, `source` its text (shown by
+    DEBUG=4), and it reads `n_buffers` buffers, writing those at `outs`, launched over `global_size` workgroups of
+    `local_size` work-items."""
+    if not 0 < n_buffers or any(not 0 <= o < n_buffers for o in outs):
+        raise DeviceError(f"a program over {n_buffers} buffers cannot write buffers {outs}")
+    info = ProgramInfo(name, globals=tuple(range(n_buffers)), outs=tuple(sorted(outs)), ins=tuple(i for i in range(n_buffers) if i not in outs),
+                       global_size=global_size, local_size=local_size, target=target)
+    return UOp(Ops.PROGRAM, dtypes.void, (UOp.sink(), UOp(Ops.LINEAR, dtypes.void, ()), UOp(Ops.SOURCE, dtypes.void, (), source),
+                                          UOp(Ops.BINARY, dtypes.void, (), binary)), info)
+
+
 class CPUProgram:
     """A loaded CPU program, called with buffer addresses and variable values."""
 

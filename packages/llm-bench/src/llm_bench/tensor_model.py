@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ from .model_config import ModelConfig
 from .qdot import Fused, check_activations
 from .reference_model import checked_tensor, layer_tensors
 from .reference_ops import rope_frequencies, unpermute_qk_rows
+from .router_mfma import BLOCK_ROWS, router_mfma
 from .tensor_weights import Linear, rms_norm, upload_matrices
 
 
@@ -47,6 +49,7 @@ class TensorLayer:
     gate_exps: Linear | None  # (experts, ...) stacks: x -> (experts, n, out)
     up_exps: Linear | None
     down_exps: Linear | None
+    router_bf16: Tensor | None = None  # the router's weight in bfloat16, for `router_mfma` (ROUTER_MFMA=1)
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,9 @@ class TensorModel(LanguageModel):
             raise ModelError(f"max context must be at least 1, got {max_context}")
         self._bytes: dict[str, int] = {}
         self._params = 0
+        # ROUTER_MFMA=1: the MoE router's logits by the hand-written MFMA kernel (`router_mfma`: AMD gfx942/gfx950, 32
+        # experts), from bfloat16 activations and weights, as the seed's olmoe does under that variable
+        self.router_mfma = os.environ.get("ROUTER_MFMA", "0") not in ("", "0") and c.n_experts > 0
         # the embedding lookup stays on the host, decoding only the rows it needs from the mapped file: a device gather
         # over the vocabulary would read the whole table per token, a float32 copy would hold the whole table
         embd = self.token_embd = checked_tensor(gguf, "token_embd.weight", (c.vocab_size, c.dim))
@@ -154,6 +160,9 @@ class TensorModel(LanguageModel):
         if c.n_experts:
             # the router stays float32: its logits pick experts, and rounding could flip a near-tie against the reference
             layer.router = self._linear(specs["router"][0], [t["router"]], float32=True)
+            if self.router_mfma:
+                bits = (np.ascontiguousarray(t["router"].dequantize(), np.float32).view(np.uint32) >> 16).astype(np.uint16)
+                layer.router_bf16 = Tensor(bits).bitcast(dtypes.bfloat16).to(self.device).realize()
             layer.gate_exps, layer.up_exps, layer.down_exps = (self._linear(specs[f][0], [t[f]]) for f in ("gate_exps", "up_exps", "down_exps"))
         else:
             layer.gate_up, layer.down = self._linear(p + "ffn_gate_up", [t["gate"], t["up"]]), self._linear(p + "ffn_down", [t["down"]])
@@ -310,7 +319,7 @@ class TensorModel(LanguageModel):
         c = self.config
         assert layer.router is not None and layer.gate_exps is not None and layer.up_exps is not None and layer.down_exps is not None
         n = x.shape[0]
-        probs = layer.router(x).softmax(-1)  # (n, experts)
+        probs = (self._router_mfma_logits(layer, x) if layer.router_bf16 is not None else layer.router(x)).softmax(-1)  # (n, experts)
         _, chosen = probs.topk(c.n_experts_used)
         experts = Tensor.arange(c.n_experts, dtype=dtypes.int32, device=self.device)
         picked = chosen.reshape(n, c.n_experts_used, 1) == experts.reshape(1, 1, -1)
@@ -320,6 +329,18 @@ class TensorModel(LanguageModel):
         hidden = layer.gate_exps(x).silu() * layer.up_exps(x)  # (experts, n, hidden)
         per_expert = layer.down_exps(hidden)  # (experts, n, dim)
         return (weights.permute(1, 0).reshape(c.n_experts, n, 1) * per_expert).sum(0)
+
+
+    def _router_mfma_logits(self, layer: TensorLayer, x: Tensor) -> Tensor:
+        """x (n, dim) -> the router's logits (n, experts) by `router_mfma`: x in bfloat16, its rows padded with zeros to
+        the kernel's 64-row blocks (a decoding step's one row too) and the padding dropped from the result."""
+        assert layer.router_bf16 is not None
+        n = x.shape[0]
+        xb = x.cast(dtypes.bfloat16)
+        if n % BLOCK_ROWS:
+            xb = xb.pad(((0, BLOCK_ROWS - n % BLOCK_ROWS), (0, 0)))
+        bias = Tensor.zeros(layer.router_bf16.shape[0], dtype=dtypes.bfloat16, device=self.device).contiguous()
+        return router_mfma(xb.contiguous(), layer.router_bf16, bias)[:n]
 
 
 class TensorBackend(Backend):
