@@ -134,10 +134,39 @@ def test_trace_mode_stream_maps_back_to_the_executed_instructions(target: str, l
     assert per_wave[0] == per_wave[1] == expected
 
 
-def test_trace_mode_rejects_other_architectures() -> None:
-    blob = CodeObject.from_code(assemble("s_endpgm", "gfx90a"), "gfx90a", "k").to_bytes()
-    with pytest.raises(EmulatorError, match="RDNA3 and RDNA4 SQTT layouts, not cdna"):
-        run_kernel(blob, b"", 64, 64, Memory(), trace=True)
+CDNA_TRACED = """s_load_dwordx2 s[4:5], s[0:1], 0x0
+v_lshlrev_b32 v1, 2, v0
+v_add_u32 v2, 3, v0
+s_waitcnt lgkmcnt(0)
+v_mfma_f32_4x4x1_16b_f32 v[4:7], v2, v2, 0
+s_nop 7
+global_store_dword v1, v2, s[4:5]
+s_endpgm"""
+
+
+@pytest.mark.parametrize("target", ["gfx90a", "gfx950"])
+def test_trace_mode_writes_cdna_streams_that_map_back(target: str) -> None:
+    # CDNA: CDNA_WAVESTART, one CDNA_ISSUE per issued instruction (the wave's two issue bits set), CDNA_WAVEEND; the
+    # mapper follows the issues through the code, s_endpgm included
+    blob = CodeObject.from_code(assemble(CDNA_TRACED, target), target, "traced").to_bytes()
+    mem = Memory()
+    out = np.zeros(128, np.uint32)
+    run = run_kernel(blob, struct.pack("<Q", mem.map(out)), 128, 128, mem, trace=True)
+    assert [int(x) for x in out] == [t + 3 for t in range(128)]
+    packets = list(decode(run.sqtt, "cdna"))
+    assert packets[0].name == "LAYOUT_HEADER" and packets[0].layout == 2
+    assert [p.name for p in packets].count("CDNA_WAVESTART") == [p.name for p in packets].count("CDNA_WAVEEND") == 2
+    mapped = [info for _, info in map_insts(run.sqtt, blob, target) if info is not None]
+    assert len(mapped) == run.instructions
+    executed = [line.split()[0] for line in CDNA_TRACED.splitlines()]
+    assert [[i.inst.mnemonic.removesuffix("_e32") for i in mapped if i.wave == w] for w in (0, 1)] == [executed, executed]
+
+
+def test_trace_mode_rejects_unknown_layouts() -> None:
+    from amd_isa.emu.trace import Tracer
+
+    with pytest.raises(EmulatorError, match="RDNA3, RDNA4 and CDNA SQTT layouts, not gcn5's"):
+        Tracer("gcn5")
 
 
 def _mfma_operand_regs(m: np.ndarray, per_reg: int) -> np.ndarray:

@@ -39,3 +39,30 @@ def test_bad_requests_are_device_errors():
         kernel_insts(40)
     with pytest.raises(DeviceError, match="not a multiple of 64"):
         router_mfma_program(100, 64, "gfx950")
+
+
+def test_a_router_launch_traces_and_maps_back_to_the_kernel(monkeypatch):
+    # with PROFILE=1 the mock GPU records the emulator's SQTT trace of each dispatch (CDNA layout on gfx950): every
+    # instruction every wave of the router kernel issued maps back to the kernel's code, in order
+    import numpy as np
+    from amd_isa import sqtt
+    from hcq_runtime import Device, buffer_for, run_linear
+    from uopir import Ops, UOp, dtypes
+
+    monkeypatch.setenv("PROFILE", "1")
+    device = "MOCKAMD:gfx950:21"  # a fresh device, opened with profiling on
+    rows, k = 128, 64
+    rng = np.random.default_rng(4)
+    bufs = [UOp.new_buffer(device, rows * 32, dtypes.float32)]
+    for n in (rows * k, 32 * k, 32):
+        bufs.append(UOp.new_buffer(device, n, dtypes.bfloat16))
+        buffer_for(bufs[-1]).copyin(memoryview((rng.standard_normal(n).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)))
+    run_linear(UOp(Ops.LINEAR, dtypes.void, (UOp(Ops.CALL, dtypes.void, (router_mfma_program(rows, k, "gfx950"), *bufs)),)))
+    (trace,) = Device[device].profile_traces()
+    assert trace.name == "router_mfma"
+    mapped = [info for _, info in sqtt.map_insts(trace.sqtt, trace.code, "gfx950") if info is not None]
+    per_wave = [str(i) for i in kernel_insts(k)]
+    # two workgroups of four waves, each wave through the whole straight-line kernel
+    assert len(mapped) == 8 * len(per_wave)
+    assert [str(i.inst) for i in mapped[: len(per_wave)]] == per_wave
+    assert sum(i.inst.mnemonic == "v_mfma_f32_16x16x16_bf16" for i in mapped) == 8 * 2 * (k // 16)

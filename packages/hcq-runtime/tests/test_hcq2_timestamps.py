@@ -7,8 +7,8 @@ import re
 import numpy as np
 import pytest
 from hcq_runtime import AMDCompiler, CompileError, Device, buffer_for, compile_body, link_linear, run_linear
-from hcq_runtime.amd import AMDError, regs
 from hcq_runtime.amd import mock_gpu as amd_mock
+from hcq_runtime.amd import regs
 from hcq_runtime.hcq2 import COMPUTE
 from hcq_runtime.hcq2.encode import describe, encode
 from hcq_runtime.qcom import mock_gpu as qcom_mock
@@ -174,13 +174,18 @@ def test_without_profiling_nothing_is_encoded(device, monkeypatch):
     assert len(events) == before
 
 
-def test_profiling_a_cdna_target_times_kernels_without_sqtt_traces(profile):
-    # the emulator writes SQTT only in the RDNA layouts: a CDNA device still runs and times its kernels under PROFILE=1
+def test_profiling_a_cdna_target_times_kernels_and_traces_them_in_the_cdna_layout(profile):
+    # under PROFILE=1 a CDNA device times its kernels and records each dispatch's SQTT trace in the CDNA layout
+    from amd_isa import sqtt
+
     device = "MOCKAMD:gfx940"
     lin, _, out = two_kernels(device)
     run_linear(lin)
     x = np.arange(BIG, dtype=np.float32)
     np.testing.assert_array_equal(buffer_for(out).numpy()[:SMALL], 3 * (2 * x[:SMALL] + 1) + x[:SMALL])
     assert [e.name for e in Device[device].profile_events()[-2:]] == names(device, lin)
-    with pytest.raises(AMDError, match="SQTT traces of RDNA \\(gfx11, gfx12\\) targets only, this one is gfx940"):
-        Device[device].profile_traces()
+    traces = Device[device].profile_traces()
+    assert [t.name for t in traces[-2:]] == names(device, lin)
+    for trace in traces[-2:]:
+        kinds = [p.name for p in sqtt.decode(trace.sqtt, "gfx940")]
+        assert kinds[0] == "LAYOUT_HEADER" and "CDNA_WAVESTART" in kinds and "CDNA_ISSUE" in kinds and "CDNA_WAVEEND" in kinds

@@ -1,10 +1,15 @@
-"""Trace mode: record an SQTT packet stream (the RDNA3 or RDNA4 layout, by the kernel's architecture) while a kernel
-runs, so emulated runs can be decoded, mapped to instructions and viewed with the `amd_isa.sqtt` tools.
+"""Trace mode: record an SQTT packet stream (the RDNA3, RDNA4 or CDNA layout, by the kernel's architecture) while a
+kernel runs, so emulated runs can be decoded, mapped to instructions and viewed with the `amd_isa.sqtt` tools.
 
 Every wave is traced as if it ran on CU 0 / SIMD 0 (the SIMD the mapper follows), one issue per cycle: WAVESTART,
 one packet per issued instruction (VALUINST for VALU, IMMEDIATE for s_nop/s_waitcnt-like SOPP, INST with the
 instruction's kind otherwise, JUMP / JUMP_NO for branches), and WAVEEND at s_endpgm. s_delay_alu, s_wait_alu and
 s_barrier_wait issue no packet, as on the hardware.
+
+CDNA streams (gfx90a, gfx94x, gfx950) record what the CDNA mapper follows: CDNA_WAVESTART, one CDNA_ISSUE per issued
+instruction with the wave's two issue bits set, and CDNA_WAVEEND after s_endpgm; a CDNA_MISC advances the clock by 4
+cycles per issue. CDNA issue packets say nothing of branches, so a trace maps back to its code exactly while the waves
+take no branch (waves 0-9 of a workgroup: the issue packet has bits for ten).
 """
 
 from collections.abc import Callable
@@ -47,7 +52,10 @@ _RDNA4_OPS = {InstOp.SALU: InstOpRDNA4.SALU, InstOp.SALU_WR_EXEC: InstOpRDNA4.SA
               InstOp.BARRIER: InstOpRDNA4.BARRIER_WAIT, InstOp.FLAT_RD_2: InstOpRDNA4.FLAT_RD_2, InstOp.FLAT_WR_3: InstOpRDNA4.FLAT_WR_3,
               InstOp.LDS_RD: InstOpRDNA4.LDS_RD, InstOp.LDS_WR_1: InstOpRDNA4.LDS_WR_1}  # fmt: skip
 #: per layout: the LAYOUT_HEADER value and the packet types of a wave start, a wave end and a non-VALU instruction
-_LAYOUTS = {"rdna3": (3, P.WAVESTART, P.WAVEEND, P.INST), "rdna4": (4, P.WAVESTART_RDNA4, P.WAVEEND_RDNA4, P.INST_RDNA4)}
+_LAYOUTS = {"rdna3": (3, P.WAVESTART, P.WAVEEND, P.INST), "rdna4": (4, P.WAVESTART_RDNA4, P.WAVEEND_RDNA4, P.INST_RDNA4),
+            "cdna": (2, P.CDNA_WAVESTART, P.CDNA_WAVEEND, None)}
+#: waves a CDNA_ISSUE packet has issue bits for
+CDNA_ISSUE_WAVES = 10
 
 
 class Tracer:
@@ -55,15 +63,31 @@ class Tracer:
 
     def __init__(self, arch: str = "rdna3") -> None:
         if arch not in _LAYOUTS:
-            raise EmulatorError(f"trace mode writes the RDNA3 and RDNA4 SQTT layouts, not {arch}'s; trace an RDNA (gfx11 / gfx12) kernel")
+            raise EmulatorError(f"trace mode writes the RDNA3, RDNA4 and CDNA SQTT layouts, not {arch}'s")
         self.arch = arch
         layout, self._start, self._end, self._inst = _LAYOUTS[arch]
         self.packets: list[P.Packet] = [P.LAYOUT_HEADER.make(0, layout=layout)]
         self.time = 0
 
     def emit(self, kind: type[P.Packet], **fields: int) -> None:
+        if self.arch == "cdna":
+            self._emit_cdna(kind, fields)
+            return
         self.time += 1
         self.packets.append(kind.make(self.time, delta=1, **fields))
+
+    def _emit_cdna(self, kind: type[P.Packet], fields: dict[str, int]) -> None:
+        """The CDNA form of an RDNA-style event: wave start and end as they are, any issued instruction as a
+        CDNA_ISSUE of the wave (after a CDNA_MISC advancing the clock by 4 cycles)."""
+        wave = fields["wave"]
+        if kind in (P.CDNA_WAVESTART, P.CDNA_WAVEEND):
+            self.packets.append(kind.make(self.time, wave=wave))
+            return
+        if wave >= CDNA_ISSUE_WAVES:
+            raise EmulatorError(f"a CDNA trace records the issues of waves 0-{CDNA_ISSUE_WAVES - 1} of a workgroup, not wave {wave}")
+        self.time += 4
+        self.packets.append(P.CDNA_MISC.make(self.time, delta=1))
+        self.packets.append(P.CDNA_ISSUE.make(self.time, inst=3 << (2 * wave)))
 
     def start(self, st: WaveState) -> None:
         """Record a wave start; `st.trace_slot` is its wave id in the trace."""
@@ -89,9 +113,13 @@ class Tracer:
         if name in SILENT:
             return op
         if name.startswith("s_endpgm"):
+            cdna = self.arch == "cdna"
+
             def run_end(st: WaveState):
                 result = op(st)
                 if result == END:
+                    if cdna:  # the CDNA mapper does not map a wave end to s_endpgm: its issue is recorded first
+                        emit(P.IMMEDIATE, wave=st.trace_slot)
                     emit(end, wave=st.trace_slot)
                 return result
             return run_end

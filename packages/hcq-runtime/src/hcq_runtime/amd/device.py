@@ -288,7 +288,7 @@ class AMDDevice(QueueDevice):
         if gpu is None:
             raise AMDError("profiling traces come from the mock GPU: open MOCKAMD with PROFILE=1")
         if self.target[0] not in SQTT_GENERATIONS:
-            raise AMDError(f"{self.name}: the emulator writes SQTT traces of RDNA (gfx11, gfx12) targets only, this one is {self.arch}; "
+            raise AMDError(f"{self.name}: the emulator writes SQTT traces of gfx9 (CDNA), gfx11 and gfx12 targets, not {self.arch}; "
                            "its kernels' times are in profile_events()")
         runs: dict[str, int] = {}
         events = []

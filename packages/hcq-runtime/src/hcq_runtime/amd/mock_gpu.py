@@ -55,8 +55,8 @@ COMPARE: dict[int, Callable[[int, int], bool]] = {
 DISPATCH_TICKS = 100
 INSTRUCTIONS_PER_TICK = 20
 COPY_BYTES_PER_TICK = 160
-#: gfx major versions whose dispatches the emulator traces (it writes the RDNA3 and RDNA4 SQTT layouts)
-SQTT_GENERATIONS = (11, 12)
+#: gfx major versions whose dispatches the emulator traces (it writes the RDNA3, RDNA4 and CDNA SQTT layouts)
+SQTT_GENERATIONS = (9, 11, 12)
 
 
 @dataclass
@@ -81,7 +81,7 @@ class _Kernel:
 
 @dataclass(frozen=True)
 class TraceEvent:
-    """The SQTT stream of one emulated dispatch (RDNA3 layout, decode with `amd_isa.sqtt`), tied to its program:
+    """The SQTT stream of one emulated dispatch (the target's layout, decode with `amd_isa.sqtt`), tied to its program:
     `name` names the kernel (the device renames it after the launched program), `code` the code object, `base` the
     program address the dispatch ran."""
 
@@ -94,8 +94,8 @@ class TraceEvent:
 class MockGPU:
     """The engines behind a `MockKFD`: one PM4 compute processor and one SDMA engine per queue.
 
-    With `profile` on, every dispatch of an RDNA (gfx11 / gfx12) target also records a `TraceEvent` in `traces` (the
-    emulator's SQTT trace mode writes the RDNA3 and RDNA4 layouts; CDNA targets still record timestamps)."""
+    With `profile` on, every dispatch also records a `TraceEvent` in `traces` (the emulator's SQTT trace mode writes
+    the RDNA3, RDNA4 and CDNA layouts)."""
 
     def __init__(self, kfd: MockKFD):
         self.kfd = kfd
