@@ -24,6 +24,7 @@ from .quantize import quantize_q8_0
 from .reference_model import NumpyBackend, NumpyModel
 from .registry import DEFAULT_MODEL, MODELS, cache_dir, download, resolve_model
 from .report import TestResult, append_log, format_step_line, format_summary_table, log_records
+from .router_mfma import router_mfma
 from .sampling import sample
 from .tensor_dequant import GRAPH_QUANT_TYPES, dequantize_blocks
 from .tensor_model import TensorBackend, TensorModel
@@ -89,6 +90,7 @@ __all__ = [
     "resolve_model",
     "run_cell",
     "sample",
+    "router_mfma",
     "split_words",
     "time_decode",
     "time_prefill",
