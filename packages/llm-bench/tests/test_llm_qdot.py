@@ -364,3 +364,23 @@ def test_linear_fused_norm_swiglu_and_residual_in_every_layout(tmp_path, tokens,
     g, u = gu[:, :k].astype(np.float64), gu[:, k:].astype(np.float64)
     got = linear(Tensor(gu), Fused(swiglu=True)).numpy()
     np.testing.assert_allclose(got, (g / (1 + np.exp(-g)) * u) @ weights.T, rtol=1e-4, atol=1e-4)
+
+
+def test_linear_of_two_kernel_parts_normalizes_in_each_and_adds_the_residual_to_the_row(tmp_path):
+    # a Q8_0 and an F16 part (two kernels, q8 activations) for one decoding row: each kernel normalizes the input as
+    # _rms_np does and the residual is added to the concatenated row, bit for bit the unfused layer over that input
+    from llm_bench.qdot import Fused
+
+    rng = np.random.default_rng(10)
+    k, rows = 64, 32
+    writer = GGUFWriter()
+    writer.add_tensor("w0", random_weight(rng, GGMLType.Q8_0, rows, k), GGMLType.Q8_0, (rows, k))
+    writer.add_tensor("w1", rng.standard_normal((rows, k)).astype(np.float16))
+    gguf = read_gguf(writer.write(tmp_path / "m.gguf"))
+    linear = Linear(upload_matrices([gguf.tensor("w0"), gguf.tensor("w1")], "CPU", activations="q8"))
+    assert [p.rows_layout for p in linear.parts] == [True, True]
+    x = rng.standard_normal((1, k)).astype(np.float32)
+    norm = rng.uniform(0.5, 1.5, k).astype(np.float32)
+    res = rng.standard_normal((1, 2 * rows)).astype(np.float32)
+    got = linear(Tensor(x), Fused(norm=Tensor(norm), eps=1e-5, residual=Tensor(res))).numpy()
+    np.testing.assert_array_equal(got, linear(Tensor(_rms_np(x, norm, 1e-5))).numpy() + res)

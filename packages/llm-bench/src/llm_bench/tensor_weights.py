@@ -98,7 +98,8 @@ class Linear:
             x = swiglu(x) if fused.swiglu else x
             fused = Fused(residual=fused.residual)
         if fused.residual is not None and (not kernels or len(self.parts) > 1):
-            return self(x) + fused.residual
+            # several products are concatenated first: the residual is added to the whole row
+            return self(x, Fused(fused.norm, fused.eps, fused.swiglu)) + fused.residual
         x = x.realize() if kernels else x.contiguous()
         rounded = q8_roundtrip(x) if any(part.int_dot and not part.rows_layout for part in self.parts) else None
         outs = []
