@@ -74,15 +74,21 @@ def test_sharded_rows_run_on_each_device():
         router_mfma(Tensor(x[:192]).bitcast(dtypes.bfloat16).shard(devices, axis=0), tw, tb)
 
 
-def test_gradients_are_the_float_references():
-    # the backward pass runs graph kernels on the device: gfx942 (LLVM 18+ compiles for it), where the MFMA exists too
+def _compiling(target: str) -> str:
+    """MOCKAMD:`target`, when an installed LLVM compiles the graph kernels a backward pass or a model runs there (gfx942:
+    LLVM 18+; gfx950: LLVM 20+, clang-22 on Debian 12), else skip."""
     from hcq_runtime.compiler import AMDCompiler
 
     try:
-        AMDCompiler("gfx942")
+        AMDCompiler(target)
     except CompileError as err:
-        pytest.skip(f"no compiler for gfx942's gradient kernels: {err}")
-    device = "MOCKAMD:gfx942"
+        pytest.skip(f"no compiler for {target}'s graph kernels: {err}")
+    return f"MOCKAMD:{target}"
+
+
+@pytest.mark.parametrize("target", ["gfx950", "gfx942"])
+def test_gradients_are_the_float_references(target):
+    device = _compiling(target)
     rng = np.random.default_rng(3)
     x, w, b = router_inputs(rng, (64,), 128)
     g = rng.standard_normal((64, EXPERTS)).astype(np.float32)
@@ -98,26 +104,21 @@ def test_gradients_are_the_float_references():
 
 
 def test_olmoe_with_router_mfma_picks_the_same_tokens(tmp_path, monkeypatch):
-    # a one-layer olmoe with 32 experts on MOCKAMD:gfx942 (the model's other kernels need a compiler for the target:
-    # gfx950's is LLVM 20, which this machine's Debian does not ship): ROUTER_MFMA=1 routes by the kernel, from bfloat16
-    # activations and weights, and picks the same tokens for a prompt and the step after it
+    # a one-layer olmoe with 32 experts on MOCKAMD:gfx950 (its other kernels compiled by LLVM 20+): ROUTER_MFMA=1 routes
+    # by the kernel, from bfloat16 activations and weights, and picks the same tokens for a prompt and the step after it
     import dataclasses
 
-    from hcq_runtime.compiler import AMDCompiler
     from llm_bench import TensorModel, read_gguf
     from llm_bench.tiny_models import TINY_SPECS, write_random_model
 
-    try:
-        AMDCompiler("gfx942")
-    except CompileError as err:
-        pytest.skip(f"no compiler for gfx942's other kernels: {err}")
+    device = _compiling("gfx950")
     spec = TINY_SPECS["tiny-olmoe"]
     config = dataclasses.replace(spec.config, n_experts=EXPERTS, n_experts_used=4, n_layers=1)
     gguf = read_gguf(write_random_model("tiny-olmoe-32", dataclasses.replace(spec, config=config), tmp_path / "olmoe32.gguf"))
     runs = {}
     for flag in ("0", "1"):
         monkeypatch.setenv("ROUTER_MFMA", flag)
-        model = TensorModel(gguf, 16, device="MOCKAMD:gfx942", jit=False)
+        model = TensorModel(gguf, 16, device=device, jit=False)
         assert (model.layers[0].router_bf16 is not None) == (flag == "1")
         prompt = model.forward([1, 17, 42], 0)
         step = model.forward([int(prompt[-1].argmax())], 3)

@@ -184,8 +184,8 @@ def direct_linker(cc: str, compile_flags: tuple[str, ...]) -> tuple[str, str, st
 
 
 #: LLVM releases tried in order for an AMD target: the oldest that knows the target builds its kernels (clang-15 knows
-#: gfx11 and gfx90a/gfx940; gfx942 and gfx12 need a newer one, gfx950 LLVM 20)
-AMD_LLVM_VERSIONS = ("15", "16", "17", "18", "19", "20", "21")
+#: gfx11 and gfx90a/gfx940; gfx942 and gfx12 need a newer one, gfx950 LLVM 20: Debian 12's security updates carry clang-22)
+AMD_LLVM_VERSIONS = ("15", "16", "17", "18", "19", "20", "21", "22")
 
 
 @functools.cache
@@ -208,7 +208,7 @@ def amd_toolchain(arch: str) -> tuple[str, str]:
             return clang, lld
     tried = ", ".join(Path(c).name for c, _ in found)
     raise CompileError(f"no installed clang targets {arch} (tried {tried}); gfx12 and gfx942 need LLVM 18+ "
-                       "(apt-get install clang-19 lld-19), gfx950 LLVM 20+")
+                       "(apt-get install clang-19 lld-19), gfx950 LLVM 20+ (apt-get install clang-22 lld-22)")
 
 
 class AMDCompiler(Compiler):
