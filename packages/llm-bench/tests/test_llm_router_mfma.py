@@ -77,7 +77,7 @@ def test_sharded_rows_run_on_each_device():
 def _compiling(target: str) -> str:
     """MOCKAMD:`target`, when an installed LLVM compiles the graph kernels a backward pass or a model runs there (gfx942:
     LLVM 18+; gfx950: LLVM 20+, clang-22 on Debian 12), else skip."""
-    from hcq_runtime.compiler import AMDCompiler
+    from hcq_runtime import AMDCompiler
 
     try:
         AMDCompiler(target)

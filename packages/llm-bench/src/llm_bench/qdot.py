@@ -501,7 +501,7 @@ NOT_FUSED = Fused()
 
 _FUSED = r"""
 /* e^x for the SiLU of the SwiGLU input, in operations the C compiler vectorizes (libm's expf is a call per element:
-   a 64-token prompt's 98304 of them per layer and core took SmolLM2's F16 prefill from 1.09x llama.cpp to 0.76x):
+   with it, fusing a 64-token SmolLM2 F16 prompt's SwiGLU took its prefill from 92 to 103 ms, 97 with this):
    x = n ln2 + r with |r| <= ln2/2 (Cody-Waite), e^r by its degree-7 Taylor polynomial (relative error below 1e-7),
    2^n from the exponent bits. Clamped to [-87, 88]: e^x stays a normal float (the SiLU of such inputs is 0 or x) */
 static inline float qd_exp(float x) {

@@ -92,6 +92,7 @@ class TensorModel(LanguageModel):
         # ROUTER_MFMA=1: the MoE router's logits by the hand-written MFMA kernel (`router_mfma`: AMD gfx942/gfx950, 32
         # experts), from bfloat16 activations and weights, as the seed's olmoe does under that variable
         self.router_mfma = os.environ.get("ROUTER_MFMA", "0") not in ("", "0") and c.n_experts > 0
+        self._router_bias: Tensor | None = None
         # the embedding lookup stays on the host, decoding only the rows it needs from the mapped file: a device gather
         # over the vocabulary would read the whole table per token, a float32 copy would hold the whole table
         embd = self.token_embd = checked_tensor(gguf, "token_embd.weight", (c.vocab_size, c.dim))
@@ -163,6 +164,8 @@ class TensorModel(LanguageModel):
             if self.router_mfma:
                 bits = (np.ascontiguousarray(t["router"].dequantize(), np.float32).view(np.uint32) >> 16).astype(np.uint16)
                 layer.router_bf16 = Tensor(bits).bitcast(dtypes.bfloat16).to(self.device).realize()
+                if self._router_bias is None:  # olmoe's router has none: zeros, made once for every layer
+                    self._router_bias = Tensor(np.zeros(c.n_experts, np.uint16)).bitcast(dtypes.bfloat16).to(self.device).realize()
             layer.gate_exps, layer.up_exps, layer.down_exps = (self._linear(specs[f][0], [t[f]]) for f in ("gate_exps", "up_exps", "down_exps"))
         else:
             layer.gate_up, layer.down = self._linear(p + "ffn_gate_up", [t["gate"], t["up"]]), self._linear(p + "ffn_down", [t["down"]])
@@ -330,17 +333,15 @@ class TensorModel(LanguageModel):
         per_expert = layer.down_exps(hidden)  # (experts, n, dim)
         return (weights.permute(1, 0).reshape(c.n_experts, n, 1) * per_expert).sum(0)
 
-
     def _router_mfma_logits(self, layer: TensorLayer, x: Tensor) -> Tensor:
         """x (n, dim) -> the router's logits (n, experts) by `router_mfma`: x in bfloat16, its rows padded with zeros to
         the kernel's 64-row blocks (a decoding step's one row too) and the padding dropped from the result."""
-        assert layer.router_bf16 is not None
+        assert layer.router_bf16 is not None and self._router_bias is not None
         n = x.shape[0]
         xb = x.cast(dtypes.bfloat16)
         if n % BLOCK_ROWS:
             xb = xb.pad(((0, BLOCK_ROWS - n % BLOCK_ROWS), (0, 0)))
-        bias = Tensor.zeros(layer.router_bf16.shape[0], dtype=dtypes.bfloat16, device=self.device).contiguous()
-        return router_mfma(xb.contiguous(), layer.router_bf16, bias)[:n]
+        return router_mfma(xb, layer.router_bf16, self._router_bias)[:n]
 
 
 class TensorBackend(Backend):

@@ -409,6 +409,10 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
         elif node.op is not Ops.CALL:
             new_buffer(node)
     steps: list[KernelStep | CopyStep] = []
+
+    def add_kernel(node: UOp, step: KernelStep) -> None:
+        steps.extend(_with_packs(step, _device_of(node, default_device), new_buffers, len(walk.inputs)))
+
     for node in steps_order:
         if node.op is Ops.CALL:  # a hand-written kernel over its argument buffers, in place
             variables = tuple(sorted({u for u in node.src[0].toposort() if u.op is Ops.DEFINE_VAR}, key=lambda v: v.arg[0]))
@@ -416,8 +420,7 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
             continue
         out = bufnum[node]
         if node.op is Ops.COPY and node.src[0] not in bufnum and _is_leaf_view(node.src[0], leaf_set) is None:
-            steps.extend(with_packs(_lowered_kernel(node, node.src[0], {n: bufnum[n] for n in bufnum if n is not node}, out),
-                                    _device_of(node, default_device), new_buffers, len(walk.inputs)))
+            add_kernel(node, _lowered_kernel(node, node.src[0], {n: bufnum[n] for n in bufnum if n is not node}, out))
             continue
         if node.op is Ops.COPY:
             src_leaf = _is_leaf_view(node.src[0], leaf_set)
@@ -435,28 +438,21 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
                 leaves.update((n, out) for n in list(leaves) if canon.get(n, n) is old)
             lowering = KernelLowering(leaves, out)
             ast = lowering.store_kernel(node, _store_base(node))
-            steps.extend(with_packs(KernelStep(ast, tuple(lowering.buffers), _variables(ast)), _device_of(node, default_device), new_buffers,
-                                    len(walk.inputs)))
+            add_kernel(node, KernelStep(ast, tuple(lowering.buffers), _variables(ast)))
         else:
-            steps.extend(with_packs(_lowered_kernel(node, node.src[0] if node.op is Ops.CONTIGUOUS else node, leaves, out),
-                                    _device_of(node, default_device), new_buffers, len(walk.inputs)))
+            add_kernel(node, _lowered_kernel(node, node.src[0] if node.op is Ops.CONTIGUOUS else node, leaves, out))
     afters = tuple((i, bufnum[n]) for i, n in enumerate(walk.nodes) if n.op is Ops.AFTER and n not in leaf_set)
     preserved = tuple((bufnum[old], bufnum[cp]) for old, cp in copies.items() if old in live)
     return share_buffers(Plan(len(walk.inputs), tuple(new_buffers), tuple(steps), tuple(bufnum[t] for t in targets), afters, preserved))
 
 
+@functools.cache
 def _packed_operand_bytes(device: str) -> int:
     """The device renderer's `packed_operand_bytes` (0 for devices without a code generator)."""
-    if (ret := _PACK_BYTES.get(device)) is None:
-        try:
-            ret = int(getattr(getattr(Device[device], "renderer", None), "packed_operand_bytes", 0) or 0)
-        except Exception:  # noqa: BLE001 -- a device that cannot be opened here gets its error where it runs
-            ret = 0
-        _PACK_BYTES[device] = ret
-    return ret
-
-
-_PACK_BYTES: dict[str, int] = {}
+    try:
+        return int(getattr(getattr(Device[device], "renderer", None), "packed_operand_bytes", 0) or 0)
+    except Exception:  # noqa: BLE001 -- a device that cannot be opened here gets its error where it runs
+        return 0
 
 
 @functools.lru_cache(maxsize=4096)
@@ -464,7 +460,7 @@ def _operand_packs(ast: UOp, group_bytes: int) -> tuple[UOp, tuple[OperandPack, 
     return operand_packs(ast, group_bytes)
 
 
-def with_packs(step: KernelStep, device: str, new_buffers: list[NewBuffer], n_inputs: int) -> list[KernelStep]:
+def _with_packs(step: KernelStep, device: str, new_buffers: list[NewBuffer], n_inputs: int) -> list[KernelStep]:
     """`step`, preceded by kernels that copy the operands its device wants packed (`uopir.operand_packs`: a matmul's
     operand read across rows, on the CPU) into new buffers, which it then reads instead."""
     group = _packed_operand_bytes(device)

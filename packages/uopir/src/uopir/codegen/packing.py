@@ -21,7 +21,7 @@ from uopir.dtypes import DType, PtrDType
 from uopir.ops import Ops
 from uopir.uop import UOp
 
-from .kernel import next_axis_id, range_end
+from .kernel import range_end, replace_ranges
 from .opts import stride
 
 #: the reduce loop must be at least this long (a strip of fewer lines stays in the first-level cache anyway)
@@ -78,16 +78,14 @@ def _packed(param: UOp, off: UOp, others: list[UOp], inner: UOp, k: UOp, group: 
         return ret.simplify()
 
     dtype = param.dtype.base
-    # the packing kernel loops over (others, strip, k, lane) and reads the operand where the kernel did
-    # (its axes are numbered from 0; the kernel's own ranges are first replaced by ranges numbered past both, so that
-    # no new range is mistaken for a kernel range of the same size and number)
-    base = max(next_axis_id(off), len(others) + 3)
+    # the packing kernel loops over (others, strip, k, lane) and reads the operand where the kernel did. Its axes are
+    # numbered from 0, so a new range can be the very UOp of a kernel range (same size and number): the substitution
+    # must be simultaneous (`replace_ranges`), not UOp.substitute's rewrite to a fixpoint, which substituted such a
+    # range twice (k == n matmuls were wrong)
     sizes = [*(range_end(r) for r in others), n_inner // group, n_k, group]
-    temp = [UOp.range(n, base + i) for i, n in enumerate(sizes)]
     final = [UOp.range(n, i) for i, n in enumerate(sizes)]
-    off_t = off.substitute({**dict(zip(others, temp)), k: temp[-2], inner: temp[-3] * group + temp[-1]})
-    src_off = off_t.substitute(dict(zip(temp, final))).simplify()
     new = {**dict(zip(others, final)), k: final[-2]}
+    src_off = replace_ranges(off, {**{r: (v, (v,)) for r, v in new.items()}, inner: (final[-3] * group + final[-1], ())}).simplify()
     strip_r, lane_r = final[-3], final[-1]
     dest = UOp.param(0, dtype.ptr(size)).index(packed_at(new, strip_r, lane_r))
     value = UOp.param(1, param.dtype).index(src_off).load()

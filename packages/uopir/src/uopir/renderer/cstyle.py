@@ -456,7 +456,7 @@ class _CProgram:
 
     def mask_type(self, node: UOp) -> DType:
         assert self.block is not None
-        return dict(self.block.masks)[node]
+        return self.block.masks[node]
 
     def named(self, text: str, vtype: str) -> str:
         """`text` as a variable (an operand a select uses twice is computed once, and its text not nested twice)."""

@@ -9,7 +9,8 @@ emulated dtypes) keeps the plain unrolled loop, which is always correct.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from uopir.dtypes import DType, PtrDType, dtypes
 from uopir.ops import AxisType, GroupOp, Ops
@@ -40,7 +41,7 @@ class VectorBlock:
     width: int
     values: frozenset[UOp]
     accesses: frozenset[UOp]
-    masks: tuple[tuple[UOp, DType], ...] = ()  # the bool values among `values`, with the integer dtype of their lanes
+    masks: Mapping[UOp, DType] = field(default_factory=dict)  # the bool values among `values`: their lanes' integer dtype
 
 
 def _element(index: UOp) -> DType:
@@ -96,7 +97,7 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
     if not any(k == "store" for k in kind.values()):
         return None
     values = frozenset(n for n, k in kind.items() if k == "value")
-    return VectorBlock(lane, int(lane.src[0].arg), values, frozenset(n for n, k in kind.items() if k == "access"), tuple(masks.items())), end
+    return VectorBlock(lane, int(lane.src[0].arg), values, frozenset(n for n, k in kind.items() if k == "access"), masks), end
 
 
 def _mask_op(node: UOp, kind: dict[UOp, str], masks: dict[UOp, DType]) -> DType | None:
