@@ -9,7 +9,7 @@ from .builder import build
 from .errors import AmdIsaError, AsmError, EncodeError
 from .inst import Inst, op_index
 from .operands import OFF, Reg, Special, Sym
-from .symbols import is_symbolic, parse_symbolic
+from .symbols import asm_int, is_symbolic, parse_symbolic
 from .syntax_common import with_mods
 from .syntax_memory import EXPORT_TARGETS
 from .syntax_vector import VopdJoin
@@ -21,6 +21,7 @@ _LABEL = re.compile(r"^[A-Za-z_.$][\w.$]*$")
 _ATTR = re.compile(r"^attr(\d+)\.([xyzw])$")
 _NUMBER = re.compile(r"^-?(0x[0-9a-fA-F]+|0b[01]+|\d+)$")
 _FLOAT = re.compile(r"^-?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?$")
+
 _EXPORT_TARGETS = {name: value for value, name in EXPORT_TARGETS.items()}
 _ALIASES = {"scc": "src_scc", "vccz": "src_vccz", "execz": "src_execz", "lds_direct": "src_lds_direct", "shared_base": "src_shared_base",
             "shared_limit": "src_shared_limit", "private_base": "src_private_base", "private_limit": "src_private_limit",
@@ -125,7 +126,7 @@ def _parse_operand(arch, token: str) -> object:
     if (match := re.match(r"^src_(\d+)$", low)) is not None:
         return Special(low, int(match.group(1)))  # a register code with no name on this target, as printed by scalar_operand
     if _NUMBER.match(low):
-        return int(low, 0)
+        return asm_int(low)
     if _FLOAT.match(low):
         return float(low)
     if match := _ATTR.match(low):
@@ -180,10 +181,10 @@ def _parse_modifier(token: str) -> tuple[str, object]:
     if value.startswith("[") and value.endswith("]"):
         items = [item.strip() for item in value[1:-1].split(",") if item.strip()]
         if all(_NUMBER.match(item) for item in items):
-            return key, [int(item, 0) for item in items]
+            return key, [asm_int(item) for item in items]
         return key, value
     if _NUMBER.match(value.lower()):
-        return key, int(value, 0)
+        return key, asm_int(value)
     return key, value
 
 

@@ -109,7 +109,7 @@ def parse_version(text: str) -> int:
     value = 0
     for part in text.replace("(", "").replace(")", "").split("|"):
         part = part.strip()
-        value |= names[part.upper()] if part.upper() in names else _int(part)
+        value |= names[part.upper()] if part.upper() in names else asm_int(part)
     return value
 
 
@@ -144,13 +144,13 @@ def parse_swizzle(text: str) -> int:
     inner = text.strip()[len("swizzle("):-1]
     mode, *args = [part.strip() for part in inner.split(",")]
     if mode == "QUAD_PERM":
-        return 0x8000 | sum((_int(arg) & 3) << (2 * i) for i, arg in enumerate(args))
+        return 0x8000 | sum((asm_int(arg) & 3) << (2 * i) for i, arg in enumerate(args))
     if mode == "SWAP":
-        return 0x1F | _int(args[0]) << 10
+        return 0x1F | asm_int(args[0]) << 10
     if mode == "REVERSE":
-        return 0x1F | (_int(args[0]) - 1) << 10
+        return 0x1F | (asm_int(args[0]) - 1) << 10
     if mode == "BROADCAST":
-        return (0x1F - _int(args[0]) + 1) & 0x1F | _int(args[1]) << 5
+        return (0x1F - asm_int(args[0]) + 1) & 0x1F | asm_int(args[1]) << 5
     if mode == "BITMASK_PERM":
         value = 0
         for i, char in enumerate(args[0].strip('"')):
@@ -180,23 +180,23 @@ def parse_symbolic(arch: Arch, text: str) -> int:
         ids = {name: ident for ident, name in getattr(arch.tables, "HWREG", {}).items()}
         ids.update({name: ident for ident, name in _hwreg_names(arch).items()})
         first = args[0][0]
-        ident = ids[first] if first in ids else _int(first)
-        offset = _int(args[0][1]) if len(args[0]) > 1 else 0
-        size = _int(args[0][2]) if len(args[0]) > 2 else 32
+        ident = ids[first] if first in ids else asm_int(first)
+        offset = asm_int(args[0][1]) if len(args[0]) > 1 else 0
+        size = asm_int(args[0][2]) if len(args[0]) > 2 else 32
         return ident | offset << 6 | (size - 1) << 11
     if head == "sendmsg":
         names = {name: ident for ident, name in _sendmsg_names(arch).items()}
         names.update({name: ident for ident, name in getattr(arch.tables, "MSG", {}).items()})
         first = args[0][0]
-        ident = names[first] if first in names else _int(first)
-        op = _int(args[0][1]) if len(args[0]) > 1 else 0
-        stream = _int(args[0][2]) if len(args[0]) > 2 else 0
+        ident = names[first] if first in names else asm_int(first)
+        op = asm_int(args[0][1]) if len(args[0]) > 1 else 0
+        stream = asm_int(args[0][2]) if len(args[0]) > 2 else 0
         return ident | op << 4 | stream << 8 if arch.name == "cdna" else ident
     if head in ("vmcnt", "expcnt", "lgkmcnt"):
         if arch.name == "cdna":
             value = 0xF | 7 << 4 | 15 << 8 | 3 << 14
             for name, (arg,) in zip((c[0] for c in calls), args, strict=True):
-                count = _int(arg)
+                count = asm_int(arg)
                 if name == "vmcnt":
                     value = (value & ~0xC00F) | (count & 0xF) | ((count >> 4) & 3) << 14
                 elif name == "expcnt":
@@ -212,7 +212,7 @@ def parse_symbolic(arch: Arch, text: str) -> int:
         spec = {name: (lo, names) for name, lo, _, names in DELAY_FIELDS}
         for (name, _), (arg,) in zip(calls, args, strict=True):
             lo, names = spec[name]
-            value |= (names.index(arg) if arg in names else _int(arg)) << lo
+            value |= (names.index(arg) if arg in names else asm_int(arg)) << lo
         return value
     raise EncodeError(f"unknown symbolic immediate {head}(...)")
 
@@ -224,15 +224,18 @@ def _set_fields(calls: list, args: list, layout: tuple, start: int) -> int:
         if name not in spec:
             raise EncodeError(f"unknown counter {name}(...)")
         lo, width = spec[name]
-        value = (value & ~(((1 << width) - 1) << lo)) | (_int(arg) & ((1 << width) - 1)) << lo
+        value = (value & ~(((1 << width) - 1) << lo)) | (asm_int(arg) & ((1 << width) - 1)) << lo
     return value
 
 
-def _int(text: str) -> int:
+def asm_int(text: str) -> int:
+    """An integer as LLVM's assembler reads it: decimal, 0x hex, 0b binary, and octal when it starts with 0 (`03`)."""
+    body = text[1:] if text.startswith("-") else text
     try:
-        return int(text, 0)
+        value = int(body, 8) if len(body) > 1 and body[0] == "0" and body[1].isdigit() else int(body, 0)
     except ValueError:
         raise EncodeError(f"expected a number, got {text!r}") from None
+    return -value if text.startswith("-") else value
 
 
 def parse_simm16_operand(arch: Arch, operand: object) -> int:
