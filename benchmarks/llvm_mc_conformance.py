@@ -123,6 +123,7 @@ class Config:
 _CHECK = re.compile(r"^\s*(?://|;|#)\s*([A-Za-z0-9_-]+?)(-NEXT|-SAME|-NOT|-EMPTY|-DAG|-LABEL)?:(.*)$")
 _LINE_REF = re.compile(r"\[\[@LINE([+-]\d+)?\]\]")
 _ENCODING = re.compile(r"encoding:\s*\[([^\]]*)\]")
+_BARE_ENCODING = re.compile(r"^\[((?:0x[0-9a-fA-F]{1,2},?\s*)+)\]$")  # `// GFX11: [0x00,0x01]`: bytes without text
 _HEX_WORDS = re.compile(r"^\s*(0x[0-9a-fA-F]{1,2}[\s,]*)+$")
 
 
@@ -265,6 +266,10 @@ class Outcome:
     def mnemonic(self) -> str:
         return self.line.split()[0] if self.line.split() else ""
 
+    @property
+    def llvm_rejects(self) -> bool:
+        return self.expected in ("error", "invalid")
+
 
 def _hex(data: bytes) -> str:
     return "[" + ",".join(f"0x{b:02x}" for b in data) + "]"
@@ -273,7 +278,7 @@ def _hex(data: bytes) -> str:
 def _expected_encoding(case: Case, config: Config) -> bytes | None:
     for p in config.output_prefixes:
         for body in case.checks.get(p, ()):
-            if m := _ENCODING.search(body):
+            if m := (_ENCODING.search(body) or _BARE_ENCODING.match(body.strip())):
                 try:
                     return bytes(int(x, 16) for x in m.group(1).replace(",", " ").split())
                 except ValueError:
@@ -402,11 +407,17 @@ def report(results: list[FileResult], root: Path, show: int) -> dict:
                     examples[key].append((name, o))
     n = sum(total[k] for k in kinds)
     print()
+    outcomes = {side: [o for r in results if r.modelled and ("Disassembler" in r.path) == (side == "dasm") for o in r.outcomes] for side in per_side}
+    figures = {}
     for side, c in per_side.items():
-        m = sum(c[k] for k in kinds)
-        if m:
-            print(f"{'assembler' if side == 'asm' else 'disassembler'}: {c['agree']}/{m} agree ({100.0 * c['agree'] / m:.2f}%): "
-                  f"{c['differ']} differ, {c['rejected']} rejected by us, {c['accepted']} accepted by us but not LLVM, {c['crash']} crashes")
+        valid = [o for o in outcomes[side] if not o.llvm_rejects]
+        invalid = [o for o in outcomes[side] if o.llvm_rejects]
+        agree_valid, agree_invalid = sum(o.kind == "agree" for o in valid), sum(o.kind == "agree" for o in invalid)
+        figures[side] = (len(valid), agree_valid, len(invalid), agree_invalid)
+        if valid or invalid:
+            print(f"{'assembler' if side == 'asm' else 'disassembler'}: lines LLVM accepts {agree_valid}/{len(valid)} agree "
+                  f"({100.0 * agree_valid / max(len(valid), 1):.2f}%: {c['differ']} differ, {c['rejected']} rejected by us, {c['crash']} crashes); "
+                  f"lines LLVM rejects {agree_invalid}/{len(invalid)} rejected by us too")
     print(f"overall: {total['agree']}/{n} agree ({100.0 * total['agree'] / max(n, 1):.2f}%); {not_modelled} lines in configurations not modelled")
     if show:
         print("\ndifferences by kind and mnemonic (most frequent first):")
@@ -415,8 +426,9 @@ def report(results: list[FileResult], root: Path, show: int) -> dict:
             for name, o in examples[(side, kind, mnemonic)]:
                 print(f"          {name}: {o.line!r}\n            llvm: {o.expected}\n            ours: {o.got}")
     summary = {"bench": "llvm_mc_conformance", "lines": n, "agree": total["agree"], "agree_pct": round(100.0 * total["agree"] / max(n, 1), 2),
-               "asm_lines": sum(per_side["asm"][k] for k in kinds), "asm_agree": per_side["asm"]["agree"],
-               "dasm_lines": sum(per_side["dasm"][k] for k in kinds), "dasm_agree": per_side["dasm"]["agree"],
+               "asm_valid": figures["asm"][0], "asm_valid_agree": figures["asm"][1],
+               "asm_invalid": figures["asm"][2], "asm_invalid_agree": figures["asm"][3],
+               "dasm_valid": figures["dasm"][0], "dasm_valid_agree": figures["dasm"][1],
                "crashes": total["crash"], "not_modelled": not_modelled, "corpus": str(root)}
     print(json.dumps(summary))
     return summary

@@ -8,6 +8,14 @@ from amd_isa import AsmError, assemble
 ASSEMBLE = [
     # integers with a leading zero are octal to LLVM's lexer (was: a ValueError from int('03', 0))
     ("gfx1200", "gfx12_asm_smem.s", "s_load_b32 s5, s[4:5], s0 offset:0x0 scope:03", "42 01 60 f4 00 00 00 00"),
+    # mnemonic aliases (aliases.py): gfx10-era names on gfx11, renamed SALU ops on gfx12, gfx90a MFMA names on gfx942
+    ("gfx1100", "gfx11_asm_sop2.s", "s_andn2_b32 s0, s1, s2", "01 02 00 91"),
+    ("gfx1100", "gfx11_asm_vop2.s", "v_dot2c_f32_f16 v5, v1, v2", "01 05 0a 04"),
+    ("gfx1100", "gfx11_asm_ds.s", "ds_read_b32 v5, v1", "00 00 d8 d8 01 00 00 05"),
+    ("gfx1100", "gfx11_asm_vop3_dpp16_from_vopc-fake16.s", "v_cmp_tru_f16_e64_dpp s5, v1, v2 quad_perm:[3,2,1,0]",
+     "05 00 0f d4 fa 04 02 00 01 1b 00 ff"),
+    ("gfx1200", "gfx12_asm_sop2.s", "s_add_u32 s0, s1, s2", "01 02 00 80"),
+    ("gfx942", "mai-gfx942.s", "v_mfma_f32_32x32x1f32 a[0:31], v0, v1, a[34:65] blgp:7", "00 80 c0 d3 00 03 8a e4"),
 ]
 
 

@@ -4,6 +4,7 @@ import re
 from dataclasses import dataclass
 from functools import cache
 
+from .aliases import alias_table
 from .arch import get_arch
 from .builder import build
 from .errors import AmdIsaError, AsmError, EncodeError
@@ -239,6 +240,17 @@ def _is_modifier(token: str) -> bool:
 
 @cache
 def _candidates(arch_name: str, mnemonic: str) -> list[str]:
+    """The table names `mnemonic` may stand for, in the order to try them; an alias LLVM accepts (aliases.py) stands
+    for its canonical name, with the same encoding suffix."""
+    names = _table_candidates(arch_name, mnemonic)
+    if not names:
+        base, suffix = _split_suffix(mnemonic)
+        if (canonical := alias_table(arch_name).get(base)) is not None:
+            names = _table_candidates(arch_name, canonical + suffix)
+    return names
+
+
+def _table_candidates(arch_name: str, mnemonic: str) -> list[str]:
     index = op_index(arch_name)
     base = mnemonic
     for suffix in ("_e64_dpp", "_dpp", "_sdwa"):
@@ -248,6 +260,17 @@ def _candidates(arch_name: str, mnemonic: str) -> list[str]:
     # Like LLVM, an unsuffixed mnemonic takes the short encoding when its operands fit.
     names = [base + "_e32", base, base + "_e64", base.removesuffix("_e64")]
     return [name for name in dict.fromkeys(names) if name in index]
+
+
+_SUFFIXES = ("_e64_dpp", "_dpp", "_sdwa", "_e32", "_e64")
+
+
+def _split_suffix(mnemonic: str) -> tuple[str, str]:
+    """`v_cmp_tru_f16_e64_dpp` -> ("v_cmp_tru_f16", "_e64_dpp")."""
+    for suffix in _SUFFIXES:
+        if mnemonic.endswith(suffix):
+            return mnemonic[: -len(suffix)], suffix
+    return mnemonic, ""
 
 
 def assemble_one(arch_name: str, text: str) -> Inst:
