@@ -2,7 +2,7 @@
 (llvm/test/MC/AMDGPU, LLVM 21.1.8): the input line and the encoding LLVM's CHECK line gives for it, named by file."""
 
 import pytest
-from amd_isa import AsmError, assemble
+from amd_isa import AsmError, assemble, decode_one
 
 # (target, LLVM test file, input line, LLVM's encoding)
 ASSEMBLE = [
@@ -17,6 +17,30 @@ ASSEMBLE = [
     ("gfx1200", "gfx12_asm_sop2.s", "s_add_u32 s0, s1, s2", "01 02 00 80"),
     ("gfx942", "mai-gfx942.s", "v_mfma_f32_32x32x1f32 a[0:31], v0, v1, a[34:65] blgp:7", "00 80 c0 d3 00 03 8a e4"),
 ]
+
+
+# (target, LLVM test file, the bytes, LLVM's text for them)
+DISASSEMBLE = [
+    # FLAT-segment offsets are unsigned on gfx9/gfx11 (was: offset:-1)
+    ("gfx90a", "gfx90a_ldst_acc.txt", "ff 0f 40 dc 02 00 80 05", "flat_load_ubyte a5, v[2:3] offset:4095"),
+]
+
+# (target, a line LLVM rejects, what our error says)
+REJECT = [
+    ("gfx1100", "flat_load_b32 v1, v[3:4] offset:-1", "outside 0..4095"),  # LLVM: expected a 12-bit unsigned offset
+    ("gfx90a", "global_load_dword v1, v[4:5], off offset:4096", "outside -4096..4095"),
+]
+
+
+@pytest.mark.parametrize("target,source,data,expected", DISASSEMBLE, ids=[f"{c[1]}:{c[2]}" for c in DISASSEMBLE])
+def test_disassembles_as_llvm(target, source, data, expected):
+    assert str(decode_one(bytes.fromhex(data), target)) == expected
+
+
+@pytest.mark.parametrize("target,line,message", REJECT)
+def test_rejects_as_llvm(target, line, message):
+    with pytest.raises(AsmError, match=message):
+        assemble(line, target)
 
 
 @pytest.mark.parametrize("target,source,line,expected", ASSEMBLE, ids=[f"{c[1]}:{c[2]}" for c in ASSEMBLE])

@@ -249,11 +249,18 @@ def split_flat(inst) -> Split:
     if kind != "FLAT" and info:  # gfx12's global_inv/wb/wbinv take no operands
         ops.append(scalar_operand(arch, saddr, 2 if kind == "GLOBAL" else 1) if has_saddr else OFF)
     mods: Mods = {}
-    offset = _signed(fields[off_f], _width(inst.layout["fields"][off_f]))
+    raw = fields[off_f]
+    offset = raw if _unsigned_flat_offset(arch.name, kind) else _signed(raw, _width(inst.layout["fields"][off_f]))
     if offset:
         mods["offset"] = offset
     _cache_mods(fields, inst.layout["fields"], mods, arch, inst.mnemonic)
     return inst.mnemonic, ops, mods
+
+
+def _unsigned_flat_offset(arch_name: str, kind: str) -> bool:
+    """FLAT-segment offsets are unsigned 12-bit on gfx9 and gfx11 (GLOBAL and SCRATCH ones signed); gfx12's are all
+    signed 24-bit."""
+    return kind == "FLAT" and arch_name != "rdna4"
 
 
 def join_flat(draft: Draft, ops: list, mods: Mods) -> None:
@@ -284,8 +291,11 @@ def join_flat(draft: Draft, ops: list, mods: Mods) -> None:
         fields["saddr"] = 0  # gfx9 FLAT has no SADDR; LLVM leaves the field zero
     offset = int(mods.pop("offset", 0))  # type: ignore[call-overload]
     width = _width(layout[off_f])
-    if not -(1 << (width - 1)) <= offset < (1 << width):
-        raise EncodeError(f"{name}: offset {offset} does not fit {width} bits")
+    if _unsigned_flat_offset(arch.name, kind):
+        if not 0 <= offset < 4096:
+            raise EncodeError(f"{name}: offset {offset} is outside 0..4095 (a FLAT offset is 12-bit unsigned; GLOBAL and SCRATCH take signed ones)")
+    elif not -(1 << (width - 1)) <= offset < (1 << (width - 1)):
+        raise EncodeError(f"{name}: offset {offset} is outside {-(1 << (width - 1))}..{(1 << (width - 1)) - 1} (a {width}-bit signed offset)")
     fields[off_f] = offset & ((1 << width) - 1)
     _done(draft, mods)
 
