@@ -41,7 +41,9 @@ from amd_isa import TARGETS, AmdIsaError, assemble, decode_one
 DEFAULT_URL = "http://deb.debian.org/debian/pool/main/l/llvm-toolchain-21/llvm-toolchain-21_21.1.8.orig.tar.xz"
 DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "amd-isa" / "llvm-mc-tests"
 FOLDERS = ("llvm/test/MC/AMDGPU/", "llvm/test/MC/Disassembler/AMDGPU/")
-FILE_PATTERNS = ("gfx11_*", "gfx12_*", "gfx90a_*", "gfx940_*", "gfx942_*", "gfx950_*")
+FILE_PATTERNS = ("gfx11_*", "gfx12_*", "gfx90a_*", "gfx940_*", "gfx942_*", "gfx950_*",
+                 # the CDNA matrix, scratch and DPP files named the other way round
+                 "mai-gfx90a*", "mai-gfx94*", "mai-gfx950*", "mai-err-gfx94*", "flat-scratch-gfx94*", "gfx90a-*", "gfx950.txt")
 # -mattr features each architecture family runs in: the rest (wave64 RDNA, real true16) is reported as not modelled
 MODELLED_FEATURES = {"rdna": {"+wavefrontsize32", "-wavefrontsize64", "-real-true16"}, "cdna": {"+wavefrontsize64", "-wavefrontsize32"}}
 
@@ -495,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     r = sub.add_parser("run", help="compare amd_isa with the cached tests")
     r.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
-    r.add_argument("--files", nargs="*", default=[], help="file-name patterns (default: every gfx11/12/90a/940/942/950 file)")
+    r.add_argument("--files", nargs="*", default=[], help="file-name patterns (default: every gfx11/12/90a/940/942/950 file and the mai-gfx9* ones)")
     r.add_argument("--show", type=int, default=0, help="examples to print per class of difference")
     r.add_argument("--json", type=Path, help="also write every non-agreeing line here")
     args = parser.parse_args(argv)

@@ -138,17 +138,22 @@ CDNA_TRACED = """s_load_dwordx2 s[4:5], s[0:1], 0x0
 v_lshlrev_b32 v1, 2, v0
 v_add_u32 v2, 3, v0
 s_waitcnt lgkmcnt(0)
-v_mfma_f32_4x4x1_16b_f32 v[4:7], v2, v2, 0
+{mfma} v[4:7], v2, v2, 0
 s_nop 7
 global_store_dword v1, v2, s[4:5]
 s_endpgm"""
 
 
+# each target's name for the 16-block 4x4x1 f32 MFMA (LLVM takes only its own)
+CDNA_4X4X1 = {"gfx90a": "v_mfma_f32_4x4x1f32", "gfx950": "v_mfma_f32_4x4x1_16b_f32"}
+
+
 @pytest.mark.parametrize("target", ["gfx90a", "gfx950"])
 def test_trace_mode_writes_cdna_streams_that_map_back(target: str) -> None:
+    source = CDNA_TRACED.format(mfma=CDNA_4X4X1[target])
     # CDNA: CDNA_WAVESTART, one CDNA_ISSUE per issued instruction (the wave's two issue bits set), CDNA_WAVEEND; the
     # mapper follows the issues through the code, s_endpgm included
-    blob = CodeObject.from_code(assemble(CDNA_TRACED, target), target, "traced").to_bytes()
+    blob = CodeObject.from_code(assemble(source, target), target, "traced").to_bytes()
     mem = Memory()
     out = np.zeros(128, np.uint32)
     run = run_kernel(blob, struct.pack("<Q", mem.map(out)), 128, 128, mem, trace=True)
@@ -158,7 +163,7 @@ def test_trace_mode_writes_cdna_streams_that_map_back(target: str) -> None:
     assert [p.name for p in packets].count("CDNA_WAVESTART") == [p.name for p in packets].count("CDNA_WAVEEND") == 2
     mapped = [info for _, info in map_insts(run.sqtt, blob, target) if info is not None]
     assert len(mapped) == run.instructions
-    executed = [line.split()[0] for line in CDNA_TRACED.splitlines()]
+    executed = [line.split()[0] for line in source.splitlines()]
     assert [[i.inst.mnemonic.removesuffix("_e32") for i in mapped if i.wave == w] for w in (0, 1)] == [executed, executed]
 
 

@@ -145,7 +145,8 @@ def test_test_layouts_agree_with_the_matrix_calculator(name: str) -> None:
         assert (got[0] * regs_per_element, got[2]) == (reg, lane) and (bit is None or got[1] == bit)
 
 
-def _run(form: Form, asm: str, a_codes: np.ndarray, b_codes: np.ndarray, c: np.ndarray | None, extra=None) -> tuple[np.ndarray, WaveState]:
+def _run(form: Form, asm: str, a_codes: np.ndarray, b_codes: np.ndarray, c: np.ndarray | None, extra=None,
+         target: str = "cdna") -> tuple[np.ndarray, WaveState]:
     """Place A at v0.., B at v32.., C at v128.. (at the destination v64.. for SMFMAC), run `asm`, return D (blocks, m, n)
     from v64.. as float64/int64."""
     state = WaveState(64, "cdna")
@@ -165,7 +166,7 @@ def _run(form: Form, asm: str, a_codes: np.ndarray, b_codes: np.ndarray, c: np.n
                 file[base + reg + 1, lane] = value >> 32
     if extra is not None:
         extra(state)
-    st = run_program(assemble_insts(asm, "cdna"), 64, "cdna", state=state)
+    st = run_program(assemble_insts(asm, target), 64, "cdna", state=state)
     d = np.zeros((form.blocks, form.m, form.n), np.uint64)
     for b, i, j, reg, lane in positions:
         d[b, i, j] = int(st.v[64 + reg, lane]) | ((int(st.v[65 + reg, lane]) << 32) if form.out == "f64" else 0)
@@ -186,16 +187,25 @@ DENSE_FORMS = ["v_mfma_f32_32x32x1_2b_f32", "v_mfma_f32_16x16x1_4b_f32", "v_mfma
                "v_mfma_i32_16x16x64_i8", "v_mfma_f32_16x16x4_f32", "v_mfma_f32_32x32x2_f32"]
 
 
-@pytest.mark.parametrize("name", DENSE_FORMS)
+# gfx90a's own matrix ops (its names and opcodes; the 2-element bf16 and the 8-bit-k i8 forms gfx940 dropped) -> the
+# gfx940-style name of the same shape, which the test's packing reads
+GFX90A_FORMS = {"v_mfma_f32_32x32x1f32": "v_mfma_f32_32x32x1_2b_f32", "v_mfma_f32_16x16x16bf16_1k": "v_mfma_f32_16x16x16_bf16",
+                "v_mfma_f32_32x32x2bf16": "v_mfma_f32_32x32x2_2b_bf16", "v_mfma_f32_4x4x2bf16": "v_mfma_f32_4x4x2_16b_bf16",
+                "v_mfma_f32_16x16x8bf16": "v_mfma_f32_16x16x8_bf16", "v_mfma_i32_32x32x8i8": "v_mfma_i32_32x32x8_i8",
+                "v_mfma_i32_16x16x16i8": "v_mfma_i32_16x16x16_i8", "v_mfma_f64_4x4x4f64": "v_mfma_f64_4x4x4_4b_f64"}
+
+
+@pytest.mark.parametrize("name", DENSE_FORMS + [f"gfx90a:{n}" for n in GFX90A_FORMS])
 def test_mfma_against_numpy(name: str) -> None:
-    form = Form(name)
+    target, _, name = name.rpartition(":")
+    form = Form(GFX90A_FORMS.get(name, name))
     rng = np.random.default_rng(len(name))
     a_codes, a = _random_codes(form.a_type, (form.blocks, form.m, form.k), rng)
     b_codes, b = _random_codes(form.b_type, (form.blocks, form.n, form.k), rng)
     c = rng.integers(-100, 100, (form.blocks, form.m, form.n)).astype(np.float64)
     n_a, n_b = len(form.pack("a", a_codes)), len(form.pack("b", b_codes))
     d, _ = _run(form, f"{name} {_regs(64, form.n_d_regs())}, {_regs(0, n_a)}, {_regs(32, n_b)}, {_regs(128, form.n_d_regs())}",
-                a_codes, b_codes, c)
+                a_codes, b_codes, c, target=target or "cdna")
     # The sums are exact in f64; the hardware rounds each result once to f32.
     expected = a @ np.swapaxes(b, 1, 2) + c
     np.testing.assert_array_equal(d, expected if form.out != "f32" else expected.astype(np.float32))

@@ -16,6 +16,11 @@ ASSEMBLE = [
      "05 00 0f d4 fa 04 02 00 01 1b 00 ff"),
     ("gfx1200", "gfx12_asm_sop2.s", "s_add_u32 s0, s1, s2", "01 02 00 80"),
     ("gfx942", "mai-gfx942.s", "v_mfma_f32_32x32x1f32 a[0:31], v0, v1, a[34:65] blgp:7", "00 80 c0 d3 00 03 8a e4"),
+    # gfx90a's own matrix opcodes (was: unknown, or gfx940's opcode for the same name)
+    ("gfx90a", "mai-gfx90a.s", "v_mfma_f32_16x16x2bf16 a[0:15], v0, v1, a[18:33]", "00 80 e9 d3 00 03 4a 04"),
+    ("gfx90a", "(llvm-mc-19)", "v_mfma_f32_32x32x8bf16_1k a[0:15], v[0:1], v[2:3], a[0:15]", "00 80 e6 d3 00 05 02 04"),
+    # gfx940+ f64 MFMAs: neg:[a,b,c] in the blgp bits
+    ("gfx942", "mai-gfx942.s", "v_mfma_f64_4x4x4_4b_f64 a[0:1], v[0:1], a[2:3], a[2:3] neg:[1,0,0]", "00 80 ef d3 00 05 0a 34"),
 ]
 
 
@@ -23,12 +28,21 @@ ASSEMBLE = [
 DISASSEMBLE = [
     # FLAT-segment offsets are unsigned on gfx9/gfx11 (was: offset:-1)
     ("gfx90a", "gfx90a_ldst_acc.txt", "ff 0f 40 dc 02 00 80 05", "flat_load_ubyte a5, v[2:3] offset:4095"),
+    # gfx90a names its matrix ops its own way (was: gfx940's v_mfma_f32_32x32x1_2b_f32)
+    ("gfx90a", "gfx90a_mai.txt", "00 80 c0 d3 00 03 0a 04", "v_mfma_f32_32x32x1f32 a[0:31], v0, v1, a[2:33]"),
+    ("gfx90a", "gfx90a_mai.txt", "00 93 e9 d3 00 03 0a e4", "v_mfma_f32_16x16x2bf16 a[0:15], v0, v1, a[2:17] cbsz:3 abid:2 blgp:7"),
+    # gfx940's xf32 MFMAs are MFMA encodings (was: printed with no operands)
+    ("gfx942", "gfx942_mai.txt", "00 80 be d3 02 09 0a 04", "v_mfma_f32_16x16x8_xf32 a[0:3], v[2:3], v[4:5], a[2:5]"),
+    # a sparse MFMA's src2 is its index VGPR whatever acc_cd says (was: a1)
+    ("gfx942", "gfx942_mai.txt", "0a 80 e2 d3 02 09 06 14", "v_smfmac_f32_16x16x32_f16 a[10:13], v[2:3], a[4:7], v1"),
+    ("gfx942", "mai-gfx942.s", "00 80 ef d3 00 05 0a 34", "v_mfma_f64_4x4x4_4b_f64 a[0:1], v[0:1], a[2:3], a[2:3] neg:[1,0,0]"),
 ]
 
 # (target, a line LLVM rejects, what our error says)
 REJECT = [
     ("gfx1100", "flat_load_b32 v1, v[3:4] offset:-1", "outside 0..4095"),  # LLVM: expected a 12-bit unsigned offset
     ("gfx90a", "global_load_dword v1, v[4:5], off offset:4096", "outside -4096..4095"),
+    ("gfx90a", "v_mfma_f32_32x32x1_2b_f32 a[0:31], v0, v1, a[0:31]", "unknown"),  # gfx940's name; LLVM: not supported on this GPU
 ]
 
 

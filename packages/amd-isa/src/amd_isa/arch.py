@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 from functools import cache
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 from .errors import UnknownArchError
 from .tables import cdna, rdna3, rdna4
@@ -33,7 +33,7 @@ class Arch:
     """One instruction-set family: its tables, wave size and scalar register naming."""
 
     name: str
-    tables: ModuleType
+    tables: ModuleType | SimpleNamespace
     wave: int
     num_sgprs: int
     special: dict[int, str]
@@ -49,6 +49,12 @@ class Arch:
     # The assembler promotes other registers to VOP3 and the printer names the halves (v3.h), as LLVM 19 does for gfx11
     # and gfx12 (LLVM 15's gfx11 encodes v128 and up as such fields, which the hardware then reads as halves).
     short16_halves: bool = False
+    # The name the tables and their caches are looked up by: the family's, or a target's whose opcodes differ (gfx90a).
+    key: str = ""
+
+    def __post_init__(self):
+        if not self.key:
+            object.__setattr__(self, "key", self.name)
 
     @property
     def formats(self) -> dict:
@@ -78,19 +84,70 @@ _LLVM_HWREG_GFX12 = {1: "HW_REG_MODE", 2: "HW_REG_STATUS", 4: "HW_REG_STATE_PRIV
                      21: "HW_REG_SCRATCH_BASE_HI", 23: "HW_REG_HW_ID1", 24: "HW_REG_HW_ID2", 29: "HW_REG_SHADER_CYCLES_LO",
                      30: "HW_REG_SHADER_CYCLES_HI", 31: "HW_REG_DVGPR_ALLOC_LO", 32: "HW_REG_DVGPR_ALLOC_HI"}
 
+# gfx90a's matrix ops as LLVM names them there: opcode -> (name, the CDNA table's opcode of the same operand shapes,
+# source and accumulator data formats when they differ from that one's). gfx940 renamed them (32x32x1f32 ->
+# 32x32x1_2b_f32), moved the bf16_1k forms to 0x5d-0x61, dropped the 2-element bf16 and 8-bit i8 forms and reused their
+# opcodes for new instructions. Facts from LLVM 21's gfx90a MC tests (llvm/test/MC/Disassembler/AMDGPU/gfx90a_mai.txt).
+_GFX90A_MFMA: dict[int, tuple] = {
+    0x40: ("v_mfma_f32_32x32x1f32", 0x40), 0x41: ("v_mfma_f32_16x16x1f32", 0x41), 0x42: ("v_mfma_f32_4x4x1f32", 0x42),
+    0x44: ("v_mfma_f32_32x32x2f32", 0x44), 0x45: ("v_mfma_f32_16x16x4f32", 0x45),
+    0x48: ("v_mfma_f32_32x32x4f16", 0x48), 0x49: ("v_mfma_f32_16x16x4f16", 0x49), 0x4A: ("v_mfma_f32_4x4x4f16", 0x4A),
+    0x4C: ("v_mfma_f32_32x32x8f16", 0x4C), 0x4D: ("v_mfma_f32_16x16x16f16", 0x4D),
+    0x50: ("v_mfma_i32_32x32x4i8", 0x50), 0x51: ("v_mfma_i32_16x16x4i8", 0x51), 0x52: ("v_mfma_i32_4x4x4i8", 0x52),
+    0x54: ("v_mfma_i32_32x32x8i8", 0x44, "PK4_I8", "PK16_I32"), 0x55: ("v_mfma_i32_16x16x16i8", 0x45, "PK4_I8", "PK4_I32"),
+    0x63: ("v_mfma_f32_32x32x4bf16_1k", 0x5D), 0x64: ("v_mfma_f32_16x16x4bf16_1k", 0x5E), 0x65: ("v_mfma_f32_4x4x4bf16_1k", 0x5F),
+    0x66: ("v_mfma_f32_32x32x8bf16_1k", 0x60), 0x67: ("v_mfma_f32_16x16x16bf16_1k", 0x61),
+    0x68: ("v_mfma_f32_32x32x2bf16", 0x40, "PK2_BF16", None), 0x69: ("v_mfma_f32_16x16x2bf16", 0x41, "PK2_BF16", None),
+    0x6B: ("v_mfma_f32_4x4x2bf16", 0x42, "PK2_BF16", None), 0x6C: ("v_mfma_f32_32x32x4bf16", 0x44, "PK2_BF16", None),
+    0x6D: ("v_mfma_f32_16x16x8bf16", 0x45, "PK2_BF16", None),
+    0x6E: ("v_mfma_f64_16x16x4f64", 0x6E), 0x6F: ("v_mfma_f64_4x4x4f64", 0x6F),
+}
+
+
+def _with_matrix_variant(ops: dict) -> SimpleNamespace:
+    """CDNA tables whose VOP3P MFMA variant (acc_cd/cbsz/abid/blgp in place of op_sel/neg bits) covers every matrix op
+    of `ops`: the generated list misses gfx940's xf32 MFMAs (0x3e, 0x3f), which then decoded as plain VOP3P."""
+    vop3p = dict(ops["VOP3P"])
+    for op, shaped_like in _XF32_SHAPES.items():  # the generated table lists them without operands
+        if op in vop3p and not vop3p[op][1]:
+            vop3p[op] = (vop3p[op][0], _reformat(cdna.OPS["VOP3P"][shaped_like][1], "PK2_F32", None))
+    matrix = {op for op, (name, _) in vop3p.items() if name.startswith(("v_mfma", "v_smfmac")) and name != "v_mfma_ld_scale_b32"}
+    formats = {**cdna.FORMATS, "VOP3P_MFMA": {**cdna.FORMATS["VOP3P_MFMA"], "ops": sorted(matrix)}}
+    tables = {name: value for name, value in vars(cdna).items() if name.isupper()}  # HWREG, MSG, ... as generated
+    return SimpleNamespace(**{**tables, "FORMATS": formats, "OPS": {**ops, "VOP3P": vop3p}})
+
+
+# gfx940's xf32 MFMAs -> the f16 MFMA of the same operand sizes (64-bit A and B; 4 or 16 accumulator registers)
+_XF32_SHAPES = {0x3E: 0x4D, 0x3F: 0x4C}
+
+
+def _reformat(info: tuple, src: str, acc: str | None) -> tuple:
+    """Operand info with other data formats for the A/B sources (and the accumulator and result)."""
+    return tuple((f, bits, optype, src if f in ("src0", "src1") else (acc or dfmt)) for f, bits, optype, dfmt in info)
+
+
+def _gfx90a_tables() -> SimpleNamespace:
+    """The CDNA tables with gfx90a's own VOP3P matrix ops in place of gfx940/gfx950's (and no gfx950 VOP3PX2)."""
+    vop3p = {op: entry for op, entry in cdna.OPS["VOP3P"].items() if not entry[0].startswith(("v_mfma", "v_smfmac"))}
+    for op, (name, shaped_like, *formats) in _GFX90A_MFMA.items():
+        info = cdna.OPS["VOP3P"][shaped_like][1]
+        vop3p[op] = (name, _reformat(info, *formats) if formats else info)
+    return _with_matrix_variant({fmt: (vop3p if fmt == "VOP3P" else entries) for fmt, entries in cdna.OPS.items() if fmt != "VOP3PX2"})
+
+
 ARCHS: dict[str, Arch] = {
     "rdna3": Arch("rdna3", rdna3, 32, 106, _GFX11_SPECIAL, 124, True, hwreg_names=_LLVM_HWREG_GFX11, short16_halves=True),
     "rdna4": Arch("rdna4", rdna4, 32, 106, _GFX11_SPECIAL, 124, True, hwreg_names=_LLVM_HWREG_GFX12, short16_halves=True),
     # gfx9 has no NULL register: an unused address SGPR is 0x7f ("off"), and VOP3 cannot carry a literal.
-    "cdna": Arch("cdna", cdna, 64, 102, _GFX9_SPECIAL, 0x7F, False, {k: v for k, v in _WIDE_SPECIAL.items() if k != 124},
+    "cdna": Arch("cdna", _with_matrix_variant(cdna.OPS), 64, 102, _GFX9_SPECIAL, 0x7F, False, {k: v for k, v in _WIDE_SPECIAL.items() if k != 124},
                  hwreg_names=_LLVM_HWREG_GFX940),
 }
 
 
-# Targets that share a family's tables but spell some operands differently.
+# Targets that share a family's tables but spell some operands differently (gfx90a: its own matrix opcodes too).
 TARGET_ARCHS: dict[str, Arch] = {
-    "gfx90a": Arch("cdna", cdna, 64, 102, _GFX9_SPECIAL, 0x7F, False, {k: v for k, v in _WIDE_SPECIAL.items() if k != 124},
-                   {"sc0": "glc", "nt": "slc", "sc1": "scc"}, False, _LLVM_HWREG_GFX90A),
+    "gfx90a": Arch("cdna", _gfx90a_tables(), 64, 102, _GFX9_SPECIAL, 0x7F, False, {k: v for k, v in _WIDE_SPECIAL.items() if k != 124},
+                   {"sc0": "glc", "nt": "slc", "sc1": "scc"}, False, _LLVM_HWREG_GFX90A, key="gfx90a"),
 }
 
 

@@ -207,7 +207,7 @@ def _parse_half(arch, text: str) -> tuple[str, list, dict[str, object]]:
     rest = rest.strip()
     if not rest:
         return mnemonic, [], {}
-    index = op_index(arch.name)
+    index = op_index(arch.key)
     entry = index.get(mnemonic) or index.get(mnemonic + "_e32")
     if entry is not None and entry[0] == "SOPP":
         return mnemonic, [Sym(parse_symbolic(arch, rest), rest) if is_symbolic(rest) else parse_operand(arch, rest)], {}

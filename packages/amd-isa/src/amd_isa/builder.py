@@ -14,21 +14,21 @@ Mods = dict[str, object]
 def build(arch_name: str, mnemonic: str, operands: list, modifiers: Mods) -> Inst:
     """Build an instruction from its mnemonic, operands in LLVM order and LLVM-named modifiers."""
     arch = get_arch(arch_name)
-    found = op_index(arch.name).get(mnemonic)
+    found = op_index(arch.key).get(mnemonic)
     if found is None:
         raise EncodeError(f"unknown {arch.name} instruction {mnemonic!r}")
     fmt, opcode = found
     if fmt not in SYNTAX:
         raise EncodeError(f"{mnemonic}: {fmt} instructions cannot be built yet")
-    info = operand_info(arch.name, fmt, opcode)
-    draft = Draft(arch, fmt, opcode, mnemonic, info, variant=_base_variant(arch.name, fmt, opcode))
+    info = operand_info(arch.key, fmt, opcode)
+    draft = Draft(arch, fmt, opcode, mnemonic, info, variant=_base_variant(arch.key, fmt, opcode))
     try:
         SYNTAX[fmt][1](draft, list(operands), dict(modifiers))
     except (TypeError, ValueError, KeyError, IndexError) as err:
         if isinstance(err, EncodeError):
             raise
         raise EncodeError(f"{mnemonic}: bad operands or modifiers ({err})") from None
-    defaults, limits = _layout(arch.name, fmt, draft.variant)
+    defaults, limits = _layout(arch.key, fmt, draft.variant)
     fields = dict(defaults)
     for name, value in draft.fields.items():
         limit = limits.get(name)

@@ -50,12 +50,12 @@ class Inst:
     @property
     def mnemonic(self) -> str:
         """The LLVM mnemonic of the instruction's opcode, e.g. "s_branch", "v_add_f32_e32", "v_fmaak_f32"."""
-        return llvm_name(self.arch.name, self.arch.ops[self.fmt][self.op][0])
+        return llvm_name(self.arch.key, self.arch.ops[self.fmt][self.op][0])
 
     @property
     def operand_info(self) -> dict[str, tuple[int, str, str]]:
         """Operand fields of this opcode: field -> (bits, operand type, data format)."""
-        return operand_info(self.arch.name, self.fmt, self.op)
+        return operand_info(self.arch.key, self.fmt, self.op)
 
     def __getattr__(self, name: str) -> int:
         try:
@@ -78,7 +78,7 @@ class Inst:
 
     def to_bytes(self) -> bytes:
         """The little-endian machine code of this instruction."""
-        size, word, specs = _encoder(self.arch.name, self.fmt, self.variant)
+        size, word, specs = _encoder(self.arch.key, self.fmt, self.variant)
         fields = self.fields
         for name, lo, mask, default in specs:
             raw = fields.get(name)
@@ -206,7 +206,7 @@ def _candidates_by_top_bits(arch_name: str) -> tuple[tuple[str, ...], ...]:
 
 
 def _base_format(arch: Arch, dword0: int, peek: int) -> str:
-    candidates = _candidates_by_top_bits(arch.name)[dword0 >> 23]
+    candidates = _candidates_by_top_bits(arch.key)[dword0 >> 23]
     if not candidates:
         raise DecodeError(f"no {arch.name} encoding matches dword {dword0:#010x}")
     if len(candidates) == 1:
@@ -252,7 +252,7 @@ def decode_one(data: bytes, arch: str, offset: int = 0) -> Inst:
     if len(data) - offset < size:
         raise DecodeError(f"truncated {name} at offset {offset:#x}: needs {size} bytes, {len(data) - offset} left")
     word = int.from_bytes(data[offset:offset + size], "little")
-    fields = {f: (word >> lo) & mask for f, lo, mask in _field_extractors(arch_obj.name, fmt, variant)}
+    fields = {f: (word >> lo) & mask for f, lo, mask in _field_extractors(arch_obj.key, fmt, variant)}
     if fmt == "VOPD" and fields["opy"] not in arch_obj.ops["VOPD"]:
         raise DecodeError(f"unknown VOPD Y opcode {fields['opy']} at offset {offset:#x}")
     literal = None
@@ -310,10 +310,10 @@ def _field_extractors(arch_name: str, fmt: str, variant: str) -> tuple[tuple[str
 
 def _needs_literal(arch: Arch, fmt: str, opcode: int, fields: dict[str, int]) -> bool:
     if fmt == "VOPD":
-        if _literal_sources(arch.name, fmt, opcode) is None or _literal_sources(arch.name, fmt, fields["opy"]) is None:
+        if _literal_sources(arch.key, fmt, opcode) is None or _literal_sources(arch.key, fmt, fields["opy"]) is None:
             return True
         return fields.get("srcx0") == 255 or fields.get("srcy0") == 255
-    sources = _literal_sources(arch.name, fmt, opcode)
+    sources = _literal_sources(arch.key, fmt, opcode)
     return sources is None or any(fields.get(f) == 255 for f in sources)
 
 

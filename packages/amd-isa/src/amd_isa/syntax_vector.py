@@ -294,10 +294,16 @@ def _split_mfma(inst) -> Split:
             continue
         raw = fields[field]
         operand = decode_src(arch, raw, _mfma_src_bits(inst, i), None)
-        if isinstance(operand, Reg) and operand.kind == "v" and ((i == 2 and acc_cd) or (i < 2 and fields.get("acc", 0) >> i & 1)):
+        # acc_cd names the accumulator's file; a sparse MFMA's src2 is its index VGPR
+        in_acc = (i == 2 and acc_cd and info[field][1] != "SRC_VGPR") or (i < 2 and fields.get("acc", 0) >> i & 1)
+        if isinstance(operand, Reg) and operand.kind == "v" and in_acc:
             operand = Reg("a", operand.index, operand.count)
         ops.append(operand)
     mods: Mods = {}
+    if _blgp_is_neg(inst.arch, inst.mnemonic):
+        if fields.get("blgp"):
+            mods["neg"] = flag_list(fields["blgp"], 3)
+        fields = {**fields, "blgp": 0}
     if inst.fmt == "VOP3PX2":
         ops += [decode_src(arch, fields[f"scale_src{i}"], 32, None) for i in range(2)]
         # The scale word's selects: LLVM always prints op_sel_hi for the pair (its defaults are 0, unlike VOP3P's).
@@ -312,6 +318,12 @@ def _split_mfma(inst) -> Split:
         if fields.get(key, 0) != _mfma_default(inst.fmt, key):
             mods[key] = fields.get(key, 0)
     return inst.mnemonic, ops, mods
+
+
+def _blgp_is_neg(arch, mnemonic: str) -> bool:
+    """gfx940+ f64 MFMAs have no B-matrix broadcast: the blgp bits negate the sources (LLVM's neg:[a,b,c]); gfx90a
+    still calls them blgp."""
+    return arch.key == "cdna" and "_f64" in mnemonic
 
 
 def _mfma_default(fmt: str, key: str) -> int:
@@ -567,6 +579,10 @@ def _join_mfma(draft: Draft, ops: list, mods: Mods) -> None:
         if i < 2 and isinstance(operand, Reg) and operand.kind == "a":
             acc |= 1 << i
     fields["acc"] = acc
+    if _blgp_is_neg(draft.arch, draft.name) and "neg" in mods:
+        if "blgp" in mods:
+            raise EncodeError(f"{draft.name}: neg and blgp are the same bits; give one")
+        mods["blgp"] = list_flags(mods.pop("neg")) & 7  # type: ignore[arg-type]
     for key in ("cbsz", "abid", "blgp"):
         fields[key] = int(mods.pop(key, _mfma_default(draft.fmt, key)))  # type: ignore[call-overload]
     if mods:

@@ -89,6 +89,17 @@ def canonical_name(mnemonic: str) -> str:
     return _canonical(mnemonic)
 
 
+# gfx90a's matrix op names (v_mfma_f32_32x32x1f32, v_mfma_f32_16x16x16bf16_1k): no block count, no separator.
+_GFX90A_MATRIX = re.compile(r"v_mfma_(f32|i32|f64)_(\d+)x(\d+)x(\d+)(f32|f16|bf16|i8|f64)(?:_1k)?")
+
+
 def canonical(inst: Inst) -> str:
-    """The RDNA3-style mnemonic whose semantics an instruction of any supported architecture has."""
+    """The RDNA3-style mnemonic whose semantics an instruction of any supported architecture has (matrix ops: the
+    gfx940 spelling, whose block count the emulator reads)."""
+    if (m := _GFX90A_MATRIX.fullmatch(inst.mnemonic)) is not None:
+        out, rows, cols, k, ab = m.groups()
+        # blocks from the result's size: rows x cols values per block over 64 lanes, f64 taking two registers each
+        regs = inst.operand_info["vdst"][0] // 32
+        blocks = regs * 64 // (int(rows) * int(cols) * (2 if out == "f64" else 1))
+        return f"v_mfma_{out}_{rows}x{cols}x{k}{f'_{blocks}b' if blocks > 1 else ''}_{ab}"
     return _canonical(inst.mnemonic)
