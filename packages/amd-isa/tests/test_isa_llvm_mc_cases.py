@@ -19,6 +19,16 @@ ASSEMBLE = [
     # gfx90a's own matrix opcodes (was: unknown, or gfx940's opcode for the same name)
     ("gfx90a", "mai-gfx90a.s", "v_mfma_f32_16x16x2bf16 a[0:15], v0, v1, a[18:33]", "00 80 e9 d3 00 03 4a 04"),
     ("gfx90a", "(llvm-mc-19)", "v_mfma_f32_32x32x8bf16_1k a[0:15], v[0:1], v[2:3], a[0:15]", "00 80 e6 d3 00 05 02 04"),
+    # gfx12 temporal hints are named per kind of access (was: only TH_LOAD_* names and TH_ATOMIC_RETURN)
+    ("gfx1200", "gfx12_asm_vbuffer_mubuf.s", "buffer_atomic_pk_add_f16 v5, off, s[8:11], s3 offset:8388607 th:TH_ATOMIC_CASCADE_NT scope:SCOPE_DEV",
+     "03 40 16 c4 05 10 e8 00 00 ff ff 7f"),
+    # modifiers between comma-separated operands, and the split gfx9 format spelling on gfx12 / dfmt:, nfmt: on gfx9
+    ("gfx1100", "gfx11_asm_mtbuf.s", "tbuffer_load_d16_format_x v4, off, s[8:11], s3, format:[BUF_FMT_8_UNORM] offset:4095",
+     "ff 0f 0c e8 00 04 02 03"),
+    ("gfx1200", "gfx12_asm_vbuffer_mtbuf.s",
+     "tbuffer_load_d16_format_x v4, off, s[12:15], s3 format:[BUF_DATA_FORMAT_8, BUF_NUM_FORMAT_UNORM] offset:8388607",
+     "03 00 22 c4 04 18 80 00 00 ff ff 7f"),
+    ("gfx90a", "gfx90a_ldst_acc.s", "tbuffer_load_format_x a1, off, s[4:7],  dfmt:15, nfmt:2, s1", "00 00 78 e9 00 01 81 01"),
     # gfx940+ f64 MFMAs: neg:[a,b,c] in the blgp bits
     ("gfx942", "mai-gfx942.s", "v_mfma_f64_4x4x4_4b_f64 a[0:1], v[0:1], a[2:3], a[2:3] neg:[1,0,0]", "00 80 ef d3 00 05 0a 34"),
 ]
@@ -28,6 +38,8 @@ ASSEMBLE = [
 DISASSEMBLE = [
     # FLAT-segment offsets are unsigned on gfx9/gfx11 (was: offset:-1)
     ("gfx90a", "gfx90a_ldst_acc.txt", "ff 0f 40 dc 02 00 80 05", "flat_load_ubyte a5, v[2:3] offset:4095"),
+    ("gfx1200", "gfx12_dasm_vbuffer_mtbuf.txt", "03 00 23 c4 04 e0 bc 16 00 ff ff 7f",
+     "tbuffer_store_d16_format_x v4, off, ttmp[4:7], s3 format:[BUF_FMT_8_8_8_8_SSCALED] offset:8388607 th:TH_STORE_BYPASS scope:SCOPE_SYS"),
     # gfx90a names its matrix ops its own way (was: gfx940's v_mfma_f32_32x32x1_2b_f32)
     ("gfx90a", "gfx90a_mai.txt", "00 80 c0 d3 00 03 0a 04", "v_mfma_f32_32x32x1f32 a[0:31], v0, v1, a[2:33]"),
     ("gfx90a", "gfx90a_mai.txt", "00 93 e9 d3 00 03 0a e4", "v_mfma_f32_16x16x2bf16 a[0:15], v0, v1, a[2:17] cbsz:3 abid:2 blgp:7"),
@@ -43,6 +55,7 @@ REJECT = [
     ("gfx1100", "flat_load_b32 v1, v[3:4] offset:-1", "outside 0..4095"),  # LLVM: expected a 12-bit unsigned offset
     ("gfx90a", "global_load_dword v1, v[4:5], off offset:4096", "outside -4096..4095"),
     ("gfx90a", "v_mfma_f32_32x32x1_2b_f32 a[0:31], v0, v1, a[0:31]", "unknown"),  # gfx940's name; LLVM: not supported on this GPU
+    ("gfx1200", "global_store_b32 v0, v1, s[0:1] th:TH_LOAD_NT", "use a number or one of TH_STORE_"),  # a load's hint on a store
 ]
 
 

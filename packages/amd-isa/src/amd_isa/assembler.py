@@ -221,8 +221,11 @@ def _parse_half(arch, text: str) -> tuple[str, list, dict[str, object]]:
     tail = _split_top(last, " \t") if " " in last or "\t" in last else [last]
     pieces[-1:] = tail[:1]
     mods_tokens = tail[1:]
-    if len(pieces) == 1 and _is_modifier(pieces[0]):
-        mods_tokens.insert(0, pieces.pop())
+    # LLVM also takes modifiers between comma-separated operands (`s3, format:[BUF_FMT_8_UNORM] offset:4095`, gfx9's
+    # `s[4:7], dfmt:15, nfmt:2, s1`): those pieces are modifiers wherever they stand
+    if any(_is_modifier(piece) for piece in pieces):
+        mods_tokens[:0] = [piece for piece in pieces if _is_modifier(piece)]
+        pieces = [piece for piece in pieces if not _is_modifier(piece)]
     operands = leading + [parse_operand(arch, piece) for piece in pieces]
     modifiers = dict(parse_modifier(token) for token in mods_tokens)
     return mnemonic, operands, modifiers

@@ -43,10 +43,16 @@ def ufmt_text(value: int) -> object:
 
 
 def parse_ufmt(value: object) -> int:
-    """A unified format from `format:N` or `format:[BUF_FMT_*]`."""
+    """A unified format from `format:N`, `format:[BUF_FMT_*]` or the gfx9 split form `format:[BUF_DATA_FORMAT_*,
+    BUF_NUM_FORMAT_*]` (either part may be left out: 8 and UNORM)."""
     if isinstance(value, int):
         return value
     name = str(value).strip("[] ")
+    if "BUF_DATA_FORMAT_" in name or "BUF_NUM_FORMAT_" in name:
+        dfmt, nfmt = parse_gfx9_format(value)
+        name = f"BUF_FMT_{GFX9_DFMT[dfmt]}_{GFX9_NFMT[nfmt]}"
+        if name not in UFMT_NAMES:
+            raise EncodeError(f"unsupported format {str(value).strip()}: no unified buffer format {name}")
     if name not in UFMT_NAMES:
         raise EncodeError(f"unknown buffer format {name!r}")
     return UFMT_NAMES.index(name)
@@ -90,31 +96,43 @@ def _vreg(index: int, bits: int, acc: bool = False) -> Reg:
     return Reg("a" if acc else "v", index, reg_count(bits))
 
 
-# gfx12 cache policy spellings LLVM uses (from its gfx12 MC tests); other values print as numbers.
+# gfx12 cache policy spellings LLVM uses (from its gfx12 MC tests): temporal hints are named per kind of access;
+# values without a name print as numbers.
 SCOPE_NAMES = ("SCOPE_CU", "SCOPE_SE", "SCOPE_DEV", "SCOPE_SYS")
-TH_LOAD_NAMES = ("TH_LOAD_RT", "TH_LOAD_NT", "TH_LOAD_HT", "TH_LOAD_LU", "TH_LOAD_NT_RT", "TH_LOAD_RT_NT", "TH_LOAD_NT_HT")
-TH_ATOMIC_NAMES = {1: "TH_ATOMIC_RETURN"}
-TH_BY_NAME = {**{name: i for i, name in enumerate(TH_LOAD_NAMES)}, "TH_LOAD_BYPASS": 3, "TH_ATOMIC_RETURN": 1}
+TH_LOAD_NAMES = {1: "TH_LOAD_NT", 2: "TH_LOAD_HT", 3: "TH_LOAD_LU", 4: "TH_LOAD_NT_RT", 5: "TH_LOAD_RT_NT", 6: "TH_LOAD_NT_HT"}
+TH_STORE_NAMES = {1: "TH_STORE_NT", 2: "TH_STORE_HT", 3: "TH_STORE_WB", 4: "TH_STORE_NT_RT", 5: "TH_STORE_RT_NT", 6: "TH_STORE_NT_HT",
+                  7: "TH_STORE_NT_WB"}
+# atomics: bit 0 returns the old value, bit 1 is non-temporal, bit 2 cascades
+TH_ATOMIC_NAMES = {1: "TH_ATOMIC_RETURN", 2: "TH_ATOMIC_NT", 3: "TH_ATOMIC_NT_RETURN", 4: "TH_ATOMIC_CASCADE_RT", 6: "TH_ATOMIC_CASCADE_NT"}
+# what the assembler reads: every printed name, the defaults, BYPASS (3, at system scope) and LLVM's other spellings
+TH_BY_NAME = {**{name: value for names in (TH_LOAD_NAMES, TH_STORE_NAMES, TH_ATOMIC_NAMES) for value, name in names.items()},
+              "TH_LOAD_RT": 0, "TH_STORE_RT": 0, "TH_ATOMIC_RT": 0, "TH_ATOMIC_RT_RETURN": 1, "TH_LOAD_BYPASS": 3, "TH_STORE_BYPASS": 3,
+              "TH_LOAD_WB": 3, "TH_LOAD_NT_WB": 7, "TH_STORE_LU": 3}
 
 
 def th_text(name: str, th: int, scope: int) -> object:
-    """LLVM's spelling of a gfx12 temporal hint: TH_LOAD_* for loads (value 3 is BYPASS at system scope), else a number."""
+    """LLVM's spelling of a gfx12 temporal hint for this instruction's kind of access (TH_ATOMIC_*, TH_STORE_*, TH_LOAD_*;
+    3 at system scope is BYPASS), else the number."""
     if "atomic" in name:
         return TH_ATOMIC_NAMES.get(th, th)
-    if "store" in name:
-        return th
+    store = "store" in name
     if th == 3 and scope == 3:
-        return "TH_LOAD_BYPASS"
-    return TH_LOAD_NAMES[th] if th < len(TH_LOAD_NAMES) else th
+        return "TH_STORE_BYPASS" if store else "TH_LOAD_BYPASS"
+    return (TH_STORE_NAMES if store else TH_LOAD_NAMES).get(th, th)
 
 
-def parse_policy(key: str, value: object) -> int:
-    """A th:/scope: value from its number or its LLVM name."""
+def parse_policy(key: str, value: object, name: str) -> int:
+    """A th:/scope: value of instruction `name` from its number or its LLVM name (a temporal hint's name must be of the
+    instruction's kind of access: TH_ATOMIC_* for atomics, TH_STORE_* for stores, TH_LOAD_* otherwise)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    names = {name: i for i, name in enumerate(SCOPE_NAMES)} if key == "scope" else TH_BY_NAME
+    if key == "scope":
+        names = {scope: i for i, scope in enumerate(SCOPE_NAMES)}
+    else:
+        prefix = "TH_ATOMIC_" if "atomic" in name else "TH_STORE_" if "store" in name else "TH_LOAD_"
+        names = {th: v for th, v in TH_BY_NAME.items() if th.startswith(prefix)}
     if str(value) not in names:
-        raise EncodeError(f"unknown {key} value {value!r}; use a number or one of {', '.join(names)}")
+        raise EncodeError(f"{name}: unknown {key} value {value!r}; use a number or one of {', '.join(names)}")
     return names[str(value)]
 
 
@@ -140,7 +158,7 @@ def _join_cache(draft: Draft, layout_fields: dict, mods: Mods) -> None:
             if key not in layout_fields:
                 raise EncodeError(f"{draft.name} ({draft.arch.name}) has no {key} bit")
             value = mods.pop(key)
-            draft.fields[key] = parse_policy(key, value) if key in NUMERIC_POLICY else int(value)  # type: ignore[call-overload]
+            draft.fields[key] = parse_policy(key, value, draft.name) if key in NUMERIC_POLICY else int(value)  # type: ignore[call-overload]
 
 
 def _done(draft: Draft, mods: Mods) -> None:
@@ -369,7 +387,13 @@ def join_buffer(draft: Draft, ops: list, mods: Mods) -> None:
             fields[flag] = 1
     if "dfmt" in layout:
         # gfx9 numeric format:N packs the data format in bits 3:0 and the number format above.
-        fields["dfmt"], fields["nfmt"] = parse_gfx9_format(mods.pop("format", GFX9_DEFAULT_FORMAT[0]))
+        if "dfmt" in mods or "nfmt" in mods:  # the pre-gfx10 spelling: dfmt:N, nfmt:N
+            if "format" in mods:
+                raise EncodeError(f"{name}: give format: or dfmt:/nfmt:, not both")
+            fields["dfmt"] = int(mods.pop("dfmt", GFX9_DEFAULT_FORMAT[0]))  # type: ignore[call-overload]
+            fields["nfmt"] = int(mods.pop("nfmt", GFX9_DEFAULT_FORMAT[1]))  # type: ignore[call-overload]
+        else:
+            fields["dfmt"], fields["nfmt"] = parse_gfx9_format(mods.pop("format", GFX9_DEFAULT_FORMAT[0]))
     if "format" in layout:
         fields["format"] = parse_ufmt(mods.pop("format", UFMT_DEFAULT))
     offset = int(mods.pop("offset", 0))  # type: ignore[call-overload]

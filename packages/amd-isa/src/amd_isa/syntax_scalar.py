@@ -231,7 +231,7 @@ def join_smem(draft: Draft, ops: list, mods: Mods) -> None:
             fields[flag] = int(mods.pop(flag))  # type: ignore[call-overload]
     for flag in ("th", "scope"):
         if flag in mods:
-            fields[flag] = parse_policy(flag, mods.pop(flag))
+            fields[flag] = parse_policy(flag, mods.pop(flag), draft.name)
     _no_mods(draft, mods)
 
 
