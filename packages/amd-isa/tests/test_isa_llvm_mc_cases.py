@@ -29,6 +29,8 @@ ASSEMBLE = [
      "tbuffer_load_d16_format_x v4, off, s[12:15], s3 format:[BUF_DATA_FORMAT_8, BUF_NUM_FORMAT_UNORM] offset:8388607",
      "03 00 22 c4 04 18 80 00 00 ff ff 7f"),
     ("gfx90a", "gfx90a_ldst_acc.s", "tbuffer_load_format_x a1, off, s[4:7],  dfmt:15, nfmt:2, s1", "00 00 78 e9 00 01 81 01"),
+    # mixed-precision FMA: -x and |x| are the neg_lo/neg_hi bits (was: "packed instructions take neg_lo/neg_hi, not abs")
+    ("gfx1100", "gfx11_asm_vop3p.s", "v_fma_mixlo_f16 v5, |ttmp15|, 0.5, -vcc_hi", "05 01 21 cc 7b e0 ad 81"),
     # gfx940+ f64 MFMAs: neg:[a,b,c] in the blgp bits
     ("gfx942", "mai-gfx942.s", "v_mfma_f64_4x4x4_4b_f64 a[0:1], v[0:1], a[2:3], a[2:3] neg:[1,0,0]", "00 80 ef d3 00 05 0a 34"),
 ]
@@ -40,6 +42,13 @@ DISASSEMBLE = [
     ("gfx90a", "gfx90a_ldst_acc.txt", "ff 0f 40 dc 02 00 80 05", "flat_load_ubyte a5, v[2:3] offset:4095"),
     ("gfx1200", "gfx12_dasm_vbuffer_mtbuf.txt", "03 00 23 c4 04 e0 bc 16 00 ff ff 7f",
      "tbuffer_store_d16_format_x v4, off, ttmp[4:7], s3 format:[BUF_FMT_8_8_8_8_SSCALED] offset:8388607 th:TH_STORE_BYPASS scope:SCOPE_SYS"),
+    # mixed-precision FMA sources print their modifiers (was: neg_lo:[0, 0, 1] neg_hi:[1, 0, 0])
+    ("gfx1100", "gfx11_dasm_vop3p.txt", "05 01 20 cc 7b e0 ad 81", "v_fma_mix_f32 v5, |ttmp15|, 0.5, -vcc_hi"),
+    # a16 packs coordinates and the clamp two to a VGPR but not the bias or compare (was v[1:5]); a16 before tfe
+    ("gfx1100", "gfx11_dasm_mimg.txt", "0c 04 95 f1 01 05 02 0c",
+     "image_gather4_c_b_cl v[5:8], v[1:4], s[8:15], s[12:15] dmask:0x4 dim:SQ_RSRC_IMG_CUBE a16"),
+    ("gfx1100", "gfx11_dasm_mimg.txt", "14 04 bd f0 01 05 38 64",
+     "image_gather4 v[5:9], v[1:2], s[96:103], s[100:103] dmask:0x4 dim:SQ_RSRC_IMG_2D_ARRAY a16 tfe"),
     # gfx90a names its matrix ops its own way (was: gfx940's v_mfma_f32_32x32x1_2b_f32)
     ("gfx90a", "gfx90a_mai.txt", "00 80 c0 d3 00 03 0a 04", "v_mfma_f32_32x32x1f32 a[0:31], v0, v1, a[2:33]"),
     ("gfx90a", "gfx90a_mai.txt", "00 93 e9 d3 00 03 0a e4", "v_mfma_f32_16x16x2bf16 a[0:15], v0, v1, a[2:17] cbsz:3 abid:2 blgp:7"),

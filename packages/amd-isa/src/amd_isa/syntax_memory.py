@@ -423,18 +423,18 @@ def image_address_count(name: str, dim: int, a16: bool) -> int:
     """VGPRs of a non-NSA image address: coordinates plus the extra arguments the mnemonic names (LLVM's rules)."""
     tokens = name.split("_")[1:]
     coords = _DIM_COORDS[dim]
-    extra = 0
-    if "mip" in tokens or "resinfo" in tokens:
-        extra += 1
-        coords = 0 if "resinfo" in tokens else coords
-    for token in ("c", "o", "b", "l", "cl"):
-        extra += token in tokens
+    # offset, bias and depth compare take a dword each; the mip level, lod or clamp goes with the coordinates, which
+    # a16 packs two to a VGPR
+    dwords = sum(token in tokens for token in ("c", "o", "b"))
+    with_coords = int("mip" in tokens or "resinfo" in tokens or "l" in tokens or "cl" in tokens)
+    if "resinfo" in tokens:
+        coords = 0
     gradient_dims = _DIM_GRADS[dim] if "d" in tokens or "cd" in tokens else 0
-    # d/dx and d/dy are separate vectors; with 16-bit gradients (g16) each vector packs two components per VGPR.
-    grads = 2 * ((gradient_dims + 1) // 2) if "g16" in tokens else 2 * gradient_dims
+    # d/dx and d/dy are separate vectors; 16-bit gradients (g16, or a16) pack two components per VGPR.
+    grads = 2 * ((gradient_dims + 1) // 2) if "g16" in tokens or a16 else 2 * gradient_dims
     if a16:
-        return grads + extra + (coords + 1) // 2
-    return max(1, grads + extra + coords)
+        return grads + dwords + (coords + with_coords + 1) // 2
+    return max(1, grads + dwords + with_coords + coords)
 
 
 def split_image(inst) -> Split:
@@ -471,9 +471,14 @@ def split_image(inst) -> Split:
     if fields.get("unrm"):
         mods["unorm"] = True
     _cache_mods(fields, inst.layout["fields"], mods, arch, inst.mnemonic)
-    for flag in ("r128", "a16", "d16"):
+    # LLVM's order: cache policy, r128, a16, tfe, lwe, d16
+    late = {flag: mods.pop(flag) for flag in ("tfe", "lwe") if flag in mods}
+    for flag in ("r128", "a16"):
         if fields.get(flag):
             mods[flag] = True
+    mods.update(late)
+    if fields.get("d16"):
+        mods["d16"] = True
     return inst.mnemonic, ops, mods
 
 

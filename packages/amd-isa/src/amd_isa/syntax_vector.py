@@ -172,11 +172,19 @@ def split_valu(inst) -> Split:
 
 def _src_mods(inst, index: int) -> tuple[bool, bool]:
     fields, variant = inst.fields, inst.variant
+    if inst.fmt == "VOP3P" and _is_mix(inst.mnemonic):  # mixed precision: neg_lo negates, neg_hi takes the absolute value
+        return bool(fields.get("neg", 0) >> index & 1), bool(fields.get("neg_hi", 0) >> index & 1)
     if inst.fmt in ("VOP3", "VOP3SD"):
         return bool(fields.get("neg", 0) >> index & 1), bool(fields.get("abs", 0) >> index & 1)
     if variant in ("DPP16", "SDWA", "SDWA_SDST") and index < 2:
         return bool(fields.get(f"src{index}_neg")), bool(fields.get(f"src{index}_abs"))
     return False, False
+
+
+def _is_mix(name: str) -> bool:
+    """v_fma_mix*/v_mad_mix*: f16/f32 sources whose neg_lo/neg_hi bits are each source's -x and |x| (LLVM prints and
+    takes them as source modifiers)."""
+    return "_mix" in name
 
 
 def _split_long_mods(inst, nsrc: int, mods: Mods) -> None:
@@ -189,9 +197,9 @@ def _split_long_mods(inst, nsrc: int, mods: Mods) -> None:
             mods["op_sel"] = flag_list(opsel, nsrc)
         if opsel_hi & ((1 << nsrc) - 1) != default_hi:
             mods["op_sel_hi"] = flag_list(opsel_hi, nsrc)
-        if fields.get("neg", 0) & ((1 << nsrc) - 1):
+        if fields.get("neg", 0) & ((1 << nsrc) - 1) and not _is_mix(name):
             mods["neg_lo"] = flag_list(fields["neg"], nsrc)
-        if fields.get("neg_hi", 0) & ((1 << nsrc) - 1):
+        if fields.get("neg_hi", 0) & ((1 << nsrc) - 1) and not _is_mix(name):
             mods["neg_hi"] = flag_list(fields["neg_hi"], nsrc)
         if fields.get("clmp"):
             mods["clamp"] = True
@@ -448,7 +456,8 @@ def _encode_dst(draft: Draft, ops: list, field: str) -> int:
 def _join_long_mods(draft: Draft, nsrc: int, neg: int, abs_: int, mods: Mods) -> None:
     fields, name = draft.fields, draft.name
     if draft.fmt == "VOP3P":
-        if abs_:
+        mix = _is_mix(name)
+        if abs_ and not mix:
             raise EncodeError(f"{name}: packed instructions take neg_lo/neg_hi, not abs")
         opsel = list_flags(mods.pop("op_sel", 0))  # type: ignore[arg-type]
         default_hi = 0 if "_mix" in name else 7
@@ -456,7 +465,7 @@ def _join_long_mods(draft: Draft, nsrc: int, neg: int, abs_: int, mods: Mods) ->
         opsel_hi = default_hi if hi_value is None else list_flags(hi_value) | (7 & ~((1 << nsrc) - 1) if default_hi else 0)  # type: ignore[arg-type]
         fields.update(opsel=opsel & 7, opsel_hi=opsel_hi & 3, opsel_hi2=opsel_hi >> 2 & 1)
         fields["neg"] = list_flags(mods.pop("neg_lo", 0)) | neg  # type: ignore[arg-type]
-        fields["neg_hi"] = list_flags(mods.pop("neg_hi", 0))  # type: ignore[arg-type]
+        fields["neg_hi"] = list_flags(mods.pop("neg_hi", 0)) | (abs_ if mix else 0)  # type: ignore[arg-type]
         fields["clmp"] = int(bool(mods.pop("clamp", False)))
         return
     fields["neg"] = neg
