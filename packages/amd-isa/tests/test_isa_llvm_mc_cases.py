@@ -49,6 +49,8 @@ DISASSEMBLE = [
      "image_gather4_c_b_cl v[5:8], v[1:4], s[8:15], s[12:15] dmask:0x4 dim:SQ_RSRC_IMG_CUBE a16"),
     ("gfx1100", "gfx11_dasm_mimg.txt", "14 04 bd f0 01 05 38 64",
      "image_gather4 v[5:9], v[1:2], s[96:103], s[100:103] dmask:0x4 dim:SQ_RSRC_IMG_2D_ARRAY a16 tfe"),
+    # a 64-bit SGPR/TTMP operand with an odd code is the aligned pair (was: s[105:106], which no assembler takes)
+    ("gfx1200", "(llvm-mc-22 --disassemble)", "55 77 e9 90", "s_xnor_b64 s[104:105], s[84:85], ttmp[10:11]"),
     # gfx90a names its matrix ops its own way (was: gfx940's v_mfma_f32_32x32x1_2b_f32)
     ("gfx90a", "gfx90a_mai.txt", "00 80 c0 d3 00 03 0a 04", "v_mfma_f32_32x32x1f32 a[0:31], v0, v1, a[2:33]"),
     ("gfx90a", "gfx90a_mai.txt", "00 93 e9 d3 00 03 0a e4", "v_mfma_f32_16x16x2bf16 a[0:15], v0, v1, a[2:17] cbsz:3 abid:2 blgp:7"),

@@ -223,7 +223,9 @@ def _parse_half(arch, text: str) -> tuple[str, list, dict[str, object]]:
     mods_tokens = tail[1:]
     # LLVM also takes modifiers between comma-separated operands (`s3, format:[BUF_FMT_8_UNORM] offset:4095`, gfx9's
     # `s[4:7], dfmt:15, nfmt:2, s1`): those pieces are modifiers wherever they stand
-    if any(_is_modifier(piece) for piece in pieces):
+    if len(pieces) == 1 and _is_modifier(pieces[0]):
+        mods_tokens.insert(0, pieces.pop())
+    elif _KEYED_AFTER_COMMA.search(rest) is not None:
         mods_tokens[:0] = [piece for piece in pieces if _is_modifier(piece)]
         pieces = [piece for piece in pieces if not _is_modifier(piece)]
     operands = leading + [parse_operand(arch, piece) for piece in pieces]
@@ -235,10 +237,15 @@ FLAG_MODIFIERS = frozenset(("glc", "slc", "dlc", "gds", "offen", "idxen", "clamp
                             "nt", "lds", "nv", "done", "row_en"))
 
 
+_KEYED = re.compile(r"[A-Za-z_]\w*:")
+# a keyed modifier standing where an operand could, after a comma: one search per line before looking closer
+_KEYED_AFTER_COMMA = re.compile(r",\s*[A-Za-z_]\w*:")
+
+
 def _is_modifier(token: str) -> bool:
-    if token.lower() in FLAG_MODIFIERS:
-        return True
-    return re.match(r"^[A-Za-z_]\w*:", token) is not None and not _RANGE.match(token.lower())
+    if ":" not in token:
+        return token.lower() in FLAG_MODIFIERS
+    return _KEYED.match(token) is not None and not _RANGE.match(token.lower())
 
 
 @cache

@@ -73,7 +73,10 @@ class Draft:
 
 
 def scalar_operand(arch: Arch, code: int, count: int) -> Reg | Special:
-    """The operand named by a scalar register code (SGPR, TTMP or special register)."""
+    """The operand named by a scalar register code (SGPR, TTMP or special register). A 64-bit or wider operand names
+    an even-aligned range: LLVM reads an odd code as the aligned pair (s[104:105] for 105), as the hardware does."""
+    if count >= 2 and (code < arch.num_sgprs or TTMP_BASE <= code < TTMP_BASE + 16):
+        code &= ~1
     if code < arch.num_sgprs:
         return Reg("s", code, count)
     if TTMP_BASE <= code < TTMP_BASE + 16:
