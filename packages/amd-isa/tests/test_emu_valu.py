@@ -371,7 +371,7 @@ def test_64bit_shifts_use_six_bits_of_the_amount() -> None:
 
 def test_carry_chain_add_sub_and_mad64() -> None:
     st_ = run_vop("v_add_co_u32 v2, vcc_lo, v0, v1\nv_add_co_ci_u32_e32 v3, vcc_lo, v0, v1, vcc_lo\n"
-                  "v_sub_co_u32 v4, s[10:11], v0, v1\nv_mad_u64_u32 v[6:7], s[12:13], v0, v1, v[8:9]",
+                  "v_sub_co_u32 v4, s10, v0, v1\nv_mad_u64_u32 v[6:7], s12, v0, v1, v[8:9]",
                   {0: A_I, 1: B_I, 8: C_I, 9: A_I})
     carry1 = [(a + b) >> 32 for a, b in zip(A_I, B_I, strict=True)]
     assert [int(x) for x in st_.v[2]] == [(a + b) & M32 for a, b in zip(A_I, B_I, strict=True)]
@@ -389,14 +389,14 @@ def test_vopc_float_compares_with_nan_and_exec_mask() -> None:
              "lg": lambda a, b: a < b or a > b, "ge": lambda a, b: a >= b, "o": lambda a, b: not (math.isnan(a) or math.isnan(b)),
              "u": lambda a, b: math.isnan(a) or math.isnan(b), "neq": lambda a, b: not a == b, "nlt": lambda a, b: not a < b}
     for cond, ref in conds.items():
-        st_ = run_vop(f"s_mov_b32 exec_lo, 0x7fffffff\nv_cmp_{cond}_f32_e32 vcc_lo, v0, v1\nv_cmp_{cond}_f32_e64 s[20:21], v1, v0", {0: A_F, 1: B_F})
+        st_ = run_vop(f"s_mov_b32 exec_lo, 0x7fffffff\nv_cmp_{cond}_f32_e32 vcc_lo, v0, v1\nv_cmp_{cond}_f32_e64 s20, v1, v0", {0: A_F, 1: B_F})
         want = sum(1 << i for i in range(31) if ref(f32(A_F[i]), f32(B_F[i])))
         assert st_.vcc == want, cond
         assert st_.s[20] == sum(1 << i for i in range(31) if ref(f32(B_F[i]), f32(A_F[i]))), cond
 
 
 def test_vopc_int_compares_and_cmpx() -> None:
-    st_ = run_vop("v_cmp_lt_i32_e32 vcc_lo, v0, v1\nv_cmp_gt_u32_e64 s[4:5], v0, v1\nv_cmpx_ne_u32_e32 v0, v1", {0: A_I, 1: B_I})
+    st_ = run_vop("v_cmp_lt_i32_e32 vcc_lo, v0, v1\nv_cmp_gt_u32_e64 s4, v0, v1\nv_cmpx_ne_u32_e32 v0, v1", {0: A_I, 1: B_I})
     assert st_.vcc == sum(int(s32(a) < s32(b)) << i for i, (a, b) in enumerate(zip(A_I, B_I, strict=True)))
     assert st_.s[4] == sum(int(a > b) << i for i, (a, b) in enumerate(zip(A_I, B_I, strict=True)))
     assert st_.exec == sum(int(a != b) << i for i, (a, b) in enumerate(zip(A_I, B_I, strict=True)))
@@ -410,7 +410,7 @@ def test_exec_mask_keeps_inactive_lanes() -> None:
 
 
 def test_cndmask_vop2_and_vop3() -> None:
-    st_ = run_vop("v_cndmask_b32_e32 v2, v0, v1, vcc_lo\nv_cndmask_b32_e64 v3, v0, v1, s[8:9]", {0: A_I, 1: B_I},
+    st_ = run_vop("v_cndmask_b32_e32 v2, v0, v1, vcc_lo\nv_cndmask_b32_e64 v3, v0, v1, s8", {0: A_I, 1: B_I},
                   sgprs={106: 0xF0F0F0F0, 8: 0x0000FFFF})
     assert [int(x) for x in st_.v[2]] == [B_I[i] if (0xF0F0F0F0 >> i) & 1 else A_I[i] for i in range(N)]
     assert [int(x) for x in st_.v[3]] == [B_I[i] if i < 16 else A_I[i] for i in range(N)]
@@ -418,7 +418,7 @@ def test_cndmask_vop2_and_vop3() -> None:
 
 def test_cndmask_with_a_modifier_on_one_source_keeps_the_other_bit_exact() -> None:
     # clang's fabs: v_cndmask_b32_e64 v1, v1, -v1, vcc (the unmodified source must not be converted to a float value)
-    st_ = run_vop("v_cndmask_b32_e64 v2, v0, -v1, s[8:9]\nv_cndmask_b32_e64 v3, 1.0, |v1|, s[8:9]", {0: A_I, 1: B_I},
+    st_ = run_vop("v_cndmask_b32_e64 v2, v0, -v1, s8\nv_cndmask_b32_e64 v3, 1.0, |v1|, s8", {0: A_I, 1: B_I},
                   sgprs={8: 0x0F0F0F0F})
     for i in range(N):
         sel = (0x0F0F0F0F >> i) & 1

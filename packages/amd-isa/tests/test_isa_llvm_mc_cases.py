@@ -67,6 +67,11 @@ REJECT = [
     ("gfx90a", "global_load_dword v1, v[4:5], off offset:4096", "outside -4096..4095"),
     ("gfx90a", "v_mfma_f32_32x32x1_2b_f32 a[0:31], v0, v1, a[0:31]", "unknown"),  # gfx940's name; LLVM: not supported on this GPU
     ("gfx1200", "global_store_b32 v0, v1, s[0:1] th:TH_LOAD_NT", "use a number or one of TH_STORE_"),  # a load's hint on a store
+    # lane masks are one SGPR per 32 lanes: wave64 spellings in wave32 code and back (LLVM: invalid operand for instruction)
+    ("gfx1100", "v_cmp_class_f16 vcc, v1, v2", "lane mask, 1 SGPR"),  # gfx11_asm_vopc-fake16.s W32-ERR
+    ("gfx1100", "v_cmp_class_f16_e64 s[10:11], v1, 0.5", "lane mask, 1 SGPR"),  # gfx11_asm_vop3_from_vopc-fake16.s
+    ("gfx1200", "v_add_co_ci_u32 v5, vcc, v1, v2, vcc", "lane mask, 1 SGPR"),  # gfx12_asm_vop2-fake16.s
+    ("gfx90a", "v_cndmask_b32_e64 v1, v2, v3, s10", "lane mask, 2 SGPR"),
 ]
 
 

@@ -371,8 +371,10 @@ def join_valu(draft: Draft, ops: list, mods: Mods) -> None:
         fields["vdst"] = _encode_dst(draft, ops, "vdst")
     elif fmt == "VOPC" and (arch.wave == 64 or "cmpx" not in name):
         _take_implicit(draft, ops, "vcc")
-    if fmt == "VOP3SD":
-        fields["sdst"] = encode_scalar(arch, f"{name} sdst", _pop(draft, ops, "sdst"))
+    if fmt == "VOP3SD":  # the carry-out / div_scale condition: a lane mask
+        sdst = _pop(draft, ops, "sdst")
+        _lane_mask(draft, "sdst", sdst)
+        fields["sdst"] = encode_scalar(arch, f"{name} sdst", sdst)
     if writes_vcc:
         _take_implicit(draft, ops, "vcc")
     if reads_vcc:
@@ -380,7 +382,8 @@ def join_valu(draft: Draft, ops: list, mods: Mods) -> None:
             raise EncodeError(f"{name} expects vcc as its last operand")
         last = ops.pop()
         if not isinstance(last, Special) or last.code != 106:
-            raise EncodeError(f"{name} reads vcc implicitly; its last operand must be vcc, got {last}")
+            raise EncodeError(f"{name} reads vcc implicitly; its last operand must be {_vcc(arch)}, got {last}")
+        _lane_mask(draft, "the carry-in", last)
     srcs = _src_list(info, ("src0", "src1", "src2") if long else ("src0", "vsrc1"))
     if len(ops) != len(srcs):
         raise EncodeError(f"{name} takes {len(srcs)} source operand(s), got {len(ops)}")
@@ -401,6 +404,7 @@ def join_valu(draft: Draft, ops: list, mods: Mods) -> None:
                 raise EncodeError(f"{name}: src1 of the e32 form must be a VGPR, got {value}; use the _e64 form")
             fields["vsrc1"] = encode_vgpr(draft, field, value)
         elif info[field][2] == "M64" and isinstance(value, Reg | Special):
+            _lane_mask(draft, field, value)
             fields[field] = encode_scalar(arch, field, value)
         else:
             fields[field] = encode_src(draft, field, value, allow_literal=not long or arch.vop3_literal)
@@ -442,13 +446,26 @@ def _pop(draft: Draft, ops: list, what: str) -> Operand:
 def _take_implicit(draft: Draft, ops: list, what: str) -> None:
     operand = _pop(draft, ops, what)
     if not (isinstance(operand, Special) and operand.code == 106):
-        raise EncodeError(f"{draft.name}: expected {what} here, got {operand}")
+        raise EncodeError(f"{draft.name}: expected {_vcc(draft.arch)} here, got {operand}")
+    _lane_mask(draft, what, operand)
+
+
+def _lane_mask(draft: Draft, what: str, operand: object) -> None:
+    """A lane mask (VCC-like operand) is one SGPR per 32 lanes: vcc_lo or s10 in wave32, vcc or s[10:11] in wave64, as
+    LLVM requires of each wave size."""
+    count = getattr(operand, "count", None)
+    want = draft.arch.wave // 32
+    if count is not None and count != want and isinstance(operand, Reg | Special):
+        example = "vcc_lo or s10" if want == 1 else "vcc or s[10:11]"
+        raise EncodeError(f"{draft.name}: {what} is a lane mask, {want} SGPR(s) in wave{draft.arch.wave} ({example}); got {operand}")
 
 
 def _encode_dst(draft: Draft, ops: list, field: str) -> int:
     operand = _from_half(draft, field, _pop(draft, ops, field))
     optype = draft.info[field][1]
     if optype in ("SREG", "SDST", "SREG_NOVCC"):
+        if draft.info[field][2] == "M64":
+            _lane_mask(draft, field, operand)
         return encode_scalar(draft.arch, f"{draft.name} {field}", operand)
     return encode_vgpr(draft, field, operand)
 
