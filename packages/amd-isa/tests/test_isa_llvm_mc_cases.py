@@ -31,6 +31,12 @@ ASSEMBLE = [
     ("gfx90a", "gfx90a_ldst_acc.s", "tbuffer_load_format_x a1, off, s[4:7],  dfmt:15, nfmt:2, s1", "00 00 78 e9 00 01 81 01"),
     # mixed-precision FMA: -x and |x| are the neg_lo/neg_hi bits (was: "packed instructions take neg_lo/neg_hi, not abs")
     ("gfx1100", "gfx11_asm_vop3p.s", "v_fma_mixlo_f16 v5, |ttmp15|, 0.5, -vcc_hi", "05 01 21 cc 7b e0 ad 81"),
+    # gfx12 fp8/bf8 conversions spell op_sel bits as byte_sel:N (was: "does not take modifier(s) byte_sel")
+    ("gfx1200", "gfx12_asm_vop3.s", "v_cvt_sr_fp8_f32 v1, v2, v3 byte_sel:2", "01 40 6b d7 02 07 02 00"),
+    ("gfx1200", "gfx12_asm_vop3_from_vop1.s", "v_cvt_f32_bf8_e64 v1, s3 byte_sel:1", "01 10 ed d5 03 00 00 00"),
+    # permlane op_sel has two entries; gfx942's stochastic-rounding fp8 conversions four
+    ("gfx1200", "gfx12_asm_vop3.s", "v_permlane16_var_b32 v5, v1, v50, op_sel:[1,1]", "05 18 0f d7 01 65 02 00"),
+    ("gfx942", "gfx942_asm_features.s", "v_cvt_sr_bf8_f32 v1, v2, v3 op_sel:[0,0,1,1]", "01 60 a5 d2 02 07 02 00"),
     # gfx940+ f64 MFMAs: neg:[a,b,c] in the blgp bits
     ("gfx942", "mai-gfx942.s", "v_mfma_f64_4x4x4_4b_f64 a[0:1], v[0:1], a[2:3], a[2:3] neg:[1,0,0]", "00 80 ef d3 00 05 0a 34"),
 ]
@@ -51,6 +57,8 @@ DISASSEMBLE = [
      "image_gather4 v[5:9], v[1:2], s[96:103], s[100:103] dmask:0x4 dim:SQ_RSRC_IMG_2D_ARRAY a16 tfe"),
     # a 64-bit SGPR/TTMP operand with an odd code is the aligned pair (was: s[105:106], which no assembler takes)
     ("gfx1200", "(llvm-mc-22 --disassemble)", "55 77 e9 90", "s_xnor_b64 s[104:105], s[84:85], ttmp[10:11]"),
+    ("gfx1200", "gfx12_dasm_vop3.txt", "01 20 6b d7 02 07 02 00", "v_cvt_sr_fp8_f32 v1, v2, v3 byte_sel:1"),
+    ("gfx942", "gfx942_features.txt", "01 60 a5 d2 02 07 02 00", "v_cvt_sr_bf8_f32 v1, v2, v3 op_sel:[0,0,1,1]"),
     # gfx90a names its matrix ops its own way (was: gfx940's v_mfma_f32_32x32x1_2b_f32)
     ("gfx90a", "gfx90a_mai.txt", "00 80 c0 d3 00 03 0a 04", "v_mfma_f32_32x32x1f32 a[0:31], v0, v1, a[2:33]"),
     ("gfx90a", "gfx90a_mai.txt", "00 93 e9 d3 00 03 0a e4", "v_mfma_f32_16x16x2bf16 a[0:15], v0, v1, a[2:17] cbsz:3 abid:2 blgp:7"),
@@ -72,6 +80,7 @@ REJECT = [
     ("gfx1100", "v_cmp_class_f16_e64 s[10:11], v1, 0.5", "lane mask, 1 SGPR"),  # gfx11_asm_vop3_from_vopc-fake16.s
     ("gfx1200", "v_add_co_ci_u32 v5, vcc, v1, v2, vcc", "lane mask, 1 SGPR"),  # gfx12_asm_vop2-fake16.s
     ("gfx90a", "v_cndmask_b32_e64 v1, v2, v3, s10", "lane mask, 2 SGPR"),
+    ("gfx1100", "v_permlane16_b32 v5, v1, s2, s3 op_sel:[0,0,0,1]", "op_sel takes 2 entries"),  # gfx11_asm_vop3_err.s
 ]
 
 

@@ -205,7 +205,13 @@ def _split_long_mods(inst, nsrc: int, mods: Mods) -> None:
             mods["clamp"] = True
         return
     opsel = fields.get("opsel", 0)
-    if opsel:
+    byte_sel = _byte_sel_bits(inst.arch, name)
+    if byte_sel and opsel and not opsel & ~(1 << byte_sel[0] | 1 << byte_sel[1]):
+        mods["byte_sel"] = (opsel >> byte_sel[0] & 1) << 1 | (opsel >> byte_sel[1] & 1)
+    elif _two_entry_opsel(name):  # the other two bits mean nothing here: LLVM neither prints nor takes them
+        if opsel & 3:
+            mods["op_sel"] = flag_list(opsel, 2)
+    elif opsel:
         mods["op_sel"] = flag_list(opsel, opsel_sources(inst.arch, name, nsrc)) + [opsel >> 3 & 1]
     if fields.get("clmp"):
         mods["clamp"] = True
@@ -216,8 +222,28 @@ def _split_long_mods(inst, nsrc: int, mods: Mods) -> None:
 
 def opsel_sources(arch, name: str, nsrc: int) -> int:
     """Sources an RDNA VOP3 op_sel list names before the destination's entry: the multiply-accumulates (v_fmac_f16_e64)
-    count their tied accumulator as a third source, so LLVM 19 spells op_sel:[src0,src1,src2,dst] (LLVM 15 rejects it)."""
-    return 3 if arch.name != "cdna" and nsrc == 2 and "mac_" in name else nsrc
+    count their tied accumulator as a third source, so LLVM 19 spells op_sel:[src0,src1,src2,dst] (LLVM 15 rejects it);
+    gfx940's stochastic-rounding fp8 conversions use the src2 bit as a byte select, op_sel:[0,0,1,1]."""
+    if nsrc == 2 and ("mac_" in name if arch.name != "cdna" else name.startswith(("v_cvt_sr_fp8_f32", "v_cvt_sr_bf8_f32"))):
+        return 3
+    return nsrc
+
+
+def _byte_sel_bits(arch, name: str) -> tuple[int, int] | None:
+    """gfx12's fp8/bf8 conversions spell two op_sel bits as byte_sel:N: (the op_sel bit of N's high bit, of its low
+    bit), from LLVM's gfx12 encodings (v_cvt_f32_fp8: src0's op_sel bits 0/1; v_cvt_sr_fp8_f32: the src2/dst bits)."""
+    if arch.name != "rdna4":
+        return None
+    if name.startswith(("v_cvt_f32_fp8", "v_cvt_f32_bf8")):
+        return (0, 1)
+    if name.startswith(("v_cvt_sr_fp8_f32", "v_cvt_sr_bf8_f32")):
+        return (3, 2)
+    return None
+
+
+def _two_entry_opsel(name: str) -> bool:
+    """v_permlane(x)16(_var)_b32: op_sel:[a,b] are the fetch-inactive and bound-control bits (opsel bits 0 and 1)."""
+    return name.startswith(("v_permlane16_", "v_permlanex16_"))
 
 
 def _split_variant_mods(inst, mods: Mods) -> None:
@@ -490,12 +516,23 @@ def _join_long_mods(draft: Draft, nsrc: int, neg: int, abs_: int, mods: Mods) ->
         raise EncodeError(f"{name} takes no abs modifiers")
     if "abs" in draft.arch.formats[draft.fmt]["fields"]:
         fields["abs"] = abs_
+    if "byte_sel" in mods:
+        bits = _byte_sel_bits(draft.arch, name)
+        value = int(mods.pop("byte_sel"))  # type: ignore[call-overload]
+        if bits is None or not 0 <= value <= 3 or "op_sel" in mods:
+            raise EncodeError(f"{name}: byte_sel:0..3 is gfx12's spelling for its fp8/bf8 conversions (alone, without op_sel)")
+        fields["opsel"] = (value >> 1) << bits[0] | (value & 1) << bits[1]
     if "op_sel" in mods:
         flags = list(mods.pop("op_sel"))  # type: ignore[call-overload]
         nsel = opsel_sources(draft.arch, name, nsrc)
-        if len(flags) != nsel + 1:
+        if _two_entry_opsel(name):
+            if len(flags) != 2:
+                raise EncodeError(f"{name}: op_sel takes 2 entries (fetch inactive, bound control), got {len(flags)}")
+            fields["opsel"] = list_flags(flags)
+        elif len(flags) != nsel + 1:
             raise EncodeError(f"{name}: op_sel needs {nsel + 1} entries (sources, then destination), got {len(flags)}")
-        fields["opsel"] = list_flags(flags[:-1]) | int(flags[-1]) << 3
+        else:
+            fields["opsel"] = list_flags(flags[:-1]) | int(flags[-1]) << 3
     fields["clmp"] = int(bool(mods.pop("clamp", False)))
     omod = 0
     if "mul" in mods:
