@@ -37,6 +37,11 @@ ASSEMBLE = [
     # permlane op_sel has two entries; gfx942's stochastic-rounding fp8 conversions four
     ("gfx1200", "gfx12_asm_vop3.s", "v_permlane16_var_b32 v5, v1, v50, op_sel:[1,1]", "05 18 0f d7 01 65 02 00"),
     ("gfx942", "gfx942_asm_features.s", "v_cvt_sr_bf8_f32 v1, v2, v3 op_sel:[0,0,1,1]", "01 60 a5 d2 02 07 02 00"),
+    # scalar ops keep a 16-bit operand's literal whole (was: truncated to 0x3456); a bf16 literal rounds to nearest even
+    ("gfx1100", "gfx11_asm_sop2.s", "s_pack_ll_b32_b16 s0, 0xaf123456, s2", "ff 02 00 99 56 34 12 af"),
+    ("gfx950", "gfx950_xdlops.s", "v_dot2c_f32_bf16_e32 v5, 10.1, v2", "ff 04 0a 2c 22 41 00 00"),
+    # CDNA's DPP codes 0x150-0x15f are row_newbcast (was: row_share, which gfx9 does not have)
+    ("gfx90a", "gfx90a-dpp64.txt", "v_ceil_f64_dpp v[0:1], v[2:3] row_newbcast:1 row_mask:0xf bank_mask:0xf", "fa 30 00 7e 02 51 01 ff"),
     # gfx940+ f64 MFMAs: neg:[a,b,c] in the blgp bits
     ("gfx942", "mai-gfx942.s", "v_mfma_f64_4x4x4_4b_f64 a[0:1], v[0:1], a[2:3], a[2:3] neg:[1,0,0]", "00 80 ef d3 00 05 0a 34"),
 ]
@@ -59,6 +64,10 @@ DISASSEMBLE = [
     ("gfx1200", "(llvm-mc-22 --disassemble)", "55 77 e9 90", "s_xnor_b64 s[104:105], s[84:85], ttmp[10:11]"),
     ("gfx1200", "gfx12_dasm_vop3.txt", "01 20 6b d7 02 07 02 00", "v_cvt_sr_fp8_f32 v1, v2, v3 byte_sel:1"),
     ("gfx942", "gfx942_features.txt", "01 60 a5 d2 02 07 02 00", "v_cvt_sr_bf8_f32 v1, v2, v3 op_sel:[0,0,1,1]"),
+    ("gfx90a", "gfx90a-dpp64.txt", "fa 30 00 7e 02 51 01 ff", "v_ceil_f64_dpp v[0:1], v[2:3] row_newbcast:1 row_mask:0xf bank_mask:0xf"),
+    # lwe without tfe adds no data register (was v[254:256])
+    ("gfx1100", "gfx11_dasm_mimg.txt", "98 73 31 f0 fe fe 5d 00",
+     "image_atomic_add v[254:255], v[254:255], ttmp[8:15] dmask:0x3 dim:SQ_RSRC_IMG_2D_MSAA unorm glc slc dlc a16 lwe"),
     # gfx90a names its matrix ops its own way (was: gfx940's v_mfma_f32_32x32x1_2b_f32)
     ("gfx90a", "gfx90a_mai.txt", "00 80 c0 d3 00 03 0a 04", "v_mfma_f32_32x32x1f32 a[0:31], v0, v1, a[2:33]"),
     ("gfx90a", "gfx90a_mai.txt", "00 93 e9 d3 00 03 0a e4", "v_mfma_f32_16x16x2bf16 a[0:15], v0, v1, a[2:17] cbsz:3 abid:2 blgp:7"),

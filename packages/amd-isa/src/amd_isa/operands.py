@@ -164,10 +164,11 @@ Operand = Reg | Special | Sym | Lit | int | float
 
 def float_bits(value: float, fmt: str) -> int:
     """The literal encoding of a float for an operand of data format `fmt` (64-bit floats keep their high dword)."""
+    if "BF16" in fmt:  # rounded to nearest even, as LLVM converts it (10.1 -> 0x4122)
+        bits = struct.unpack("<I", struct.pack("<f", value))[0]
+        return bits >> 16 if math.isnan(value) else ((bits + 0x7FFF + (bits >> 16 & 1)) >> 16) & 0xFFFF
     if "F16" in fmt and "F32" not in fmt:
         return struct.unpack("<H", struct.pack("<e", value))[0]
-    if "BF16" in fmt:
-        return struct.unpack("<I", struct.pack("<f", value))[0] >> 16
     if "F64" in fmt:
         return struct.unpack("<Q", struct.pack("<d", value))[0] >> 32
     return struct.unpack("<I", struct.pack("<f", value))[0]

@@ -123,6 +123,12 @@ def encode_scalar(arch: Arch, what: str, operand: Operand) -> int:
     raise EncodeError(f"{what}: expected a scalar register, got {operand!r}")
 
 
+def _short_literal(draft: Draft, what: str) -> bool:
+    """A vector 16-bit operand's literal is the low half of the literal dword; scalar ops read their 16-bit operands
+    from a full 32-bit literal, which LLVM keeps whole (s_pack_ll_b32_b16 s0, 0xaf123456, s2)."""
+    return draft.bits(what) == 16 and not draft.fmt.startswith("SOP")
+
+
 def encode_src(draft: Draft, what: str, operand: Operand, allow_literal: bool = True) -> int:
     """The 9-bit source code of an operand; a constant that is not inline goes to the draft's literal."""
     if isinstance(operand, Reg) and operand.kind in ("v", "a"):
@@ -132,7 +138,7 @@ def encode_src(draft: Draft, what: str, operand: Operand, allow_literal: bool = 
     if isinstance(operand, Lit):
         if not allow_literal:
             raise EncodeError(f"{draft.name}: {what} cannot be a literal constant")
-        return draft.set_literal(operand.value & 0xFFFF if draft.bits(what) == 16 else operand.value)
+        return draft.set_literal(operand.value & 0xFFFF if _short_literal(draft, what) else operand.value)
     if isinstance(operand, bool) or not isinstance(operand, int | float):
         raise EncodeError(f"{draft.name}: {what} got {operand!r}, expected a register or a number")
     if isinstance(operand, int):
@@ -142,7 +148,7 @@ def encode_src(draft: Draft, what: str, operand: Operand, allow_literal: bool = 
         if not -(1 << 31) <= operand < (1 << 32):
             raise EncodeError(f"{draft.name}: constant {operand} of {what} does not fit 32 bits")
         # A 16-bit operand's literal occupies the low half of the literal dword.
-        value = operand & 0xFFFF if draft.bits(what) == 16 else operand
+        value = operand & 0xFFFF if _short_literal(draft, what) else operand
     else:
         code = inline_float_code(operand)
         if code is not None:

@@ -446,7 +446,7 @@ def split_image(inst) -> Split:
     channels = max(1, bin(dmask).count("1")) if not any(p in inst.mnemonic for p in ("gather4", "msaa_load")) else 4
     if fields.get("d16"):
         channels = (channels + 1) // 2
-    channels += 1 if fields.get("tfe") or fields.get("lwe") else 0
+    channels += 1 if fields.get("tfe") else 0  # the status dword tfe returns (lwe alone adds none, as LLVM counts)
     ops: list = [Reg("v", fields["vdata"], channels)]
     count = image_address_count(inst.mnemonic, fields.get("dim", 0), bool(fields.get("a16")))
     if fmt == "MIMG":

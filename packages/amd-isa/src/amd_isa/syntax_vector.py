@@ -31,7 +31,12 @@ DPP_RANGES = (
     (0x101, 0x10F, "row_shl", 1), (0x111, 0x11F, "row_shr", 1), (0x121, 0x12F, "row_ror", 1),
     (0x150, 0x15F, "row_share", 0), (0x160, 0x16F, "row_xmask", 0),
 )
-_DPP_KEY_SET = frozenset(DPP_KEYS)
+_DPP_KEY_SET = frozenset((*DPP_KEYS, "row_newbcast"))
+
+
+def _dpp_range_name(arch, key: str) -> str:
+    """CDNA (gfx90a+) has no row_share: its codes 0x150-0x15f broadcast a lane within each row (LLVM's row_newbcast)."""
+    return "row_newbcast" if key == "row_share" and arch.name == "cdna" else key
 _SDWA_KEY_SET = frozenset(("dst_sel", "dst_unused", "src0_sel", "src1_sel"))
 DPP_SINGLE = {0x140: ("row_mirror", True), 0x141: ("row_half_mirror", True), 0x130: ("wave_shl", 1), 0x134: ("wave_rol", 1),
               0x138: ("wave_shr", 1), 0x13C: ("wave_ror", 1), 0x142: ("row_bcast", 15), 0x143: ("row_bcast", 31)}
@@ -271,7 +276,7 @@ def _split_variant_mods(inst, mods: Mods) -> None:
     else:
         for first, last, key, base in DPP_RANGES:
             if first <= ctrl <= last:
-                mods[key] = ctrl - first + base
+                mods[_dpp_range_name(inst.arch, key)] = ctrl - first + base
                 break
         else:
             mods["dpp_ctrl"] = ctrl
@@ -570,6 +575,7 @@ def _join_variant_mods(draft: Draft, mods: Mods) -> None:
         perm = list(mods.pop("quad_perm"))  # type: ignore[call-overload]
         ctrl = sum((int(p) & 3) << (2 * i) for i, p in enumerate(perm))
     for first, last, key, base in DPP_RANGES:
+        key = _dpp_range_name(draft.arch, key)
         if key in mods:
             ctrl = first + int(mods.pop(key)) - base  # type: ignore[call-overload]
             if not first <= ctrl <= last:
