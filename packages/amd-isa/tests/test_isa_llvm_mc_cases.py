@@ -42,6 +42,9 @@ ASSEMBLE = [
     ("gfx950", "gfx950_xdlops.s", "v_dot2c_f32_bf16_e32 v5, 10.1, v2", "ff 04 0a 2c 22 41 00 00"),
     # CDNA's DPP codes 0x150-0x15f are row_newbcast (was: row_share, which gfx9 does not have)
     ("gfx90a", "gfx90a-dpp64.txt", "v_ceil_f64_dpp v[0:1], v[2:3] row_newbcast:1 row_mask:0xf bank_mask:0xf", "fa 30 00 7e 02 51 01 ff"),
+    # ray queries with addresses named one by one set dmask 0xf, unorm and r128 as the hardware wants (was: all zero)
+    ("gfx1100", "gfx11_asm_mimg_features.s", "image_bvh_intersect_ray v[39:42], [v50, v46, v[20:22], v[40:42], v[47:49]], s[12:15]",
+     "81 8f 64 f0 32 27 03 00 2e 14 28 2f"),
     # gfx940+ f64 MFMAs: neg:[a,b,c] in the blgp bits
     ("gfx942", "mai-gfx942.s", "v_mfma_f64_4x4x4_4b_f64 a[0:1], v[0:1], a[2:3], a[2:3] neg:[1,0,0]", "00 80 ef d3 00 05 0a 34"),
 ]
@@ -68,6 +71,11 @@ DISASSEMBLE = [
     # lwe without tfe adds no data register (was v[254:256])
     ("gfx1100", "gfx11_dasm_mimg.txt", "98 73 31 f0 fe fe 5d 00",
      "image_atomic_add v[254:255], v[254:255], ttmp[8:15] dmask:0x3 dim:SQ_RSRC_IMG_2D_MSAA unorm glc slc dlc a16 lwe"),
+    # and print as LLVM does: each address, no dmask/dim/r128 (was: [v50] ... dmask:0xf dim:SQ_RSRC_IMG_1D unorm r128)
+    ("gfx1100", "gfx11_asm_mimg_features.s", "81 8f 64 f0 32 27 03 00 2e 14 28 2f",
+     "image_bvh_intersect_ray v[39:42], [v50, v46, v[20:22], v[40:42], v[47:49]], s[12:15]"),
+    ("gfx1200", "gfx12_asm_vimage_alias.s", "10 40 c6 d3 04 08 00 11 09 0a 0b 0e",
+     "image_bvh_intersect_ray v[4:7], [v9, v10, v[11:13], v[14:16], v[17:19]], s[4:7]"),
     # gfx90a names its matrix ops its own way (was: gfx940's v_mfma_f32_32x32x1_2b_f32)
     ("gfx90a", "gfx90a_mai.txt", "00 80 c0 d3 00 03 0a 04", "v_mfma_f32_32x32x1f32 a[0:31], v0, v1, a[2:33]"),
     ("gfx90a", "gfx90a_mai.txt", "00 93 e9 d3 00 03 0a e4", "v_mfma_f32_16x16x2bf16 a[0:15], v0, v1, a[2:17] cbsz:3 abid:2 blgp:7"),

@@ -440,8 +440,8 @@ def image_address_count(name: str, dim: int, a16: bool) -> int:
 def split_image(inst) -> Split:
     """MIMG/VIMAGE/VSAMPLE: vdata, vaddr, resource, [sampler], then dmask, dim and flags."""
     fmt, info, fields, arch = inst.fmt, inst.operand_info, inst.fields, inst.arch
-    if "bvh" in inst.mnemonic and fmt == "MIMG" and inst.variant != "NSA":
-        return _split_bvh(inst)
+    if "bvh" in inst.mnemonic:
+        return _split_bvh(inst) if fmt == "MIMG" and inst.variant != "NSA" else _split_bvh_list(inst)
     dmask = fields.get("dmask", 0)
     channels = max(1, bin(dmask).count("1")) if not any(p in inst.mnemonic for p in ("gather4", "msaa_load")) else 4
     if fields.get("d16"):
@@ -496,6 +496,30 @@ def _split_bvh(inst) -> Split:
     return inst.mnemonic, ops, ({"a16": True} if a16 else {})
 
 
+def _bvh_address_sizes(name: str, a16: bool) -> list[int]:
+    """VGPRs of each separately named address of a ray query: node pointer, ray extent, origin, direction, inverse
+    direction (a16 packs direction and inverse direction into three); gfx12's dual/bvh8 queries take a 64-bit node, an
+    extent with its instance mask, origin, direction and the node offsets (two for dual)."""
+    if "dual" in name or "bvh8" in name:
+        return [2, 2, 3, 3, 2 if "dual" in name else 1]
+    node = 2 if "bvh64" in name else 1
+    return [node, 1, 3, 3] if a16 else [node, 1, 3, 3, 3]
+
+
+def _split_bvh_list(inst) -> Split:
+    """Ray queries with their addresses named one by one (gfx11 NSA, gfx12 VIMAGE): no dmask, dim or r128 printed."""
+    fields, fmt = inst.fields, inst.fmt
+    a16 = bool(fields.get("a16"))
+    first = "vaddr" if fmt == "MIMG" else "vaddr0"
+    names = [first] + [f"vaddr{i}" for i in range(1, 5)]
+    addresses = [Reg("v", fields[n], size) for n, size in zip(names, _bvh_address_sizes(inst.mnemonic, a16), strict=False) if n in fields]
+    vdata = 10 if "dual" in inst.mnemonic or "bvh8" in inst.mnemonic else 4
+    rsrc = scalar_operand(inst.arch, fields["srsrc"] << 2, 4) if fmt == "MIMG" else scalar_operand(inst.arch, fields["rsrc"], 4)
+    mods: Mods = {"a16": True} if a16 else {}
+    _cache_mods(fields, inst.layout["fields"], mods, inst.arch, inst.mnemonic)
+    return inst.mnemonic, [Reg("v", fields["vdata"], vdata), AddressList(addresses), rsrc], mods
+
+
 def _join_bvh(draft: Draft, ops: list, mods: Mods) -> None:
     if len(ops) != 3:
         raise EncodeError(f"{draft.name} takes 3 operands (vdata, vaddr, srsrc), got {len(ops)}")
@@ -539,6 +563,11 @@ def join_image(draft: Draft, ops: list, mods: Mods) -> None:
         fields["rsrc"] = encode_scalar(arch, "rsrc", ops[2])
         if samp:
             fields["samp"] = encode_scalar(arch, "samp", ops[3])
+    if "bvh" in name:  # ray queries: the hardware wants dmask 0xf, unnormalized coordinates, a 128-bit descriptor
+        mods.setdefault("dmask", 0xF)
+        mods.setdefault("r128", True)
+        if "unrm" in arch.formats[fmt]["fields"]:
+            mods.setdefault("unorm", True)
     dmask = mods.pop("dmask", 1)
     fields["dmask"] = dmask.value if isinstance(dmask, Sym) else int(dmask)  # type: ignore[call-overload]
     dim = mods.pop("dim", MIMG_DIMS[0])
