@@ -88,8 +88,8 @@ def test_every_opcode_agrees_with_llvm_mc(llvm_mc, target):
 # VGPR v0-v127 (its low half), so the corpus keeps those operands there and the tests below check v128 and up and the .h
 # halves. Known residue (none on this sample): LLVM 19 prints a single address and data VGPR for gfx12 images whose
 # trailing address VGPR is v0 (text it then rejects); it drops op_sel[2] of v_fmac_f16_e64 when assembling (we keep the
-# bit). On gfx1100 our text stays LLVM 15's: no wait_vdst:0/wait_exp:0 (lds_param_load, v_interp_*), s_version in hex,
-# HW_REG_PERF_SNAPSHOT_PC_LO as hwreg(18) (0.6% of the sample).
+# bit). On gfx1100 our text stays LLVM 15's for s_version (hex) and HW_REG_PERF_SNAPSHOT_PC_LO (hwreg(18)); like LLVM 19+
+# (and unlike LLVM 15) it prints wait_vdst:0 / wait_exp:0.
 MC19_FLOORS = {"gfx1201": (0.999, 0.999), "gfx1200": (0.999, 0.999), "gfx942": (0.999, 0.999), "gfx1100": (0.999, 0.993)}
 
 

@@ -76,6 +76,16 @@ DISASSEMBLE = [
      "image_bvh_intersect_ray v[39:42], [v50, v46, v[20:22], v[40:42], v[47:49]], s[12:15]"),
     ("gfx1200", "gfx12_asm_vimage_alias.s", "10 40 c6 d3 04 08 00 11 09 0a 0b 0e",
      "image_bvh_intersect_ray v[4:7], [v9, v10, v[11:13], v[14:16], v[17:19]], s[4:7]"),
+    # a16 keeps gradients 32-bit (only the g16 opcodes pack them; was v[1:7]); the last NSA address holds the rest
+    ("gfx1100", "gfx11_dasm_mimg.txt", "08 03 85 f0 01 05 02 0c",
+     "image_sample_c_d v[5:6], v[1:9], s[8:15], s[12:15] dmask:0x3 dim:SQ_RSRC_IMG_3D a16"),
+    ("gfx1100", "gfx11_dasm_mimg_features.txt", "05 08 70 f0 20 40 01 04 10 08 00 24",
+     "image_sample_d v64, [v32, v16, v8, v0, v[36:37]], s[4:11], s[4:7] dmask:0x8 dim:SQ_RSRC_IMG_2D"),
+    # LLVM 21's swizzle modes FFT and ROTATE (bits 15:13 = 7 / 6; was printed as a number)
+    ("gfx1100", "gfx11_dasm_ds.txt", "ff ff d4 d8 01 00 00 ff", "ds_swizzle_b32 v255, v1 offset:swizzle(FFT,31)"),
+    ("gfx1100", "gfx11_dasm_ds.txt", "e0 c7 d4 d8 01 00 00 05", "ds_swizzle_b32 v5, v1 offset:swizzle(ROTATE,1,31)"),
+    # gfx11's wait_exp:0 prints, as in LLVM 19+
+    ("gfx1100", "gfx11_dasm_vinterp.txt", "00 00 00 cd 01 05 0e 24", "v_interp_p10_f32 v0, -v1, v2, v3 wait_exp:0"),
     # gfx90a names its matrix ops its own way (was: gfx940's v_mfma_f32_32x32x1_2b_f32)
     ("gfx90a", "gfx90a_mai.txt", "00 80 c0 d3 00 03 0a 04", "v_mfma_f32_32x32x1f32 a[0:31], v0, v1, a[2:33]"),
     ("gfx90a", "gfx90a_mai.txt", "00 93 e9 d3 00 03 0a e4", "v_mfma_f32_16x16x2bf16 a[0:15], v0, v1, a[2:17] cbsz:3 abid:2 blgp:7"),

@@ -119,7 +119,12 @@ def is_symbolic(text: str) -> bool:
 
 
 def swizzle_text(raw: int) -> str:
-    """LLVM's spelling of a ds_swizzle_b32 offset: swizzle(QUAD_PERM|SWAP|REVERSE|BROADCAST|BITMASK_PERM, ...) or a number."""
+    """LLVM's spelling of a ds_swizzle_b32 offset: swizzle(QUAD_PERM|SWAP|REVERSE|BROADCAST|BITMASK_PERM|FFT|ROTATE, ...)
+    or a number. FFT (offset bits 15:13 = 7) reads only its 5-bit control, ROTATE (6) a direction and an amount."""
+    if raw & 0xE000 == 0xE000:
+        return f"swizzle(FFT,{raw & 0x1F})"
+    if raw & 0xE000 == 0xC000:
+        return f"swizzle(ROTATE,{raw >> 10 & 1},{raw >> 5 & 0x1F})"
     if raw & 0xFF00 == 0x8000:
         return "swizzle(QUAD_PERM," + ",".join(str(raw >> (2 * i) & 3) for i in range(4)) + ")"
     if raw & 0x8000:
@@ -157,6 +162,10 @@ def parse_swizzle(text: str) -> int:
             bit = 4 - i
             value |= {"p": 1, "i": 1 | 1 << 10, "0": 0, "1": 1 << 5}[char] << bit
         return value
+    if mode == "FFT":
+        return 0xE000 | asm_int(args[0]) & 0x1F
+    if mode == "ROTATE":
+        return 0xC000 | (asm_int(args[0]) & 1) << 10 | (asm_int(args[1]) & 0x1F) << 5
     raise EncodeError(f"unknown swizzle mode {mode!r}")
 
 

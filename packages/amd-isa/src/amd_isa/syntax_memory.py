@@ -430,8 +430,9 @@ def image_address_count(name: str, dim: int, a16: bool) -> int:
     if "resinfo" in tokens:
         coords = 0
     gradient_dims = _DIM_GRADS[dim] if "d" in tokens or "cd" in tokens else 0
-    # d/dx and d/dy are separate vectors; 16-bit gradients (g16, or a16) pack two components per VGPR.
-    grads = 2 * ((gradient_dims + 1) // 2) if "g16" in tokens or a16 else 2 * gradient_dims
+    # d/dx and d/dy are separate vectors; 16-bit gradients (the g16 opcodes; a16 alone keeps them 32-bit) pack two
+    # components per VGPR.
+    grads = 2 * ((gradient_dims + 1) // 2) if "g16" in tokens else 2 * gradient_dims
     if a16:
         return grads + dwords + (coords + with_coords + 1) // 2
     return max(1, grads + dwords + with_coords + coords)
@@ -451,10 +452,14 @@ def split_image(inst) -> Split:
     count = image_address_count(inst.mnemonic, fields.get("dim", 0), bool(fields.get("a16")))
     if fmt == "MIMG":
         if inst.variant == "NSA":
-            ops.append(AddressList([Reg("v", fields["vaddr"])] + [Reg("v", fields[f"vaddr{i}"]) for i in range(1, min(count, 5))]))
+            # up to five addresses; the last holds all remaining ones (gfx11's NSA has five address fields)
+            regs = [Reg("v", fields["vaddr"])] + [Reg("v", fields[f"vaddr{i}"]) for i in range(1, min(count, 5))]
+            if count > 5:
+                regs[-1] = Reg("v", fields["vaddr4"], count - 4)
+            ops.append(AddressList(regs))
         else:
             ops.append(Reg("v", fields["vaddr"], count))
-        ops.append(scalar_operand(arch, fields["srsrc"] << 2, 4 if fields.get("r128") else 8))
+        ops.append(scalar_operand(arch, fields["srsrc"] << 2, 8))  # LLVM names 8 registers, r128 or not
         if "ssamp" in info:
             ops.append(scalar_operand(arch, fields["ssamp"] << 2, 4))
     else:
@@ -592,7 +597,7 @@ def split_ldsdir(inst) -> Split:
         ops.append(Sym(fields["attr"] << 2 | fields["attr_chan"], f"attr{fields['attr']}.{'xyzw'[fields['attr_chan']]}"))
     if "wait_va_vdst" in fields:  # gfx12: LLVM 19 prints both wait fields, zero or not
         return inst.mnemonic, ops, {"wait_va_vdst": fields["wait_va_vdst"], "wait_vm_vsrc": fields["wait_vm_vsrc"]}
-    return inst.mnemonic, ops, ({"wait_vdst": fields["wait_vdst"]} if fields["wait_vdst"] else {})
+    return inst.mnemonic, ops, {"wait_vdst": fields["wait_vdst"]}  # printed when zero too, as LLVM 19+ do
 
 
 def join_ldsdir(draft: Draft, ops: list, mods: Mods) -> None:
@@ -618,8 +623,7 @@ def split_vinterp(inst) -> Split:
     mods: Mods = {}
     if fields.get("clmp"):
         mods["clamp"] = True
-    if fields["waitexp"] or inst.arch.name == "rdna4":  # LLVM 19 prints gfx12's wait_exp:0, LLVM 15 leaves gfx11's out
-        mods["wait_exp"] = fields["waitexp"]
+    mods["wait_exp"] = fields["waitexp"]  # printed when zero too, as LLVM 19+ do (LLVM 15 left gfx11's out)
     return inst.mnemonic, ops, mods
 
 
