@@ -45,6 +45,8 @@ ASSEMBLE = [
     # ray queries with addresses named one by one set dmask 0xf, unorm and r128 as the hardware wants (was: all zero)
     ("gfx1100", "gfx11_asm_mimg_features.s", "image_bvh_intersect_ray v[39:42], [v50, v46, v[20:22], v[40:42], v[47:49]], s[12:15]",
      "81 8f 64 f0 32 27 03 00 2e 14 28 2f"),
+    # ... and the targets that have them take them
+    ("gfx1150", "gfx1150_asm_salu_float.s", "s_add_f32 s5, s1, s2", "01 02 05 a0"),
     # gfx940+ f64 MFMAs: neg:[a,b,c] in the blgp bits
     ("gfx942", "mai-gfx942.s", "v_mfma_f64_4x4x4_4b_f64 a[0:1], v[0:1], a[2:3], a[2:3] neg:[1,0,0]", "00 80 ef d3 00 05 0a 34"),
 ]
@@ -86,6 +88,7 @@ DISASSEMBLE = [
     ("gfx1100", "gfx11_dasm_ds.txt", "e0 c7 d4 d8 01 00 00 05", "ds_swizzle_b32 v5, v1 offset:swizzle(ROTATE,1,31)"),
     # gfx11's wait_exp:0 prints, as in LLVM 19+
     ("gfx1100", "gfx11_dasm_vinterp.txt", "00 00 00 cd 01 05 0e 24", "v_interp_p10_f32 v0, -v1, v2, v3 wait_exp:0"),
+    ("gfx90a", "gfx90a_features.txt", "00 00 a4 e0 00 00 00 00", "buffer_invl2"),  # gfx940 calls it buffer_inv
     # gfx90a names its matrix ops its own way (was: gfx940's v_mfma_f32_32x32x1_2b_f32)
     ("gfx90a", "gfx90a_mai.txt", "00 80 c0 d3 00 03 0a 04", "v_mfma_f32_32x32x1f32 a[0:31], v0, v1, a[2:33]"),
     ("gfx90a", "gfx90a_mai.txt", "00 93 e9 d3 00 03 0a e4", "v_mfma_f32_16x16x2bf16 a[0:15], v0, v1, a[2:17] cbsz:3 abid:2 blgp:7"),
@@ -108,6 +111,10 @@ REJECT = [
     ("gfx1200", "v_add_co_ci_u32 v5, vcc, v1, v2, vcc", "lane mask, 1 SGPR"),  # gfx12_asm_vop2-fake16.s
     ("gfx90a", "v_cndmask_b32_e64 v1, v2, v3, s10", "lane mask, 2 SGPR"),
     ("gfx1100", "v_permlane16_b32 v5, v1, s2, s3 op_sel:[0,0,0,1]", "op_sel takes 2 entries"),  # gfx11_asm_vop3_err.s
+    # instructions the family's tables list but the target lacks (LLVM: instruction not supported on this GPU)
+    ("gfx1100", "s_add_f32 s5, s1, s2", "not an instruction of gfx1100"),  # gfx1150+ scalar float
+    ("gfx942", "v_prng_b32 v5, v1", "not an instruction of gfx942"),  # gfx950 only
+    ("gfx90a", "v_mov_b64 v[0:1], v[2:3]", "not an instruction of gfx90a"),  # gfx940+
 ]
 
 

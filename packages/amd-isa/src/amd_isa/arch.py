@@ -132,7 +132,10 @@ def _gfx90a_tables() -> SimpleNamespace:
     for op, (name, shaped_like, *formats) in _GFX90A_MFMA.items():
         info = cdna.OPS["VOP3P"][shaped_like][1]
         vop3p[op] = (name, _reformat(info, *formats) if formats else info)
-    return _with_matrix_variant({fmt: (vop3p if fmt == "VOP3P" else entries) for fmt, entries in cdna.OPS.items() if fmt != "VOP3PX2"})
+    ops = {fmt: (vop3p if fmt == "VOP3P" else entries) for fmt, entries in cdna.OPS.items() if fmt != "VOP3PX2"}
+    # gfx90a's name for the L2 invalidate gfx940 calls buffer_inv
+    ops["MUBUF"] = {op: ("buffer_invl2", info) if name == "buffer_inv" else (name, info) for op, (name, info) in ops["MUBUF"].items()}
+    return _with_matrix_variant(ops)
 
 
 ARCHS: dict[str, Arch] = {

@@ -6,6 +6,7 @@ from functools import cache
 
 from .aliases import alias_table
 from .arch import get_arch
+from .availability import missing_on
 from .builder import build
 from .errors import AmdIsaError, AsmError, EncodeError
 from .inst import Inst, op_index
@@ -293,6 +294,10 @@ def _build_any(arch_name: str, mnemonic: str, operands: list, modifiers: dict) -
     names = _candidates(arch_name, mnemonic)
     if not names:
         raise EncodeError(f"unknown {get_arch(arch_name).name} instruction {mnemonic!r}")
+    if missing := missing_on(arch_name):
+        names = [name for name in names if name not in missing]
+        if not names:
+            raise EncodeError(f"{mnemonic} is not an instruction of {arch_name} (other {get_arch(arch_name).name} targets have it)")
     first_error: EncodeError | None = None
     for name in names:
         try:

@@ -8,6 +8,7 @@ from functools import cache
 
 from . import printer
 from .arch import Arch, get_arch
+from .availability import missing_on
 from .errors import DecodeError
 from .syntax_common import SCALE_LOAD
 
@@ -242,6 +243,8 @@ def decode_one(data: bytes, arch: str, offset: int = 0) -> Inst:
     if opcode not in arch_obj.ops.get(fmt, {}):
         raise DecodeError(f"unknown {fmt} opcode {opcode} at offset {offset:#x} ({arch_obj.name})")
     name = arch_obj.ops[fmt][opcode][0]
+    if name in missing_on(arch):  # the family's tables list it, this target lacks it (LLVM does not decode it either)
+        raise DecodeError(f"{name} at offset {offset:#x} is not an instruction of {arch}")
     if name == SCALE_LOAD and "VOP3PX2" in arch_obj.ops:
         pair = _scaled_mfma(arch_obj, data, offset)
         if pair is not None:
