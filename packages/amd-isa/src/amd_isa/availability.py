@@ -5,6 +5,8 @@ all. Table names (with their _e32/_e64 suffix), read off llvm-mc-22 assembling e
 target (gfx940/gfx941: gfx942's, which LLVM 22 no longer tells apart). True16-only spellings are not counted as missing.
 """
 
+from functools import cache
+
 # not on gfx1100-gfx1103 nor gfx1150/gfx1151
 _GFX11 = frozenset((
     "flat_atomic_csub_u32",
@@ -73,6 +75,7 @@ MISSING: dict[str, frozenset[str]] = {
 }
 
 
+@cache
 def missing_on(target: str) -> frozenset[str]:
     """Table names of the instructions `target` does not have (empty for family names and unknown targets)."""
     return MISSING.get(target.lower().split(":")[0], frozenset())

@@ -7,6 +7,7 @@ assembler and the codec the same way for every opcode.
 import random
 
 from .arch import Arch, get_arch
+from .availability import missing_on
 from .inst import ALWAYS_LITERAL, SRC_FIELDS, Inst
 from .syntax_common import reg_count, x2_prefix
 from .syntax_memory import UFMT_DEFAULT, image_address_count
@@ -250,15 +251,17 @@ def _simm16(arch: Arch, optype: str, name: str, rng: random.Random) -> int:
 
 
 def sample_corpus(arch: str, variants: int = 3, seed: int = 0) -> list[Inst]:
-    """`variants` sample instructions for every opcode of `arch` (deterministic for a given seed)."""
+    """`variants` sample instructions for every opcode of `arch` (deterministic for a given seed); for a gfx target,
+    only the instructions it has (availability.py)."""
     arch_obj = get_arch(arch)
+    missing = missing_on(arch)
     rng = random.Random(seed)
     out = []
     for fmt, ops in arch_obj.ops.items():
         if fmt not in _SUPPORTED:
             continue
         for opcode, (name, _) in ops.items():
-            if fmt == "VOPD" and opcode > 13:
+            if (fmt == "VOPD" and opcode > 13) or name in missing:
                 continue
             if fmt in ("FLAT", "VFLAT") and not name.startswith("flat_"):
                 continue  # the *_addtid entries FLAT shares with GLOBAL are sampled there
