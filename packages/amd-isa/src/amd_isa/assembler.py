@@ -226,7 +226,7 @@ def _parse_half(arch, text: str) -> tuple[str, list, dict[str, object]]:
     # `s[4:7], dfmt:15, nfmt:2, s1`): those pieces are modifiers wherever they stand
     if len(pieces) == 1 and _is_modifier(pieces[0]):
         mods_tokens.insert(0, pieces.pop())
-    elif _KEYED_AFTER_COMMA.search(rest) is not None:
+    elif ":" in rest and _KEYED_AFTER_COMMA.search(rest) is not None:
         mods_tokens[:0] = [piece for piece in pieces if _is_modifier(piece)]
         pieces = [piece for piece in pieces if not _is_modifier(piece)]
     operands = leading + [parse_operand(arch, piece) for piece in pieces]
@@ -294,7 +294,7 @@ def _build_any(arch_name: str, mnemonic: str, operands: list, modifiers: dict) -
     names = _candidates(arch_name, mnemonic)
     if not names:
         raise EncodeError(f"unknown {get_arch(arch_name).name} instruction {mnemonic!r}")
-    if missing := missing_on(arch_name):
+    if (missing := missing_on(arch_name)) and not missing.isdisjoint(names):
         names = [name for name in names if name not in missing]
         if not names:
             raise EncodeError(f"{mnemonic} is not an instruction of {arch_name} (other {get_arch(arch_name).name} targets have it)")
