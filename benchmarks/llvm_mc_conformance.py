@@ -395,9 +395,6 @@ class FileResult:
     modelled: bool
     outcomes: list
 
-    def count(self, kind: str) -> int:
-        return sum(o.kind == kind for o in self.outcomes)
-
 
 def run_file(path: Path) -> list[FileResult]:
     text = path.read_text(errors="replace")

@@ -23,7 +23,6 @@ _LABEL = re.compile(r"^[A-Za-z_.$][\w.$]*$")
 _ATTR = re.compile(r"^attr(\d+)\.([xyzw])$")
 _NUMBER = re.compile(r"^-?(0x[0-9a-fA-F]+|0b[01]+|\d+)$")
 _FLOAT = re.compile(r"^-?(\d+\.\d*|\.\d+|\d+)([eE][-+]?\d+)?$")
-
 _EXPORT_TARGETS = {name: value for value, name in EXPORT_TARGETS.items()}
 _ALIASES = {"scc": "src_scc", "vccz": "src_vccz", "execz": "src_execz", "lds_direct": "src_lds_direct", "shared_base": "src_shared_base",
             "shared_limit": "src_shared_limit", "private_base": "src_private_base", "private_limit": "src_private_limit",

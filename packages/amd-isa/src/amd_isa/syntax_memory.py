@@ -110,15 +110,24 @@ TH_BY_NAME = {**{name: value for names in (TH_LOAD_NAMES, TH_STORE_NAMES, TH_ATO
               "TH_LOAD_WB": 3, "TH_LOAD_NT_WB": 7, "TH_STORE_LU": 3}
 
 
+# the names the assembler takes for each kind of access
+_TH_BY_KIND = {kind: {th: v for th, v in TH_BY_NAME.items() if th.startswith(f"TH_{kind}_")} for kind in ("LOAD", "STORE", "ATOMIC")}
+
+
+def _th_kind(name: str) -> str:
+    """The kind of access a temporal hint of instruction `name` is named for: ATOMIC, STORE or LOAD."""
+    return "ATOMIC" if "atomic" in name else "STORE" if "store" in name else "LOAD"
+
+
 def th_text(name: str, th: int, scope: int) -> object:
     """LLVM's spelling of a gfx12 temporal hint for this instruction's kind of access (TH_ATOMIC_*, TH_STORE_*, TH_LOAD_*;
     3 at system scope is BYPASS), else the number."""
-    if "atomic" in name:
+    kind = _th_kind(name)
+    if kind == "ATOMIC":
         return TH_ATOMIC_NAMES.get(th, th)
-    store = "store" in name
     if th == 3 and scope == 3:
-        return "TH_STORE_BYPASS" if store else "TH_LOAD_BYPASS"
-    return (TH_STORE_NAMES if store else TH_LOAD_NAMES).get(th, th)
+        return f"TH_{kind}_BYPASS"
+    return (TH_STORE_NAMES if kind == "STORE" else TH_LOAD_NAMES).get(th, th)
 
 
 def parse_policy(key: str, value: object, name: str) -> int:
@@ -126,11 +135,7 @@ def parse_policy(key: str, value: object, name: str) -> int:
     instruction's kind of access: TH_ATOMIC_* for atomics, TH_STORE_* for stores, TH_LOAD_* otherwise)."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if key == "scope":
-        names = {scope: i for i, scope in enumerate(SCOPE_NAMES)}
-    else:
-        prefix = "TH_ATOMIC_" if "atomic" in name else "TH_STORE_" if "store" in name else "TH_LOAD_"
-        names = {th: v for th, v in TH_BY_NAME.items() if th.startswith(prefix)}
+    names = {scope: i for i, scope in enumerate(SCOPE_NAMES)} if key == "scope" else _TH_BY_KIND[_th_kind(name)]
     if str(value) not in names:
         raise EncodeError(f"{name}: unknown {key} value {value!r}; use a number or one of {', '.join(names)}")
     return names[str(value)]
@@ -488,8 +493,8 @@ def split_image(inst) -> Split:
 
 
 def _bvh_address_count(name: str, a16: bool) -> int:
-    """Ray-intersection address VGPRs: node pointer (2 for bvh64), extent, origin, direction, inverse direction."""
-    return (9 if a16 else 12) if "bvh64" in name else (8 if a16 else 11)
+    """VGPRs of a ray query's single address range."""
+    return sum(_bvh_address_sizes(name, a16))
 
 
 def _split_bvh(inst) -> Split:

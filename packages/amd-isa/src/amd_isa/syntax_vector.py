@@ -32,14 +32,14 @@ DPP_RANGES = (
     (0x150, 0x15F, "row_share", 0), (0x160, 0x16F, "row_xmask", 0),
 )
 _DPP_KEY_SET = frozenset((*DPP_KEYS, "row_newbcast"))
+_SDWA_KEY_SET = frozenset(("dst_sel", "dst_unused", "src0_sel", "src1_sel"))
+DPP_SINGLE = {0x140: ("row_mirror", True), 0x141: ("row_half_mirror", True), 0x130: ("wave_shl", 1), 0x134: ("wave_rol", 1),
+              0x138: ("wave_shr", 1), 0x13C: ("wave_ror", 1), 0x142: ("row_bcast", 15), 0x143: ("row_bcast", 31)}
 
 
 def _dpp_range_name(arch, key: str) -> str:
     """CDNA (gfx90a+) has no row_share: its codes 0x150-0x15f broadcast a lane within each row (LLVM's row_newbcast)."""
     return "row_newbcast" if key == "row_share" and arch.name == "cdna" else key
-_SDWA_KEY_SET = frozenset(("dst_sel", "dst_unused", "src0_sel", "src1_sel"))
-DPP_SINGLE = {0x140: ("row_mirror", True), 0x141: ("row_half_mirror", True), 0x130: ("wave_shl", 1), 0x134: ("wave_rol", 1),
-              0x138: ("wave_shr", 1), 0x13C: ("wave_ror", 1), 0x142: ("row_bcast", 15), 0x143: ("row_bcast", 31)}
 
 
 def _count(arch, info_entry: tuple[int, str, str]) -> int:
@@ -197,14 +197,15 @@ def _split_long_mods(inst, nsrc: int, mods: Mods) -> None:
     if inst.fmt == "VOP3P":
         opsel = fields.get("opsel", 0)
         opsel_hi = fields.get("opsel_hi", 3) | fields.get("opsel_hi2", 1) << 2
-        default_hi = 0 if "_mix" in name else (1 << nsrc) - 1
+        mix = _is_mix(name)  # its neg bits print as source modifiers (_src_mods)
+        default_hi = 0 if mix else (1 << nsrc) - 1
         if opsel & ((1 << nsrc) - 1):
             mods["op_sel"] = flag_list(opsel, nsrc)
         if opsel_hi & ((1 << nsrc) - 1) != default_hi:
             mods["op_sel_hi"] = flag_list(opsel_hi, nsrc)
-        if fields.get("neg", 0) & ((1 << nsrc) - 1) and not _is_mix(name):
+        if fields.get("neg", 0) & ((1 << nsrc) - 1) and not mix:
             mods["neg_lo"] = flag_list(fields["neg"], nsrc)
-        if fields.get("neg_hi", 0) & ((1 << nsrc) - 1) and not _is_mix(name):
+        if fields.get("neg_hi", 0) & ((1 << nsrc) - 1) and not mix:
             mods["neg_hi"] = flag_list(fields["neg_hi"], nsrc)
         if fields.get("clmp"):
             mods["clamp"] = True
@@ -484,9 +485,8 @@ def _take_implicit(draft: Draft, ops: list, what: str) -> None:
 def _lane_mask(draft: Draft, what: str, operand: object) -> None:
     """A lane mask (VCC-like operand) is one SGPR per 32 lanes: vcc_lo or s10 in wave32, vcc or s[10:11] in wave64, as
     LLVM requires of each wave size."""
-    count = getattr(operand, "count", None)
     want = draft.arch.wave // 32
-    if count is not None and count != want and isinstance(operand, Reg | Special):
+    if isinstance(operand, Reg | Special) and operand.count != want:
         example = "vcc_lo or s10" if want == 1 else "vcc or s[10:11]"
         raise EncodeError(f"{draft.name}: {what} is a lane mask, {want} SGPR(s) in wave{draft.arch.wave} ({example}); got {operand}")
 
@@ -508,7 +508,7 @@ def _join_long_mods(draft: Draft, nsrc: int, neg: int, abs_: int, mods: Mods) ->
         if abs_ and not mix:
             raise EncodeError(f"{name}: packed instructions take neg_lo/neg_hi, not abs")
         opsel = list_flags(mods.pop("op_sel", 0))  # type: ignore[arg-type]
-        default_hi = 0 if "_mix" in name else 7
+        default_hi = 0 if mix else 7
         hi_value = mods.pop("op_sel_hi", None)
         opsel_hi = default_hi if hi_value is None else list_flags(hi_value) | (7 & ~((1 << nsrc) - 1) if default_hi else 0)  # type: ignore[arg-type]
         fields.update(opsel=opsel & 7, opsel_hi=opsel_hi & 3, opsel_hi2=opsel_hi >> 2 & 1)
