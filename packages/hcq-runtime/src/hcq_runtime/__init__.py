@@ -12,8 +12,8 @@ from .device import Device, canonicalize
 from .disk import DiskDevice
 from .errors import AllocationError, CompileError, DeviceError, RuntimeErrorBase
 from .ffi import FFIError, ccall, cstruct
-from .hcq2 import LinkedSteps, ProfileEvent
-from .realize import CompiledKernel, Counters, bind_buffer, buffer_for, call_buffers, compile_body, counters, run_call
+from .hcq2 import LinkedSteps, ProfileEvent, uses_queue_devices
+from .realize import CompiledKernel, Counters, bind_buffer, buffer_for, call_buffers, compile_body, counters, debug_level, run_call
 
 __version__ = "0.1.0"
 
@@ -67,6 +67,8 @@ __all__ = [
     "cache_dir",
     "compile_body",
     "counters",
+    "debug_level",
+    "uses_queue_devices",
     "run_call",
     "run_linear",
     "canonicalize",

@@ -24,7 +24,7 @@ from .cpu import CPUDevice, load_shared_object
 from .device import Device
 from .errors import DeviceError
 from .hcq2 import LinkedSteps, link_calls, run_calls, uses_queue_devices
-from .realize import buffer_for, compile_body, compile_calls, device_for_call, strip_after
+from .realize import buffer_for, check_devices, compile_body, compile_calls, device_for_call, strip_after
 
 _KERNEL, _COPY = 0, 1
 _RUNNER_SRC = r"""
@@ -67,7 +67,8 @@ class LinkedLinear:
     """A linked LINEAR: call it with the input buffers (in `inputs` order) and the variable values by name."""
 
     def __init__(self, linker: _Linker, device: str):
-        self.n_inputs, self.variables, self.n_kernels = len(linker.input_index), tuple(linker.variables), linker.n_steps
+        self.n_inputs, self.variables = len(linker.input_index), tuple(linker.variables)
+        self.n_kernels, self.n_copies = linker.n_steps - linker.n_copies, linker.n_copies
         self._keep = linker.keep
         self._fn = _runner(device)
         self._steps = _array(ctypes.c_longlong, linker.steps)
@@ -113,17 +114,18 @@ class _Linker:
         self.in_patch: list[tuple[int, int]] = []  # (buffer slot, input index)
         self.var_patch: list[tuple[int, int]] = []  # (value slot, variable index)
         self.n_steps = 0
+        self.n_copies = 0
 
     def address(self, arg: UOp) -> None:
         """Append the buffer slot for `arg`."""
         arg = strip_after(arg)
+        if arg.op is Ops.BUFFER and not (isinstance(device := arg.arg.device, str) and isinstance(Device[device], CPUDevice)):
+            raise DeviceError(f"a CPU batch cannot address a buffer on {arg.arg.device}")
         if arg in self.input_index:
             self.in_patch.append((len(self.bufs), self.input_index[arg]))
             self.bufs.append(0)
             return
         buf = buffer_for(arg).ensure_allocated()
-        if not isinstance(Device[buf.device], CPUDevice):
-            raise DeviceError(f"a CPU batch cannot address a buffer on {buf.device}")
         self.keep.append(buf)  # owned: its address is baked in, so it must outlive the program
         self.bufs.append(buf.address)
 
@@ -150,6 +152,7 @@ class _Linker:
             self.address(args[1])
             self.steps += [_COPY, 0, 1, first_buf, first_val, min(dest.nbytes, src.nbytes)]
             self.n_steps += 1
+            self.n_copies += 1
             return
         if body.op not in (Ops.SINK, Ops.PROGRAM):
             raise DeviceError(f"cannot link a CALL whose body is {body.op.name}")
@@ -159,6 +162,7 @@ class _Linker:
         kernel = compile_body(body, device)
         self.keep.append(kernel.program)
         info = kernel.info
+        check_devices(info, device, [buffer_for(args[slot]) for slot in info.globals])
         for slot in info.globals:
             self.address(args[slot])
         for v in info.vars:

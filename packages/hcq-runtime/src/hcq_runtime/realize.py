@@ -219,9 +219,7 @@ def run_call(call: UOp, var_vals: dict[str, int]) -> None:
         kernel = compile_body(body, device)
         info = kernel.info
         buffers = [buffer_for(args[slot]) for slot in info.globals]
-        if strangers := sorted({b.device for b in buffers} - {device}):
-            raise DeviceError(f"kernel {info.function_name} runs on {device} but reads or writes buffers on {', '.join(strangers)}: "
-                              "a program can only address its own device's memory; copy the data first")
+        check_devices(info, device, buffers)
         addresses = [b.ensure_allocated().address for b in buffers]
         values = [_variable_value(v, args, var_vals) for v in info.vars]
         start = time.perf_counter()  # the launch alone: compiling (first use) is not the kernel's time
@@ -234,6 +232,13 @@ def run_call(call: UOp, var_vals: dict[str, int]) -> None:
     counters.seconds += elapsed
     if debug_level() >= 2:
         print(f"*** {label:<40s} {elapsed * 1e6:10.1f} us")
+
+
+def check_devices(info: ProgramInfo, device: str, buffers: Sequence[Buffer]) -> None:
+    """Raise unless every buffer a kernel addresses lives on the device it runs on."""
+    if strangers := sorted({b.device for b in buffers} - {device}):
+        raise DeviceError(f"kernel {info.function_name} runs on {device} but reads or writes buffers on {', '.join(strangers)}: "
+                          "a program can only address its own device's memory; copy the data first")
 
 
 def call_buffers(call: UOp) -> tuple[list[UOp], list[UOp]]:

@@ -9,11 +9,24 @@ constant, or a value of buffers still alive) must compute it again, not read wha
 
 from __future__ import annotations
 
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from hcq_runtime import Buffer, bind_buffer, buffer_for, run_linear
+from hcq_runtime import (
+    Buffer,
+    CompileError,
+    DeviceError,
+    LinkedLinear,
+    bind_buffer,
+    buffer_for,
+    counters,
+    debug_level,
+    link_linear,
+    run_linear,
+    uses_queue_devices,
+)
 from uopir import Ops, UOp, dtypes
 
 from .calls import in_place_arity, in_place_overwritten, inline_calls, is_call_output
@@ -109,6 +122,10 @@ def linear_for(plan: Plan, inputs: list[UOp], var_vals: dict[str, int] | None = 
     A kernel reading symbolic variables gets them bound to `var_vals` as trailing arguments."""
     buffers = [_input_buffer(n) for n in inputs]
     buffers += [UOp.new_buffer(nb.device, nb.size, nb.dtype) for nb in plan.new_buffers]
+    return _plan_linear(plan, buffers, var_vals), buffers
+
+
+def _plan_linear(plan: Plan, buffers: list[UOp], var_vals: dict[str, int] | None) -> UOp:
     calls = []
     for step in plan.steps:
         if isinstance(step, KernelStep):
@@ -118,7 +135,41 @@ def linear_for(plan: Plan, inputs: list[UOp], var_vals: dict[str, int] | None = 
             dest = buffers[step.dest]
             body = UOp(Ops.COPY, dest.dtype, (), dest.arg.device)
             calls.append(UOp(Ops.CALL, dtypes.void, (body, dest, buffers[step.src])))
-    return UOp(Ops.LINEAR, dtypes.void, tuple(calls)), buffers
+    return UOp(Ops.LINEAR, dtypes.void, tuple(calls))
+
+
+def _run(plan: Plan, linear: UOp, buffers: list[UOp], var_vals: dict[str, int]) -> None:
+    """Run a plan's LINEAR. From its second run on, a plan of CPU calls runs linked (`hcq_runtime.link_linear`): one
+    native call that launches every kernel in order, with the buffers' addresses patched in by position; the Python
+    dispatch per call was most of an eager training step's run time. A plan that cannot be linked (another device, a
+    kernel that fails to compile, mixed devices) runs call by call, where errors are raised in order. `DEBUG>=2` and
+    TinyJit captures run call by call too (per-kernel timings; a capture records what runs)."""
+    runs = plan.runs
+    runs[0] += 1
+    if runs[1] is None and runs[0] >= 2 and not _captures:
+        runs[1] = _link(plan, linear, buffers, var_vals)
+    if not runs[1] or _captures or debug_level() >= 2:
+        run_linear(linear, var_vals)
+        return
+    linked: LinkedLinear = runs[1]
+    start = time.perf_counter()
+    linked([buffer_for(b) for b in buffers], var_vals)
+    counters.kernels += linked.n_kernels
+    counters.copies += linked.n_copies
+    counters.seconds += time.perf_counter() - start
+
+
+def _link(plan: Plan, linear: UOp, buffers: list[UOp], var_vals: dict[str, int]) -> LinkedLinear | bool:
+    """`plan` linked over one placeholder BUFFER per position (two positions holding one buffer in this run may hold
+    two in the next), or False when it cannot be."""
+    if uses_queue_devices(linear):
+        return False
+    holders = [UOp.new_buffer(b.arg.device, b.arg.size, b.dtype) for b in buffers]
+    try:
+        linked = link_linear(_plan_linear(plan, holders, var_vals), inputs=holders)
+    except (DeviceError, CompileError):
+        return False
+    return linked if isinstance(linked, LinkedLinear) else False
 
 
 def _as_recorded(linear: UOp, rebound: list[UOp]) -> UOp:
@@ -171,7 +222,7 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
         for kind, uop in scratch:
             if free := _scratch_pools[-1].get(kind):
                 bind_buffer(uop, free.pop())
-        run_linear(linear, var_vals)
+        _run(plan, linear, buffers, var_vals)
         if _captures:
             _captures[-1].append(_as_recorded(linear, [buffers[old] for old, _ in plan.preserved]))
         for kind, uop in scratch:  # nothing reads them any more: the next linear may use their memory

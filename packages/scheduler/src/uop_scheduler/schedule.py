@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 import math
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hcq_runtime import Device
@@ -77,6 +77,8 @@ class Plan:
     afters: tuple[tuple[int, int], ...] = ()  # (walk position of an AFTER, the buffer holding that version)
     preserved: tuple[tuple[int, int], ...] = ()  # (old version's buffer, the copy that keeps its value for later readers)
     scratch: tuple[int, ...] = ()  # buffers nothing reads after the plan has run (see `share_buffers`)
+    # how the plan has run: [times, its calls linked into one native run (None: not yet, False: they cannot be)]
+    runs: list = field(default_factory=lambda: [0, None], init=False, compare=False, repr=False)
 
 
 OWN_COPY = "copy before a write"  # the arg of every own copy (writes.own_copy), before its number
