@@ -98,10 +98,14 @@ class _Realized:
     """The nodes whose value already sits in a buffer (a realized node or a buffer version a write made)."""
 
     def __contains__(self, node: UOp) -> bool:
-        return node in realized_buffers or (node.op is Ops.AFTER and node in written_versions)
+        # the weak dictionaries' own tables, asked directly: this test runs for every node of every realize's walks
+        # (every UOp has a plain weak reference, the hash-consing cache's, so weakref.ref(node) makes nothing)
+        ref = weakref.ref(node)
+        return ref in _realized_table or (node.op is Ops.AFTER and ref in _written_table)
 
 
 done = _Realized()
+_realized_table, _written_table = realized_buffers.data, written_versions.data
 
 
 def version_of(node: UOp) -> UOp:
@@ -192,21 +196,21 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     `live_reads` lists the buffer versions values outside this schedule may still read; it is asked only when the
     schedule overwrites a version in place, and those versions are kept (copied) for their readers."""
     walk = walk_graph(plan_targets := targets, done, default_device)
-    if touches_storage(walk.nodes):
+    if touches_storage(walk.marked):
         # views of a file's buffer are computed from a copy of the bytes they read (a DISK device runs no kernels)
         walk = walk_graph(plan_targets := off_storage(targets, default_device), done, default_device)
-    if any(is_call_output(n) for n in walk.nodes):
+    if any(is_call_output(n) for n in walk.marked):
         walk = walk_graph(plan_targets := inline_calls(targets), done, default_device)
     var_vals: dict[str, int] = {}
-    if binds := [n for n in walk.nodes if n.op is Ops.BIND]:
+    if binds := [n for n in walk.marked if n.op is Ops.BIND]:
         # plan over the unbound graph (one plan and one compile for every value), run with the values
         var_vals = {b.src[0].arg[0]: int(b.src[1].arg) for b in binds}
         plan_targets = UOp.sink(*plan_targets).substitute({b: b.src[0] for b in binds}).src
         walk = walk_graph(plan_targets, done, default_device)
     live: frozenset[UOp] = frozenset()
     alias: tuple[int, ...] = ()
-    overwritten = [n.src[2] for n in walk.nodes if n.op is Ops.STORE and len(n.src) == 3]
-    overwritten += [v.base for n in walk.nodes if in_place_arity(n) is not None for v in in_place_overwritten(n)]
+    overwritten = [n.src[2] for n in walk.marked if n.op is Ops.STORE and len(n.src) == 3]
+    overwritten += [v.base for n in walk.marked if in_place_arity(n) is not None for v in in_place_overwritten(n)]
     if overwritten:
         held = [_input_buffer(n) for n in walk.inputs]
         first: dict[UOp, int] = {}

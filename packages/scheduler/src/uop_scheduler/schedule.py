@@ -106,31 +106,51 @@ class GraphWalk:
     nodes: list[UOp]
     inputs: list[UOp]
     key: tuple
+    marked: list[UOp]  # the nodes realize looks at (MARKED_OPS: storage, calls, writes, bound variables), in order
+
+
+#: the ops whose nodes a walk lists in `GraphWalk.marked`, so realize checks them without scanning every node again
+MARKED_OPS = frozenset({Ops.BUFFER, Ops.COPY, Ops.AFTER, Ops.BIND, Ops.STORE, Ops.CALL})
 
 
 def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device: str) -> GraphWalk:
     """Toposort the graph under `targets`, stopping at BUFFERs and at nodes in `leaves` (already realized)."""
     sink = UOp.sink(*targets)
-    # a hand-written kernel's body is opaque: it is run as it is, not walked
-    order = sink.toposort(gate=lambda n: n.op is not Ops.BUFFER and n not in leaves and (n is sink or n.op is not Ops.SINK))
+    stops: set[UOp] = set()  # the leaves met (each asked once: `leaves` may be a costly container)
+
+    def gate(n: UOp) -> bool:
+        if n.op is Ops.BUFFER:
+            return False
+        if n in leaves:
+            stops.add(n)
+            return False
+        return n is sink or n.op is not Ops.SINK  # a hand-written kernel's body is opaque: it is run as it is, not walked
+
+    order = sink.toposort(gate=gate)
     position: dict[UOp, int] = {}
     nodes: list[UOp] = []
     inputs: list[UOp] = []
     key: list[Any] = [default_device]
+    marked: list[UOp] = []
+    at = position.__getitem__
     for node in order:
         if node is sink:
             continue
         position[node] = len(nodes)
         nodes.append(node)
-        if node.op is Ops.SINK:
+        op = node.op
+        if op in MARKED_OPS:
+            marked.append(node)
+        if op is Ops.SINK:
             key.append(("body", node))
-        elif node.op is Ops.BUFFER or node in leaves:
+        elif op is Ops.BUFFER or node in stops:
             inputs.append(node)
             key.append(("in", node.dtype, node.shape, node.device))
         else:
-            key.append((node.op, node.dtype, _arg_key(node.arg), tuple(position[s] for s in node.src)))
-    key.append(tuple(position[t] for t in targets))
-    return GraphWalk(nodes, inputs, tuple(key))
+            arg = node.arg
+            key.append((op, node.dtype, _arg_key(arg) if type(arg) in (float, str) else arg, tuple(map(at, node.src))))
+    key.append(tuple(map(at, targets)))
+    return GraphWalk(nodes, inputs, tuple(key), marked)
 
 
 def _is_leaf_view(node: UOp, leaf_set: set[UOp]) -> UOp | None:
