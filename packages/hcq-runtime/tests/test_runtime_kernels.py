@@ -159,6 +159,9 @@ OPT_LISTS = [
     [Opt(OptOps.LANES, 2, 8)],
     [Opt(OptOps.LANES, 2, 4), Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.THREAD, 0, 2)],
     [Opt(OptOps.LANES, 2, 16), Opt(OptOps.UNROLL, 2, 2)],
+    [Opt(OptOps.SWAP, 0, 1)],
+    [Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.THREAD, 0, 2), Opt(OptOps.SWAP, 0, 1)],
+    [Opt(OptOps.LANES, 2, 8), Opt(OptOps.UPCAST, 1, 4), Opt(OptOps.UPCAST, 0, 2), Opt(OptOps.THREAD, 0, 2), Opt(OptOps.SWAP, 0, 1)],
 ]
 
 
@@ -194,6 +197,25 @@ def test_reductions_along_the_contiguous_axis_accumulate_in_vector_lanes(rng, n,
     for op, ref in ((Ops.ADD, np.sum), (Ops.MAX, np.max)):
         got = run(to_program(reduce_axis(n, k, 1, op), renderer, n_cores=2), (n, dtypes.float32), a)
         np.testing.assert_allclose(got, ref(a.astype(np.float64), axis=1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("opts", [[Opt(OptOps.SWAP, 0, 1)], [Opt(OptOps.SWAP, 1, 0), Opt(OptOps.UPCAST, 1, 4)],
+                                  [Opt(OptOps.LANES, 2, 4), Opt(OptOps.UPCAST, 1, 5), Opt(OptOps.UPCAST, 0, 3), Opt(OptOps.THREAD, 0, 2),
+                                   Opt(OptOps.SWAP, 0, 1)]])
+def test_swapped_loops_of_different_sizes_compute_the_same_values(rng, opts):
+    # the loops exchange places (and numbers), each keeping its own size: 24 rows of a outside or 40 rows of b
+    n, m, k = 24, 40, 16
+    a, b = rng.standard_normal((n, k), dtype=np.float32), rng.standard_normal((m, k), dtype=np.float32)
+    program = to_program(matmul_t(n, m, k), CRenderer(), opts=opts)
+    out = run(program, (n * m, dtypes.float32), a, b)
+    np.testing.assert_allclose(out.reshape(n, m), a.astype(np.float64) @ b.T.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+def test_swap_takes_two_loop_axes():
+    with pytest.raises(CodegenError, match="not reduce or split-off axes"):
+        to_program(matmul_t(8, 8, 16), CRenderer(), opts=[Opt(OptOps.SWAP, 0, 2)])
+    with pytest.raises(CodegenError, match="two different axes"):
+        to_program(matmul_t(8, 8, 16), CRenderer(), opts=[Opt(OptOps.SWAP, 1, 1)])
 
 
 def test_lanes_split_only_a_reduce_axis_by_a_divisor():

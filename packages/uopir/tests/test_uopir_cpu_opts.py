@@ -121,8 +121,16 @@ def test_a_reduction_along_the_contiguous_axis_gets_vector_lanes_and_an_output_t
     out, a, b = (UOp.param(i, dtypes.float32.ptr(s)) for i, s in enumerate((64 * 256, 64 * 784, 256 * 784)))
     i, j, r = UOp.range(64, 0), UOp.range(256, 1), UOp.range(784, 2, AxisType.REDUCE)
     ast = UOp.sink(out.index(i * 256 + j).store((a.index(i * 784 + r).load() * b.index(j * 784 + r).load()).reduce(r)).end(i, j))
+    # w (256 x 784) is the bigger operand: the loop over its rows goes outside, so x's rows stay in cache
     assert heuristic_opts(ast, n_cores=2, vector_width=16) == [Opt(OptOps.LANES, 2, 16), Opt(OptOps.UPCAST, 1, 4),
-                                                               Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.THREAD, 0, 2)]
+                                                               Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.THREAD, 0, 2), Opt(OptOps.SWAP, 0, 1)]
+    src = to_program(ast, CRenderer(vector_width=16), n_cores=2).src[2].arg
+    loops = re.findall(r"for \(long long ridx(\d+) = 0; ridx\d+ < (\d+)ll", src)
+    assert loops[:2] == [("0", "64"), ("1", "8")]  # 64 quads of w's rows outside, 8 quads of this core's x rows inside
+    # x the bigger operand: no swap
+    big_x = UOp.sink(out.index(i * 256 + j).store((UOp.param(1, dtypes.float32.ptr(64 * 784 * 16)).index(i * 784 + r).load()
+                                                   * b.index(j * 784 + r).load()).reduce(r)).end(i, j))
+    assert not any(o.op is OptOps.SWAP for o in heuristic_opts(big_x, n_cores=2, vector_width=16))
     src = to_program(ast, CRenderer(vector_width=16), n_cores=2).src[2].arg
     assert "uop_fma_float_x16" in src  # the lanes are one vector per operand row
     # AVX2: 8 lanes and a 4x2 tile (16 registers)

@@ -181,7 +181,10 @@ def run_linear(linear: UOp, var_vals: dict[str, int] | None = None) -> None:
     rest one by one (see `hcq_runtime.realize` for the kinds of calls)."""
     if linear.op is not Ops.LINEAR:
         raise DeviceError(f"run_linear takes a LINEAR of CALLs, got {linear.op.name}")
-    compile_calls(linear.src)
+    # the runner linked replays of CPU kernels need (an eager plan's second run links it) is built beside a cold
+    # start's kernels: compiling it alone later would be a pause of its own (~70 ms with the compile cache off)
+    cpu_runner = not _runner.cache_info().currsize and not uses_queue_devices(linear)
+    compile_calls(linear.src, also=functools.partial(_runner, "CPU") if cpu_runner else None)
     run_calls(linear.src, var_vals)
 
 

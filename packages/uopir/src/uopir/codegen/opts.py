@@ -46,6 +46,7 @@ class OptOps(Enum):
     TC = auto()  # GPU: compute the `axis`-th matmul-shaped reduction with tensor cores; `arg` >= 2 pads odd shapes
     LANES = auto()  # CPU: split `arg` consecutive iterations of a reduce axis into vector lanes, each accumulating its
     # own partial result, combined once after the loop (a reduction along the axis operands are contiguous in)
+    SWAP = auto()  # exchange the nesting of loop axes `axis` and `arg` (their axis numbers swap too: apply it last)
 
     def __repr__(self) -> str:
         return f"OptOps.{self.name}"
@@ -100,6 +101,18 @@ def _thread(ast: UOp, r: UOp, amount: int) -> UOp:
     core = UOp.special(amount, "core_id", r.dtype)
     inner = UOp.range(end // amount, r.arg[0], axis_type(r), r.dtype)
     return replace_ranges(ast, {r: (core * (end // amount) + inner, (inner,))})
+
+
+def _swap(ast: UOp, ranges: list[UOp], opt: Opt) -> UOp:
+    """Loops nest by axis id: two loop axes exchange ids (each keeps its size and kind), so they exchange places."""
+    if not 0 <= opt.arg < len(ranges) or opt.arg == opt.axis:
+        raise CodegenError(f"{opt}: SWAP takes two different axes of the kernel's {len(ranges)}")
+    a, b = ranges[opt.axis], ranges[opt.arg]
+    if any(axis_type(x) in REDUCE_AXES or axis_type(x) in DERIVED_AXES for x in (a, b)):
+        raise CodegenError(f"{opt}: SWAP exchanges two of the kernel's own loop axes, not reduce or split-off axes")
+    new_a = UOp.range(a.src[0], b.arg[0], axis_type(a), a.dtype)
+    new_b = UOp.range(b.src[0], a.arg[0], axis_type(b), b.dtype)
+    return replace_ranges(ast, {a: (new_a, (new_a,)), b: (new_b, (new_b,))})
 
 
 def _padto(ast: UOp, r: UOp, amount: int) -> UOp:
@@ -160,6 +173,8 @@ def apply_opt(ast: UOp, opt: Opt, tensor_cores: tuple[TensorCore, ...] = ()) -> 
         return _thread(ast, r, opt.arg)
     if opt.op is OptOps.PADTO:
         return _padto(ast, r, opt.arg)
+    if opt.op is OptOps.SWAP:
+        return _swap(ast, ranges, opt)
     if opt.op is OptOps.LOCAL:
         if is_reduce:
             raise CodegenError(f"{opt}: LOCAL splits a loop axis; use GROUP for a reduce axis")
@@ -247,7 +262,25 @@ def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[i
             sizes[i] = 1
     if (threaded := _thread_opt(loops, sizes, n_cores, work)) is not None:
         opts.append(threaded)
+    # loop order: every iteration of a loop reads again what the loops inside it read, so of the tile's two loops the
+    # one moving through more operand bytes goes outside (x @ w.T with w the larger: w's rows outside, x's rows inside,
+    # x stays in cache instead of w streaming from memory once per row of x: 1.3-1.5x on a 64x784 @ 784x256 step)
+    if len(tile) == 2:
+        inner_loop, outer_loop = (i for i, _ in tile)
+        if outer_loop < inner_loop and _operand_bytes(ast, ranges[outer_loop]) < _operand_bytes(ast, ranges[inner_loop]):
+            opts.append(Opt(OptOps.SWAP, outer_loop, inner_loop))
     return opts
+
+
+def _operand_bytes(ast: UOp, r: UOp) -> int:
+    """The bytes of the buffers whose loads move with the range `r` (0 for a buffer of unknown size)."""
+    total = 0
+    for n in ast.toposort():
+        if n.op is Ops.LOAD and n.src[0].op is Ops.INDEX and len(n.src[0].src) >= 2 and r in n.src[0].src[1].toposort():
+            ptr = n.src[0].src[0].dtype
+            if stride(n.src[0].src[1], r) != 0 and getattr(ptr, "size", -1) > 0:
+                total += ptr.size * ptr.base.itemsize
+    return total
 
 
 def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Opt]:
