@@ -439,3 +439,15 @@ def test_a_scalar_broadcast_into_a_vector_keeps_the_sign_of_zero():
     bv = np.array([-0.0, -0.0, 0.0, 2.0], dtype=np.float32)
     got = run(program, (rows * cols, dtypes.float32), av, bv).reshape(rows, cols)
     np.testing.assert_array_equal(got.view(np.uint32), (av + bv[:, None]).view(np.uint32))
+
+
+@pytest.mark.parametrize("n, m, k, width, helper", [(64, 256, 784, 16, 16), (8, 12, 64, 8, 8), (16, 16, 40, 8, 4), (8, 3, 64, 8, None)])
+def test_lane_sums_add_the_lanes_of_several_accumulators_at_once(rng, n, m, k, width, helper):
+    # after a LANES loop, the lanes of each group of `helper` accumulators are added by one shuffle tree; a tile whose
+    # accumulators do not fill whole groups (3 outputs of 8 lanes) keeps the lane-by-lane sum
+    a, b = rng.standard_normal((n, k), dtype=np.float32), rng.standard_normal((m, k), dtype=np.float32)
+    program = to_program(matmul_t(n, m, k), CRenderer(vector_width=width), n_cores=2)
+    src = program.src[2].arg
+    assert (f"uop_lane_sums_float_{helper}(" in src) if helper else "uop_lane_sums" not in src
+    out = run(program, (n * m, dtypes.float32), a, b)
+    np.testing.assert_allclose(out.reshape(n, m), a.astype(np.float64) @ b.T.astype(np.float64), rtol=1e-4, atol=1e-4)

@@ -60,9 +60,14 @@ def register_order(r: UOp) -> tuple[bool, bool, int]:
     return (range_end(r) <= MAX_UNROLL, axis_type(r) is not AxisType.UNROLL, -r.arg[0])
 
 
+#: the arg tag of a CUSTOM statement combining vector lanes (see `Linearizer.emit_lane_sums`)
+LANE_SUMS = "lane_sums"
+
+
 class Linearizer:
-    def __init__(self, ast: UOp):
+    def __init__(self, ast: UOp, lane_sums: bool = False):
         self.ast = ast
+        self.lane_sums = lane_sums
         self.out: list[UOp] = []
         self.scopes: list[set[UOp]] = [set()]
         self.open: list[UOp] = []
@@ -172,7 +177,43 @@ class Linearizer:
         for ranges, group in groups.items():
             self.emit_reduce_group(ranges, group)
 
+    def emit_lane_sums(self, ranges: tuple[UOp, ...], group: list[UOp]) -> bool:
+        """The sum over a LANES axis (see `codegen.opts._lanes`) as CUSTOM(LANE_SUMS) statements, when the renderer
+        takes them: each adds the n lanes of n consecutive accumulators at once with a tree of vector shuffles, where
+        the plain update adds one lane of one accumulator at a time (64 scalar adds and lane extractions per 4x2 tile
+        of 8 lanes: after a short loop, such as q @ k^T over 64-wide heads, as long as the loop itself). False when
+        the reduce is not such a sum (the inner reduction is emitted either way)."""
+        if not self.lane_sums or len(group) != 1 or len(ranges) != 1:
+            return False
+        red, lane = group[0], ranges[0]
+        inner = red.src[0]
+        if red.arg is not Ops.ADD or red.dtype != dtypes.float32 or inner.op is not Ops.REDUCE or inner.src[0].op is Ops.WMMA:
+            return False
+        if lane.op is not Ops.RANGE or axis_type(lane) is not AxisType.UPCAST or (n := range_end(lane)) not in (4, 8, 16):
+            return False
+        out_regs = sorted({r for r in self.deps(red) if axis_type(r) in REGISTER_AXES}, key=register_order)
+        inner_regs = sorted({r for r in self.deps(inner) if axis_type(r) in REGISTER_AXES}, key=register_order)
+        size = math.prod(range_end(r) for r in out_regs)
+        if inner_regs != [*out_regs, lane] or size % n:  # each accumulator's lanes must be one run of n slots
+            return False
+        self.emit_reductions([inner])
+        value = self.reduce_value[inner]
+        if value.op is not Ops.LOAD or value.src[0].src[1] is not flat_index(inner_regs):
+            return False
+        partial = value.src[0].src[0]
+        ptr = red.dtype.ptr(size, AddrSpace.REG)
+        acc = UOp(Ops.PARAM, ptr, (), ParamArg(self.n_accs, ptr, addrspace=AddrSpace.REG))
+        self.n_accs += 1
+        self.out.append(acc)
+        self.scopes[-1].add(acc)
+        for g in range(size // n):  # accumulators g*n .. g*n+n-1 from their lanes at partial[g*n*n ..]
+            self.out.append(UOp(Ops.CUSTOM, dtypes.void, (partial, acc), (LANE_SUMS, n, g)))
+        self.reduce_value[red] = acc.index(flat_index(out_regs)).load()
+        return True
+
     def emit_reduce_group(self, ranges: tuple[UOp, ...], group: list[UOp]) -> None:
+        if self.emit_lane_sums(ranges, group):
+            return
         wmma_registers = {red.src[0].src[2] for red in group if red.src[0].op is Ops.WMMA}
         out_regs = sorted({r for red in group for r in self.deps(red) if axis_type(r) in REGISTER_AXES},
                           key=lambda r: (r in wmma_registers, register_order(r)))
@@ -245,9 +286,10 @@ class Linearizer:
             self.reduce_value[red] = self.reduce_value[final]
 
 
-def linearize(ast: UOp) -> list[UOp]:
-    """The linear program of a kernel AST (see the module docstring for its shape)."""
-    lin = Linearizer(ast)
+def linearize(ast: UOp, lane_sums: bool = False) -> list[UOp]:
+    """The linear program of a kernel AST (see the module docstring for its shape). `lane_sums`: the renderer takes
+    CUSTOM(LANE_SUMS) statements (see `Linearizer.emit_lane_sums`)."""
+    lin = Linearizer(ast, lane_sums)
     for node in ast.toposort():
         if node.op in _DEFINES and node.arg is not None and getattr(node.arg, "addrspace", AddrSpace.GLOBAL) is not AddrSpace.REG:
             lin.out.append(node)

@@ -58,7 +58,7 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | tuple[Opt, ...] |
     optimized = decompose(apply_opts(lowered, opts, tensor_cores), renderer.code_for_op)
     if renderer.global_dims:
         optimized = add_gpu_dims(optimized, renderer.local_size)
-    linear = linearize(lower_kernel(optimized))
+    linear = linearize(lower_kernel(optimized), lane_sums=renderer.lane_sums)
     global_size, local_size = launch_dims(linear)
     source = renderer.render(name, linear)
     info = ProgramInfo(name, globals=tuple(p.arg.slot for p in params), vars=tuple(variables), outs=access.outs, ins=access.ins,

@@ -17,7 +17,8 @@ class Renderer:
     output axes become GPU workgroup/work-item indices, with up to local_size work-items per workgroup;
     tensor_cores: the matrix units (`uopir.codegen.tc.TensorCore`) the TC opt may use; packed_operand_bytes: when
     nonzero, a reduce kernel that reads a large operand across its rows reads a copy packed in runs of this many bytes
-    (`uopir.codegen.packing`; the scheduler makes the copies).
+    (`uopir.codegen.packing`; the scheduler makes the copies); lane_sums: it renders CUSTOM(LANE_SUMS) statements
+    (the lanes of n accumulators added at once, see `uopir.codegen.linearize`).
     """
 
     device: str = ""
@@ -30,6 +31,7 @@ class Renderer:
     local_size: int = 1
     tensor_cores: tuple = ()
     packed_operand_bytes: int = 0
+    lane_sums: bool = False
 
     def supported_dtypes(self) -> frozenset[DType]:
         """Every dtype a kernel on this target can use: the native ones and the emulated ones (tinygrad's method)."""

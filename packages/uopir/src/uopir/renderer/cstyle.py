@@ -32,7 +32,7 @@ from uopir.ops import AxisType, GroupOp, Ops
 from uopir.uop import UOp
 
 from ..codegen.kernel import REGISTER_AXES, CodegenError, variable_name
-from ..codegen.linearize import MAX_UNROLL
+from ..codegen.linearize import LANE_SUMS, MAX_UNROLL
 from ..codegen.opts import stride
 from .base import Renderer
 from .c_support import BF16_FAST, GENERIC, SMALL_FLOATS, small_float_helpers
@@ -80,6 +80,7 @@ class CRenderer(Renderer):
     index_type = "long long"
     #: write vectorizable register loops with GCC vector types (see cvector)
     vectorize = True
+    lane_sums = True
 
     def __init__(self, vector_width: int = 8):
         self.vector_width = vector_width
@@ -343,6 +344,10 @@ class _CProgram:
             return  # global buffers and scalar params are function arguments
         if op in (Ops.DEFINE_VAR, Ops.SPECIAL):
             return
+        if op is Ops.CUSTOM and isinstance(node.arg, tuple) and node.arg[0] == LANE_SUMS:
+            _, n, g = node.arg
+            self.line(f"{self.lane_sums_helper(n)}(&{srcs[0]}[{g * n * n}], &{srcs[1]}[{g * n}]);")
+            return
         if op is Ops.CONST:
             self.names[node] = self.r.const_literal(node.arg, node.dtype)
             return
@@ -388,6 +393,35 @@ class _CProgram:
             self.define(node, expr, "alu" if op in GroupOp.ALU else "cast")
         else:
             self.names[node] = expr
+
+    def lane_sums_helper(self, n: int) -> str:
+        """A function setting out[i] to the sum of the n floats at lanes[i * n ..] for i < n: log2(n) rounds of
+        shuffles and vector adds, each halving how many values every lane still stands for (the vector helpers of
+        GCC 12+ and clang)."""
+        name = f"uop_lane_sums_float_{n}"
+        if name in self.helpers:
+            return name
+        vt, typedef = vector_type("float", n)
+        vtu, typedef_u = vector_type("float", n, aligned=False)
+        self.helpers.setdefault(vt, typedef)
+        self.helpers.setdefault(vtu, typedef_u)
+        lines = [f"static inline void {name}(const float *lanes, float *out) {{",
+                 "#if !defined(__clang__) && defined(__GNUC__) && __GNUC__ < 12  /* no __builtin_shufflevector: lane by lane */",
+                 f"  for (int i = 0; i < {n}; i++) {{ float s = 0.0f; for (int l = 0; l < {n}; l++) s += lanes[i * {n} + l]; out[i] = s; }}",
+                 "#else", f"  {vt} v[{n}];"]
+        lines.append(f"  for (int i = 0; i < {n}; i++) v[i] = *(const {vtu} *)&lanes[i * {n}];")
+        count, step = n, 1
+        while count > 1:
+            # pair (x, y): take runs of `step` lanes alternately from x and y, once from each run's start and once
+            # from `step` later, and add: lane i then stands for twice as many lanes of its accumulator
+            first = [(i // (2 * step)) * 2 * step + i % step + (n if (i // step) % 2 else 0) for i in range(n)]
+            a, b = ", ".join(map(str, first)), ", ".join(str(x + step) for x in first)
+            lines.append(f"  for (int i = 0; i < {count // 2}; i++) v[i] = __builtin_shufflevector(v[2 * i], v[2 * i + 1], {a}) + "
+                         f"__builtin_shufflevector(v[2 * i], v[2 * i + 1], {b});")
+            count, step = count // 2, step * 2
+        lines += [f"  *({vtu} *)out = v[0];", "#endif", "}", ""]
+        self.helpers[name] = "\n".join(lines)
+        return name
 
     # ---- vector blocks ----
     def vtype(self, dt: DType, aligned: bool = True) -> str:
