@@ -189,3 +189,21 @@ def test_profiling_a_cdna_target_times_kernels_and_traces_them_in_the_cdna_layou
     for trace in traces[-2:]:
         kinds = [p.name for p in sqtt.decode(trace.sqtt, "gfx940")]
         assert kinds[0] == "LAYOUT_HEADER" and "CDNA_WAVESTART" in kinds and "CDNA_ISSUE" in kinds and "CDNA_WAVEEND" in kinds
+
+
+def test_traces_follow_profile_when_each_kernel_is_dispatched(monkeypatch):
+    # a GPU opened before PROFILE was set traces once it is set, and stops when it is unset (it had read PROFILE
+    # only when opened, so whether a test saw traces depended on which test opened the device first)
+    device = "MOCKAMD:gfx940"
+    monkeypatch.delenv("DEBUG", raising=False)
+    monkeypatch.delenv("PROFILE", raising=False)
+    lin, _, _ = two_kernels(device)
+    run_linear(lin)
+    gpu = Device[device].driver.gpu
+    before = len(gpu.traces)
+    run_linear(lin)
+    assert len(gpu.traces) == before
+    monkeypatch.setenv("PROFILE", "1")
+    run_linear(lin)
+    assert [t.name for t in Device[device].profile_traces()[-2:]][0].startswith(names(device, lin)[0])
+    assert len(gpu.traces) == before + 2

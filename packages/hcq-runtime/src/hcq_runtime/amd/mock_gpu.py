@@ -97,6 +97,13 @@ class MockGPU:
     With `profile` on, every dispatch also records a `TraceEvent` in `traces` (the emulator's SQTT trace mode writes
     the RDNA3, RDNA4 and CDNA layouts)."""
 
+    @property
+    def profile(self) -> bool:
+        """Whether dispatches record SQTT traces: PROFILE set (not 0) when the kernel is dispatched, as batch timestamps
+        decide when a batch is encoded (a GPU opened before PROFILE was set traces too), on a target with a trace
+        layout."""
+        return os.environ.get("PROFILE", "0") not in ("", "0") and self.kfd.target[0] in SQTT_GENERATIONS
+
     def __init__(self, kfd: MockKFD):
         self.kfd = kfd
         self.queues: dict[int, _Queue] = {}
@@ -105,7 +112,6 @@ class MockGPU:
         self.dispatches = 0
         #: the GPU clock (100 MHz ticks of emulated work) RELEASE_MEM and SDMA TIMESTAMP write
         self.clock = 0
-        self.profile = os.environ.get("PROFILE", "0") not in ("", "0") and kfd.target[0] in SQTT_GENERATIONS
         self.traces: list[TraceEvent] = []
         self.gfx9 = kfd.target[0] == 9
         self._held = False
@@ -370,14 +376,15 @@ class MockGPU:
             except KFDError as e:
                 raise GPUFaultError(f"{where}: reading {kd.kernarg_size} bytes of kernel arguments: {e}") from None
         memory = self._emulator_memory()
+        profile = self.profile
         try:
             run = emu.run_kernel(kernel.code, kernargs, tuple(g * s for g, s in zip(groups, local, strict=True)), local, memory,
-                                 kernel=kernel.name, trace=self.profile)
+                                 kernel=kernel.name, trace=profile)
         except AmdIsaError as e:
             raise GPUFaultError(f"{where}: the kernel at {program:#x} faulted: {e}") from None
         self.dispatches += 1
         self.clock += DISPATCH_TICKS + -(-run.instructions // INSTRUCTIONS_PER_TICK)
-        if self.profile:
+        if profile:
             self.traces.append(TraceEvent(kernel.name, kernel.code, program, run.sqtt))
 
     def _emulator_memory(self) -> emu.Memory:
