@@ -171,3 +171,23 @@ def test_avg_pool_excluding_padding(close):
     # windows at the border only average the real elements
     ref = np.array([[0, 1.5, 3], [6, 7.5, 9], [12, 13.5, 15]], np.float32)
     close(got, ref[None, None])
+
+
+@pytest.mark.parametrize("kernel, stride, dilation", [((3, 3), 1, 1), ((2, 3), (2, 1), 1), ((3, 2), 1, (2, 1)), ((2, 2), 2, 1), ((1, 1), 1, 1),
+                                                      ((3, 3), 3, 1), ((2, 2), 3, 1)])
+def test_pool_windows_match_numpy_and_stay_views_of_the_input(rng, kernel, stride, dilation):
+    # the sliding windows a convolution reads, built as one chain of view steps: numpy's windows, and (where no
+    # padding is needed to cut the axis) a view of the input that follows a later write to it
+    x = rng.standard_normal((2, 3, 7, 8)).astype(np.float32)
+    t = Tensor(x.copy())
+    win = t._pool(kernel, stride, dilation)
+    s, d = (stride,) * 2 if isinstance(stride, int) else stride, (dilation,) * 2 if isinstance(dilation, int) else dilation
+
+    def ref(a):
+        w = np.lib.stride_tricks.sliding_window_view(a, (d[0] * (kernel[0] - 1) + 1, d[1] * (kernel[1] - 1) + 1), axis=(2, 3))
+        return w[:, :, ::s[0], ::s[1], ::d[0], ::d[1]]
+
+    np.testing.assert_array_equal(win.numpy(), ref(x))
+    t.assign(t * 2).realize()
+    cut = any(k <= st and dl == 1 for k, st, dl in zip(kernel, s, d))  # that axis went through a pad: a new value
+    np.testing.assert_array_equal(win.numpy(), ref(x) if cut else ref(x * 2))

@@ -11,10 +11,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from uopir import dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
+from uopir import Ops, dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
 
 from .errors import ArgumentError, ShapeError, TensorRuntimeError
 from .fields import TensorFields
+from .writes import apply_view
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -242,41 +243,53 @@ class NNMixin(TensorFields):
 
     # ---- pooling and convolution ----
     def _pool(self: Tensor, kernel: tuple[int, ...], stride: int | tuple[int, ...] = 1, dilation: int | tuple[int, ...] = 1) -> Tensor:
-        """Sliding windows over the last len(kernel) axes: (..., *out_spatial, *kernel)."""
-        x: Tensor = self
+        """Sliding windows over the last len(kernel) axes: (..., *out_spatial, *kernel). The same view steps as
+        `permute`, `repeat`, `shrink` and `reshape` would record, built on the value alone and made one view tensor
+        at the end (a tensor per step was half the graph-building time of a small CNN's forward pass)."""
         nk = len(kernel)
-        if x.ndim < nk:
-            raise ShapeError(f"can't pool {x.shape} with {kernel}")
+        if self.ndim < nk:
+            raise ShapeError(f"can't pool {self.shape} with {kernel}")
         s_, d_ = make_tuple(stride, nk), make_tuple(dilation, nk)
-        lead = x.ndim - nk
+        lead = self.ndim - nk
+        y = _Steps(self)
         for j, (k, s, d) in enumerate(zip(kernel, s_, d_)):
             # axis lead+j holds the spatial dim; earlier spatial dims are already (out, k) pairs at the end
             axis = lead + j
-            i = x.shape[axis]
+            i = y.shape[axis]
             o = (i - d * (k - 1) - 1) // s + 1
             if o <= 0:
                 raise ShapeError(f"kernel {kernel} with dilation {d_} does not fit the spatial shape {self.shape[lead:]}")
-            y = x.permute([a for a in range(x.ndim) if a != axis] + [axis])
-            rest = y.ndim - 1
+            ndim = len(y.shape)
+            y.add(Ops.PERMUTE, tuple([a for a in range(ndim) if a != axis] + [axis]))
+            rest = ndim - 1
             if k <= s and d == 1:
-                # windows do not overlap: cut the axis into (o, s) rows and keep the first k of each
-                y = y.pad(tuple((0, 0) for _ in y.shape[:-1]) + ((0, max(0, o * s - i)),))
-                y = y.shrink(tuple(None for _ in y.shape[:-1]) + ((0, o * s),)).reshape(*y.shape[:-1], o, s)
-                y = y.shrink(tuple(None for _ in y.shape[:-1]) + ((0, k),))
-                x = y.permute(list(range(axis)) + [rest] + list(range(axis, rest)) + [rest + 1])
+                # windows do not overlap: cut the axis into (o, s) rows and keep the first k of each (the pad is a new
+                # value, as `pad` makes it, not a view)
+                y = y.padded(((0, 0),) * rest + ((0, max(0, o * s - i)),))
+                y.add(Ops.SHRINK, tuple((0, n) for n in y.shape[:-1]) + ((0, o * s),))
+                y.add(Ops.RESHAPE, (*y.shape[:-1], o, s))
+                y.add(Ops.SHRINK, tuple((0, n) for n in y.shape[:-1]) + ((0, k),))
+                y.add(Ops.PERMUTE, tuple(list(range(axis)) + [rest] + list(range(axis, rest)) + [rest + 1]))
                 continue
             if s > 1 + d * k:
                 raise ShapeError(f"stride {s_} is larger than dilation*kernel+1 for kernel {kernel}: not supported")
             # overlapping windows: repeat the axis and view it as (k, i+d) rows, so row r starts at element r*d
             reps = math.ceil(k * (i + d) / i)
-            y = y.repeat(*[1] * (y.ndim - 1), reps)
-            y = y.shrink(tuple(None for _ in y.shape[:-1]) + ((0, k * (i + d)),)).reshape(*y.shape[:-1], k, i + d)
-            y = y.shrink(tuple(None for _ in y.shape[:-1]) + ((0, o * s),)).reshape(*y.shape[:-1], o, s)
-            y = y.shrink(tuple(None for _ in y.shape[:-1]) + ((0, 1),)).reshape(*y.shape[:-2], o)
+            base = y.shape
+            y.add(Ops.RESHAPE, tuple(v for n in base for v in (1, n)))
+            y.add(Ops.RESHAPE, y.shape)  # `repeat` expands through `_broadcast_to`, which reshapes first
+            y.add(Ops.EXPAND, tuple(v for r, n in zip((1,) * rest + (reps,), base) for v in (r, n)))
+            y.add(Ops.RESHAPE, (*base[:-1], reps * base[-1]))
+            y.add(Ops.SHRINK, tuple((0, n) for n in y.shape[:-1]) + ((0, k * (i + d)),))
+            y.add(Ops.RESHAPE, (*y.shape[:-1], k, i + d))
+            y.add(Ops.SHRINK, tuple((0, n) for n in y.shape[:-1]) + ((0, o * s),))
+            y.add(Ops.RESHAPE, (*y.shape[:-1], o, s))
+            y.add(Ops.SHRINK, tuple((0, n) for n in y.shape[:-1]) + ((0, 1),))
+            y.add(Ops.RESHAPE, (*y.shape[:-2], o))
             # y is (rest..., k, o): o goes back to `axis`, k to the end
-            x = y.permute(list(range(axis)) + [rest + 1] + list(range(axis, rest)) + [rest])
-        # each step put its window axis last, in spatial order: x is (lead..., o1, o2, ..., k1, k2, ...)
-        return x
+            y.add(Ops.PERMUTE, tuple(list(range(axis)) + [rest + 1] + list(range(axis, rest)) + [rest]))
+        # each step put its window axis last, in spatial order: the result is (lead..., o1, o2, ..., k1, k2, ...)
+        return y.tensor()
 
     def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, ...] = 1,
                dilation: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0, dtype: Any = None) -> Tensor:
@@ -499,3 +512,26 @@ def _simd_device(device: Any) -> bool:
 
     renderer = getattr(Device[device], "renderer", None)
     return renderer is not None and not renderer.global_dims
+
+
+class _Steps:
+    """View steps on a tensor's value, applied to the UOp alone, and the view tensor they make (`tensor()`)."""
+
+    def __init__(self, t: Tensor):
+        self.t, self.u, self.steps = t, t.uop, []
+
+    @property
+    def shape(self) -> tuple:
+        return self.u.shape
+
+    def add(self, op: Ops, arg: Any) -> None:
+        self.steps.append((op, arg))
+        self.u = apply_view(self.u, (op, arg))
+
+    def tensor(self) -> Tensor:
+        return self.t._view_steps(self.u, tuple(self.steps)) if self.steps else self.t
+
+    def padded(self, pairs: tuple) -> _Steps:
+        """Steps on the zero-padded value (a new tensor, as `pad` makes it)."""
+        t = self.tensor()
+        return _Steps(t._wrap(t.uop.pad(pairs)))

@@ -212,6 +212,13 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         ret._make_view_of(self, (step,))
         return ret
 
+    def _view_steps(self, u: UOp, steps: tuple[ViewStep, ...]) -> Tensor:
+        """This tensor seen through several view steps at once (`u` is its value through them): one tensor for the
+        whole chain, with the same root and steps as a tensor per step would have."""
+        ret = Tensor(u, device=self._device)
+        ret._make_view_of(self, steps)
+        return ret
+
     def _make_view_of(self, parent: Tensor, steps: tuple[ViewStep, ...]) -> None:
         root = parent._root if parent._root is not None else parent
         self._root, self._chain = root, parent._chain + steps
