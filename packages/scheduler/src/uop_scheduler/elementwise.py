@@ -66,7 +66,8 @@ class ElementwiseMixin(TensorFields):
         padded = (1,) * (len(shape) - self.ndim) + self.shape
         if any(p != 1 and p != s for p, s in zip(padded, shape)):
             raise BroadcastError(f"cannot broadcast {self.shape} to new_shape={tuple(shape)}")
-        return self._view(Ops.RESHAPE, padded)._view(Ops.EXPAND, tuple(shape))
+        steps = ((Ops.RESHAPE, padded), (Ops.EXPAND, tuple(shape)))  # one view tensor for both steps
+        return self._view_steps(self.uop.reshape(padded).expand(tuple(shape)), steps)
 
     def _const(self: Tensor, value: Scalar, dtype: DType, shape: tuple[int, ...] | None = None) -> Tensor:
         shape = self.shape if shape is None else shape

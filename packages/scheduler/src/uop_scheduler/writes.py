@@ -272,24 +272,43 @@ def co_readers(targets: list[Tensor]) -> list[Tensor]:
     tensors = list(all_tensors)
     # gradients of tensors that did not ask for one (a batch's inputs): rarely read, so not worth computing now
     skip = {id(t) for t in targets} | {id(t.grad) for t in tensors if t.grad is not None and t.requires_grad is None}
-    clean: set[UOp] = set()  # nodes known to read neither an overwritten nor a fresh version
+    watched = frozenset(old) | frozenset(fresh)
+    memo: dict[UOp, frozenset[UOp]] = {}  # node -> the watched versions its graph reads (shared by every tensor's graph)
     for t in tensors:
         if id(t) in skip or before_capture(t) or (u := t.uop) in done or storage_of(u) is not None:
             continue
-        read: set[UOp] = set()
-        seen: set[UOp] = set()
-        needs_new = False
-        for v in _versions_read(u, seen, clean):
-            if v in fresh:
-                needs_new = True
-                break
-            if v in old:
-                read.add(v)
-        if not read and not needs_new:
-            clean.update(seen)
+        read = _watched_reads(u, watched, memo)
+        if not read or not read.isdisjoint(fresh):
             continue
-        if needs_new or any(old[v][1] != t.device for v in read) or not all(isinstance(d, int) for d in t.shape):
+        if any(old[v][1] != t.device for v in read) or not all(isinstance(d, int) for d in t.shape):
             continue
         if math.prod(t.shape) * t.dtype.itemsize <= sum(old[v][0] for v in read):
             chosen.append(t)
     return chosen
+
+
+_NONE: frozenset[UOp] = frozenset()
+
+
+def _watched_reads(u: UOp, watched: frozenset[UOp], memo: dict[UOp, frozenset[UOp]]) -> frozenset[UOp]:
+    """The versions in `watched` that `u`'s graph reads (as `_versions_read` finds them), each node's answer kept in
+    `memo`: the live tensors' graphs overlap (a step's activations, loss and gradients), and each node is asked once."""
+    stack: list[tuple[UOp, bool]] = [(u, False)]
+    while stack:
+        n, ready = stack.pop()
+        if n in memo:
+            continue
+        if n.op in (Ops.BUFFER, Ops.AFTER) or n in done:
+            v = version_of(n)
+            memo[n] = frozenset((v,)) if v in watched else _NONE
+            continue
+        if not ready:
+            stack.append((n, True))
+            stack.extend((s, False) for s in n.src if s not in memo)
+            continue
+        found = _NONE
+        for s in n.src:
+            if (r := memo[s]) and r is not found:
+                found = r if not found else found | r
+        memo[n] = found
+    return memo[u]
