@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hcq_runtime import LinkedLinear, buffer_for, counters
 from uop_scheduler import Tensor, Variable, clear_schedule_cache
-from uop_scheduler.realize import _plan_linear, _run, done, linear_for
+from uop_scheduler.realize import _run, done, linear_for
 from uop_scheduler.schedule import cached_plan, walk_graph
 
 RNG = np.random.default_rng(7)
@@ -59,7 +59,7 @@ def test_positions_sharing_a_buffer_in_one_run_and_not_in_the_next():
         same = [buffers[0], buffers[0], fresh] if k % 2 == 0 else [buffers[0], buffers[1], fresh]
         runs.append((same, an + an * 2 if k % 2 == 0 else an + bn * 2))
     for bufs, expected in runs:
-        _run(plan, _plan_linear(plan, bufs, None), bufs, {})
+        _run(plan, bufs, {})
         np.testing.assert_allclose(buffer_for(bufs[2]).numpy(), np.exp(expected), rtol=1e-6)
     assert isinstance(plan.runs[1], LinkedLinear)
 

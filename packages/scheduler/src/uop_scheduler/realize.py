@@ -124,9 +124,13 @@ def _input_buffer(node: UOp) -> UOp:
 def linear_for(plan: Plan, inputs: list[UOp], var_vals: dict[str, int] | None = None) -> tuple[UOp, list[UOp]]:
     """The LINEAR of CALLs that runs `plan` over the BUFFER UOps `inputs`, and the buffer of every plan number.
     A kernel reading symbolic variables gets them bound to `var_vals` as trailing arguments."""
-    buffers = [_input_buffer(n) for n in inputs]
-    buffers += [UOp.new_buffer(nb.device, nb.size, nb.dtype) for nb in plan.new_buffers]
+    buffers = _plan_buffers(plan, inputs)
     return _plan_linear(plan, buffers, var_vals), buffers
+
+
+def _plan_buffers(plan: Plan, inputs: list[UOp]) -> list[UOp]:
+    """The BUFFER of every plan number: the inputs' buffers, then a new BUFFER per buffer the plan creates."""
+    return [_input_buffer(n) for n in inputs] + [UOp.new_buffer(nb.device, nb.size, nb.dtype) for nb in plan.new_buffers]
 
 
 def _plan_linear(plan: Plan, buffers: list[UOp], var_vals: dict[str, int] | None) -> UOp:
@@ -142,35 +146,39 @@ def _plan_linear(plan: Plan, buffers: list[UOp], var_vals: dict[str, int] | None
     return UOp(Ops.LINEAR, dtypes.void, tuple(calls))
 
 
-def _run(plan: Plan, linear: UOp, buffers: list[UOp], var_vals: dict[str, int]) -> None:
-    """Run a plan's LINEAR. From its second run on, a plan of CPU calls runs linked (`hcq_runtime.link_linear`): one
-    native call that launches every kernel in order, with the buffers' addresses patched in by position; the Python
-    dispatch per call was most of an eager training step's run time. A plan that cannot be linked (another device, a
-    kernel that fails to compile, mixed devices) runs call by call, where errors are raised in order. `DEBUG>=2` and
-    TinyJit captures run call by call too (per-kernel timings; a capture records what runs)."""
+def _run(plan: Plan, buffers: list[UOp], var_vals: dict[str, int]) -> UOp | None:
+    """Run a plan over `buffers` (see `_plan_buffers`). From its second run on, a plan of CPU calls runs linked
+    (`hcq_runtime.link_linear`): one native call that launches every kernel in order, with the buffers' addresses
+    patched in by position; the Python dispatch per call was most of an eager training step's run time, and no LINEAR
+    is built. A plan that cannot be linked (another device, a kernel that fails to compile, mixed devices) runs its
+    LINEAR call by call, where errors are raised in order; `DEBUG>=2` and TinyJit captures run call by call too
+    (per-kernel timings; a capture records what runs). Returns the LINEAR that ran call by call, else None."""
     runs = plan.runs
     runs[0] += 1
     if runs[1] is None and runs[0] >= 2 and not _captures:
-        runs[1] = _link(plan, linear, buffers, var_vals)
+        runs[1] = _link(plan, buffers, var_vals)
     if not runs[1] or _captures or debug_level() >= 2:
+        linear = _plan_linear(plan, buffers, var_vals)
         run_linear(linear, var_vals)
-        return
+        return linear
     linked: LinkedLinear = runs[1]
     start = time.perf_counter()
     linked([buffer_for(b) for b in buffers], var_vals)
     counters.kernels += linked.n_kernels
     counters.copies += linked.n_copies
     counters.seconds += time.perf_counter() - start
+    return None
 
 
-def _link(plan: Plan, linear: UOp, buffers: list[UOp], var_vals: dict[str, int]) -> LinkedLinear | bool:
+def _link(plan: Plan, buffers: list[UOp], var_vals: dict[str, int]) -> LinkedLinear | bool:
     """`plan` linked over one placeholder BUFFER per position (two positions holding one buffer in this run may hold
     two in the next), or False when it cannot be."""
+    holders = [UOp.new_buffer(b.arg.device, b.arg.size, b.dtype) for b in buffers]
+    linear = _plan_linear(plan, holders, var_vals)
     if uses_queue_devices(linear):
         return False
-    holders = [UOp.new_buffer(b.arg.device, b.arg.size, b.dtype) for b in buffers]
     try:
-        linked = link_linear(_plan_linear(plan, holders, var_vals), inputs=holders)
+        linked = link_linear(linear, inputs=holders)
     except (DeviceError, CompileError):
         return False
     return linked if isinstance(linked, LinkedLinear) else False
@@ -220,14 +228,15 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
             reads = live_reads()
             live = frozenset(old for old in overwritten if version.get(old, old) in reads)
     plan, _ = cached_plan(walk, plan_targets, default_device, live, alias, store=not capturing())
-    linear, buffers = linear_for(plan, walk.inputs, var_vals)
-    if linear.src:
+    buffers = _plan_buffers(plan, walk.inputs)
+    if plan.steps:
         scratch = [(plan.new_buffers[b - plan.n_inputs], buffers[b]) for b in plan.scratch] if _captures else []
         for kind, uop in scratch:
             if free := _scratch_pools[-1].get(kind):
                 bind_buffer(uop, free.pop())
-        _run(plan, linear, buffers, var_vals)
-        if _captures:
+        linear = _run(plan, buffers, var_vals)
+        if _captures:  # a capture runs call by call: `linear` is what ran
+            assert linear is not None
             _captures[-1].append(_as_recorded(linear, [buffers[old] for old, _ in plan.preserved]))
         for kind, uop in scratch:  # nothing reads them any more: the next linear may use their memory
             _scratch_pools[-1].setdefault(kind, []).append(buffer_for(uop))
