@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hcq_runtime import LinkedLinear, buffer_for, counters
+from hcq_runtime import LinkedLinear, buffer_for, counters, runner_ready
 from uop_scheduler import Tensor, Variable, clear_schedule_cache
 from uop_scheduler.realize import _run, done, linear_for
 from uop_scheduler.schedule import cached_plan, walk_graph
@@ -29,6 +29,7 @@ def plan_of(t: Tensor):
 
 
 def test_a_plan_runs_linked_from_its_second_run_with_each_runs_buffers():
+    assert runner_ready(wait=True)  # built in the background otherwise: a plan links at its first run after that
     clear_schedule_cache()
     kernels = []
     for i in range(4):
@@ -45,6 +46,7 @@ def test_a_plan_runs_linked_from_its_second_run_with_each_runs_buffers():
 
 def test_positions_sharing_a_buffer_in_one_run_and_not_in_the_next():
     # the link is made over one placeholder per position: the plan is right for either pattern of buffers
+    assert runner_ready(wait=True)
     clear_schedule_cache()
     an, bn = (RNG.standard_normal(8).astype(np.float32) for _ in range(2))
     a, b = Tensor(an).realize(), Tensor(bn).realize()
@@ -100,3 +102,20 @@ def test_a_copy_between_cpu_devices_is_linked_as_a_copy(n):
         a = Tensor(an, device="CPU")
         t = (a.to("CPU:1") * 3).to("CPU") + a
         np.testing.assert_allclose(t.numpy(), an * 3 + an, rtol=1e-6)
+
+
+def test_a_cold_process_runs_call_by_call_until_the_runner_is_built(tmp_path):
+    # with the compile cache off, the runner is built in the background from a plan's first run; runs before it is
+    # ready go call by call (no pause for its compile), and are right either way
+    import os
+    import subprocess
+    import sys
+
+    code = ("import numpy as np\nfrom uop_scheduler import Tensor\nfrom hcq_runtime import runner_ready\n"
+            "for i in range(4):\n"
+            "    a = np.arange(8, dtype=np.float32) + i\n"
+            "    np.testing.assert_allclose((Tensor(a) * 3).exp().numpy(), np.exp(a * 3), rtol=1e-5)\n"
+            "assert runner_ready(wait=True)\nprint('ok')\n")
+    env = {**os.environ, "DISABLE_COMPILER_CACHE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

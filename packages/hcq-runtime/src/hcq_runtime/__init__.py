@@ -3,7 +3,7 @@ native batches; the AMD backend."""
 
 from . import hcq2
 from .allocator import Allocator, LRUAllocator
-from .batch import LinkedLinear, link_linear, run_linear
+from .batch import LinkedLinear, link_linear, run_linear, runner_ready
 from .buffer import Buffer, numpy_dtype
 from .compiled import CompiledDevice
 from .compiler import AMDCompiler, CCompiler, Compiler, amd_toolchain, cache_dir
@@ -71,6 +71,7 @@ __all__ = [
     "uses_queue_devices",
     "run_call",
     "run_linear",
+    "runner_ready",
     "canonicalize",
     "link_linear",
     "numpy_dtype",

@@ -13,7 +13,7 @@ and linking compiles nothing but kernels (a program with the addresses written i
 from __future__ import annotations
 
 import ctypes
-import functools
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -49,14 +49,47 @@ void uop_batch_run(const long long *steps, long long n, void **bufs, long long *
 """
 
 
-@functools.cache
+_runners: dict[str, Any] = {}
+_runners_lock = threading.Lock()
+_runner_builds: dict[str, threading.Thread] = {}
+
+
 def _runner(device: str) -> Any:
-    """The batch runner for a CPU device (compiled once; its source never changes, so the compile cache keeps it)."""
-    fn = load_shared_object(Device[device].compiler.compile(_RUNNER_SRC)).uop_batch_run
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong,
-                   ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p]
-    fn.restype = None
+    """The batch runner for a CPU device (compiled once; its source never changes, so the compile cache keeps it).
+    Waits for a build `runner_ready` started."""
+    with _runners_lock:
+        if (fn := _runners.get(device)) is None:
+            fn = load_shared_object(Device[device].compiler.compile(_RUNNER_SRC)).uop_batch_run
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong,
+                           ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p]
+            fn.restype = None
+            _runners[device] = fn
     return fn
+
+
+def runner_ready(device: str = "CPU", wait: bool = False) -> bool:
+    """Whether the batch runner linked CPU programs need is built for `device`; if not, its build starts in the
+    background (once), so a caller that can wait for a later chance (an eager plan's next run) never pauses for the
+    compile (~70-150 ms with the compile cache off). `wait`: build it now (False if it cannot be built)."""
+    if device in _runners:
+        return True
+    if wait:
+        try:
+            _runner(device)
+        except Exception:  # noqa: BLE001 - no C compiler: nothing links, everything runs call by call
+            return False
+        return True
+    with _runners_lock:
+        if device not in _runner_builds:
+            def build() -> None:
+                try:
+                    _runner(device)
+                except Exception:  # noqa: BLE001 - a later _runner call builds it again and reports the error
+                    pass
+
+            _runner_builds[device] = thread = threading.Thread(target=build, daemon=True)
+            thread.start()
+    return False
 
 
 def _array(ctype: Any, values: Sequence[int]) -> Any:
@@ -181,10 +214,7 @@ def run_linear(linear: UOp, var_vals: dict[str, int] | None = None) -> None:
     rest one by one (see `hcq_runtime.realize` for the kinds of calls)."""
     if linear.op is not Ops.LINEAR:
         raise DeviceError(f"run_linear takes a LINEAR of CALLs, got {linear.op.name}")
-    # the runner linked replays of CPU kernels need (an eager plan's second run links it) is built beside a cold
-    # start's kernels: compiling it alone later would be a pause of its own (~70 ms with the compile cache off)
-    cpu_runner = not _runner.cache_info().currsize and not uses_queue_devices(linear)
-    compile_calls(linear.src, also=functools.partial(_runner, "CPU") if cpu_runner else None)
+    compile_calls(linear.src)
     run_calls(linear.src, var_vals)
 
 

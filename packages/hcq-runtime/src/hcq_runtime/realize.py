@@ -18,7 +18,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,12 +123,11 @@ def _load(body: UOp, device: str, program: UOp, binary: bytes) -> CompiledKernel
     return compiled
 
 
-def compile_calls(calls: Sequence[UOp], also: Callable[[], object] | None = None) -> None:
+def compile_calls(calls: Sequence[UOp]) -> None:
     """Compile the kernels of `calls` not compiled yet before any of them runs: their sources are rendered in turn and
     compiled by the C/LLVM compiler in parallel, one process per core (a model's first step has dozens; compiled one
     at a time on first launch, the compiler's start-up and optimizer dominate a cold start). A kernel that fails here
-    is left for its launch, which reports the error in order. `also`: one more job for the same workers when they
-    run (a program the caller will need soon, built while the cores are busy anyway); its errors are ignored."""
+    is left for its launch, which reports the error in order."""
     todo: dict[tuple[bytes, str], tuple[UOp, str]] = {}
     for call in calls:
         call = strip_after(call)
@@ -158,7 +157,7 @@ def compile_calls(calls: Sequence[UOp], also: Callable[[], object] | None = None
 
     # plain threads taking the next program in turn (concurrent.futures would also load logging: 1 MiB resident)
     built: list[tuple | None] = [None] * len(programs)
-    jobs, lock = iter(range(len(programs) + (also is not None))), threading.Lock()
+    jobs, lock = iter(range(len(programs))), threading.Lock()
 
     def worker() -> None:
         while True:
@@ -166,15 +165,9 @@ def compile_calls(calls: Sequence[UOp], also: Callable[[], object] | None = None
                 i = next(jobs, None)
             if i is None:
                 return
-            if i < len(programs):
-                built[i] = build(programs[i])
-                continue
-            try:
-                also()
-            except Exception:  # noqa: BLE001 - the caller builds it again when it needs it, and sees the error then
-                pass
+            built[i] = build(programs[i])
 
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(os.cpu_count() or 1, len(programs) + (also is not None)))]
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(os.cpu_count() or 1, len(programs)))]
     for t in threads:
         t.start()
     for t in threads:

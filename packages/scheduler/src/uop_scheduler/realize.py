@@ -25,6 +25,7 @@ from hcq_runtime import (
     debug_level,
     link_linear,
     run_linear,
+    runner_ready,
     uses_queue_devices,
 )
 from uopir import Ops, UOp, dtypes
@@ -155,7 +156,9 @@ def _run(plan: Plan, buffers: list[UOp], var_vals: dict[str, int]) -> UOp | None
     (per-kernel timings; a capture records what runs). Returns the LINEAR that ran call by call, else None."""
     runs = plan.runs
     runs[0] += 1
-    if runs[1] is None and runs[0] >= 2 and not _captures:
+    # the link waits until the batch runner is built (in the background from the first run on: a cold start does not
+    # pause for it; until then the plan runs call by call)
+    if runs[1] is None and not _captures and runner_ready() and runs[0] >= 2:
         runs[1] = _link(plan, buffers, var_vals)
     if not runs[1] or _captures or debug_level() >= 2:
         linear = _plan_linear(plan, buffers, var_vals)
