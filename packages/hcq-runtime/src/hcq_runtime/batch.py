@@ -50,8 +50,9 @@ void uop_batch_run(const long long *steps, long long n, void **bufs, long long *
 
 
 _runners: dict[str, Any] = {}
-_runners_lock = threading.Lock()
+_runners_lock = threading.Lock()  # held while a runner compiles: `_runner` callers wait for a build under way
 _runner_builds: dict[str, threading.Thread] = {}
+_builds_lock = threading.Lock()  # only for starting builds: `runner_ready` never waits for a compile
 
 
 def _runner(device: str) -> Any:
@@ -79,7 +80,7 @@ def runner_ready(device: str = "CPU", wait: bool = False) -> bool:
         except Exception:  # noqa: BLE001 - no C compiler: nothing links, everything runs call by call
             return False
         return True
-    with _runners_lock:
+    with _builds_lock:
         if device not in _runner_builds:
             def build() -> None:
                 try:

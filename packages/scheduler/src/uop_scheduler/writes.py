@@ -232,13 +232,12 @@ def live_reads(exclude: set[int]) -> set[UOp]:
     return out
 
 
-def _versions_read(u: UOp, seen: set[UOp], clean: set[UOp] | frozenset[UOp] = frozenset()) -> Iterator[UOp]:
-    """The buffer versions `u`'s graph reads (see `live_reads`), walking only nodes not in `seen` or `clean` and adding
-    each to `seen`."""
+def _versions_read(u: UOp, seen: set[UOp]) -> Iterator[UOp]:
+    """The buffer versions `u`'s graph reads (see `live_reads`), walking only nodes not in `seen` and adding each to it."""
     stack = [u]
     while stack:
         n = stack.pop()
-        if n in seen or n in clean:
+        if n in seen:
             continue
         seen.add(n)
         if n.op in (Ops.BUFFER, Ops.AFTER) or n in done:

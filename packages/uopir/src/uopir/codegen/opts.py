@@ -213,10 +213,15 @@ MATVEC_ROWS = 4
 LANES_MIN_STEPS = 8
 
 
+def _moving_indexes(ast: UOp, r: UOp) -> list[UOp]:
+    """The INDEX nodes of the buffer loads whose address moves with `r`."""
+    return [n.src[0] for n in ast.toposort()
+            if n.op is Ops.LOAD and n.src[0].op is Ops.INDEX and len(n.src[0].src) >= 2 and r in n.src[0].src[1].toposort()]
+
+
 def _load_offsets(ast: UOp, r: UOp) -> list[UOp]:
     """The address offsets of the buffer loads that move with `r`."""
-    return [n.src[0].src[1] for n in ast.toposort()
-            if n.op is Ops.LOAD and n.src[0].op is Ops.INDEX and len(n.src[0].src) >= 2 and r in n.src[0].src[1].toposort()]
+    return [idx.src[1] for idx in _moving_indexes(ast, r)]
 
 
 def _thread_opt(loops: list[int], sizes: dict[int, int], n_cores: int, work: int) -> Opt | None:
@@ -275,11 +280,10 @@ def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[i
 def _operand_bytes(ast: UOp, r: UOp) -> int:
     """The bytes of the buffers whose loads move with the range `r` (0 for a buffer of unknown size)."""
     total = 0
-    for n in ast.toposort():
-        if n.op is Ops.LOAD and n.src[0].op is Ops.INDEX and len(n.src[0].src) >= 2 and r in n.src[0].src[1].toposort():
-            ptr = n.src[0].src[0].dtype
-            if stride(n.src[0].src[1], r) != 0 and getattr(ptr, "size", -1) > 0:
-                total += ptr.size * ptr.base.itemsize
+    for idx in _moving_indexes(ast, r):
+        ptr = idx.src[0].dtype
+        if stride(idx.src[1], r) != 0 and getattr(ptr, "size", -1) > 0:
+            total += ptr.size * ptr.base.itemsize
     return total
 
 
