@@ -187,3 +187,32 @@ def test_scalar_operands_keep_their_sign_type_and_nan():
         np.testing.assert_array_equal((i + 1).numpy(), [4, 5])
         np.testing.assert_array_equal((i + 1.5).numpy(), [4.5, 5.5])
         np.testing.assert_array_equal((Tensor([True, False]) * True).numpy(), [True, False])
+
+
+def _special_floats(np_dtype) -> np.ndarray:
+    info = np.finfo(np_dtype)
+    vals = [0.0, -0.0, 1.0, -1.5, np.inf, -np.inf, np.nan, info.max, -info.max, info.tiny, info.tiny / 4, -info.smallest_subnormal,
+            info.smallest_subnormal, 3.0e-3, 7.25]
+    return np.array(vals, np_dtype)
+
+
+@pytest.mark.parametrize("np_dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("exponent", [-20, -3, -1, 0, 1, 3, 14, 15, 100, 126, 127, 1022, 1023])
+def test_division_by_a_power_of_two_is_exact(np_dtype, exponent):
+    """x / 2**k is the division's result bit for bit (kernels multiply by the reciprocal when it is exact), over zeros,
+    infinities, NaN, the largest and subnormal values, for divisors whose reciprocal is normal, subnormal or out of range."""
+    info = np.finfo(np_dtype)
+    if 2.0 ** abs(exponent) > float(info.max):
+        pytest.skip("divisor not representable in this dtype")
+    rng = np.random.default_rng(exponent + 200)
+    x = np.concatenate([_special_floats(np_dtype), (rng.standard_normal(64) * 10.0 ** rng.integers(-3, 4, 64)).astype(np_dtype)])
+    for c in (2.0**exponent, -(2.0**exponent), 2.0**-exponent):
+        if not np.isfinite(np_dtype(c)) or np_dtype(c) == 0:
+            continue
+        got = (Tensor(x) / c).numpy()
+        with np.errstate(over="ignore", under="ignore"):
+            want = x / np_dtype(c)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        same = ~np.isnan(want)
+        assert np.array_equal(got[same].view(np.uint8), want[same].view(np.uint8)), (c, got, want)

@@ -323,3 +323,17 @@ def test_shared_factor_divmod_exhaustive(f, k, lo, hi, const):
                     want = value // c if op == "div" else value % c
                     env = {"x": xi, "y": yi, "r": ri}
                     assert (s.sym_infer(env) if s.op is not Ops.CONST else s.arg) == want, f"{s.render()} at {env}"
+
+
+@pytest.mark.parametrize("dt", [dtypes.float16, dtypes.float32, dtypes.float64])
+def test_division_by_a_power_of_two_becomes_a_multiplication_by_its_exact_reciprocal(dt):
+    x = UOp.variable("x", 0, 10).cast(dt)
+    for c, r in ((8.0, 0.125), (-0.5, -2.0), (1.0, 1.0), (2.0**-10, 2.0**10)):
+        out = graph_rewrite(x / UOp.const(c, dt), pm_lower_floor_ops)
+        assert out.op is Ops.MUL and out.src[1].op is Ops.CONST and out.src[1].arg == r and out.src[1].dtype is dt, (c, out)
+    exp_bits, _ = dtypes.finfo(dt)
+    bias = (1 << (exp_bits - 1)) - 1
+    # a divisor that is no power of two, or whose reciprocal is subnormal or out of range, or not finite: kept a division
+    for c in (3.0, 0.1, 2.0**bias, float("inf"), float("nan"), 0.0, -0.0):
+        out = graph_rewrite(x / UOp.const(c, dt), pm_lower_floor_ops)
+        assert out.op is Ops.FDIV, (c, out)

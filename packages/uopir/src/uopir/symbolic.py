@@ -410,6 +410,24 @@ def lower_floor_ops(d: UOp, x: UOp, y: UOp) -> UOp | None:
     return None
 
 
+def exact_reciprocal(d: UOp, x: UOp, c: UOp) -> UOp | None:
+    """x / c as x * (1 / c) when c is a power of two whose reciprocal is a normal number of the dtype: both round the same
+    real number, so the result is the same bit for bit (NaN, inf, zeros and subnormal results included), and C
+    compilers keep a vector division by a constant a division (`x / 8` in a softmax's scale took a vdivps per 8 lanes)."""
+    v = c.arg
+    if type(v) is not float or not dtypes.is_float(d.dtype) or d.dtype.scalar() in dtypes.weaks or not math.isfinite(v) or v == 0:
+        return None
+    if abs(math.frexp(v)[0]) != 0.5:  # not a power of two
+        return None
+    exp_bits, _ = dtypes.finfo(d.dtype)
+    r = 1.0 / v
+    bias = (1 << (exp_bits - 1)) - 1
+    if not 2.0 ** (1 - bias) <= abs(r) <= 2.0 ** bias or truncate(d.dtype.scalar(), r) != r:
+        return None
+    return x.alu(Ops.MUL, c.const_like(r))
+
+
 pm_lower_floor_ops = PatternMatcher([
     (UPat((Ops.FLOORDIV, Ops.FLOORMOD), name="d", src=(UPat.var("x"), UPat.var("y"))), lower_floor_ops),
+    (UPat(Ops.FDIV, name="d", src=(UPat.var("x"), UPat.cvar("c"))), exact_reciprocal),
 ])
