@@ -64,7 +64,10 @@ def build_tinygrad_api(name: str, lib: str):
     else:
         from tinygrad import Tensor, nn
     data = inputs(name)
-    t = {k: Tensor(v) for k, v in data.items()}
+    # the batch is an input, as in PyTorch (whose tensors do not require gradients unless asked): under tinygrad's rule
+    # backward fills `.grad` of every live float tensor of the graph, and a batch kept across steps would accumulate a
+    # gradient PyTorch never computes (four more kernels per step, one a 64x784x256 matmul)
+    t = {k: Tensor(v, requires_grad=False if k in ("x", "y") else None) for k, v in data.items()}
     for v in t.values():
         v.realize()
     if name == "matmul":
