@@ -48,8 +48,23 @@ def _shaped_const(kind: type, key: Any, value: Scalar, dtype: DType, shape: tupl
     return UOp.const(dtype.const(value), dtype).reshape((1,) * len(shape)).expand(shape)
 
 
+def const_uop(value: Scalar, dtype: DType, shape: tuple[Any, ...]) -> UOp:
+    """The constant `value` of `dtype` broadcast to `shape`, as every tensor op makes it (one node per value)."""
+    if all(isinstance(d, int) for d in shape):
+        # a float's key is its bits (0.0 == -0.0 and NaN != NaN as dict keys), plus its type (1 == 1.0 == True)
+        key = value.hex() if isinstance(value, float) else value
+        return _shaped_const(type(value), key, value, dtype, shape)
+    return UOp.const(dtype.const(value), dtype).reshape((1,) * len(shape)).expand(shape)
+
+
 def _const_dtype(x: Scalar) -> DType:
     return dtypes.from_py(x)
+
+
+@functools.cache
+def _scalar_promotion(dt: DType, scalar_dt: DType) -> DType:
+    """The dtype of a tensor of dtype `dt` combined with a Python scalar of dtype `scalar_dt` (a weak literal)."""
+    return strong_dtype(least_upper_dtype(dt, scalar_dt))
 
 
 class ElementwiseMixin(TensorFields):
@@ -70,12 +85,7 @@ class ElementwiseMixin(TensorFields):
         return self._view_steps(self.uop.reshape(padded).expand(tuple(shape)), steps)
 
     def _const(self: Tensor, value: Scalar, dtype: DType, shape: tuple[int, ...] | None = None) -> Tensor:
-        shape = self.shape if shape is None else shape
-        if all(isinstance(d, int) for d in shape):
-            # a float's key is its bits (0.0 == -0.0 and NaN != NaN as dict keys), plus its type (1 == 1.0 == True)
-            key = value.hex() if isinstance(value, float) else value
-            return self._wrap(_shaped_const(type(value), key, value, dtype, shape))
-        return self._wrap(UOp.const(dtype.const(value), dtype).reshape((1,) * len(shape)).expand(shape))
+        return self._wrap(const_uop(value, dtype, self.shape if shape is None else shape))
 
     def _broadcasted(self: Tensor, y: Any, reverse: bool = False) -> tuple[Tensor, Tensor]:
         """Both operands as tensors of the broadcast shape and the promoted dtype."""
@@ -83,15 +93,20 @@ class ElementwiseMixin(TensorFields):
         if isinstance(y, ElementwiseMixin):
             if y.device != x.device:
                 raise TensorRuntimeError(f"operands are on different devices ({x.device} and {y.device}): move one with .to()")
+            xu, yu = x.uop, y.uop
+            if xu.dtype is yu.dtype and xu.shape == yu.shape:  # most operands: nothing to broadcast or promote
+                return (y, x) if reverse else (x, y)
             out_dt = least_upper_dtype(x.dtype, y.dtype)
             shape = broadcast_shape(x.shape, y.shape)
             yt = y
         else:
             if not isinstance(y, (bool, int, float)):
                 raise TensorRuntimeError(f"cannot combine a Tensor with {type(y).__name__}: use a Tensor or a Python number")
-            out_dt = strong_dtype(least_upper_dtype(x.dtype, _const_dtype(y)))
+            out_dt = _scalar_promotion(x.dtype, _const_dtype(y))
             shape = x.shape
             yt = x._const(y, out_dt, shape)  # made in x's shape at once: broadcasting a () tensor took two view steps
+            if out_dt is x.dtype:
+                return (yt, x) if reverse else (x, yt)
         x, yt = x._broadcast_to(shape).cast(out_dt), yt._broadcast_to(shape).cast(out_dt)
         return (yt, x) if reverse else (x, yt)
 

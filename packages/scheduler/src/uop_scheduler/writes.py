@@ -196,11 +196,12 @@ def write(target: Tensor, value: Tensor) -> None:
         root_chain.append(_step_of(node))
         node = node.src[0]
     full_chain = (*reversed(root_chain), *chain)
-    dtypes_below = []
-    u = storage
-    for step in full_chain:
-        dtypes_below.append(u.dtype)
-        u = apply_view(u, step)
+    dtypes_below = [storage.dtype] * len(full_chain)  # the dtype under each step: only a bitcast changes it
+    if any(step[0] is Ops.BITCAST for step in full_chain):
+        u = storage
+        for k, step in enumerate(full_chain):
+            dtypes_below[k] = u.dtype
+            u = apply_view(u, step)
     if any(step[0] is Ops.EXPAND for step in full_chain):
         raise TensorRuntimeError("cannot assign into a view made with expand: its elements do not each have one place in memory")
     resized = [k for k, step in enumerate(full_chain) if step[0] is Ops.BITCAST and step[1].itemsize != dtypes_below[k].itemsize]
