@@ -1,3 +1,4 @@
+import os
 import re
 
 import numpy as np
@@ -237,3 +238,40 @@ void halves(void **bufs, const long long *vals, int core_id, int n_cores) {
     np.testing.assert_array_equal(out, x * 0.5)
     with pytest.raises(DeviceError, match="cannot write buffers"):
         c_program("k", source, n_buffers=2, outs=(2,))
+
+
+INTRINSICS = """
+#include <stdint.h>
+#include <immintrin.h>
+void scale(void **bufs, const long long *vals, int core_id, int n_cores) {
+  float *out = bufs[0];
+  long long i = 0;
+#if defined(__AVX2__)
+  for (; i + 8 <= vals[0]; i += 8) _mm256_storeu_ps(out + i, _mm256_set1_ps((float)(i / 8 + 1)));
+#endif
+  for (; i < vals[0]; i++) out[i] = (float)(i / 8 + 1);
+}
+"""
+
+
+@pytest.mark.parametrize("name", ["gcc", "clang-15", "clang-19"])
+@pytest.mark.parametrize("cache", [True, False])
+def test_intrinsics_kernels_read_a_precompiled_immintrin_and_survive_a_broken_one(name, cache, monkeypatch):
+    import shutil
+
+    from hcq_runtime import compiler as compiler_module
+    if not (path := shutil.which(name)):
+        pytest.skip(f"{name} is not installed")
+    monkeypatch.setattr(compiler_module, "_pch_flags", {})
+    if not cache:
+        monkeypatch.setenv("DISABLE_COMPILER_CACHE", "1")
+    compiler, dev = CCompiler(cc=path), Device["CPU"]
+    flags = compiler_module.precompiled_header_flags(compiler.cc, compiler.compile_flags)
+    assert flags and os.path.exists(flags[1])
+    for _ in range(2):  # the second time the precompiled header is broken: compiled without it
+        out = Buffer("CPU", 21, Float32())
+        dev.program("scale", compiler.compile_uncached(INTRINSICS))([out.address], [21])
+        np.testing.assert_array_equal(out.numpy(), np.arange(21) // 8 + 1)
+        pch = flags[1] if flags[0] == "-include-pch" else f"{flags[1]}.gch"  # clang's, or GCC's beside the header
+        with open(pch, "wb") as f:
+            f.write(b"not a precompiled header")

@@ -6,7 +6,7 @@ from .allocator import Allocator, LRUAllocator
 from .batch import LinkedLinear, link_linear, run_linear, runner_ready
 from .buffer import Buffer, numpy_dtype
 from .compiled import CompiledDevice
-from .compiler import AMDCompiler, CCompiler, Compiler, amd_toolchain, cache_dir
+from .compiler import AMDCompiler, CCompiler, Compiler, amd_toolchain, cache_dir, precompiled_header_flags
 from .cpu import CPUDevice, CPUProgram, binary_program, c_program
 from .device import Device, canonicalize
 from .disk import DiskDevice
@@ -43,6 +43,7 @@ __all__ = [
     "AllocationError",
     "Buffer",
     "CCompiler",
+    "precompiled_header_flags",
     "CPUDevice",
     "CPUProgram",
     "c_program",

@@ -45,6 +45,11 @@ _captures: list[list[UOp]] = []
 # scratch of the same device, size and dtype, so the recording owns about one schedule's scratch memory, not every one's
 _scratch_pools: list[dict[NewBuffer, list[Buffer]]] = []
 _existing: list[frozenset[int]] = []  # per capture: ids of the tensors made before it
+# per capture: the plans it built, by structural key. Plans built while capturing stay out of the schedule cache (a
+# capture is replayed, never scheduled again), but within one capture the same structure recurs (each layer of a
+# model realizes the same graphs over its own weights): an LLM's prefill and decode captures planned 366 graphs, ~12
+# kinds, each from scratch
+_capture_plans: list[dict] = []
 # buffer versions overwritten in place with no copy kept: no realized node may map to them again
 _stale: weakref.WeakSet[UOp] = weakref.WeakSet()
 
@@ -75,12 +80,14 @@ def capture_linears(existing: frozenset[int] = frozenset()) -> Iterator[list[UOp
     _captures.append(linears)
     _scratch_pools.append({})
     _existing.append(existing)
+    _capture_plans.append({})
     try:
         yield linears
     finally:
         _captures.pop()
         _scratch_pools.pop()
         _existing.pop()
+        _capture_plans.pop()
         realized_buffers.clear()
         realized_buffers.update({node: buf for node, buf in saved.items() if buf not in _stale})
 
@@ -230,7 +237,7 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
             version = {n: held[i] for i, n in enumerate(walk.inputs)}
             reads = live_reads()
             live = frozenset(old for old in overwritten if version.get(old, old) in reads)
-    plan, _ = cached_plan(walk, plan_targets, default_device, live, alias, store=not capturing())
+    plan, _ = cached_plan(walk, plan_targets, default_device, live, alias, store=_capture_plans[-1] if _capture_plans else True)
     buffers = _plan_buffers(plan, walk.inputs)
     if plan.steps:
         scratch = [(plan.new_buffers[b - plan.n_inputs], buffers[b]) for b in plan.scratch] if _captures else []

@@ -608,18 +608,24 @@ PLAN_CACHE_SIZE = 4096
 
 
 def cached_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, live: frozenset[UOp] = frozenset(),
-                alias: tuple[int, ...] = (), store: bool = True) -> tuple[Plan, bool]:
+                alias: tuple[int, ...] = (), store: bool | dict = True) -> tuple[Plan, bool]:
     """The plan for `walk` and whether it came from the cache (graphs with the same structural key share it).
     `live`: old buffer versions that values outside this schedule still read (they are kept when overwritten);
-    `alias`: see `build_plan`. `store=False` looks the plan up but does not keep a new one (a TinyJit capture: its
-    graph is replayed, never scheduled again, and its key alone holds a tuple per node)."""
+    `alias`: see `build_plan`. `store=False` looks the plan up but does not keep a new one; a dict keeps it there
+    instead of in the schedule cache (a TinyJit capture's own: its graphs are replayed, never scheduled again, and a
+    key holds a tuple per node)."""
     key: tuple = walk.key
     if live or alias:
         key = (key, tuple(i for i, n in enumerate(walk.nodes) if n in live), alias)
     if (plan := _plan_cache.get(key)) is not None:
         return plan, True
+    local = store if isinstance(store, dict) else None
+    if local is not None and (plan := local.get(key)) is not None:
+        return plan, True
     plan = build_plan(walk, targets, default_device, live, alias)
-    if store:
+    if local is not None:
+        local[key] = plan
+    elif store:
         if len(_plan_cache) >= PLAN_CACHE_SIZE:
             del _plan_cache[next(iter(_plan_cache))]  # the oldest entry
         _plan_cache[key] = plan
