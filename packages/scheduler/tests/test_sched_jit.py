@@ -535,3 +535,32 @@ def test_a_pruned_capture_with_a_half_rewritten_fill_replays_correctly():
         x = rng.standard_normal(16).astype(np.float32)
         z = np.concatenate([x[:8], np.zeros(8, np.float32)])
         np.testing.assert_allclose(g(Tensor(x)).numpy(), (z + 1) * 3 - x, rtol=1e-6)
+
+
+def test_a_capture_plans_each_graph_structure_once(monkeypatch):
+    """Inside a capture, graphs of one structure over different buffers (a model's layers) share one plan: built once,
+    kept for the capture only (the schedule cache does not keep captured plans)."""
+    from uop_scheduler import schedule
+
+    built = []
+    build_plan = schedule.build_plan
+    monkeypatch.setattr(schedule, "build_plan", lambda *a, **k: built.append(1) or build_plan(*a, **k))
+    rng = np.random.default_rng(3)
+    weights = [rng.standard_normal((24, 24)).astype(np.float32) / 5 for _ in range(6)]
+    ws = [Tensor(w).realize() for w in weights]
+
+    def layers(x: Tensor) -> Tensor:
+        for w in ws:
+            x = (x @ w).relu().realize()
+        return x
+
+    jitted = TinyJit(layers, warmup=0)
+    cached = len(schedule._plan_cache)
+    for _ in range(3):
+        x = rng.standard_normal((5, 24)).astype(np.float32)
+        want = x
+        for w in weights:
+            want = np.maximum(want @ w, 0)
+        np.testing.assert_allclose(jitted(Tensor(x)).numpy(), want, rtol=1e-5, atol=1e-5)
+    assert len(built) <= 2  # the layers' graph (and at most one more for the first layer's input)
+    assert len(schedule._plan_cache) == cached
