@@ -569,3 +569,21 @@ def test_gradients(rng, name, op, ref):
     t = Tensor(x, requires_grad=True)
     op(t).backward()
     np.testing.assert_allclose(t.grad.numpy(), _numeric_grad(ref, x), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("ignore_index", [-1, 2])
+def test_sparse_crossentropy_of_a_class_with_minus_infinity_logit_is_finite(ignore_index):
+    """A logit of -inf on a class no label picks: the loss and its gradient are finite (as PyTorch's), and the gradient
+    is softmax - onehot over the counted rows. Without label smoothing no mean of the log-probabilities enters (it was
+    multiplied by 0, and 0 * -inf is NaN)."""
+    logits = np.array([[0.5, -np.inf, 1.0, 0.0], [2.0, -np.inf, -1.0, 0.25], [0.0, 0.0, 0.0, 0.0]], np.float32)
+    labels = np.array([0, 3, 2], np.int32)
+    x = Tensor(logits, requires_grad=True)
+    loss = x.sparse_categorical_crossentropy(Tensor(labels), ignore_index=ignore_index)
+    loss.backward()
+    keep = labels != ignore_index
+    logp = _log_softmax(logits.astype(np.float64), 1)
+    want = -logp[np.arange(3), labels][keep].sum() / keep.sum()
+    grad = (np.exp(logp) - np.eye(4)[labels]) * keep[:, None] / keep.sum()
+    np.testing.assert_allclose(loss.numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), grad, rtol=1e-5, atol=1e-7)

@@ -3,6 +3,7 @@ as each name says), `Y` the target, and `reduction` one of "none", "sum", "mean"
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from uopir import dtypes
@@ -65,12 +66,18 @@ class LossMixin(TensorFields):
         if Y.device != self.device:
             raise TensorRuntimeError(f"labels on {Y.device} and logits on {self.device}: move one with .to()")
         log_probs = self.log_softmax()
-        keep = Y.ne(ignore_index) if ignore_index != -1 else Y.full_like(True, dtype=dtypes.bool)
-        target = Y.unsqueeze(-1)._one_hot_along(self.shape[-1], -1).bitwise_and(keep.unsqueeze(-1))
-        picked = target.where(log_probs, 0).sum(-1).mul(1 - label_smoothing)
-        unreduced = picked.add(keep.where(log_probs.mean(-1), 0).mul(label_smoothing))
+        # every label counts unless ignore_index is set; the smoothing term only with label_smoothing (left out, not
+        # multiplied by 0: a -inf log-probability made it NaN, and it cost a reduce kernel and ~10 tensor ops a step)
+        keep = Y.ne(ignore_index) if ignore_index != -1 else None
+        target = Y.unsqueeze(-1)._one_hot_along(self.shape[-1], -1)
+        if keep is not None:
+            target = target.bitwise_and(keep.unsqueeze(-1))
+        unreduced = target.where(log_probs, 0).sum(-1)
+        if label_smoothing:
+            smoothing = log_probs.mean(-1) if keep is None else keep.where(log_probs.mean(-1), 0)
+            unreduced = unreduced.mul(1 - label_smoothing).add(smoothing.mul(label_smoothing))
         if reduction == "mean":
-            return unreduced.sum().div(keep.sum()).neg()
+            return unreduced.sum().div(keep.sum() if keep is not None else math.prod(Y.shape)).neg()
         return unreduced._do_reduction(reduction).neg()
 
     def cross_entropy(self: Tensor, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:  # noqa: N803
