@@ -337,3 +337,15 @@ def test_division_by_a_power_of_two_becomes_a_multiplication_by_its_exact_recipr
     for c in (3.0, 0.1, 2.0**bias, float("inf"), float("nan"), 0.0, -0.0):
         out = graph_rewrite(x / UOp.const(c, dt), pm_lower_floor_ops)
         assert out.op is Ops.FDIV, (c, out)
+
+
+def test_transcendentals_use_fused_multiply_adds_where_the_renderer_has_them():
+    from uopir.codegen.decompose import decompose
+
+    v = UOp.variable("x", 0, 10).cast(dtypes.float32)
+    for op in (Ops.EXP2, Ops.LOG2, Ops.SIN):
+        node = UOp(op, dtypes.float32, (v,))
+        with_fma = decompose(node, frozenset({Ops.MULACC}))
+        without = decompose(node, frozenset())
+        assert any(u.op is Ops.MULACC for u in with_fma.toposort()), op
+        assert not any(u.op is Ops.MULACC for u in without.toposort()), op

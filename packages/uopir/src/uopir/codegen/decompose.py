@@ -49,11 +49,12 @@ def _format(x: UOp) -> tuple[UOp, _Float]:
     return (x if x.dtype == dtypes.float32 else x.cast(dtypes.float32)), _F32
 
 
-def _horner(x: UOp, coefficients: list[float]) -> UOp:
-    """c0 + x*(c1 + x*(c2 + ...))"""
+def _horner(x: UOp, coefficients: list[float], fused: bool = False) -> UOp:
+    """c0 + x*(c1 + x*(c2 + ...)); `fused`: each step one MULACC (a fused multiply-add: one rounding instead of two, and
+    half the instructions of the polynomial, where the renderer has it)."""
     acc = x.const_like(coefficients[-1])
     for c in reversed(coefficients[:-1]):
-        acc = acc * x + c
+        acc = acc.alu(Ops.MULACC, x, x.const_like(c)) if fused else acc * x + c
     return acc
 
 
@@ -68,20 +69,20 @@ def _pow2(k: UOp, f: _Float) -> UOp:
     return ((k + f.bias) << f.mantissa_bits).bitcast(f.ft)
 
 
-def xexp2(x: UOp) -> UOp:
+def xexp2(x: UOp, fused: bool = False) -> UOp:
     v, f = _format(x)
     lo, hi = -(f.bias + f.mantissa_bits + 1.0), f.bias + 2.0  # beyond these the result is 0 or inf
     clamped = (v < lo).where(lo, (v > hi).where(hi, v))
     n = _round(clamped)
     frac = clamped - n
-    poly = _horner(frac, [math.log(2) ** k / math.factorial(k) for k in range(f.exp_terms)])
+    poly = _horner(frac, [math.log(2) ** k / math.factorial(k) for k in range(f.exp_terms)], fused)
     ni = n.cast(f.it)
     half = ni.cdiv(2)
     result = poly * _pow2(half, f) * _pow2(ni - half, f)
     return v.ne(v).where(v, result).cast(x.dtype)
 
 
-def xlog2(x: UOp) -> UOp:
+def xlog2(x: UOp, fused: bool = False) -> UOp:
     v, f = _format(x)
     tiny = v < 2.0 ** (1 - f.bias)
     scaled = tiny.where(v * 2.0**64, v)
@@ -93,28 +94,28 @@ def xlog2(x: UOp) -> UOp:
     mantissa = big.where(mantissa * 0.5, mantissa)
     exponent = big.where(exponent + 1, exponent)
     t = (mantissa - 1.0) / (mantissa + 1.0)
-    series = t * _horner(t * t, [2.0 / (2 * k + 1) for k in range(f.log_terms)])
+    series = t * _horner(t * t, [2.0 / (2 * k + 1) for k in range(f.log_terms)], fused)
     result = exponent.cast(f.ft) - tiny.where(v.const_like(64.0), v.const_like(0.0)) + series * _INV_LN2
     result = v.eq(math.inf).where(math.inf, v.eq(0.0).where(-math.inf, (v < 0.0).where(math.nan, result)))
     return v.ne(v).where(v, result).cast(x.dtype)
 
 
-def xsin(x: UOp) -> UOp:
+def xsin(x: UOp, fused: bool = False) -> UOp:
     v, f = _format(x)
     k = _round(v * (2 / math.pi))
     r = ((v - k * f.pio2[0]) - k * f.pio2[1]) - k * f.pio2[2]
     quadrant = k.cast(f.it) & 3
     r2 = r * r
-    s = r + r * r2 * _horner(r2, [(-1) ** (j + 1) / math.factorial(2 * j + 3) for j in range(f.trig_terms)])
-    c = 1.0 + r2 * _horner(r2, [(-1) ** (j + 1) / math.factorial(2 * j + 2) for j in range(f.trig_terms)])
+    s = r + r * r2 * _horner(r2, [(-1) ** (j + 1) / math.factorial(2 * j + 3) for j in range(f.trig_terms)], fused)
+    c = 1.0 + r2 * _horner(r2, [(-1) ** (j + 1) / math.factorial(2 * j + 2) for j in range(f.trig_terms)], fused)
     result = quadrant.eq(0).where(s, quadrant.eq(1).where(c, quadrant.eq(2).where(-s, -c)))
     # inf - inf and nan - nan are nan: sin of both is nan
     return (v - v).ne(0.0).where(math.nan, result).cast(x.dtype)
 
 
-def xpow(a: UOp, b: UOp) -> UOp:
+def xpow(a: UOp, b: UOp, fused: bool = False) -> UOp:
     (base, _), (exp, _) = _format(a), _format(b)
-    magnitude = xexp2(exp * xlog2(base * (base < 0.0).where(base.const_like(-1.0), base.const_like(1.0))))
+    magnitude = xexp2(exp * xlog2(base * (base < 0.0).where(base.const_like(-1.0), base.const_like(1.0)), fused), fused)
     whole = exp.alu(Ops.TRUNC)
     is_int = whole.eq(exp)
     odd = is_int & ((whole * 0.5).alu(Ops.TRUNC) * 2.0).ne(whole)
@@ -129,9 +130,10 @@ _DECOMPOSITIONS = {Ops.EXP2: xexp2, Ops.LOG2: xlog2, Ops.SIN: xsin}
 def _decompose(ctx: frozenset[Ops], x: UOp) -> UOp | None:
     if x.op in ctx or not dtypes.is_float(x.dtype):
         return None
+    fused = Ops.MULACC in ctx
     if x.op is Ops.POW:
-        return xpow(x.src[0], x.src[1])
-    return _DECOMPOSITIONS[x.op](x.src[0])
+        return xpow(x.src[0], x.src[1], fused)
+    return _DECOMPOSITIONS[x.op](x.src[0], fused)
 
 
 pm_decompose_transcendentals = PatternMatcher([
