@@ -78,6 +78,16 @@ def test_matvec_weight_loads_prefetch_the_next_pass():
     assert prefetches(src) == [("data2", str(MATVEC_ROWS * n)), ("data2", str(MATVEC_ROWS * n + 16))]
 
 
+def test_no_prefetch_for_an_operand_every_output_tile_reads_again():
+    # a weight gradient x^T @ g (784 x 64 @ 64 x 256, x 64 x 784 row-major): B moves 1 KiB per reduce step, but each row
+    # tile of the output reads all of it again, so it is in cache after the first pass
+    ast = matmul(256, 784, 64)
+    src = to_program(ast, CRenderer(vector_width=8), n_cores=2).src[2].arg
+    assert prefetches(src) == []
+    # the matrix-vector kernel, whose weights each output tile reads once, still prefetches (above)
+    assert prefetches(to_program(matvec(512, 4608), CRenderer(vector_width=16), n_cores=2).src[2].arg)
+
+
 def test_no_prefetch_for_short_jumps_or_on_gpus():
     # a 64-wide float32 matmul moves its B loads 256 bytes per step: the hardware prefetcher follows that on its own
     assert "__builtin_prefetch" not in to_program(matmul(64, 64, 64), CRenderer(vector_width=8)).src[2].arg
