@@ -12,6 +12,25 @@ def test_matmul_shapes(rng, close, sa, sb):
     close(Tensor(a).dot(Tensor(b)), np.matmul(a, b), rtol=1e-5, atol=1e-5)
 
 
+def _dot_by_tensor_ops(x: Tensor, w: Tensor) -> Tensor:
+    """numpy's matmul broadcasting written with tensor ops: the reference graph of `dot`'s UOp-built path."""
+    extra = min(x.ndim - 1, w.ndim - 1, 1)
+    axis_w = -min(w.ndim, 2)
+    xr = x.reshape(*x.shape[0:-1], *[1] * extra, x.shape[-1])
+    wr = w.reshape(*w.shape[0:-2], *[1] * extra, *w.shape[axis_w:]).transpose(-1, axis_w)
+    return xr.mul(wr).sum(-1)
+
+
+@pytest.mark.parametrize("sa,sb", [((3,), (3,)), ((3,), (3, 4)), ((2, 3), (3,)), ((2, 3), (3, 4)), ((5, 2, 3), (3, 4)), ((2, 3), (5, 3, 4)),
+                                   ((1, 2, 3), (5, 3, 4)), ((4, 1, 2, 3), (5, 3, 4))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_float_matmuls_build_the_tensor_ops_graph(rng, sa, sb, dtype):
+    x, w = Tensor(rng.standard_normal(sa).astype(dtype)), Tensor(rng.standard_normal(sb).astype(dtype))
+    got = x @ w
+    assert got.uop is _dot_by_tensor_ops(x, w).uop  # hash-consed: the same node is the same graph
+    np.testing.assert_allclose(got.numpy(), np.matmul(x.numpy(), w.numpy()), rtol=1e-5, atol=1e-5)
+
+
 def test_matmul_dtypes(rng, close):
     a, b = rng.integers(-5, 5, (3, 4)).astype(np.int32), rng.integers(-5, 5, (4, 2)).astype(np.int32)
     close(Tensor(a) @ Tensor(b), a @ b)
