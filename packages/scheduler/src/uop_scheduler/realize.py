@@ -263,7 +263,8 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
         return outs  # memory its owner may change at any time (`Tensor.from_blob`): every read computes again
     for t, buf in zip(targets, outs):
         # a graph of constants alone belongs to no device: realized for a tensor on one device, it must not be read
-        # from that buffer by a kernel on another
-        if t.op not in (Ops.BUFFER, Ops.AFTER) and device_below(t) is not None:
+        # from that buffer by a kernel on another (a lone target with inputs below it has one; asking device_below walks
+        # the graph's first sources down to a buffer, a tenth of an attention's realize overhead)
+        if t.op not in (Ops.BUFFER, Ops.AFTER) and ((len(targets) == 1 and walk.inputs) or device_below(t) is not None):
             realized_buffers[t] = buf
     return outs
