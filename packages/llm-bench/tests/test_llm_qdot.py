@@ -384,3 +384,17 @@ def test_linear_of_two_kernel_parts_normalizes_in_each_and_adds_the_residual_to_
     res = rng.standard_normal((1, 2 * rows)).astype(np.float32)
     got = linear(Tensor(x), Fused(norm=Tensor(norm), eps=1e-5, residual=Tensor(res))).numpy()
     np.testing.assert_array_equal(got, linear(Tensor(_rms_np(x, norm, 1e-5))).numpy() + res)
+
+
+@pytest.mark.parametrize("ggml_type", [GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q8_0])
+@pytest.mark.parametrize("k", [32, 256, 288, 576, 1536])
+def test_repacking_by_one_gather_equals_the_layout_definition(ggml_type, k):
+    from llm_bench.qdot import _repack_blocks
+
+    bb = BLOCK_LAYOUTS[ggml_type].block_bytes
+    for rows in (0, 1, 5):
+        raw = np.random.default_rng(k + rows).integers(0, 256, (rows, k // 32 * bb), dtype=np.uint8)
+        got = repack_rows(raw, ggml_type)
+        assert got.dtype == np.uint8 and got.flags["C_CONTIGUOUS"] and got.shape == raw.shape
+        if rows:  # (the definition's reshapes cannot take zero rows; the gather can)
+            np.testing.assert_array_equal(got, _repack_blocks(raw, ggml_type))
