@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from hcq_runtime import LinkedLinear, buffer_for, counters, runner_ready
 from uop_scheduler import Tensor, Variable, clear_schedule_cache
-from uop_scheduler.realize import _run, done, linear_for
+from uop_scheduler.realize import _plan_buffers, _run, done
 from uop_scheduler.schedule import _plan_cache, cached_plan, walk_graph
 
 RNG = np.random.default_rng(7)
@@ -52,11 +52,11 @@ def test_positions_sharing_a_buffer_in_one_run_and_not_in_the_next():
     t = (a + b * 2).exp()
     walk = walk_graph((t.uop,), done, "CPU")
     plan = cached_plan(walk, (t.uop,), "CPU")[0]
-    linear, buffers = linear_for(plan, walk.inputs)
+    buffers = _plan_buffers(plan, walk.inputs)
     assert len(buffers) == 3
     runs = [(buffers, an + bn * 2)]
     for k in range(3):
-        fresh = linear_for(plan, walk.inputs)[1][2]  # a new output buffer per run
+        fresh = _plan_buffers(plan, walk.inputs)[2]  # a new output buffer per run
         same = [buffers[0], buffers[0], fresh] if k % 2 == 0 else [buffers[0], buffers[1], fresh]
         runs.append((same, an + an * 2 if k % 2 == 0 else an + bn * 2))
     for bufs, expected in runs:

@@ -121,7 +121,9 @@ def repack_rows(raw: np.ndarray, ggml_type: GGMLType) -> np.ndarray:
 @functools.cache
 def _repack_order(ggml_type: GGMLType, row_bytes: int) -> np.ndarray:
     """Where each byte of a repacked row comes from: `_repack_blocks` applied to the positions 0..row_bytes-1."""
-    return _repack_blocks(np.arange(row_bytes, dtype=np.int64)[None, :], ggml_type)[0]
+    order = _repack_blocks(np.arange(row_bytes, dtype=np.int64)[None, :], ggml_type)[0]
+    order.flags.writeable = False  # shared by every call
+    return order
 
 
 def _repack_blocks(raw: np.ndarray, ggml_type: GGMLType) -> np.ndarray:

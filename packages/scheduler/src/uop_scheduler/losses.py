@@ -3,7 +3,6 @@ as each name says), `Y` the target, and `reduction` one of "none", "sum", "mean"
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from uopir import dtypes
@@ -77,7 +76,7 @@ class LossMixin(TensorFields):
             smoothing = log_probs.mean(-1) if keep is None else keep.where(log_probs.mean(-1), 0)
             unreduced = unreduced.mul(1 - label_smoothing).add(smoothing.mul(label_smoothing))
         if reduction == "mean":
-            return unreduced.sum().div(keep.sum() if keep is not None else math.prod(Y.shape)).neg()
+            return unreduced.sum().div(keep.sum() if keep is not None else Y.numel()).neg()
         return unreduced._do_reduction(reduction).neg()
 
     def cross_entropy(self: Tensor, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:  # noqa: N803

@@ -72,12 +72,12 @@ class NNMixin(TensorFields):
         if x.shape[-1] != w.shape[axis_w]:
             raise TensorRuntimeError(f"cannot dot {x.shape} and {w.shape}")
         extra = min(n1 - 1, n2 - 1, 1)
+        xs, ws = (*x.shape[0:-1], *[1] * extra, x.shape[-1]), (*w.shape[0:-2], *[1] * extra, *w.shape[axis_w:])
         out_dt = least_upper_dtype(x.dtype, w.dtype) if dtype is None else to_dtype(dtype)
         if x.dtype is w.dtype and x.device == w.device and dtypes.is_float(out_dt) and out_dt not in (dtypes.float16, dtypes.bfloat16) \
-                and all(isinstance(d, int) for d in (*x.shape, *w.shape)):
-            return x._dot_uops(w, extra, axis_w, dtype, out_dt)
-        x = x.reshape(*x.shape[0:-1], *[1] * extra, x.shape[-1])
-        w = w.reshape(*w.shape[0:-2], *[1] * extra, *w.shape[axis_w:]).transpose(-1, axis_w)
+                and all(isinstance(d, int) for d in (*xs, *ws)):
+            return x._dot_uops(w, xs, ws, axis_w, dtype, out_dt)
+        x, w = x.reshape(xs), w.reshape(ws).transpose(-1, axis_w)
         if out_dt in (dtypes.float16, dtypes.bfloat16):
             # products of half-precision inputs are formed in float32, where the sum accumulates anyway: more exact,
             # and it lets the kernel load half vectors and widen them instead of rounding every product to half
@@ -85,12 +85,10 @@ class NNMixin(TensorFields):
             return x.cast(acc).mul(w.cast(acc)).sum(-1).cast(out_dt)
         return x.mul(w).sum(-1, dtype=dtype).cast(out_dt)
 
-    def _dot_uops(self: Tensor, w: Tensor, extra: int, axis_w: int, dtype: Any, out_dt: DType) -> Tensor:
-        """`dot` of same-dtype float operands with fixed shapes, its operands' reshapes, transpose and broadcasts built as
-        UOps: the graph of the tensor ops below node for node (a test compares them), without a tensor per view (they
-        were 60% of an attention's graph building)."""
-        xs = (*self.shape[0:-1], *[1] * extra, self.shape[-1])
-        ws = (*w.shape[0:-2], *[1] * extra, *w.shape[axis_w:])
+    def _dot_uops(self: Tensor, w: Tensor, xs: tuple[int, ...], ws: tuple[int, ...], axis_w: int, dtype: Any, out_dt: DType) -> Tensor:
+        """`dot` of same-dtype float operands with fixed shapes (reshaped to `xs` and `ws`), its operands' reshapes,
+        transpose and broadcasts built as UOps: the graph of `dot`'s tensor ops node for node (a test compares them),
+        without a tensor per view (they were 60% of an attention's graph building)."""
         order = list(range(len(ws)))
         order[-1], order[axis_w] = order[axis_w], order[-1]
         xu, wu = self.uop.reshape(xs), w.uop.reshape(ws).permute(tuple(order))

@@ -129,19 +129,14 @@ def _input_buffer(node: UOp) -> UOp:
     return written_versions[node] if node.op is Ops.AFTER else realized_buffers[node]
 
 
-def linear_for(plan: Plan, inputs: list[UOp], var_vals: dict[str, int] | None = None) -> tuple[UOp, list[UOp]]:
-    """The LINEAR of CALLs that runs `plan` over the BUFFER UOps `inputs`, and the buffer of every plan number.
-    A kernel reading symbolic variables gets them bound to `var_vals` as trailing arguments."""
-    buffers = _plan_buffers(plan, inputs)
-    return _plan_linear(plan, buffers, var_vals), buffers
-
-
 def _plan_buffers(plan: Plan, inputs: list[UOp]) -> list[UOp]:
     """The BUFFER of every plan number: the inputs' buffers, then a new BUFFER per buffer the plan creates."""
     return [_input_buffer(n) for n in inputs] + [UOp.new_buffer(nb.device, nb.size, nb.dtype) for nb in plan.new_buffers]
 
 
 def _plan_linear(plan: Plan, buffers: list[UOp], var_vals: dict[str, int] | None) -> UOp:
+    """The LINEAR of CALLs that runs `plan` over `buffers` (see `_plan_buffers`); a kernel reading symbolic variables
+    gets them bound to `var_vals` as trailing arguments."""
     calls = []
     for step in plan.steps:
         if isinstance(step, KernelStep):

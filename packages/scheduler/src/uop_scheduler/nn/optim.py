@@ -191,7 +191,8 @@ class LAMB(Optimizer):
         """Whether parameter i's step can be built by `_adam_uops`: one device for the parameter, its gradient and state,
         one dtype for all of them and the bias-correction tensors, and at least one (fixed) axis."""
         m, v, dt = self.m[i], self.v[i], p.dtype
-        return (isinstance(p.device, str) and p.device == g.device == m.device == v.device == self.b1_t.device and p.ndim > 0
+        return (isinstance(p.device, str) and p.device == g.device == m.device == v.device == self.b1_t.device == self.b2_t.device
+                and p.ndim > 0
                 and all(isinstance(d, int) for d in p.shape) and g.dtype is dt and m.dtype is dt and v.dtype is dt
                 and self.b1_t.dtype is dt and self.b2_t.dtype is dt)
 
