@@ -31,7 +31,8 @@ def realized(x: np.ndarray) -> Tensor:
     return Tensor(x).realize()
 
 
-@pytest.mark.parametrize("m, k, n", [(64, 512, 256), (96, 1024, 512), (64, 256, 1024), (64, 512, 512), (512, 512, 512)])
+@pytest.mark.parametrize("m, k, n", [(64, 512, 256), (96, 1024, 512), (64, 256, 1024), (64, 512, 512), (512, 512, 512), (64, 128, 256),
+                                     (64, 64, 4096)])
 def test_a_matmul_reads_its_right_operand_packed(m, k, n):
     # k == n: the packing kernel's ranges once coincided with the matmul's own (same size and axis number), and the
     # copy was made with a wrong index (356 off at 1024^3)
@@ -42,10 +43,10 @@ def test_a_matmul_reads_its_right_operand_packed(m, k, n):
     assert kernels == 2  # the packing copy, then the matmul
 
 
-@pytest.mark.parametrize("m, k, n", [(64, 128, 256), (32, 512, 256), (64, 512, 24), (64, 64, 4096)])
+@pytest.mark.parametrize("m, k, n", [(64, 32, 1024), (64, 64, 784), (32, 512, 256), (64, 512, 24)])
 def test_small_or_little_reused_operands_are_read_in_place(m, k, n):
-    # a short reduce loop, too few rows to pay for the copy, an output row shorter than a cache line's strip... each
-    # keeps the single kernel
+    # a reduce loop short enough to stay in cache (or, under PACK_MIN_REDUCE, rows not a multiple of 1 KiB apart), too
+    # few rows to pay for the copy, an output row shorter than a cache line's strip... each keeps the single kernel
     a, b = rand(m, k), rand(k, n)
     ta, tb = realized(a), realized(b)
     out, kernels = kernels_of(lambda: ta @ tb)

@@ -5,7 +5,7 @@ scheduler's test_sched_operand_packing."""
 import random
 
 from uopir import AxisType, CRenderer, Ops, UOp, dtypes, operand_packs
-from uopir.codegen.packing import PACK_MIN_REDUCE
+from uopir.codegen.packing import PACK_MIN_ALIASED_REDUCE, PACK_MIN_REDUCE
 
 
 def matmul(n: int, m: int, k: int, ldb: int | None = None, batch: int = 1) -> UOp:
@@ -38,7 +38,8 @@ def test_the_right_operand_of_a_large_matmul_is_packed_in_cache_lines():
 
 
 def test_no_pack_where_it_would_not_pay():
-    for ast in (matmul(64, 1024, PACK_MIN_REDUCE // 2),  # a short reduce loop
+    for ast in (matmul(64, 1024, PACK_MIN_ALIASED_REDUCE // 2),  # a short reduce loop
+                matmul(64, 784, PACK_MIN_REDUCE // 2),  # a shortish one whose rows do not alias in the cache
                 matmul(32, 1024, 1024),  # too few rows reuse the copy
                 matmul(64, 24, 1024),  # an output row that is not whole cache lines
                 matmul(64, 32, 256, ldb=32)):  # a small operand
@@ -46,9 +47,19 @@ def test_no_pack_where_it_would_not_pay():
     assert operand_packs(matmul(64, 1024, 1024), 0)[1] == ()
 
 
+def test_a_short_reduce_loop_is_packed_only_where_its_strip_aliases_in_the_cache():
+    # 256 floats a row: a strip's lines fall into 4 of the 64 cache sets, so 64 of them evict each other
+    (pack,) = operand_packs(matmul(256, 256, PACK_MIN_ALIASED_REDUCE, batch=8), CRenderer.packed_operand_bytes)[1]
+    assert pack.slot == 2 and pack.size == 8 * PACK_MIN_ALIASED_REDUCE * 256
+    for ast in (matmul(256, 784, PACK_MIN_ALIASED_REDUCE, batch=8),  # rows spread over every set
+                matmul(256, 256, PACK_MIN_ALIASED_REDUCE // 2, batch=8)):  # a strip that fits
+        assert operand_packs(ast, CRenderer.packed_operand_bytes) == (ast, ())
+
+
 def test_the_copy_holds_each_element_where_the_kernel_reads_it():
     random.seed(0)
-    for batch, n, m, k, ldb in ((1, 64, 256, 512, 256), (2, 64, 64, 256, 272), (3, 80, 256, 512, None), (1, 64, 512, 512, None)):
+    cases = ((8, 256, 256, 64, None), (1, 64, 256, 512, 256), (2, 64, 64, 256, 272), (3, 80, 256, 512, None), (1, 64, 512, 512, None))
+    for batch, n, m, k, ldb in cases:
         ast = matmul(n, m, k, ldb, batch)
         new, packs = operand_packs(ast, 64)
         assert len(packs) == 1
