@@ -226,44 +226,155 @@ def _base_format(arch: Arch, dword0: int, peek: int) -> str:
     return candidates[0]
 
 
+class _OpPlan:
+    """What decoding one (format, opcode) needs, worked out once: its name, whether the target lacks it, how its variant
+    is chosen and, per variant, the size and field extractors; the literal rule of its base encoding."""
+
+    __slots__ = ("name", "missing", "scale", "vop", "mfma", "nsa", "layouts", "lit_sources", "vopd")
+
+    def __init__(self, arch: Arch, target: str, fmt: str, opcode: int):
+        self.name = arch.ops[fmt][opcode][0]
+        self.missing = self.name in missing_on(target)
+        self.scale = self.name == SCALE_LOAD and "VOP3PX2" in arch.ops
+        mfma = arch.formats.get(f"{fmt}_MFMA")
+        self.mfma = mfma is not None and opcode in mfma.get("ops", ())
+        self.nsa = fmt == "MIMG" and "MIMG_NSA" in arch.formats
+        self.vop = fmt in VOP_SHORT + VOP_LONG
+        self.vopd = fmt == "VOPD"
+        self.layouts: dict[str, tuple[int, tuple[tuple[str, int, int], ...]]] = {}
+        self.lit_sources = _literal_sources(arch.key, fmt, opcode) if not self.vopd else ()
+
+
+class _FormatPlan:
+    """A base format's opcode field, the src0 codes that select its DPP/SDWA variants, and its opcodes' plans."""
+
+    __slots__ = ("op_lo", "op_mask", "src0", "variant_codes", "ops")
+
+    def __init__(self, arch: Arch, fmt: str):
+        base = arch.formats[fmt]
+        op_spec = base["fields"].get("opx" if fmt == "VOPD" else "op")
+        self.op_lo, self.op_mask = (op_spec[1], (1 << (op_spec[0] - op_spec[1] + 1)) - 1) if op_spec else (0, 0)
+        self.src0 = None
+        self.variant_codes: dict[int, str] = {}
+        if fmt in VOP_SHORT + VOP_LONG:
+            spec = base["fields"]["src0"]
+            self.src0 = (spec[1], (1 << (spec[0] - spec[1] + 1)) - 1)
+            for code, variant in ((DPP16_CODE, "DPP16"), (DPP8_CODE, "DPP8"), (DPP8FI_CODE, "DPP8"), (SDWA_CODE, "SDWA")):
+                name = f"{fmt}_{variant}" if f"{fmt}_{variant}" in arch.formats else f"{fmt}_{variant}_SDST"
+                if name in arch.formats:
+                    self.variant_codes[code] = name.removeprefix(f"{fmt}_")
+        self.ops: dict[int, _OpPlan] = {}
+
+
+class _Decoder:
+    """Decoding state of one target name: its Arch, the candidate formats of each dword0 top-bits value, and lazily
+    built per-format and per-opcode plans (every fact decode_one derives from the tables, derived once)."""
+
+    def __init__(self, target: str):
+        self.target = target
+        self.arch = get_arch(target)
+        self.candidates = _candidates_by_top_bits(self.arch.key)
+        self.formats: dict[str, _FormatPlan | None] = {}
+        # formats sharing an encoding with no fixed bits to tell them apart (VOP3 and VOP3SD): the opcode says which,
+        # as _base_format decides: (opcode field's low bit, mask, opcode -> format, the format otherwise)
+        self.by_opcode: dict[tuple[str, ...], tuple[int, int, dict[int, str], str]] = {}
+        for names in set(self.candidates):
+            if len(names) > 1 and not any(self.arch.formats[n]["fixed"] for n in names):
+                hi, lo, *_ = self.arch.formats[names[0]]["fields"]["op"]
+                which: dict[int, str] = {}
+                for name in sorted(names, key=lambda n: n != "VOP3SD"):
+                    for opcode in self.arch.ops.get(name, {}):
+                        which.setdefault(opcode, name)
+                self.by_opcode[names] = (lo, (1 << (hi - lo + 1)) - 1, which, names[0])
+
+    def format_plan(self, fmt: str) -> "_FormatPlan | None":
+        if fmt not in self.formats:
+            self.formats[fmt] = _FormatPlan(self.arch, fmt) if fmt in self.arch.ops else None
+        return self.formats[fmt]
+
+    def op_plan(self, fplan: _FormatPlan, fmt: str, opcode: int) -> _OpPlan | None:
+        plan = fplan.ops.get(opcode)
+        if plan is None and opcode in self.arch.ops[fmt]:
+            plan = fplan.ops[opcode] = _OpPlan(self.arch, self.target, fmt, opcode)
+        return plan
+
+
+@cache
+def _decoder(target: str) -> _Decoder:
+    return _Decoder(target)
+
+
 def decode_one(data: bytes, arch: str, offset: int = 0) -> Inst:
     """Decode the instruction at `offset` of `data` for an architecture or gfx target; raises DecodeError on bad bytes."""
-    arch_obj = get_arch(arch)
-    if len(data) - offset < 4:
-        raise DecodeError(f"truncated instruction at offset {offset:#x}: {len(data) - offset} byte(s) left")
+    return _decode_at(data, arch, offset)[0]
+
+
+def _decode_at(data: bytes, arch: str, offset: int) -> tuple[Inst, int]:
+    """The instruction at `offset` and its size in bytes (literal included)."""
+    dec = _decoder(arch)
+    arch_obj = dec.arch
+    left = len(data) - offset
+    if left < 4:
+        raise DecodeError(f"truncated instruction at offset {offset:#x}: {left} byte(s) left")
     dword0 = int.from_bytes(data[offset:offset + 4], "little")
-    peek = int.from_bytes(data[offset + 4:offset + 8].ljust(4, b"\0"), "little")
-    fmt = _base_format(arch_obj, dword0, peek)
-    base = arch_obj.formats[fmt]
-    op_field = "opx" if fmt == "VOPD" else "op"
-    if fmt not in arch_obj.ops:
+    candidates = dec.candidates[dword0 >> 23]
+    peek = None
+    if len(candidates) == 1:
+        fmt = candidates[0]
+    elif candidates in dec.by_opcode:
+        lo, mask, which, other = dec.by_opcode[candidates]
+        fmt = which.get((dword0 >> lo) & mask, other)
+    else:
+        peek = int.from_bytes(data[offset + 4:offset + 8].ljust(4, b"\0"), "little")
+        fmt = _base_format(arch_obj, dword0, peek)
+    fplan = dec.formats.get(fmt) or dec.format_plan(fmt)
+    if fplan is None:
         raise DecodeError(f"{fmt} instructions (dword {dword0:#010x} at offset {offset:#x}) are not supported by the {arch_obj.name} tables")
     # Exports have no opcode field: their format holds a single instruction, opcode 0.
-    opcode = _extract(dword0, base["fields"][op_field]) if op_field in base["fields"] else 0
-    if opcode not in arch_obj.ops.get(fmt, {}):
+    opcode = (dword0 >> fplan.op_lo) & fplan.op_mask
+    plan = fplan.ops.get(opcode) or dec.op_plan(fplan, fmt, opcode)
+    if plan is None:
         raise DecodeError(f"unknown {fmt} opcode {opcode} at offset {offset:#x} ({arch_obj.name})")
-    name = arch_obj.ops[fmt][opcode][0]
-    if name in missing_on(arch):  # the family's tables list it, this target lacks it (LLVM does not decode it either)
-        raise DecodeError(f"{name} at offset {offset:#x} is not an instruction of {arch}")
-    if name == SCALE_LOAD and "VOP3PX2" in arch_obj.ops:
+    if plan.missing:  # the family's tables list it, this target lacks it (LLVM does not decode it either)
+        raise DecodeError(f"{plan.name} at offset {offset:#x} is not an instruction of {arch}")
+    if plan.scale:
         pair = _scaled_mfma(arch_obj, data, offset)
         if pair is not None:
-            return pair
-    variant = _variant(arch_obj, fmt, opcode, dword0 | (peek << 32), base)
-    layout = arch_obj.formats[f"{fmt}_{variant}" if variant else fmt]
-    size = layout["size"]
-    if len(data) - offset < size:
-        raise DecodeError(f"truncated {name} at offset {offset:#x}: needs {size} bytes, {len(data) - offset} left")
+            return pair, 16
+    variant = ""
+    if plan.mfma:
+        variant = "MFMA"
+    elif plan.nsa:
+        if dword0 & 1:
+            variant = "NSA"  # bit 0 of a gfx11 MIMG: the address VGPRs are listed in an extra dword
+    elif plan.vop:
+        if peek is None:
+            peek = int.from_bytes(data[offset + 4:offset + 8].ljust(4, b"\0"), "little")
+        lo, mask = fplan.src0
+        variant = fplan.variant_codes.get(((dword0 | peek << 32) >> lo) & mask, "")
+    layout = plan.layouts.get(variant)
+    if layout is None:
+        layout = plan.layouts[variant] = (arch_obj.formats[f"{fmt}_{variant}" if variant else fmt]["size"],
+                                          _field_extractors(arch_obj.key, fmt, variant))
+    size, extractors = layout
+    if left < size:
+        raise DecodeError(f"truncated {plan.name} at offset {offset:#x}: needs {size} bytes, {left} left")
     word = int.from_bytes(data[offset:offset + size], "little")
-    fields = {f: (word >> lo) & mask for f, lo, mask in _field_extractors(arch_obj.key, fmt, variant)}
-    if fmt == "VOPD" and fields["opy"] not in arch_obj.ops["VOPD"]:
-        raise DecodeError(f"unknown VOPD Y opcode {fields['opy']} at offset {offset:#x}")
+    fields = {f: (word >> lo) & mask for f, lo, mask in extractors}
     literal = None
-    if not variant and _needs_literal(arch_obj, fmt, opcode, fields):
-        if len(data) - offset < size + 4:
-            raise DecodeError(f"truncated {name} at offset {offset:#x}: its literal dword is missing")
+    if plan.vopd:
+        if fields["opy"] not in arch_obj.ops["VOPD"]:
+            raise DecodeError(f"unknown VOPD Y opcode {fields['opy']} at offset {offset:#x}")
+        needs_literal = _needs_literal(arch_obj, fmt, opcode, fields)
+    else:
+        sources = plan.lit_sources
+        needs_literal = not variant and (sources is None or any(fields.get(f) == 255 for f in sources))
+    if needs_literal:
+        if left < size + 4:
+            raise DecodeError(f"truncated {plan.name} at offset {offset:#x}: its literal dword is missing")
         literal = int.from_bytes(data[offset + size:offset + size + 4], "little")
-    return Inst(arch_obj, fmt, opcode, fields, literal, variant)
+        return Inst(arch_obj, fmt, opcode, fields, literal, variant), size + 4
+    return Inst(arch_obj, fmt, opcode, fields, literal, variant), size
 
 
 def _scaled_mfma(arch: Arch, data: bytes, offset: int) -> Inst | None:
@@ -284,24 +395,6 @@ def _scaled_mfma(arch: Arch, data: bytes, offset: int) -> Inst | None:
         return None
     fields = {f: _extract(word, spec) for f, spec in layout["fields"].items() if f != "op"}
     return Inst(arch, "VOP3PX2", opcode, fields)
-
-
-def _variant(arch: Arch, fmt: str, opcode: int, word: int, base: dict) -> str:
-    """The encoding variant selected by the opcode (MFMA) or by a src0 code (DPP16, DPP8, SDWA)."""
-    mfma = arch.formats.get(f"{fmt}_MFMA")
-    if mfma is not None and opcode in mfma.get("ops", ()):
-        return "MFMA"
-    if fmt == "MIMG" and "MIMG_NSA" in arch.formats and word & 1:
-        return "NSA"  # bit 0 of a gfx11 MIMG: the address VGPRs are listed in an extra dword
-    if fmt not in VOP_SHORT + VOP_LONG:
-        return ""
-    src0 = _extract(word, base["fields"]["src0"])
-    for code, variant in ((DPP16_CODE, "DPP16"), (DPP8_CODE, "DPP8"), (DPP8FI_CODE, "DPP8"), (SDWA_CODE, "SDWA")):
-        if src0 == code:
-            name = f"{fmt}_{variant}" if f"{fmt}_{variant}" in arch.formats else f"{fmt}_{variant}_SDST"
-            if name in arch.formats:
-                return name.removeprefix(f"{fmt}_")
-    return ""
 
 
 @cache
@@ -344,6 +437,6 @@ def iter_decode(data: bytes, arch: str) -> Iterator[Inst]:
     """Decode instructions one after another, lazily."""
     offset = 0
     while offset < len(data):
-        inst = decode_one(data, arch, offset)
+        inst, size = _decode_at(data, arch, offset)
         yield inst
-        offset += inst.size()
+        offset += size

@@ -3,6 +3,7 @@
 import math
 import struct
 from dataclasses import dataclass, replace
+from functools import cache
 
 from .errors import EncodeError
 
@@ -62,6 +63,13 @@ class Reg:
         if self.abs:
             text = f"abs({text})"
         return f"-{text}" if self.neg else text
+
+
+@cache
+def plain_reg(kind: str, index: int, count: int = 1) -> Reg:
+    """`Reg(kind, index, count)` without modifiers, one shared object per value (Reg is immutable; decoding makes
+    millions of them and a frozen dataclass costs about a microsecond to build)."""
+    return Reg(kind, index, count)
 
 
 class RegFile:

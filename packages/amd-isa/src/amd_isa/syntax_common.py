@@ -23,6 +23,7 @@ from .operands import (
     float_bits,
     inline_float_code,
     inline_int_code,
+    plain_reg,
 )
 
 # CDNA4's MFMA scale load: the first word of a scaled-MFMA (VOP3PX2) pair.
@@ -72,9 +73,21 @@ class Draft:
         return LITERAL
 
 
+_SCALARS: dict[tuple[str, int, int], Reg | Special] = {}
+
+
 def scalar_operand(arch: Arch, code: int, count: int) -> Reg | Special:
     """The operand named by a scalar register code (SGPR, TTMP or special register). A 64-bit or wider operand names
-    an even-aligned range: LLVM reads an odd code as the aligned pair (s[104:105] for 105), as the hardware does."""
+    an even-aligned range: LLVM reads an odd code as the aligned pair (s[104:105] for 105), as the hardware does.
+    Operands are immutable: each (tables, code, count) is built once (an Arch's key names its register spellings)."""
+    key = (arch.key, code, count)
+    ret = _SCALARS.get(key)
+    if ret is None:
+        ret = _SCALARS[key] = _scalar_operand(arch, code, count)
+    return ret
+
+
+def _scalar_operand(arch: Arch, code: int, count: int) -> Reg | Special:
     if count >= 2 and (code < arch.num_sgprs or TTMP_BASE <= code < TTMP_BASE + 16):
         code &= ~1
     if code < arch.num_sgprs:
@@ -92,7 +105,7 @@ def decode_src(arch: Arch, code: int, bits: int, literal: int | None) -> Operand
     """The operand a 9-bit source code denotes, for an operand of `bits` bits."""
     count = reg_count(bits)
     if code >= VGPR_BASE:
-        return Reg("v", code - VGPR_BASE, count)
+        return plain_reg("v", code - VGPR_BASE, count)
     if 128 <= code <= 192:
         return code - 128
     if 193 <= code <= 208:

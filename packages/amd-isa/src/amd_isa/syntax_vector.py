@@ -3,7 +3,7 @@
 from functools import cache
 
 from .errors import EncodeError
-from .operands import Lit, Operand, Reg, Special, Sym, float_bits
+from .operands import Lit, Operand, Reg, Special, Sym, float_bits, plain_reg
 from .syntax_common import (
     Draft,
     decode_src,
@@ -103,15 +103,6 @@ def _src_list(info: dict, names: tuple[str, ...]) -> list[str]:
     return [n for n in names if n in info]
 
 
-def _src(inst, field: str, raw: int) -> Operand:
-    info = inst.operand_info[field]
-    if info[2] == "M64" and raw < 256:
-        return scalar_operand(inst.arch, raw, inst.arch.wave // 32)
-    if info[1] == "ACCVGPR" or (info[1] == "SRC_ACCVGPR" and raw >= 256):
-        return Reg("a", raw - 256, reg_count(info[0]))
-    return decode_src(inst.arch, raw, info[0], inst.literal)
-
-
 def dpp_mnemonic(name: str, fmt: str, variant: str) -> str:
     """LLVM's mnemonic of a DPP/SDWA form: `v_mov_b32_dpp`, `v_add_f32_e64_dpp`, and VOPC DPP without a suffix."""
     suffix = "_sdwa" if variant.startswith("SDWA") else "_dpp"
@@ -121,69 +112,124 @@ def dpp_mnemonic(name: str, fmt: str, variant: str) -> str:
     return base if fmt == "VOPC" and suffix == "_dpp" else base + suffix
 
 
+class _ValuPlan:
+    """Everything split_valu derives from the opcode alone (names, which fields print as what, which modifiers can
+    appear), worked out once per (tables, format, opcode, variant); the per-instruction work is reading the fields."""
+
+    __slots__ = ("name", "printed", "dst", "vcc", "dst_vcc", "sdst_count", "writes_vcc", "reads_vcc", "srcs", "k_mask",
+                 "k_at", "long", "vop3p", "mix", "byte_sel", "two_entry", "opsel_n", "nsrc")
+
+    def __init__(self, inst):
+        arch, fmt, variant = inst.arch, inst.fmt, inst.variant
+        info = inst.operand_info
+        self.name = name = inst.mnemonic
+        self.printed = dpp_mnemonic(name, fmt, variant) if variant else name
+        self.long = long = fmt in ("VOP3", "VOP3SD", "VOP3P")
+        self.writes_vcc, self.reads_vcc = _carry(name) if not long else (False, False)
+        self.vcc = _vcc(arch)
+        # (scalar, count, kind, half) of the vdst operand, or None
+        self.dst = None
+        self.dst_vcc = False
+        if "vdst" in info and info["vdst"][1] != "EXEC":
+            bits, optype, _ = info["vdst"]
+            scalar = optype in ("SREG", "SDST", "SREG_NOVCC", "EXEC")
+            count = _count(arch, info["vdst"]) if scalar else reg_count(bits)
+            self.dst = (scalar, count, "a" if optype == "ACCVGPR" else "v", is_half_operand(arch, fmt, info["vdst"]))
+        elif fmt == "VOPC" and (arch.wave == 64 or "cmpx" not in name):
+            self.dst_vcc = True
+        self.sdst_count = _count(arch, info.get("sdst", (64, "SREG", "M64"))) if fmt == "VOP3SD" else 0
+        mix = fmt == "VOP3P" and _is_mix(name)
+        # per source: (index, field, how, count, bits, half, m64, acc, acc_if_vgpr, mods); how: 0 a DPP/SDWA form's
+        # src0 (vsrc0), 1 vsrc1, 2 a 9-bit source code; mods: 0 none, 1 VOP3 neg/abs, 2 mix neg/neg_hi, 3 DPP/SDWA bits
+        srcs = []
+        for i, field in enumerate(_src_list(info, ("src0", "src1", "src2") if long else ("src0", "vsrc1"))):
+            bits, optype, dfmt = info[field]
+            how = 0 if i == 0 and variant else 1 if field == "vsrc1" else 2
+            if mix:
+                mods = 2
+            elif fmt in ("VOP3", "VOP3SD"):
+                mods = 1
+            elif variant in ("DPP16", "SDWA", "SDWA_SDST") and i < 2:
+                mods = 3
+            else:
+                mods = 0
+            srcs.append((i, field, how, reg_count(bits), bits, is_half_operand(arch, fmt, info[field]), dfmt == "M64",
+                         optype == "ACCVGPR", optype == "SRC_ACCVGPR", mods))
+        self.srcs = tuple(srcs)
+        self.nsrc = len(srcs)
+        # A 16-bit op's K constant is the low half of the literal dword.
+        self.k_mask = 0xFFFF if info.get("vdst", (32,))[0] == 16 else 0xFFFFFFFF
+        self.k_at = 1 if any(part in name for part in ("madak", "fmaak")) else 2 if any(part in name for part in ("madmk", "fmamk")) else 0
+        self.vop3p, self.mix = fmt == "VOP3P", mix
+        self.byte_sel = _byte_sel_bits(arch, name)
+        self.two_entry = _two_entry_opsel(name)
+        self.opsel_n = opsel_sources(arch, name, len(srcs))
+
+
+_VALU_PLANS: dict[tuple[str, str, int, str], _ValuPlan] = {}
+_SRC_NEG_ABS = (("src0_neg", "src0_abs"), ("src1_neg", "src1_abs"))
+
+
 def split_valu(inst) -> Split:
     """Operands and modifiers of any vector ALU instruction."""
-    fmt, variant, arch, info = inst.fmt, inst.variant, inst.arch, inst.operand_info
-    fields = inst.fields
-    name = inst.mnemonic
+    fmt, variant, arch = inst.fmt, inst.variant, inst.arch
     if fmt == "VOPD":
         return _split_vopd(inst)
     if variant == "MFMA" or fmt == "VOP3PX2":
         return _split_mfma(inst)
+    key = (arch.key, fmt, inst.op, variant)
+    plan = _VALU_PLANS.get(key)
+    if plan is None:
+        plan = _VALU_PLANS[key] = _ValuPlan(inst)
+    fields = inst.fields
+    name = plan.name
     ops: list = []
     mods: Mods = {}
-    long = fmt in ("VOP3", "VOP3SD", "VOP3P")
-    writes_vcc, reads_vcc = _carry(name) if not long else (False, False)
-    if "vdst" in info and info["vdst"][1] != "EXEC":
-        dst = _dst_operand(arch, info, "vdst", fields["vdst"])
-        ops.append(_as_half(dst, name) if is_half_operand(arch, fmt, info["vdst"]) else dst)
-    elif fmt == "VOPC" and (arch.wave == 64 or "cmpx" not in name):
-        ops.append(_vcc(arch))
-    if fmt == "VOP3SD":
-        ops.append(scalar_operand(arch, fields["sdst"], _count(arch, info.get("sdst", (64, "SREG", "M64")))))
-    if writes_vcc:
-        ops.append(_vcc(arch))
-    src_names = ("src0", "src1", "src2") if long else ("src0", "vsrc1")
-    srcs = _src_list(info, src_names)
-    for i, field in enumerate(srcs):
+    if plan.dst is not None:
+        scalar, count, kind, half = plan.dst
+        dst = scalar_operand(arch, fields["vdst"], count) if scalar else plain_reg(kind, fields["vdst"], count)
+        ops.append(_as_half(dst, name) if half else dst)
+    elif plan.dst_vcc:
+        ops.append(plan.vcc)
+    if plan.sdst_count:
+        ops.append(scalar_operand(arch, fields["sdst"], plan.sdst_count))
+    if plan.writes_vcc:
+        ops.append(plan.vcc)
+    for i, field, how, count, bits, half, m64, acc, acc_if_vgpr, kind in plan.srcs:
         raw = fields[field]
-        if i == 0 and variant:
-            operand: Operand = Reg("v", fields["vsrc0"], reg_count(info[field][0]))
-            if variant.startswith("SDWA") and fields.get("s0"):
+        if how == 0:
+            operand: Operand = plain_reg("v", fields["vsrc0"], count)
+            if fields.get("s0") and variant.startswith("SDWA"):
                 operand = scalar_operand(arch, fields["vsrc0"], 1)
-        elif field == "vsrc1":
-            operand = Reg("v", raw, reg_count(info[field][0]))
+        elif how == 1:
+            operand = plain_reg("v", raw, count)
+        elif m64 and raw < 256:
+            operand = scalar_operand(arch, raw, arch.wave // 32)
+        elif acc or (acc_if_vgpr and raw >= 256):
+            operand = plain_reg("a", raw - 256, count)
         else:
-            operand = _src(inst, field, raw)
-        if is_half_operand(arch, fmt, info[field]):
+            operand = decode_src(arch, raw, bits, inst.literal)
+        if half:
             operand = _as_half(operand, name)
-        neg, abs_ = _src_mods(inst, i)
-        ops.append(with_mods(operand, neg, abs_))
-    if reads_vcc:
-        ops.append(_vcc(arch))
-    # A 16-bit op's K constant is the low half of the literal dword.
-    k_mask = 0xFFFF if info.get("vdst", (32,))[0] == 16 else 0xFFFFFFFF
-    if any(part in name for part in ("madak", "fmaak")):
-        ops.append(Lit((inst.literal or 0) & k_mask))
-    elif any(part in name for part in ("madmk", "fmamk")):
-        ops.insert(len(ops) - 1, Lit((inst.literal or 0) & k_mask))
-    if long:
-        _split_long_mods(inst, len(srcs), mods)
+        if kind == 1:
+            operand = with_mods(operand, bool(fields.get("neg", 0) >> i & 1), bool(fields.get("abs", 0) >> i & 1))
+        elif kind == 2:
+            operand = with_mods(operand, bool(fields.get("neg", 0) >> i & 1), bool(fields.get("neg_hi", 0) >> i & 1))
+        elif kind == 3:
+            neg, abs_ = _SRC_NEG_ABS[i]
+            operand = with_mods(operand, bool(fields.get(neg)), bool(fields.get(abs_)))
+        ops.append(operand)
+    if plan.reads_vcc:
+        ops.append(plan.vcc)
+    if plan.k_at == 1:
+        ops.append(Lit((inst.literal or 0) & plan.k_mask))
+    elif plan.k_at == 2:
+        ops.insert(len(ops) - 1, Lit((inst.literal or 0) & plan.k_mask))
+    if plan.long:
+        _split_long_mods(plan, fields, mods)
     if variant:
-        name = dpp_mnemonic(name, fmt, variant)
         _split_variant_mods(inst, mods)
-    return name, ops, mods
-
-
-def _src_mods(inst, index: int) -> tuple[bool, bool]:
-    fields, variant = inst.fields, inst.variant
-    if inst.fmt == "VOP3P" and _is_mix(inst.mnemonic):  # mixed precision: neg_lo negates, neg_hi takes the absolute value
-        return bool(fields.get("neg", 0) >> index & 1), bool(fields.get("neg_hi", 0) >> index & 1)
-    if inst.fmt in ("VOP3", "VOP3SD"):
-        return bool(fields.get("neg", 0) >> index & 1), bool(fields.get("abs", 0) >> index & 1)
-    if variant in ("DPP16", "SDWA", "SDWA_SDST") and index < 2:
-        return bool(fields.get(f"src{index}_neg")), bool(fields.get(f"src{index}_abs"))
-    return False, False
+    return plan.printed, ops, mods
 
 
 def _is_mix(name: str) -> bool:
@@ -192,12 +238,12 @@ def _is_mix(name: str) -> bool:
     return "_mix" in name
 
 
-def _split_long_mods(inst, nsrc: int, mods: Mods) -> None:
-    fields, name = inst.fields, inst.mnemonic
-    if inst.fmt == "VOP3P":
+def _split_long_mods(plan: _ValuPlan, fields: dict, mods: Mods) -> None:
+    nsrc = plan.nsrc
+    if plan.vop3p:
         opsel = fields.get("opsel", 0)
         opsel_hi = fields.get("opsel_hi", 3) | fields.get("opsel_hi2", 1) << 2
-        mix = _is_mix(name)  # its neg bits print as source modifiers (_src_mods)
+        mix = plan.mix  # its neg bits print as source modifiers (split_valu)
         default_hi = 0 if mix else (1 << nsrc) - 1
         if opsel & ((1 << nsrc) - 1):
             mods["op_sel"] = flag_list(opsel, nsrc)
@@ -211,14 +257,14 @@ def _split_long_mods(inst, nsrc: int, mods: Mods) -> None:
             mods["clamp"] = True
         return
     opsel = fields.get("opsel", 0)
-    byte_sel = _byte_sel_bits(inst.arch, name)
+    byte_sel = plan.byte_sel
     if byte_sel and opsel and not opsel & ~(1 << byte_sel[0] | 1 << byte_sel[1]):
         mods["byte_sel"] = (opsel >> byte_sel[0] & 1) << 1 | (opsel >> byte_sel[1] & 1)
-    elif _two_entry_opsel(name):  # the other two bits mean nothing here: LLVM neither prints nor takes them
+    elif plan.two_entry:  # the other two bits mean nothing here: LLVM neither prints nor takes them
         if opsel & 3:
             mods["op_sel"] = flag_list(opsel, 2)
     elif opsel:
-        mods["op_sel"] = flag_list(opsel, opsel_sources(inst.arch, name, nsrc)) + [opsel >> 3 & 1]
+        mods["op_sel"] = flag_list(opsel, plan.opsel_n) + [opsel >> 3 & 1]
     if fields.get("clmp"):
         mods["clamp"] = True
     if fields.get("omod"):
