@@ -44,7 +44,14 @@ def _separator(seps: str) -> re.Pattern:
 def _split_top(text: str, seps: str) -> list[str]:
     """Split on any of `seps` outside brackets, parentheses and |abs| bars."""
     if "(" not in text and "[" not in text and "|" not in text and ")" not in text and "]" not in text:
+        if seps == ",":
+            return [p for p in (p.strip() for p in text.split(",")) if p]
         return [p.strip() for p in _separator(seps).split(text)[::2] if p.strip()]
+    if seps == ",":
+        # brackets that close within each piece (`v[2:3], s[4:5]`, the common case) need no gluing
+        pieces = text.split(",")
+        if all(_closed(p) for p in pieces):
+            return [p for p in (p.strip() for p in pieces) if p]
     # Split everywhere, then glue pieces back (with the separator they were cut at) while a bracket or bar is open:
     # the common case (`v[0:3], v[4:7]`) costs a few str.count calls instead of a loop over characters.
     pieces = _separator(seps).split(text)
@@ -63,6 +70,14 @@ def _split_top(text: str, seps: str) -> list[str]:
     return [p.strip() for p in parts if p.strip()]
 
 
+def _closed(piece: str) -> bool:
+    """Whether every bracket, parenthesis and |abs| bar opened in `piece` closes in it."""
+    if "[" not in piece and "(" not in piece and "|" not in piece and "]" not in piece and ")" not in piece:
+        return True
+    return (piece.count("[") == piece.count("]") and piece.count("(") == piece.count(")") and not piece.count("|") & 1
+            and piece.find("]") >= piece.find("[") and piece.find(")") >= piece.find("("))
+
+
 # Name -> operand tables per Arch object (the Arch objects are module-level singletons).
 _SPECIALS: dict[int, dict[str, Special]] = {}
 
@@ -76,23 +91,25 @@ def _specials(arch) -> dict[str, Special]:
     return _SPECIALS[id(arch)]
 
 
-# (Arch object id, token) -> parsed operand. Operand values are immutable (frozen dataclasses, numbers), so a token seen
+# Arch object id -> token -> parsed operand. Operand values are immutable (frozen dataclasses, numbers), so a token seen
 # before, as most register names and constants of a program are, is not parsed again. Keyed by the Arch object (they
 # are module-level singletons), not its family name: gfx90a spells hwreg names differently from gfx940.
-_PARSED: dict[tuple[int, str], object] = {}
+_PARSED: dict[int, dict[str, object]] = {}
 _PARSED_LIMIT = 1 << 16
 
 
 def parse_operand(arch, token: str) -> object:
     """One operand token as a value: register, special register, number, symbolic immediate or label."""
-    key = (id(arch), token)
-    value = _PARSED.get(key)
+    parsed = _PARSED.get(id(arch))
+    if parsed is None:
+        parsed = _PARSED[id(arch)] = {}
+    value = parsed.get(token)
     if value is None:
         value = _parse_operand(arch, token)
-        if len(_PARSED) >= _PARSED_LIMIT:
-            _PARSED.clear()
-        _PARSED[key] = value
-    return list(value) if isinstance(value, list) else value
+        if len(parsed) >= _PARSED_LIMIT:
+            parsed.clear()
+        parsed[token] = value
+    return list(value) if type(value) is list else value
 
 
 def _parse_operand(arch, token: str) -> object:
@@ -192,6 +209,8 @@ def _parse_modifier(token: str) -> tuple[str, object]:
 def parse_instruction(arch_name: str, text: str) -> tuple[str, list, dict[str, object]]:
     """Split one instruction line into (mnemonic, operands, modifiers) without building it."""
     arch = get_arch(arch_name)
+    if "::" not in text:
+        return _parse_half(arch, text.strip())
     halves = [half.strip() for half in text.split("::")]
     mnemonic, operands, modifiers = _parse_half(arch, halves[0])
     for half in halves[1:]:

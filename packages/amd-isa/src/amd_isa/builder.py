@@ -13,17 +13,13 @@ Mods = dict[str, object]
 
 def build(arch_name: str, mnemonic: str, operands: list, modifiers: Mods) -> Inst:
     """Build an instruction from its mnemonic, operands in LLVM order and LLVM-named modifiers."""
-    arch = get_arch(arch_name)
-    found = op_index(arch.key).get(mnemonic)
-    if found is None:
-        raise EncodeError(f"unknown {arch.name} instruction {mnemonic!r}")
-    fmt, opcode = found
-    if fmt not in SYNTAX:
-        raise EncodeError(f"{mnemonic}: {fmt} instructions cannot be built yet")
-    info = operand_info(arch.key, fmt, opcode)
-    draft = Draft(arch, fmt, opcode, mnemonic, info, variant=_base_variant(arch.key, fmt, opcode))
+    plan = _PLANS.get((arch_name, mnemonic))
+    if plan is None:
+        plan = _PLANS[(arch_name, mnemonic)] = _plan(arch_name, mnemonic)
+    arch, fmt, opcode, info, variant, join, always_literal = plan
+    draft = Draft(arch, fmt, opcode, mnemonic, info, variant=variant)
     try:
-        SYNTAX[fmt][1](draft, list(operands), dict(modifiers))
+        join(draft, list(operands), dict(modifiers))
     except (TypeError, ValueError, KeyError, IndexError) as err:
         if isinstance(err, EncodeError):
             raise
@@ -41,9 +37,26 @@ def build(arch_name: str, mnemonic: str, operands: list, modifiers: Mods) -> Ins
             if name in fields:
                 fields[name] = value
     literal = draft.literal
-    if literal is None and _always_literal(mnemonic):
+    if literal is None and always_literal:
         literal = 0
     return Inst(arch, fmt, opcode, fields, literal, draft.variant)
+
+
+# (target, mnemonic) -> what build needs from the tables: (Arch, format, opcode, operand info, base variant, join
+# function, always carries a literal)
+_PLANS: dict[tuple[str, str], tuple] = {}
+
+
+def _plan(arch_name: str, mnemonic: str) -> tuple:
+    arch = get_arch(arch_name)
+    found = op_index(arch.key).get(mnemonic)
+    if found is None:
+        raise EncodeError(f"unknown {arch.name} instruction {mnemonic!r}")
+    fmt, opcode = found
+    if fmt not in SYNTAX:
+        raise EncodeError(f"{mnemonic}: {fmt} instructions cannot be built yet")
+    return (arch, fmt, opcode, operand_info(arch.key, fmt, opcode), _base_variant(arch.key, fmt, opcode), SYNTAX[fmt][1],
+            _always_literal(mnemonic))
 
 
 @cache

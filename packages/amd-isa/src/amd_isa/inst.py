@@ -26,6 +26,10 @@ X2_HIDDEN_BITS = 0xFF | 0b11 << 14 | 0x1FF << 50
 SIGNED_LABEL = ("LABEL",)
 
 
+# (tables, format, opcode) -> LLVM mnemonic: printing asks for it several times per instruction
+_MNEMONICS: dict[tuple[str, str, int], str] = {}
+
+
 class Inst:
     """One instruction. Build it with an arch module's builders (`rdna3.s_mov_b32(s[0], 1)`), `decode`, or `assemble`.
 
@@ -51,7 +55,11 @@ class Inst:
     @property
     def mnemonic(self) -> str:
         """The LLVM mnemonic of the instruction's opcode, e.g. "s_branch", "v_add_f32_e32", "v_fmaak_f32"."""
-        return llvm_name(self.arch.key, self.arch.ops[self.fmt][self.op][0])
+        key = (self.arch.key, self.fmt, self.op)
+        name = _MNEMONICS.get(key)
+        if name is None:
+            name = _MNEMONICS[key] = llvm_name(self.arch.key, self.arch.ops[self.fmt][self.op][0])
+        return name
 
     @property
     def operand_info(self) -> dict[str, tuple[int, str, str]]:

@@ -51,11 +51,16 @@ class Reg:
         return self.half == "h"
 
     def __str__(self) -> str:
-        text = f"{self.kind}{self.index}" if self.count == 1 else f"{self.kind}[{self.index}:{self.index + self.count - 1}]"
-        text += f".{self.half}" if self.half else ""
-        if self.abs:
-            text = f"|{text}|"
-        return f"-{text}" if self.neg else text
+        # kept after the first call (outside the fields: equality, hashing and replace() never see it)
+        text = self.__dict__.get("_text")
+        if text is None:
+            text = f"{self.kind}{self.index}" if self.count == 1 else f"{self.kind}[{self.index}:{self.index + self.count - 1}]"
+            text += f".{self.half}" if self.half else ""
+            if self.abs:
+                text = f"|{text}|"
+            text = f"-{text}" if self.neg else text
+            object.__setattr__(self, "_text", text)
+        return text
 
     def __repr__(self) -> str:
         text = f"{self.kind}[{self.index}]" if self.count == 1 else f"{self.kind}[{self.index}:{self.index + self.count - 1}]"

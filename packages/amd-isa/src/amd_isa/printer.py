@@ -7,13 +7,18 @@ from .syntax_vector import VopdJoin
 Mods = dict[str, object]
 
 
+def _lit_text(operand: Lit) -> str:
+    return f"{operand.value & 0xFFFFFFFF:#x}"
+
+
+# operand types not spelled by str()
+_TEXT_OF = {Lit: _lit_text, float: repr}
+
+
 def operand_text(operand: object) -> str:
     """LLVM spelling of one operand value."""
-    if isinstance(operand, Lit):
-        return f"{operand.value & 0xFFFFFFFF:#x}"
-    if isinstance(operand, float):
-        return repr(operand)
-    return str(operand)
+    fn = _TEXT_OF.get(type(operand))
+    return fn(operand) if fn is not None else str(operand)
 
 
 def modifier_text(key: str, value: object) -> str:
@@ -27,6 +32,18 @@ def modifier_text(key: str, value: object) -> str:
 
 def render(mnemonic: str, operands: list, modifiers: Mods) -> str:
     """Assemble the text of an instruction from its split parts."""
+    if mnemonic in ("exp", "export") or any(type(op) is VopdJoin for op in operands):
+        return _render_joined(mnemonic, operands, modifiers)
+    text = f"{mnemonic} {', '.join([operand_text(op) for op in operands])}" if operands else mnemonic
+    if modifiers:
+        mods = [modifier_text(key, value) for key, value in modifiers.items() if value is not False]
+        if mods:
+            return f"{text} {' '.join(mods)}"
+    return text
+
+
+def _render_joined(mnemonic: str, operands: list, modifiers: Mods) -> str:
+    """render for a VOPD pair (two mnemonics joined by ::) or an export (its target is followed by a space)."""
     parts: list[list[str]] = [[]]
     names = [mnemonic]
     for operand in operands:

@@ -4,7 +4,7 @@ Each format module pairs a `split_*` function (Inst -> mnemonic, operands, modif
 (operands, modifiers -> field values); the printer, the DSL builders and the assembler all go through them.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .arch import Arch
 from .errors import EncodeError
@@ -43,18 +43,20 @@ def reg_count(bits: int) -> int:
     return max(1, (bits + 31) // 32)
 
 
-@dataclass
 class Draft:
     """An instruction being built: arch, format, opcode and the field values, literal and variant collected so far."""
 
-    arch: Arch
-    fmt: str
-    op: int
-    name: str
-    info: dict[str, tuple[int, str, str]]
-    fields: dict[str, int] = field(default_factory=dict)
-    literal: int | None = None
-    variant: str = ""
+    __slots__ = ("arch", "fmt", "op", "name", "info", "fields", "literal", "variant")
+
+    def __init__(self, arch: Arch, fmt: str, op: int, name: str, info: dict[str, tuple[int, str, str]], fields: dict[str, int] | None = None,
+                 literal: int | None = None, variant: str = ""):
+        self.arch, self.fmt, self.op, self.name, self.info = arch, fmt, op, name, info
+        self.fields: dict[str, int] = {} if fields is None else fields
+        self.literal = literal
+        self.variant = variant
+
+    def __repr__(self) -> str:
+        return f"Draft({self.name}, fields={self.fields}, literal={self.literal}, variant={self.variant!r})"
 
     def bits(self, name: str, default: int = 32) -> int:
         """Width in bits of an operand field of this opcode."""
@@ -144,6 +146,8 @@ def _short_literal(draft: Draft, what: str) -> bool:
 
 def encode_src(draft: Draft, what: str, operand: Operand, allow_literal: bool = True) -> int:
     """The 9-bit source code of an operand; a constant that is not inline goes to the draft's literal."""
+    if type(operand) is Reg and operand.kind in ("v", "a") and not operand.half == "h":  # the common case first
+        return VGPR_BASE + operand.index
     if isinstance(operand, Reg) and operand.kind in ("v", "a"):
         return VGPR_BASE + encode_vgpr(draft, what, operand)
     if isinstance(operand, Reg | Special | Sym):
@@ -174,17 +178,21 @@ def encode_src(draft: Draft, what: str, operand: Operand, allow_literal: bool = 
 
 def encode_vgpr(draft: Draft, what: str, operand: Operand) -> int:
     """The index of a VGPR (or, on CDNA, AGPR) operand."""
-    if isinstance(operand, Reg) and operand.kind in ("v", "a"):
-        if operand.hi:
+    if type(operand) is Reg and operand.kind in ("v", "a"):
+        if operand.half == "h":
             raise EncodeError(f"{draft.name}: {what} cannot name the 16-bit half {operand} in this encoding")
         return operand.index
     raise EncodeError(f"{draft.name}: {what} must be a vector register, got {operand!r}")
 
 
+# the operand types that carry neg/abs themselves
+_MODIFIABLE = frozenset((Reg, Special))
+
+
 def mods_of(operand: Operand) -> tuple[bool, bool]:
     """(neg, abs) source modifiers carried by an operand."""
-    if isinstance(operand, Reg | Special):
-        return operand.neg, operand.abs
+    if type(operand) in _MODIFIABLE:
+        return operand.neg, operand.abs  # type: ignore[union-attr]
     return False, False
 
 
@@ -226,10 +234,12 @@ def _const_text(value: Operand) -> str:
 
 def split_mod_const(operand: object) -> tuple[Operand, bool, bool]:
     """Undo `with_mods` for constants: (operand, neg, abs)."""
-    if isinstance(operand, _ModConst):
-        return operand.value, operand.neg, operand.abs
-    neg, abs_ = mods_of(operand)  # type: ignore[arg-type]
-    return operand, neg, abs_  # type: ignore[return-value]
+    kind = type(operand)
+    if kind in _MODIFIABLE:
+        return operand, operand.neg, operand.abs  # type: ignore[return-value, attr-defined]
+    if kind is _ModConst:
+        return operand.value, operand.neg, operand.abs  # type: ignore[attr-defined]
+    return operand, False, False  # type: ignore[return-value]
 
 
 def flag_list(value: int, count: int) -> list[int]:

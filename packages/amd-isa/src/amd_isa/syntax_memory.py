@@ -1,7 +1,9 @@
 """Syntax of the memory and interpolation formats: DS, FLAT/GLOBAL/SCRATCH, MUBUF/MTBUF, MIMG and the gfx12 V* forms."""
 
+from functools import cache
+
 from .errors import EncodeError
-from .operands import OFF, Operand, Reg, Special, Sym
+from .operands import OFF, Operand, Reg, Special, Sym, plain_reg
 from .symbols import parse_swizzle, swizzle_text
 from .syntax_common import Draft, decode_src, encode_scalar, encode_src, encode_vgpr, reg_count, scalar_operand
 
@@ -93,7 +95,7 @@ def _width(spec: tuple) -> int:
 
 
 def _vreg(index: int, bits: int, acc: bool = False) -> Reg:
-    return Reg("a" if acc else "v", index, reg_count(bits))
+    return plain_reg("a" if acc else "v", index, reg_count(bits))
 
 
 # gfx12 cache policy spellings LLVM uses (from its gfx12 MC tests): temporal hints are named per kind of access;
@@ -424,6 +426,7 @@ _DIM_COORDS = (1, 2, 3, 3, 2, 3, 3, 4)
 _DIM_GRADS = (1, 2, 3, 2, 1, 2, 2, 2)
 
 
+@cache
 def image_address_count(name: str, dim: int, a16: bool) -> int:
     """VGPRs of a non-NSA image address: coordinates plus the extra arguments the mnemonic names (LLVM's rules)."""
     tokens = name.split("_")[1:]
@@ -453,26 +456,26 @@ def split_image(inst) -> Split:
     if fields.get("d16"):
         channels = (channels + 1) // 2
     channels += 1 if fields.get("tfe") else 0  # the status dword tfe returns (lwe alone adds none, as LLVM counts)
-    ops: list = [Reg("v", fields["vdata"], channels)]
+    ops: list = [plain_reg("v", fields["vdata"], channels)]
     count = image_address_count(inst.mnemonic, fields.get("dim", 0), bool(fields.get("a16")))
     if fmt == "MIMG":
         if inst.variant == "NSA":
             # up to five addresses; the last holds all remaining ones (gfx11's NSA has five address fields)
-            regs = [Reg("v", fields["vaddr"])] + [Reg("v", fields[f"vaddr{i}"]) for i in range(1, min(count, 5))]
+            regs = [plain_reg("v", fields["vaddr"])] + [plain_reg("v", fields[f"vaddr{i}"]) for i in range(1, min(count, 5))]
             if count > 5:
-                regs[-1] = Reg("v", fields["vaddr4"], count - 4)
+                regs[-1] = plain_reg("v", fields["vaddr4"], count - 4)
             ops.append(AddressList(regs))
         else:
-            ops.append(Reg("v", fields["vaddr"], count))
+            ops.append(plain_reg("v", fields["vaddr"], count))
         ops.append(scalar_operand(arch, fields["srsrc"] << 2, 8))  # LLVM names 8 registers, r128 or not
         if "ssamp" in info:
             ops.append(scalar_operand(arch, fields["ssamp"] << 2, 4))
     else:
         # gfx12 names up to five (VSAMPLE: four) address VGPRs one by one; the last holds all remaining coordinates.
         slots = sum(f"vaddr{i}" in fields for i in range(5))
-        regs = [Reg("v", fields[f"vaddr{i}"]) for i in range(min(count, slots))]
+        regs = [plain_reg("v", fields[f"vaddr{i}"]) for i in range(min(count, slots))]
         if count > slots:
-            regs[-1] = Reg("v", fields[f"vaddr{slots - 1}"], count - slots + 1)
+            regs[-1] = plain_reg("v", fields[f"vaddr{slots - 1}"], count - slots + 1)
         ops.append(regs[0] if count == 1 else AddressList(regs))
         ops.append(scalar_operand(arch, fields["rsrc"], 4 if fields.get("r128") else 8))
         if "samp" in info:

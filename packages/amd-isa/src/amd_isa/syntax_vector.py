@@ -420,9 +420,32 @@ def _mfma_default(fmt: str, key: str) -> int:
 # ----------------------------------------------------------------------------- building
 
 
+class _JoinPlan:
+    """What join_valu reads off the opcode alone, worked out once per (tables, format, opcode)."""
+
+    __slots__ = ("long", "writes_vcc", "reads_vcc", "k_at", "dst", "srcs")
+
+    def __init__(self, draft: Draft):
+        fmt, arch, info, name = draft.fmt, draft.arch, draft.info, draft.name
+        self.long = long = fmt in ("VOP3", "VOP3SD", "VOP3P")
+        self.writes_vcc, self.reads_vcc = _carry(name) if not long else (False, False)
+        self.k_at = 1 if "madak" in name or "fmaak" in name else 2 if "madmk" in name or "fmamk" in name else 0
+        # 1: EXEC (v_cmpx_*_e64), 2: a destination operand, 3: VOPC's implicit vcc, 0: none
+        if "vdst" in info:
+            self.dst = 1 if info["vdst"][1] == "EXEC" else 2
+        else:
+            self.dst = 3 if fmt == "VOPC" and (arch.wave == 64 or "cmpx" not in name) else 0
+        # (field, a lane-mask operand, a 16-bit register half in this encoding)
+        self.srcs = tuple((field, info[field][2] == "M64", is_half_operand(arch, fmt, info[field]))
+                          for field in _src_list(info, ("src0", "src1", "src2") if long else ("src0", "vsrc1")))
+
+
+_JOIN_PLANS: dict[tuple[str, str, int], _JoinPlan] = {}
+
+
 def join_valu(draft: Draft, ops: list, mods: Mods) -> None:
     """Inverse of split_valu: fill the draft's fields from operands and modifiers."""
-    fmt, arch, info, name, fields = draft.fmt, draft.arch, draft.info, draft.name, draft.fields
+    fmt, arch, name, fields = draft.fmt, draft.arch, draft.name, draft.fields
     if fmt == "VOPD":
         _join_vopd(draft, ops, mods)
         return
@@ -432,42 +455,49 @@ def join_valu(draft: Draft, ops: list, mods: Mods) -> None:
     if fmt == "VOP3PX2":
         _join_scaled_mfma(draft, ops, mods)
         return
-    long = fmt in ("VOP3", "VOP3SD", "VOP3P")
+    key = (arch.key, fmt, draft.op)
+    plan = _JOIN_PLANS.get(key)
+    if plan is None:
+        plan = _JOIN_PLANS[key] = _JoinPlan(draft)
+    long = plan.long
     if mods and not _DPP_KEY_SET.isdisjoint(mods):
         draft.variant = "DPP8" if "dpp8" in mods else "DPP16"
     elif mods and not _SDWA_KEY_SET.isdisjoint(mods):
         draft.variant = "SDWA" if f"{fmt}_SDWA" in arch.formats else "SDWA_SDST"
-    writes_vcc, reads_vcc = _carry(name) if not long else (False, False)
     ops = list(ops)
-    if "madak" in name or "fmaak" in name:
+    if plan.k_at == 1:
         fields["_lit"] = _literal_of(draft, ops.pop())
-    elif "madmk" in name or "fmamk" in name:
+    elif plan.k_at == 2:
         fields["_lit"] = _literal_of(draft, ops.pop(len(ops) - 2))
-    if "vdst" in info and info["vdst"][1] == "EXEC":
+    if plan.dst == 1:
         fields["vdst"] = 126  # v_cmpx_*_e64 writes EXEC: the destination field names exec_lo
-    elif "vdst" in info:
+    elif plan.dst == 2:
         fields["vdst"] = _encode_dst(draft, ops, "vdst")
-    elif fmt == "VOPC" and (arch.wave == 64 or "cmpx" not in name):
+    elif plan.dst == 3:
         _take_implicit(draft, ops, "vcc")
     if fmt == "VOP3SD":  # the carry-out / div_scale condition: a lane mask
         sdst = _pop(draft, ops, "sdst")
         _lane_mask(draft, "sdst", sdst)
         fields["sdst"] = encode_scalar(arch, f"{name} sdst", sdst)
-    if writes_vcc:
+    if plan.writes_vcc:
         _take_implicit(draft, ops, "vcc")
-    if reads_vcc:
+    if plan.reads_vcc:
         if not ops:
             raise EncodeError(f"{name} expects vcc as its last operand")
         last = ops.pop()
         if not isinstance(last, Special) or last.code != 106:
             raise EncodeError(f"{name} reads vcc implicitly; its last operand must be {_vcc(arch)}, got {last}")
         _lane_mask(draft, "the carry-in", last)
-    srcs = _src_list(info, ("src0", "src1", "src2") if long else ("src0", "vsrc1"))
+    srcs = plan.srcs
     if len(ops) != len(srcs):
         raise EncodeError(f"{name} takes {len(srcs)} source operand(s), got {len(ops)}")
     neg = abs_ = 0
-    for i, (field, operand) in enumerate(zip(srcs, ops, strict=True)):
-        value, n, a = split_mod_const(_from_half(draft, field, operand))
+    allow_literal = not long or arch.vop3_literal
+    for i, (field, m64, half) in enumerate(srcs):
+        operand = ops[i]
+        if half:
+            operand = _from_half(draft, field, operand)
+        value, n, a = split_mod_const(operand)
         neg |= n << i
         abs_ |= a << i
         if i == 0 and draft.variant:
@@ -481,11 +511,11 @@ def join_valu(draft: Draft, ops: list, mods: Mods) -> None:
             if not (isinstance(value, Reg) and value.kind == "v"):
                 raise EncodeError(f"{name}: src1 of the e32 form must be a VGPR, got {value}; use the _e64 form")
             fields["vsrc1"] = encode_vgpr(draft, field, value)
-        elif info[field][2] == "M64" and isinstance(value, Reg | Special):
+        elif m64 and isinstance(value, Reg | Special):
             _lane_mask(draft, field, value)
             fields[field] = encode_scalar(arch, field, value)
         else:
-            fields[field] = encode_src(draft, field, value, allow_literal=not long or arch.vop3_literal)
+            fields[field] = encode_src(draft, field, value, allow_literal=allow_literal)
     if "_lit" in fields:
         draft.set_literal(fields.pop("_lit"))
     if (neg or abs_) and not long and draft.variant not in ("DPP16", "SDWA", "SDWA_SDST"):
