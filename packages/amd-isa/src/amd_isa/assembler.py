@@ -339,6 +339,13 @@ _COMMENT = re.compile(r";|//")
 _LINE_LABEL = re.compile(r"^([A-Za-z_.$][\w.$]*):(?!\S)\s*")
 
 
+def _label_first(line: str) -> bool:
+    """Whether `line` may start with a label: its first colon comes before any space (`offset:16` in an instruction's
+    modifiers does not)."""
+    space = line.find(" ")
+    return space < 0 or line.index(":") < space
+
+
 def assemble_insts(text: str, arch: str) -> list[Inst]:
     """Like `assemble`, but returns the instructions."""
     labels: dict[str, int] = {}
@@ -346,7 +353,7 @@ def assemble_insts(text: str, arch: str) -> list[Inst]:
     offset = 0
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = (_COMMENT.split(raw, maxsplit=1)[0] if ";" in raw or "//" in raw else raw).strip()
-        while ":" in line and (match := _LINE_LABEL.match(line)) is not None:
+        while ":" in line and _label_first(line) and (match := _LINE_LABEL.match(line)) is not None:
             labels[match.group(1)] = offset
             line = line[match.end():]
         if not line or line.startswith("."):

@@ -26,6 +26,8 @@ X2_HIDDEN_BITS = 0xFF | 0b11 << 14 | 0x1FF << 50
 SIGNED_LABEL = ("LABEL",)
 
 
+# (tables, format, variant) -> encoded size without the literal
+_SIZES: dict[tuple[str, str, str], int] = {}
 # (tables, format, opcode) -> LLVM mnemonic: printing asks for it several times per instruction
 _MNEMONICS: dict[tuple[str, str, int], str] = {}
 
@@ -83,7 +85,11 @@ class Inst:
 
     def size(self) -> int:
         """Encoded size in bytes, including the literal dword."""
-        return self.layout["size"] + (4 if self.literal is not None else 0)
+        key = (self.arch.key, self.fmt, self.variant)
+        size = _SIZES.get(key)
+        if size is None:
+            size = _SIZES[key] = self.layout["size"]
+        return size + 4 if self.literal is not None else size
 
     def to_bytes(self) -> bytes:
         """The little-endian machine code of this instruction."""
