@@ -49,6 +49,10 @@ ASSEMBLE = [
     ("gfx1150", "gfx1150_asm_salu_float.s", "s_add_f32 s5, s1, s2", "01 02 05 a0"),
     # gfx940+ f64 MFMAs: neg:[a,b,c] in the blgp bits
     ("gfx942", "mai-gfx942.s", "v_mfma_f64_4x4x4_4b_f64 a[0:1], v[0:1], a[2:3], a[2:3] neg:[1,0,0]", "00 80 ef d3 00 05 0a 34"),
+    # SWMMAC's op_sel bits are index_key:N (was: "does not take modifier(s) index_key"); gfx11's 16-bit-result WMMA
+    # takes op_sel:[0,0,1], the result's high halves
+    ("gfx1200", "gfx12_asm_wmma_w32.s", "v_swmmac_f32_16x16x32_f16 v[12:19], v[0:3], v[4:11], v20 index_key:1", "0c 48 50 cc 00 09 52 1c"),
+    ("gfx1100", "gfx11_asm_wmma.s", "v_wmma_f16_16x16x16_f16 v[16:23], v[0:7], v[8:15], v[16:23] op_sel:[0,0,1]", "10 60 42 cc 00 11 42 1c"),
 ]
 
 
@@ -97,6 +101,7 @@ DISASSEMBLE = [
     # a sparse MFMA's src2 is its index VGPR whatever acc_cd says (was: a1)
     ("gfx942", "gfx942_mai.txt", "0a 80 e2 d3 02 09 06 14", "v_smfmac_f32_16x16x32_f16 a[10:13], v[2:3], a[4:7], v1"),
     ("gfx942", "mai-gfx942.s", "00 80 ef d3 00 05 0a 34", "v_mfma_f64_4x4x4_4b_f64 a[0:1], v[0:1], a[2:3], a[2:3] neg:[1,0,0]"),
+    ("gfx1200", "gfx12_dasm_wmma_w32.txt", "0c 48 50 cc 00 09 52 1c", "v_swmmac_f32_16x16x32_f16 v[12:19], v[0:3], v[4:11], v20 index_key:1"),
 ]
 
 # (target, a line LLVM rejects, what our error says)
@@ -115,6 +120,25 @@ REJECT = [
     ("gfx1100", "s_add_f32 s5, s1, s2", "not an instruction of gfx1100"),  # gfx1150+ scalar float
     ("gfx942", "v_prng_b32 v5, v1", "not an instruction of gfx942"),  # gfx950 only
     ("gfx90a", "v_mov_b64 v[0:1], v[2:3]", "not an instruction of gfx90a"),  # gfx940+
+    # a register range as wide as its operand (was: any width accepted, encoded from its first register; LLVM: invalid
+    # operand for instruction): gfx11_asm_wmma.s's wave64 accumulators in wave32 code, gfx950_err.s, mai-err-gfx942.s
+    ("gfx1100", "v_wmma_f32_16x16x16_f16 v[16:19], v[0:7], v[8:15], v[16:19]", r"vdst is 256 bits wide, 8 register\(s\) such as v\[16:23\]"),
+    ("gfx950", "v_cvt_scalef32_pk_f16_fp8 v[20:25], v[10:25], v8 clamp", "vdst is 32 bits wide"),
+    ("gfx942", "v_mfma_f32_32x32x4bf16 a[0:15], v0, v1, 0", "vdst is 1024 bits wide"),
+    ("gfx1100", "v_add_f64 v0, v2, v4", r"vdst is 64 bits wide, 2 register\(s\) such as v\[0:1\]"),
+    ("gfx1100", "v_mov_b32 v[0:1], v2", "vdst is 32 bits wide"),
+    ("gfx1100", "s_mov_b64 s[0:2], s[2:3]", "sdst is 64 bits wide"),
+    # VOP3P modifiers by source kind (gfx11/gfx12_asm_vop3p_err.s, gfx12_asm_wmma_w32.s; LLVM: not a valid operand,
+    # invalid operand for instruction, invalid neg_lo/neg_hi operand, out of range index_key)
+    ("gfx1100", "v_dot4_u32_u8 v0, v1, v2, v3 op_sel:[0,1]", "takes no op_sel/op_sel_hi"),  # 8-bit sources have no halves
+    ("gfx1200", "v_dot4_f32_fp8_fp8 v0, v1, v2, v3 neg_lo:[1,0,0]", "neg_lo applies to src2 here"),
+    ("gfx1200", "v_dot4_f32_fp8_fp8 v0, v1, v2, v3 clamp", "takes no clamp"),
+    ("gfx1200", "v_wmma_i32_16x16x16_iu8 v[4:11], v[0:1], v[2:3], v[4:11] neg_hi:[1,0,0]", "neg_hi applies to none"),
+    ("gfx1200", "v_wmma_f32_16x16x16_f16 v[8:15], v[0:3], v[4:7], v[8:15] clamp", "takes no clamp"),
+    ("gfx1200", "v_wmma_f32_16x16x16_f16 v[8:15], 1.0, v[4:7], v[8:15]", "src0 is a matrix operand: a VGPR range"),
+    ("gfx1200", "v_wmma_f32_16x16x16_f16 v[8:15], v[0:3], v[4:7], s[8:15]", "src2 is a VGPR range or an inline constant"),
+    ("gfx1200", "v_swmmac_f32_16x16x32_f16 v[12:19], v[0:3], v[4:11], v20 index_key:2", "out of range 0..1"),
+    ("gfx1200", "v_swmmac_i32_16x16x64_iu4 v[6:13], v[0:1], v[2:5], v14 index_key:1", "takes no index_key"),
 ]
 
 

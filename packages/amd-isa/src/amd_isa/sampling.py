@@ -11,7 +11,7 @@ from .availability import missing_on
 from .inst import ALWAYS_LITERAL, SRC_FIELDS, Inst
 from .syntax_common import reg_count, x2_prefix
 from .syntax_memory import UFMT_DEFAULT, image_address_count
-from .syntax_vector import is_half_operand
+from .syntax_vector import is_half_operand, vop3p_rules
 
 # Variant kinds, cycled per opcode: plain registers, scalar/constant sources, modifiers and literals, then DPP forms.
 KINDS = ("vgpr", "scalar", "mods", "dpp16", "dpp8")
@@ -44,6 +44,25 @@ def _src_code(rng: random.Random, arch: Arch, kind: str, bits: int, may_literal:
 
 def _vop_src_allowed_literal(arch: Arch, fmt: str) -> bool:
     return fmt in ("SOP1", "SOP2", "SOPC", "VOP1", "VOP2", "VOPC") or (fmt in ("VOP3", "VOP3SD", "VOP3P") and arch.vop3_literal)
+
+
+def _vop3p_modifiers(arch: Arch, name: str, info: dict, fields: dict[str, int]) -> None:
+    """Keep the modifier bits the opcode takes (`vop3p_rules`): no op_sel on 8-bit, fp8 or matrix sources (a SWMMAC's
+    are its index_key), no negation or clamp where LLVM refuses them."""
+    rules = vop3p_rules(arch, name, info)
+    if "opsel" not in fields:
+        return
+    if rules.index_key >= 0:
+        fields["opsel"] &= rules.index_key
+    elif not rules.op_sel:
+        fields["opsel"] &= 4 if rules.dst_half else 0
+    if not rules.op_sel or rules.index_key >= 0:
+        fields.update(opsel_hi=3, opsel_hi2=1)
+    for field, allowed in (("neg", rules.neg_lo), ("neg_hi", rules.neg_hi)):
+        if field in fields:
+            fields[field] &= allowed
+    if not rules.clamp and "clmp" in fields:
+        fields["clmp"] = 0
 
 
 def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Random) -> tuple[dict[str, int], int | None, str]:
@@ -186,6 +205,8 @@ def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Rand
                 fields[field] = 256
     if fmt in ("VOP1", "VOP2", "VOPC"):
         _low_halves(arch, fmt, info, fields, variant)
+    if fmt == "VOP3P" and not variant:
+        _vop3p_modifiers(arch, name, info, fields)
     if fmt in ("VIMAGE", "VSAMPLE"):
         _image_addresses(name, fields, rng)
     if fmt == "VOPD":

@@ -144,8 +144,26 @@ def _short_literal(draft: Draft, what: str) -> bool:
     return draft.bits(what) == 16 and not draft.fmt.startswith("SOP")
 
 
+# formats whose operand widths the tables fix (a memory instruction's address and data widths depend on its modifiers:
+# image dmask/dim/d16/tfe, buffer idxen/offen, flat saddr, atomic returns)
+_TABLE_WIDTHS = frozenset(("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P", "SOP1", "SOP2", "SOPC", "SOPK"))
+
+
+def check_width(draft: Draft, what: str, operand: object) -> None:
+    """A register range must be as wide as the operand field it goes to (v[0:1] for a 64-bit source, one register for a
+    32-bit one), as LLVM requires ("invalid operand for instruction"): `v_add_f64 v0, v2, v4` names 64-bit values by
+    their first register only."""
+    if draft.fmt not in _TABLE_WIDTHS or "f8f6f4" in draft.name:
+        return
+    if type(operand) is Reg and (info := draft.info.get(what)) is not None and operand.count != (want := reg_count(info[0])):
+        example = f"{operand.kind}{operand.index}" if want == 1 else f"{operand.kind}[{operand.index}:{operand.index + want - 1}]"
+        raise EncodeError(f"{draft.name}: {what} is {info[0]} bits wide, {want} register(s) such as {example}; got {operand}")
+
+
 def encode_src(draft: Draft, what: str, operand: Operand, allow_literal: bool = True) -> int:
     """The 9-bit source code of an operand; a constant that is not inline goes to the draft's literal."""
+    if type(operand) is Reg:
+        check_width(draft, what, operand)
     if type(operand) is Reg and operand.kind in ("v", "a") and not operand.half == "h":  # the common case first
         return VGPR_BASE + operand.index
     if isinstance(operand, Reg) and operand.kind in ("v", "a"):
@@ -179,6 +197,7 @@ def encode_src(draft: Draft, what: str, operand: Operand, allow_literal: bool = 
 def encode_vgpr(draft: Draft, what: str, operand: Operand) -> int:
     """The index of a VGPR (or, on CDNA, AGPR) operand."""
     if type(operand) is Reg and operand.kind in ("v", "a"):
+        check_width(draft, what, operand)
         if operand.half == "h":
             raise EncodeError(f"{draft.name}: {what} cannot name the 16-bit half {operand} in this encoding")
         return operand.index

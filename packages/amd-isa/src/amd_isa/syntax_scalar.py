@@ -3,7 +3,7 @@
 from .errors import EncodeError
 from .operands import Operand, Reg, Special, Sym
 from .symbols import format_simm16, parse_simm16_operand, version_text
-from .syntax_common import Draft, decode_src, encode_scalar, encode_src, reg_count, scalar_operand
+from .syntax_common import Draft, check_width, decode_src, encode_scalar, encode_src, reg_count, scalar_operand
 from .syntax_memory import SCOPE_NAMES, parse_policy, th_text
 
 Mods = dict[str, object]
@@ -76,6 +76,7 @@ def join_salu(draft: Draft, ops: list, mods: Mods) -> None:
     _expect(draft, ops, slots)
     for slot, operand in zip(slots, ops, strict=True):
         if slot == "sdst":
+            check_width(draft, "sdst", operand)
             draft.fields["sdst"] = encode_scalar(draft.arch, f"{name} sdst", operand)
         elif slot == "simm16":
             draft.fields["simm16"] = _imm16(draft, operand)

@@ -6,6 +6,7 @@ from .errors import EncodeError
 from .operands import Lit, Operand, Reg, Special, Sym, float_bits, plain_reg
 from .syntax_common import (
     Draft,
+    check_width,
     decode_src,
     encode_scalar,
     encode_src,
@@ -117,7 +118,7 @@ class _ValuPlan:
     appear), worked out once per (tables, format, opcode, variant); the per-instruction work is reading the fields."""
 
     __slots__ = ("name", "printed", "dst", "vcc", "dst_vcc", "sdst_count", "writes_vcc", "reads_vcc", "srcs", "k_mask",
-                 "k_at", "long", "vop3p", "mix", "byte_sel", "two_entry", "opsel_n", "nsrc")
+                 "k_at", "long", "vop3p", "mix", "byte_sel", "two_entry", "opsel_n", "nsrc", "index_key")
 
     def __init__(self, inst):
         arch, fmt, variant = inst.arch, inst.fmt, inst.variant
@@ -161,6 +162,7 @@ class _ValuPlan:
         self.k_mask = 0xFFFF if info.get("vdst", (32,))[0] == 16 else 0xFFFFFFFF
         self.k_at = 1 if any(part in name for part in ("madak", "fmaak")) else 2 if any(part in name for part in ("madmk", "fmamk")) else 0
         self.vop3p, self.mix = fmt == "VOP3P", mix
+        self.index_key = fmt == "VOP3P" and vop3p_rules(arch, name, info).index_key >= 0
         self.byte_sel = _byte_sel_bits(arch, name)
         self.two_entry = _two_entry_opsel(name)
         self.opsel_n = opsel_sources(arch, name, len(srcs))
@@ -238,6 +240,58 @@ def _is_mix(name: str) -> bool:
     return "_mix" in name
 
 
+class Vop3pRules:
+    """Which VOP3P modifiers and operand kinds LLVM takes for an RDNA opcode, read off its sources' data formats (LLVM's MC
+    tests, gfx11/gfx12): op_sel/op_sel_hi pick 16-bit halves, so only ops with 16-bit-pair (or mixed-precision)
+    sources have them (gfx11's 16-bit-result WMMA also selects the result half, op_sel:[0,0,1]); neg_lo on a signed
+    8/4-bit integer source is its signedness and such ops have no neg_hi; fp8/bf8 sources, unsigned integer sources,
+    integer accumulators and sparse indices take no negation; clamp is for integer results (and non-matrix float
+    ones), not fp8/bf8 dots or float matrix results; matrix sources and the sparse index are VGPRs, a matrix
+    accumulator a VGPR or an inline constant. SWMMAC's op_sel bits are index_key:0..1 (wave32)."""
+
+    __slots__ = ("op_sel", "dst_half", "index_key", "neg_lo", "neg_hi", "clamp", "vgpr_only", "no_sgpr")
+
+    def __init__(self, arch, name: str, info: dict):
+        dfmts = [info[f][2] for f in ("src0", "src1", "src2") if f in info]
+        rdna = arch.name in ("rdna3", "rdna4")
+        matrix = any(d.startswith("WMMA") for d in dfmts)
+        self.op_sel = not rdna or _is_mix(name) or any(d.startswith("PK2_") for d in dfmts)
+        # gfx11 WMMA with a 16-bit result: op_sel:[0,0,1] writes the high halves
+        result = info.get("vdst", (0, "", ""))[2]
+        self.dst_half = rdna and arch.name == "rdna3" and matrix and result.startswith("WMMA_DC") and result.endswith(("_F16", "_BF16"))
+        # the 4-bit 16x16x64 op's index has no slices to pick in wave32
+        self.index_key = 1 if rdna and name.startswith("v_swmmac") and "x64_iu4" not in name else -1
+        self.neg_lo = self.neg_hi = 7
+        self.clamp = True
+        self.vgpr_only = self.no_sgpr = 0
+        if not rdna:
+            return
+        for i, d in enumerate(dfmts):
+            if d.endswith(("IU8", "IU4")):
+                if arch.name == "rdna4":  # gfx11 still takes neg_hi there
+                    self.neg_hi &= ~(1 << i)
+            elif d.endswith(("_U8", "_U4", "FP8", "BF8", "_I32", "INDEX_SET")) and (matrix or d.startswith("PK")):
+                self.neg_lo &= ~(1 << i)
+                self.neg_hi &= ~(1 << i)
+            if matrix and (d.startswith("WMMA_AB") or d == "WMMA_INDEX_SET"):
+                self.vgpr_only |= 1 << i
+            elif matrix:
+                self.no_sgpr |= 1 << i
+        if any(d.endswith(("FP8", "BF8")) for d in dfmts) or (matrix and not result.endswith("I32")):
+            self.clamp = False
+
+
+_VOP3P_RULES: dict[tuple[str, str], Vop3pRules] = {}
+
+
+def vop3p_rules(arch, name: str, info: dict) -> Vop3pRules:
+    key = (arch.key, name)
+    rules = _VOP3P_RULES.get(key)
+    if rules is None:
+        rules = _VOP3P_RULES[key] = Vop3pRules(arch, name, info)
+    return rules
+
+
 def _split_long_mods(plan: _ValuPlan, fields: dict, mods: Mods) -> None:
     nsrc = plan.nsrc
     if plan.vop3p:
@@ -245,7 +299,9 @@ def _split_long_mods(plan: _ValuPlan, fields: dict, mods: Mods) -> None:
         opsel_hi = fields.get("opsel_hi", 3) | fields.get("opsel_hi2", 1) << 2
         mix = plan.mix  # its neg bits print as source modifiers (split_valu)
         default_hi = 0 if mix else (1 << nsrc) - 1
-        if opsel & ((1 << nsrc) - 1):
+        if plan.index_key and opsel & 3:
+            mods["index_key"] = opsel & 3  # SWMMAC: which slice of the sparsity index
+        elif opsel & ((1 << nsrc) - 1):
             mods["op_sel"] = flag_list(opsel, nsrc)
         if opsel_hi & ((1 << nsrc) - 1) != default_hi:
             mods["op_sel_hi"] = flag_list(opsel_hi, nsrc)
@@ -516,6 +572,15 @@ def join_valu(draft: Draft, ops: list, mods: Mods) -> None:
             fields[field] = encode_scalar(arch, field, value)
         else:
             fields[field] = encode_src(draft, field, value, allow_literal=allow_literal)
+    if fmt == "VOP3P" and srcs:
+        rules = vop3p_rules(arch, name, draft.info)
+        for i, (field, _, _) in enumerate(srcs):
+            value = split_mod_const(ops[i])[0]
+            vgpr = isinstance(value, Reg) and value.kind in ("v", "a")
+            if rules.vgpr_only >> i & 1 and not vgpr:
+                raise EncodeError(f"{name}: {field} is a matrix operand: a VGPR range, got {value}")
+            if rules.no_sgpr >> i & 1 and not vgpr and (isinstance(value, Reg | Special) or fields.get(field) == 255):
+                raise EncodeError(f"{name}: {field} is a VGPR range or an inline constant, got {value}")
     if "_lit" in fields:
         draft.set_literal(fields.pop("_lit"))
     if (neg or abs_) and not long and draft.variant not in ("DPP16", "SDWA", "SDWA_SDST"):
@@ -573,6 +638,8 @@ def _encode_dst(draft: Draft, ops: list, field: str) -> int:
     if optype in ("SREG", "SDST", "SREG_NOVCC"):
         if draft.info[field][2] == "M64":
             _lane_mask(draft, field, operand)
+        else:
+            check_width(draft, field, operand)
         return encode_scalar(draft.arch, f"{draft.name} {field}", operand)
     return encode_vgpr(draft, field, operand)
 
@@ -583,6 +650,21 @@ def _join_long_mods(draft: Draft, nsrc: int, neg: int, abs_: int, mods: Mods) ->
         mix = _is_mix(name)
         if abs_ and not mix:
             raise EncodeError(f"{name}: packed instructions take neg_lo/neg_hi, not abs")
+        rules = vop3p_rules(draft.arch, name, draft.info)
+        if "index_key" in mods:
+            if rules.index_key < 0:
+                raise EncodeError(f"{name} takes no index_key (only the sparse matrix ops, v_swmmac_*, do)")
+            key = int(mods.pop("index_key"))  # type: ignore[call-overload]
+            if not 0 <= key <= rules.index_key:
+                raise EncodeError(f"{name}: index_key:{key} is out of range 0..{rules.index_key}")
+            if "op_sel" in mods:
+                raise EncodeError(f"{name}: index_key and op_sel set the same bits; use index_key")
+            mods["op_sel"] = [key & 1, key >> 1 & 1, 0]
+        elif not rules.op_sel and ("op_sel" in mods or "op_sel_hi" in mods):
+            half = rules.dst_half and "op_sel_hi" not in mods and list(mods["op_sel"])[:2] == [0, 0]  # type: ignore[call-overload]
+            if not half:
+                what = "only op_sel:[0,0,1] (the result's high halves)" if rules.dst_half else "no op_sel/op_sel_hi"
+                raise EncodeError(f"{name} takes {what}: its sources are not pairs of 16-bit halves")
         opsel = list_flags(mods.pop("op_sel", 0))  # type: ignore[arg-type]
         default_hi = 0 if mix else 7
         hi_value = mods.pop("op_sel_hi", None)
@@ -590,7 +672,13 @@ def _join_long_mods(draft: Draft, nsrc: int, neg: int, abs_: int, mods: Mods) ->
         fields.update(opsel=opsel & 7, opsel_hi=opsel_hi & 3, opsel_hi2=opsel_hi >> 2 & 1)
         fields["neg"] = list_flags(mods.pop("neg_lo", 0)) | neg  # type: ignore[arg-type]
         fields["neg_hi"] = list_flags(mods.pop("neg_hi", 0)) | (abs_ if mix else 0)  # type: ignore[arg-type]
+        for key, field, allowed in (("neg_lo", "neg", rules.neg_lo), ("neg_hi", "neg_hi", rules.neg_hi)):
+            if fields[field] & ((1 << nsrc) - 1) & ~allowed:
+                which = [f"src{i}" for i in range(nsrc) if allowed >> i & 1]
+                raise EncodeError(f"{name}: {key} applies to {', '.join(which) if which else 'none of its sources'} here")
         fields["clmp"] = int(bool(mods.pop("clamp", False)))
+        if fields["clmp"] and not rules.clamp:
+            raise EncodeError(f"{name} takes no clamp (its result is a float matrix or its sources fp8/bf8)")
         return
     fields["neg"] = neg
     if abs_ and "abs" not in draft.arch.formats[draft.fmt]["fields"]:
