@@ -69,6 +69,21 @@ def test_batched_transposed_and_sliced_operands():
     assert kernels == 2
 
 
+def test_an_operand_read_transposed_is_copied_into_strips_when_enough_rows_reuse_it():
+    # q @ k^T: k is contiguous along the reduce axis; with 256 query rows the transposing copy pays for itself
+    q, k = rand(8, 256, 64), rand(8, 256, 64)
+    tq, tk = realized(q), realized(k)
+    out, kernels = kernels_of(lambda: tq @ tk.transpose(-1, -2))
+    close(out, q.astype(np.float64) @ np.swapaxes(k, -1, -2), 64)
+    assert kernels == 2
+    # a 64-row batch times a transposed weight reads it in place, with vector lanes along the reduce axis
+    x, w = rand(64, 784), rand(256, 784)
+    tx, tw = realized(x), realized(w)
+    out, kernels = kernels_of(lambda: tx @ tw.T)
+    close(out, x.astype(np.float64) @ w.T, 784)
+    assert kernels == 1
+
+
 def test_gradients_through_packed_matmuls():
     x, w = rand(64, 512), rand(512, 384)
     tx, tw = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)
@@ -90,7 +105,7 @@ def test_a_write_into_the_operand_after_the_matmul_is_not_seen_by_it():
 
 
 @settings(max_examples=12, deadline=None)
-@given(m=st.sampled_from([16, 64, 65]), k=st.sampled_from([256, 300, 512]), n=st.sampled_from([32, 48, 256, 272]),
+@given(m=st.sampled_from([16, 64, 65, 256]), k=st.sampled_from([64, 256, 300, 512]), n=st.sampled_from([32, 48, 256, 272]),
        batch=st.sampled_from([(), (2,)]), transpose_b=st.booleans())
 @example(m=64, k=256, n=256, batch=(), transpose_b=False)
 def test_matmuls_equal_numpy(m, k, n, batch, transpose_b):

@@ -5,15 +5,17 @@ scheduler's test_sched_operand_packing."""
 import random
 
 from uopir import AxisType, CRenderer, Ops, UOp, dtypes, operand_packs
-from uopir.codegen.packing import PACK_MIN_ALIASED_REDUCE, PACK_MIN_REDUCE
+from uopir.codegen.packing import PACK_MIN_ALIASED_REDUCE, PACK_MIN_REDUCE, PACK_MIN_TRANSPOSED_REUSE
 
 
-def matmul(n: int, m: int, k: int, ldb: int | None = None, batch: int = 1) -> UOp:
+def matmul(n: int, m: int, k: int, ldb: int | None = None, batch: int = 1, transposed: bool = False) -> UOp:
+    """(batch, n, k) @ (batch, k, m) with B's rows `ldb` apart, or with `transposed` B stored (batch, m, k)."""
     ldb = ldb or m
     out, a, b = (UOp.param(i, dtypes.float32.ptr(s)) for i, s in enumerate((batch * n * m, batch * n * k, batch * k * ldb)))
     # a single matrix has no batch range, as the scheduler lowers it
     z, i, j, r = UOp.range(batch, 3) if batch > 1 else UOp.const(0), UOp.range(n, 0), UOp.range(m, 1), UOp.range(k, 2, AxisType.REDUCE)
-    value = (a.index(z * n * k + i * k + r).load() * b.index(z * k * ldb + r * ldb + j).load()).reduce(r)
+    b_at = z * k * m + j * k + r if transposed else z * k * ldb + r * ldb + j
+    value = (a.index(z * n * k + i * k + r).load() * b.index(b_at).load()).reduce(r)
     return UOp.sink(out.index(z * n * m + i * m + j).store(value).end(*([z] if batch > 1 else []), i, j))
 
 
@@ -56,11 +58,20 @@ def test_a_short_reduce_loop_is_packed_only_where_its_strip_aliases_in_the_cache
         assert operand_packs(ast, CRenderer.packed_operand_bytes) == (ast, ())
 
 
+def test_an_operand_read_transposed_is_packed_when_enough_rows_reuse_it():
+    (pack,) = operand_packs(matmul(PACK_MIN_TRANSPOSED_REUSE, 256, 64, batch=8, transposed=True), CRenderer.packed_operand_bytes)[1]
+    assert pack.slot == 2 and pack.size == 8 * 64 * 256
+    for ast in (matmul(PACK_MIN_TRANSPOSED_REUSE // 2, 256, 64, batch=8, transposed=True),  # too few rows
+                matmul(PACK_MIN_TRANSPOSED_REUSE, 256, PACK_MIN_ALIASED_REDUCE // 2, batch=8, transposed=True)):  # short loop
+        assert operand_packs(ast, CRenderer.packed_operand_bytes) == (ast, ())
+
+
 def test_the_copy_holds_each_element_where_the_kernel_reads_it():
     random.seed(0)
-    cases = ((8, 256, 256, 64, None), (1, 64, 256, 512, 256), (2, 64, 64, 256, 272), (3, 80, 256, 512, None), (1, 64, 512, 512, None))
-    for batch, n, m, k, ldb in cases:
-        ast = matmul(n, m, k, ldb, batch)
+    cases = ((8, 256, 256, 64, None, False), (1, 64, 256, 512, 256, False), (2, 64, 64, 256, 272, False), (3, 80, 256, 512, None, False),
+             (1, 64, 512, 512, None, False), (8, 256, 256, 64, None, True), (2, 512, 128, 256, None, True))
+    for batch, n, m, k, ldb, transposed in cases:
+        ast = matmul(n, m, k, ldb, batch, transposed)
         new, packs = operand_packs(ast, 64)
         assert len(packs) == 1
         (pack,) = packs

@@ -6,7 +6,8 @@ power-of-two N the strip's cache lines all fall into a few cache sets and evict 
 the hardware prefetchers do not follow a stride of kilobytes: a 1024 x 1024 x 1024 float32 matmul measured 33 ms
 here (65 GFLOP/s on 2 Zen 3 cores) where PyTorch takes 12 ms. The cure GEMM libraries use is packing: B is first
 copied so that each strip of `group` columns is contiguous over k (`P[n // G, k, n % G]`), and the kernel reads the
-copy. Measured on the same matmul: packing 0.5 ms, the kernel 11.7 ms (190 GFLOP/s).
+copy. Measured on the same matmul: packing 0.5 ms, the kernel 11.7 ms (190 GFLOP/s). An operand B[n, k] read
+transposed (`x @ w.T`) is copied into the same strips, so it too gets the ordinary register tiles.
 
 `operand_packs(ast, group_bytes)` finds such operands and returns the kernel rewritten to read packed copies, with
 one packing kernel per copy for the scheduler to run first. A renderer asks for it with `packed_operand_bytes`.
@@ -38,6 +39,12 @@ PACK_MIN_STRIDE_BYTES = 1024
 #: the kernel must read each operand element at least this many times (the copy is a read and a write of it: with
 #: 16 or 32 rows over a 1024 x 1024 operand the copy measured slower than the strided passes; 64 rows 1.3x faster)
 PACK_MIN_REUSE = 64
+#: an operand contiguous along the reduce axis (`q @ k^T`, `x @ w.T`) is read by the kernel as vector lanes along that
+#: axis, summed across after the loop (LANES); a transposing copy into strips lets it use the register tiles of an
+#: ordinary matmul instead. The copy gathers with a stride, so it pays when at least this many output rows read each
+#: element: (8, 256, 64) @ (8, 64, 256)^T 573 -> 411 us, 512x128 @ (128x512)^T 3.1 -> 1.5 ms, 1024^3 17.8 -> 11.8 ms;
+#: with 64 rows (a 64-row batch times a 784x256 weight) the copy cost what it saved
+PACK_MIN_TRANSPOSED_REUSE = 256
 #: operands smaller than this are left alone (the extra kernel costs more than it saves)
 PACK_MIN_BYTES = 128 * 1024
 
@@ -143,14 +150,22 @@ def operand_packs(ast: UOp, group_bytes: int) -> tuple[UOp, tuple[OperandPack, .
         if group < 2 or range_end(inner) % group or inner not in moving or k not in moving or any(r not in loops and r is not k for r in moving):
             continue
         steps = _affine(off, moving)
-        if steps is None or steps[inner] != 1 or steps[k] * item < PACK_MIN_STRIDE_BYTES:
-            continue
-        if range_end(k) < PACK_MIN_REDUCE and (range_end(k) < PACK_MIN_ALIASED_REDUCE or steps[k] * item % PACK_ALIASED_STRIDE_BYTES):
+        if steps is None:
             continue
         size = math.prod(range_end(r) for r in moving)
         reuse = math.prod(range_end(r) for r in loops if r not in moving)
-        if reuse < PACK_MIN_REUSE or size * item < PACK_MIN_BYTES:
-            continue
+        if steps[k] == 1 and steps[inner] > 1:
+            # contiguous along the reduce axis (x @ w.T, q @ k^T): the copy transposes it, so the kernel reads strips along
+            # its output axis instead of reducing vector lanes and summing them across
+            if range_end(k) < PACK_MIN_ALIASED_REDUCE or reuse < PACK_MIN_TRANSPOSED_REUSE or size * item < PACK_MIN_BYTES:
+                continue
+        else:
+            if steps[inner] != 1 or steps[k] * item < PACK_MIN_STRIDE_BYTES:
+                continue
+            if range_end(k) < PACK_MIN_REDUCE and (range_end(k) < PACK_MIN_ALIASED_REDUCE or steps[k] * item % PACK_ALIASED_STRIDE_BYTES):
+                continue
+            if reuse < PACK_MIN_REUSE or size * item < PACK_MIN_BYTES:
+                continue
         pack, subs[ld] = _packed(param, off, [r for r in loops if r in moving and r is not inner], inner, k, group, size)
         packs.append(pack)
     if not subs:
