@@ -88,7 +88,8 @@ def test_the_copy_holds_each_element_where_the_kernel_reads_it():
             seen.add(d)
             # the kernel, at the loop values that read the same source element, reads that position of the copy
             i, j, r = (kernel_ranges[a] for a in (0, 1, 2))
-            strip, kk, lane = pack_ranges[-3:]
+            # the copy loops over the operand's rows outside its strips, a transposed operand's strips outside its rows
+            strip, kk, lane = pack_ranges[-3:] if transposed else (pack_ranges[-2], pack_ranges[-3], pack_ranges[-1])
             values = {i: 0, j: point[strip] * 16 + point[lane], r: point[kk]}
             if batch > 1:
                 values[kernel_ranges[3]] = point[pack_ranges[0]]
