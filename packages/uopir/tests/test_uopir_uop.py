@@ -7,6 +7,8 @@ import weakref
 
 import pytest
 import uopir
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from uopir import GraphError, GroupOp, Ops, UOp, dtypes, pretty_print, print_uops
 from uopir.uop import UOpMeta
 
@@ -63,6 +65,31 @@ def test_toposort_order_and_enter_calls():
     call = body.call(buf)
     assert body in call.toposort() and body not in call.toposort(enter_calls=False)
     assert buf in call.toposort(enter_calls=False)
+
+
+def _post_order(node: UOp, gate, out: dict) -> None:
+    """The reference walk: sources first, left to right, each node once, nothing below a gated-off node."""
+    if node in out:
+        return
+    if gate is None or gate(node):
+        for s in node.src:
+            _post_order(s, gate, out)
+    out.setdefault(node, None)
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["+", "*", "max"]), st.integers(0, 99), st.integers(0, 99)), min_size=1, max_size=40),
+       cut=st.integers(0, 6))
+def test_toposort_is_the_post_order_walk_on_random_dags(ops, cut):
+    # random DAGs with shared subexpressions (each new node reads two earlier ones), walked whole and with a gate
+    nodes = [UOp.variable(f"v{i}", 0, 9) for i in range(3)]
+    for op, i, j in ops:
+        a, b = nodes[i % len(nodes)], nodes[j % len(nodes)]
+        nodes.append(a + b if op == "+" else a * b if op == "*" else a.maximum(b))
+    gate = (lambda n: hash(n) % 7 != cut) if cut else None
+    expected: dict = {}
+    _post_order(nodes[-1], gate, expected)
+    assert list(nodes[-1].toposort(gate=gate)) == list(expected)
 
 
 def test_find_below_returns_the_first_match_depth_first_and_honours_the_gate():
@@ -184,8 +211,6 @@ def test_bool_of_uop():
 
 def test_movement_shapes_match_numpy():
     np = pytest.importorskip("numpy")
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
 
     @settings(max_examples=150, derandomize=True, deadline=None)
     @given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=4), ops=st.lists(st.integers(0, 5), max_size=6), data=st.data())

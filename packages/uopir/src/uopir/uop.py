@@ -177,21 +177,25 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
 
         gate(node) False stops the walk below that node; enter_calls=False skips the bodies (src[0]) of CALLs.
         """
+        # depth first without (node, done) pairs: a node popped a second time after it was entered is its own marker
+        # (in a DAG nothing under a node can push it again while it is open), so it is finished then
         out: dict[UOp, None] = {}
-        stack: list[tuple[UOp, bool]] = [(self, False)]
+        entered: set[UOp] = set()
+        stack: list[UOp] = [self]
         while stack:
-            node, done = stack.pop()
+            node = stack.pop()
             if node in out:
                 continue
-            if done:
+            if node in entered:
                 out[node] = None
                 continue
-            stack.append((node, True))
+            entered.add(node)
+            stack.append(node)
             if gate is None or gate(node):
                 srcs = node.src if enter_calls or node.op is not Ops.CALL else node.src[1:]
                 for s in reversed(srcs):
                     if s not in out:
-                        stack.append((s, False))
+                        stack.append(s)
         return out
 
     def find_below(self, pred: Callable[[UOp], bool], gate: Callable[[UOp], bool] | None = None) -> UOp | None:
@@ -269,10 +273,17 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
             return self._shape
         except AttributeError:
             pass
-        if any(not hasattr(s, "_shape") for s in self.src):
-            for node in self.toposort(gate=lambda n: not hasattr(n, "_shape")):
-                if node is not self and not hasattr(node, "_shape"):
-                    _set_shape(node, infer_shape(node))
+        for s in self.src:
+            if not hasattr(s, "_shape"):
+                # a new source whose own sources have shapes (a constant dimension, the op built just before) is
+                # shaped directly; anything deeper in one walk of the unshaped nodes
+                if all(hasattr(x, "_shape") for x in s.src):
+                    _set_shape(s, infer_shape(s))
+                    continue
+                for node in self.toposort(gate=lambda n: not hasattr(n, "_shape")):
+                    if node is not self and not hasattr(node, "_shape"):
+                        _set_shape(node, infer_shape(node))
+                break
         _set_shape(self, ret := infer_shape(self))
         return ret
 
