@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from uopir.dtypes import dtypes
 from uopir.ops import GroupOp, Ops
-from uopir.shapes import sint
+from uopir.shapes import movement_shape, sint
 
 if TYPE_CHECKING:
     from uopir.uop import UOp
@@ -43,9 +43,19 @@ class MovementMixin:
     const_like: Any
 
     def _mop(self, op: Ops, dims: Iterable[sint], arg: Any = None) -> UOp:
+        dims = tuple(dims)
         srcs = tuple(_dim(self, d) if isinstance(d, int) else d for d in dims)
-        ret = type(self)(op, self.dtype, (self, *srcs), arg)
-        _ = ret.shape  # validate now: a bad movement op fails where it is built
+        cls = type(self)
+        ret = cls(op, self.dtype, (self, *srcs), arg)
+        # validate now: a bad movement op fails where it is built. With plain int sizes the shape follows from them
+        # directly (reading them back from the size nodes, `marg`, was a third of building a view)
+        if (ps := self.shape_or_none) is not None and all(type(d) is int for d in dims):
+            try:
+                ret._shape  # noqa: B018 - a node that existed already has its shape
+            except AttributeError:
+                marg = dims if op in (Ops.RESHAPE, Ops.EXPAND) else arg if op in (Ops.PERMUTE, Ops.FLIP) else tuple(zip(dims[0::2], dims[1::2]))
+                cls.__dict__["_shape"].__set__(ret, movement_shape(op, ps, marg))
+        _ = ret.shape
         return ret
 
     def reshape(self, shape: tuple[sint, ...]) -> UOp:

@@ -117,26 +117,31 @@ def _movement_shape(u: UOp) -> tuple[sint, ...]:
     ps = u.src[0].shape_or_none
     if ps is None:
         raise GraphError(f"{u.op!r} needs a src with a shape, {u.src[0].op!r} has none")
-    marg = u.marg
-    if u.op is Ops.RESHAPE:
+    return movement_shape(u.op, ps, u.marg)
+
+
+def movement_shape(op: Ops, ps: tuple[sint, ...], marg: Any) -> tuple[sint, ...]:
+    """The shape a movement op `op` with plain argument `marg` (see `UOp.marg`) gives a value of shape `ps`; raises
+    GraphError for an argument that does not fit the shape."""
+    if op is Ops.RESHAPE:
         if all(isinstance(d, int) for d in ps + marg) and prod(ps) != prod(marg):
             raise GraphError(f"cannot reshape {ps} to {marg}: the sizes differ")
         return marg
-    if u.op is Ops.EXPAND:
+    if op is Ops.EXPAND:
         if len(marg) != len(ps) or any(not (_same(p, m) or (isinstance(p, int) and p == 1)) for p, m in zip(ps, marg)):
             raise GraphError(f"cannot expand {ps} to {marg}: only size-1 dims expand (reshape to add dims)")
         return marg
-    if u.op is Ops.PERMUTE:
+    if op is Ops.PERMUTE:
         if sorted(marg) != list(range(len(ps))):
             raise GraphError(f"permute {marg} is not a permutation of the {len(ps)} axes of {ps}")
         return tuple(ps[i] for i in marg)
-    if u.op is Ops.FLIP:
+    if op is Ops.FLIP:
         if len(marg) != len(ps):
             raise GraphError(f"flip {marg} needs one flag per axis of {ps}")
         return ps
     if len(marg) != len(ps):
-        raise GraphError(f"{u.op.name.lower()} {marg} needs one (begin, end) pair per axis of {ps}")
-    if u.op is Ops.PAD:
+        raise GraphError(f"{op.name.lower()} {marg} needs one (begin, end) pair per axis of {ps}")
+    if op is Ops.PAD:
         return tuple(_simp(d + b + e) for d, (b, e) in zip(ps, marg))
     # SHRINK
     for d, (b, e) in zip(ps, marg):
