@@ -5,7 +5,7 @@ scheduler's test_sched_operand_packing."""
 import random
 
 from uopir import AxisType, CRenderer, Ops, UOp, dtypes, operand_packs
-from uopir.codegen.packing import PACK_MIN_ALIASED_REDUCE, PACK_MIN_REDUCE, PACK_MIN_TRANSPOSED_REUSE
+from uopir.codegen.packing import PACK_MIN_ALIASED_REDUCE, PACK_MIN_REDUCE, PACK_MIN_TRANSPOSED_REDUCE, PACK_MIN_TRANSPOSED_REUSE
 
 
 def matmul(n: int, m: int, k: int, ldb: int | None = None, batch: int = 1, transposed: bool = False) -> UOp:
@@ -62,7 +62,7 @@ def test_an_operand_read_transposed_is_packed_when_enough_rows_reuse_it():
     (pack,) = operand_packs(matmul(PACK_MIN_TRANSPOSED_REUSE, 256, 64, batch=8, transposed=True), CRenderer.packed_operand_bytes)[1]
     assert pack.slot == 2 and pack.size == 8 * 64 * 256
     for ast in (matmul(PACK_MIN_TRANSPOSED_REUSE // 2, 256, 64, batch=8, transposed=True),  # too few rows
-                matmul(PACK_MIN_TRANSPOSED_REUSE, 256, PACK_MIN_ALIASED_REDUCE // 2, batch=8, transposed=True)):  # short loop
+                matmul(PACK_MIN_TRANSPOSED_REUSE, 256, PACK_MIN_TRANSPOSED_REDUCE // 2, batch=8, transposed=True)):  # short loop
         assert operand_packs(ast, CRenderer.packed_operand_bytes) == (ast, ())
 
 

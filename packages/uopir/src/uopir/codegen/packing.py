@@ -45,6 +45,8 @@ PACK_MIN_REUSE = 64
 #: element: (8, 256, 64) @ (8, 64, 256)^T 573 -> 411 us, 512x128 @ (128x512)^T 3.1 -> 1.5 ms, 1024^3 17.8 -> 11.8 ms;
 #: with 64 rows (a 64-row batch times a 784x256 weight) the copy cost what it saved
 PACK_MIN_TRANSPOSED_REUSE = 256
+#: and the reduce loop of such an operand must be at least this long (shorter, the lanes' cross sums are cheap)
+PACK_MIN_TRANSPOSED_REDUCE = 64
 #: operands smaller than this are left alone (the extra kernel costs more than it saves)
 PACK_MIN_BYTES = 128 * 1024
 
@@ -98,7 +100,7 @@ def _packed(param: UOp, off: UOp, others: list[UOp], inner: UOp, k: UOp, group: 
     # range twice (k == n matmuls were wrong)
     # loop order: over the operand's rows (k) outside the strips when its rows are contiguous, so the copy reads each
     # row front to back and writes one line to each strip (a strip's lines 4 KiB apart outside would read down
-    # columns: 1024 x 1024, 0.41-0.68 -> 0.21-0.35 ms); a transposed operand's strips outside (its gather then reuses
+    # columns: 1024 x 1024, 0.41-0.68 -> 0.18-0.35 ms); a transposed operand's strips outside (its gather then reuses
     # each row's lines across consecutive k)
     sizes = [*(range_end(r) for r in others), *((n_k, n_inner // group) if rows_outer else (n_inner // group, n_k)), group]
     final = [UOp.range(n, i) for i, n in enumerate(sizes)]
@@ -131,7 +133,8 @@ def operand_packs(ast: UOp, group_bytes: int) -> tuple[UOp, tuple[OperandPack, .
     if len(reduces) != 1 or reduces[0].arg is not Ops.ADD or len(reduces[0].src) != 2:
         return ast, ()
     k = reduces[0].src[1]
-    if k.op is not Ops.RANGE or k.src[0].op is not Ops.CONST or range_end(k) < min(PACK_MIN_REDUCE, PACK_MIN_ALIASED_REDUCE):
+    shortest = min(PACK_MIN_REDUCE, PACK_MIN_ALIASED_REDUCE, PACK_MIN_TRANSPOSED_REDUCE)
+    if k.op is not Ops.RANGE or k.src[0].op is not Ops.CONST or range_end(k) < shortest:
         return ast, ()
     out_slot = store.src[0].src[0].arg.slot
     inner = next((r for r in loops if stride(store.src[0].src[1], r) == 1), None)
@@ -164,7 +167,7 @@ def operand_packs(ast: UOp, group_bytes: int) -> tuple[UOp, tuple[OperandPack, .
         if transposed:
             # contiguous along the reduce axis (x @ w.T, q @ k^T): the copy transposes it, so the kernel reads strips along
             # its output axis instead of reducing vector lanes and summing them across
-            if range_end(k) < PACK_MIN_ALIASED_REDUCE or reuse < PACK_MIN_TRANSPOSED_REUSE or size * item < PACK_MIN_BYTES:
+            if range_end(k) < PACK_MIN_TRANSPOSED_REDUCE or reuse < PACK_MIN_TRANSPOSED_REUSE or size * item < PACK_MIN_BYTES:
                 continue
         else:
             if steps[inner] != 1 or steps[k] * item < PACK_MIN_STRIDE_BYTES:
