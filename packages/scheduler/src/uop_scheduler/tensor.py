@@ -192,8 +192,22 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
 
     # ---- wrapping ----
     def _wrap(self, u: UOp, device: str | None = None) -> Tensor:
-        """A new tensor holding the value `u` (computed from this one: not a view of it)."""
-        return Tensor(u, device=device or self._device)
+        """A new tensor holding the value `u` (computed from this one: not a view of it). What `Tensor(u, device=...)`
+        does, without the constructor's dispatch on its argument (every op result is built here)."""
+        if device is not None and not isinstance(device, str):
+            return Tensor(u, device=device)
+        ret = Tensor.__new__(Tensor)
+        ret.uop = u
+        ret._device = canonicalize(device) if device is not None else self._device
+        ret.grad = None
+        ret._requires_grad = None
+        ret._root = None
+        ret._chain = ()
+        ret._views = None
+        ret._graph = None
+        ret._borrowed = storage_of(u) is not None
+        all_tensors.add(ret)
+        return ret
 
     @staticmethod
     def _owning(u: UOp, device: str, **kwargs: Any) -> Tensor:
