@@ -153,7 +153,7 @@ def check_width(draft: Draft, what: str, operand: object) -> None:
     """A register range must be as wide as the operand field it goes to (v[0:1] for a 64-bit source, one register for a
     32-bit one), as LLVM requires ("invalid operand for instruction"): `v_add_f64 v0, v2, v4` names 64-bit values by
     their first register only."""
-    if draft.fmt not in _TABLE_WIDTHS or "f8f6f4" in draft.name:
+    if draft.fmt not in _TABLE_WIDTHS or "f8f6f4" in draft.name:  # f8f6f4 MFMA sources: cbsz/blgp set the width
         return
     if type(operand) is Reg and (info := draft.info.get(what)) is not None and operand.count != (want := reg_count(info[0])):
         example = f"{operand.kind}{operand.index}" if want == 1 else f"{operand.kind}[{operand.index}:{operand.index + want - 1}]"
@@ -163,11 +163,9 @@ def check_width(draft: Draft, what: str, operand: object) -> None:
 def encode_src(draft: Draft, what: str, operand: Operand, allow_literal: bool = True) -> int:
     """The 9-bit source code of an operand; a constant that is not inline goes to the draft's literal."""
     if type(operand) is Reg:
+        if operand.kind in ("v", "a"):
+            return VGPR_BASE + encode_vgpr(draft, what, operand)  # width and half checked there
         check_width(draft, what, operand)
-    if type(operand) is Reg and operand.kind in ("v", "a") and not operand.half == "h":  # the common case first
-        return VGPR_BASE + operand.index
-    if isinstance(operand, Reg) and operand.kind in ("v", "a"):
-        return VGPR_BASE + encode_vgpr(draft, what, operand)
     if isinstance(operand, Reg | Special | Sym):
         return encode_scalar(draft.arch, what, operand)
     if isinstance(operand, Lit):

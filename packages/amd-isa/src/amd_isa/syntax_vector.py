@@ -113,38 +113,69 @@ def dpp_mnemonic(name: str, fmt: str, variant: str) -> str:
     return base if fmt == "VOPC" and suffix == "_dpp" else base + suffix
 
 
+class _OpFacts:
+    """What both directions of the VALU syntax read off an opcode alone, worked out once per (tables, format, opcode):
+    its encoding length, implicit VCC operands, K constant, destination kind and sources. Name-derived facts read
+    substrings every spelling of the opcode shares (table name, LLVM name)."""
+
+    __slots__ = ("long", "writes_vcc", "reads_vcc", "k_at", "k_mask", "dst", "srcs")
+
+    def __init__(self, arch, fmt: str, name: str, info: dict):
+        self.long = long = fmt in ("VOP3", "VOP3SD", "VOP3P")
+        self.writes_vcc, self.reads_vcc = _carry(name) if not long else (False, False)
+        # the K constant of madak/fmaak (last operand) or madmk/fmamk (before the last); a 16-bit op's is the low half
+        # of the literal dword
+        self.k_at = 1 if "madak" in name or "fmaak" in name else 2 if "madmk" in name or "fmamk" in name else 0
+        self.k_mask = 0xFFFF if info.get("vdst", (32,))[0] == 16 else 0xFFFFFFFF
+        # 1: EXEC (v_cmpx_*_e64), 2: a destination operand, 3: VOPC's implicit vcc, 0: none
+        if "vdst" in info:
+            self.dst = 1 if info["vdst"][1] == "EXEC" else 2
+        else:
+            self.dst = 3 if fmt == "VOPC" and (arch.wave == 64 or "cmpx" not in name) else 0
+        # (field, a lane-mask operand, a 16-bit register half in this encoding)
+        self.srcs = tuple((field, info[field][2] == "M64", is_half_operand(arch, fmt, info[field]))
+                          for field in _src_list(info, ("src0", "src1", "src2") if long else ("src0", "vsrc1")))
+
+
+_OP_FACTS: dict[tuple[str, str, int], _OpFacts] = {}
+
+
+def _op_facts(arch, fmt: str, op: int, name: str, info: dict) -> _OpFacts:
+    key = (arch.key, fmt, op)
+    facts = _OP_FACTS.get(key)
+    if facts is None:
+        facts = _OP_FACTS[key] = _OpFacts(arch, fmt, name, info)
+    return facts
+
+
 class _ValuPlan:
     """Everything split_valu derives from the opcode alone (names, which fields print as what, which modifiers can
     appear), worked out once per (tables, format, opcode, variant); the per-instruction work is reading the fields."""
 
-    __slots__ = ("name", "printed", "dst", "vcc", "dst_vcc", "sdst_count", "writes_vcc", "reads_vcc", "srcs", "k_mask",
-                 "k_at", "long", "vop3p", "mix", "byte_sel", "two_entry", "opsel_n", "nsrc", "index_key")
+    __slots__ = ("facts", "name", "printed", "dst", "vcc", "sdst_count", "srcs", "vop3p", "mix", "byte_sel", "two_entry",
+                 "opsel_n", "nsrc", "index_key")
 
     def __init__(self, inst):
         arch, fmt, variant = inst.arch, inst.fmt, inst.variant
         info = inst.operand_info
         self.name = name = inst.mnemonic
+        self.facts = facts = _op_facts(arch, fmt, inst.op, name, info)
         self.printed = dpp_mnemonic(name, fmt, variant) if variant else name
-        self.long = long = fmt in ("VOP3", "VOP3SD", "VOP3P")
-        self.writes_vcc, self.reads_vcc = _carry(name) if not long else (False, False)
         self.vcc = _vcc(arch)
         # (scalar, count, kind, half) of the vdst operand, or None
         self.dst = None
-        self.dst_vcc = False
-        if "vdst" in info and info["vdst"][1] != "EXEC":
+        if facts.dst == 2:
             bits, optype, _ = info["vdst"]
             scalar = optype in ("SREG", "SDST", "SREG_NOVCC", "EXEC")
             count = _count(arch, info["vdst"]) if scalar else reg_count(bits)
             self.dst = (scalar, count, "a" if optype == "ACCVGPR" else "v", is_half_operand(arch, fmt, info["vdst"]))
-        elif fmt == "VOPC" and (arch.wave == 64 or "cmpx" not in name):
-            self.dst_vcc = True
         self.sdst_count = _count(arch, info.get("sdst", (64, "SREG", "M64"))) if fmt == "VOP3SD" else 0
         mix = fmt == "VOP3P" and _is_mix(name)
         # per source: (index, field, how, count, bits, half, m64, acc, acc_if_vgpr, mods); how: 0 a DPP/SDWA form's
         # src0 (vsrc0), 1 vsrc1, 2 a 9-bit source code; mods: 0 none, 1 VOP3 neg/abs, 2 mix neg/neg_hi, 3 DPP/SDWA bits
         srcs = []
-        for i, field in enumerate(_src_list(info, ("src0", "src1", "src2") if long else ("src0", "vsrc1"))):
-            bits, optype, dfmt = info[field]
+        for i, (field, m64, half) in enumerate(facts.srcs):
+            bits, optype, _ = info[field]
             how = 0 if i == 0 and variant else 1 if field == "vsrc1" else 2
             if mix:
                 mods = 2
@@ -154,13 +185,9 @@ class _ValuPlan:
                 mods = 3
             else:
                 mods = 0
-            srcs.append((i, field, how, reg_count(bits), bits, is_half_operand(arch, fmt, info[field]), dfmt == "M64",
-                         optype == "ACCVGPR", optype == "SRC_ACCVGPR", mods))
+            srcs.append((i, field, how, reg_count(bits), bits, half, m64, optype == "ACCVGPR", optype == "SRC_ACCVGPR", mods))
         self.srcs = tuple(srcs)
         self.nsrc = len(srcs)
-        # A 16-bit op's K constant is the low half of the literal dword.
-        self.k_mask = 0xFFFF if info.get("vdst", (32,))[0] == 16 else 0xFFFFFFFF
-        self.k_at = 1 if any(part in name for part in ("madak", "fmaak")) else 2 if any(part in name for part in ("madmk", "fmamk")) else 0
         self.vop3p, self.mix = fmt == "VOP3P", mix
         self.index_key = fmt == "VOP3P" and vop3p_rules(arch, name, info).index_key >= 0
         self.byte_sel = _byte_sel_bits(arch, name)
@@ -184,18 +211,18 @@ def split_valu(inst) -> Split:
     if plan is None:
         plan = _VALU_PLANS[key] = _ValuPlan(inst)
     fields = inst.fields
-    name = plan.name
+    name, facts = plan.name, plan.facts
     ops: list = []
     mods: Mods = {}
     if plan.dst is not None:
         scalar, count, kind, half = plan.dst
         dst = scalar_operand(arch, fields["vdst"], count) if scalar else plain_reg(kind, fields["vdst"], count)
         ops.append(_as_half(dst, name) if half else dst)
-    elif plan.dst_vcc:
+    elif facts.dst == 3:
         ops.append(plan.vcc)
     if plan.sdst_count:
         ops.append(scalar_operand(arch, fields["sdst"], plan.sdst_count))
-    if plan.writes_vcc:
+    if facts.writes_vcc:
         ops.append(plan.vcc)
     for i, field, how, count, bits, half, m64, acc, acc_if_vgpr, kind in plan.srcs:
         raw = fields[field]
@@ -221,13 +248,13 @@ def split_valu(inst) -> Split:
             neg, abs_ = _SRC_NEG_ABS[i]
             operand = with_mods(operand, bool(fields.get(neg)), bool(fields.get(abs_)))
         ops.append(operand)
-    if plan.reads_vcc:
+    if facts.reads_vcc:
         ops.append(plan.vcc)
-    if plan.k_at == 1:
-        ops.append(Lit((inst.literal or 0) & plan.k_mask))
-    elif plan.k_at == 2:
-        ops.insert(len(ops) - 1, Lit((inst.literal or 0) & plan.k_mask))
-    if plan.long:
+    if facts.k_at == 1:
+        ops.append(Lit((inst.literal or 0) & facts.k_mask))
+    elif facts.k_at == 2:
+        ops.insert(len(ops) - 1, Lit((inst.literal or 0) & facts.k_mask))
+    if facts.long:
         _split_long_mods(plan, fields, mods)
     if variant:
         _split_variant_mods(inst, mods)
@@ -476,29 +503,6 @@ def _mfma_default(fmt: str, key: str) -> int:
 # ----------------------------------------------------------------------------- building
 
 
-class _JoinPlan:
-    """What join_valu reads off the opcode alone, worked out once per (tables, format, opcode)."""
-
-    __slots__ = ("long", "writes_vcc", "reads_vcc", "k_at", "dst", "srcs")
-
-    def __init__(self, draft: Draft):
-        fmt, arch, info, name = draft.fmt, draft.arch, draft.info, draft.name
-        self.long = long = fmt in ("VOP3", "VOP3SD", "VOP3P")
-        self.writes_vcc, self.reads_vcc = _carry(name) if not long else (False, False)
-        self.k_at = 1 if "madak" in name or "fmaak" in name else 2 if "madmk" in name or "fmamk" in name else 0
-        # 1: EXEC (v_cmpx_*_e64), 2: a destination operand, 3: VOPC's implicit vcc, 0: none
-        if "vdst" in info:
-            self.dst = 1 if info["vdst"][1] == "EXEC" else 2
-        else:
-            self.dst = 3 if fmt == "VOPC" and (arch.wave == 64 or "cmpx" not in name) else 0
-        # (field, a lane-mask operand, a 16-bit register half in this encoding)
-        self.srcs = tuple((field, info[field][2] == "M64", is_half_operand(arch, fmt, info[field]))
-                          for field in _src_list(info, ("src0", "src1", "src2") if long else ("src0", "vsrc1")))
-
-
-_JOIN_PLANS: dict[tuple[str, str, int], _JoinPlan] = {}
-
-
 def join_valu(draft: Draft, ops: list, mods: Mods) -> None:
     """Inverse of split_valu: fill the draft's fields from operands and modifiers."""
     fmt, arch, name, fields = draft.fmt, draft.arch, draft.name, draft.fields
@@ -511,40 +515,37 @@ def join_valu(draft: Draft, ops: list, mods: Mods) -> None:
     if fmt == "VOP3PX2":
         _join_scaled_mfma(draft, ops, mods)
         return
-    key = (arch.key, fmt, draft.op)
-    plan = _JOIN_PLANS.get(key)
-    if plan is None:
-        plan = _JOIN_PLANS[key] = _JoinPlan(draft)
-    long = plan.long
+    facts = _op_facts(arch, fmt, draft.op, name, draft.info)
+    long = facts.long
     if mods and not _DPP_KEY_SET.isdisjoint(mods):
         draft.variant = "DPP8" if "dpp8" in mods else "DPP16"
     elif mods and not _SDWA_KEY_SET.isdisjoint(mods):
         draft.variant = "SDWA" if f"{fmt}_SDWA" in arch.formats else "SDWA_SDST"
     ops = list(ops)
-    if plan.k_at == 1:
+    if facts.k_at == 1:
         fields["_lit"] = _literal_of(draft, ops.pop())
-    elif plan.k_at == 2:
+    elif facts.k_at == 2:
         fields["_lit"] = _literal_of(draft, ops.pop(len(ops) - 2))
-    if plan.dst == 1:
+    if facts.dst == 1:
         fields["vdst"] = 126  # v_cmpx_*_e64 writes EXEC: the destination field names exec_lo
-    elif plan.dst == 2:
+    elif facts.dst == 2:
         fields["vdst"] = _encode_dst(draft, ops, "vdst")
-    elif plan.dst == 3:
+    elif facts.dst == 3:
         _take_implicit(draft, ops, "vcc")
     if fmt == "VOP3SD":  # the carry-out / div_scale condition: a lane mask
         sdst = _pop(draft, ops, "sdst")
         _lane_mask(draft, "sdst", sdst)
         fields["sdst"] = encode_scalar(arch, f"{name} sdst", sdst)
-    if plan.writes_vcc:
+    if facts.writes_vcc:
         _take_implicit(draft, ops, "vcc")
-    if plan.reads_vcc:
+    if facts.reads_vcc:
         if not ops:
             raise EncodeError(f"{name} expects vcc as its last operand")
         last = ops.pop()
         if not isinstance(last, Special) or last.code != 106:
             raise EncodeError(f"{name} reads vcc implicitly; its last operand must be {_vcc(arch)}, got {last}")
         _lane_mask(draft, "the carry-in", last)
-    srcs = plan.srcs
+    srcs = facts.srcs
     if len(ops) != len(srcs):
         raise EncodeError(f"{name} takes {len(srcs)} source operand(s), got {len(ops)}")
     neg = abs_ = 0

@@ -111,12 +111,11 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         if devices:  # several devices (tinygrad's rule): the value is on each of them, sharded in place
             self.shard_(devices)
 
-    def _init(self, data: Any, device: str | None, dtype: Any, requires_grad: bool | None) -> None:
-        dt = _norm_dtype(dtype)
-        dev = canonicalize(device) if device is not None else Device.DEFAULT
+    def _fields(self, device: str) -> None:
+        """The fields every new tensor starts with (its value, `uop`, is set by the caller)."""
         self.grad: Tensor | None = None
-        self.requires_grad = requires_grad
-        self._device = dev
+        self._requires_grad: bool | None = None
+        self._device = device
         # views (see writes.py): the root tensor this one views, the view steps from it, and a root's live views
         self._root: Tensor | None = None
         self._chain: tuple[ViewStep, ...] = ()
@@ -127,6 +126,11 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         # the graph this tensor's value was computed by, kept when realize replaced it with a buffer and tensors that
         # require gradients feed it (so `y.item(); y.backward()` still finds them); None otherwise
         self._graph: UOp | None = None
+
+    def _init(self, data: Any, device: str | None, dtype: Any, requires_grad: bool | None) -> None:
+        dt = _norm_dtype(dtype)
+        self._fields(canonicalize(device) if device is not None else Device.DEFAULT)
+        self.requires_grad = requires_grad
         if isinstance(data, UOp):
             self.uop = data if dt is None or data.dtype is dt else data.cast(dt)
             self._borrowed = storage_of(self.uop) is not None
@@ -154,7 +158,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
             raise TensorTypeError(f"can't create Tensor from {data!r} with type {type(data)}")
         out = dt if dt is not None else dtype_of_numpy(data.dtype)
         arr = to_storage(data, out)
-        buf = UOp.new_buffer(dev, arr.size, out)
+        buf = UOp.new_buffer(self._device, arr.size, out)
         if arr.size:
             buffer_for(buf).copyin(arr)
         self.uop = buf.reshape(arr.shape)
@@ -197,14 +201,8 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, Movement
         if device is not None and not isinstance(device, str):
             return Tensor(u, device=device)
         ret = Tensor.__new__(Tensor)
+        ret._fields(canonicalize(device) if device is not None else self._device)
         ret.uop = u
-        ret._device = canonicalize(device) if device is not None else self._device
-        ret.grad = None
-        ret._requires_grad = None
-        ret._root = None
-        ret._chain = ()
-        ret._views = None
-        ret._graph = None
         ret._borrowed = storage_of(u) is not None
         all_tensors.add(ret)
         return ret

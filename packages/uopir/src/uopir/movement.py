@@ -45,16 +45,12 @@ class MovementMixin:
     def _mop(self, op: Ops, dims: Iterable[sint], arg: Any = None) -> UOp:
         dims = tuple(dims)
         srcs = tuple(_dim(self, d) if isinstance(d, int) else d for d in dims)
-        cls = type(self)
-        ret = cls(op, self.dtype, (self, *srcs), arg)
-        # validate now: a bad movement op fails where it is built. With plain int sizes the shape follows from them
-        # directly (reading them back from the size nodes, `marg`, was a third of building a view)
-        if (ps := self.shape_or_none) is not None and all(type(d) is int for d in dims):
-            try:
-                ret._shape  # noqa: B018 - a node that existed already has its shape
-            except AttributeError:
-                marg = dims if op in (Ops.RESHAPE, Ops.EXPAND) else arg if op in (Ops.PERMUTE, Ops.FLIP) else tuple(zip(dims[0::2], dims[1::2]))
-                cls.__dict__["_shape"].__set__(ret, movement_shape(op, ps, marg))
+        ret = type(self)(op, self.dtype, (self, *srcs), arg)
+        # validate now: a bad movement op fails where it is built. A new node with plain int sizes takes its shape from
+        # them (`marg` in the form UOp.marg reads back from the size nodes, a third of building a view)
+        if not hasattr(ret, "_shape") and (ps := self.shape_or_none) is not None and all(type(d) is int for d in dims):
+            marg = dims if op in (Ops.RESHAPE, Ops.EXPAND) else arg if op in (Ops.PERMUTE, Ops.FLIP) else tuple(zip(dims[0::2], dims[1::2]))
+            object.__setattr__(ret, "_shape", movement_shape(op, ps, marg))  # UOp's own __setattr__ refuses every field
         _ = ret.shape
         return ret
 
