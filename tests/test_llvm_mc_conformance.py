@@ -66,6 +66,33 @@ def test_checks_before_their_line():
     assert mc.check_disasm(add, config).kind == "agree" and mc.check_disasm(nop, config).kind == "agree"
 
 
+DASM_BRACKETED = """\
+# RUN: not llvm-mc -disassemble -triple=amdgcn -mcpu=gfx1200 -show-encoding %s | FileCheck --check-prefix=GFX12 %s
+# RUN: not llvm-mc -disassemble -triple=amdgcn -mcpu=gfx1200 -show-encoding %s 2>&1 | FileCheck --check-prefix=GFX12-ERR %s
+
+[0x08,0x40,0x40,0xcc,0x00,0x09,0x22,0x1c]
+# GFX12: v_wmma_f32_16x16x16_f16 v[8:15], v[0:3], v[4:7], v[8:15] ; encoding: [0x08,0x40,0x40,0xcc,0x00,0x09,0x22,0x1c]
+
+[0x08,0x48,0x40,0xcc,0x00,0x09,0x22,0x1c] # op_sel:[1,0,0]
+# GFX12-ERR: warning: invalid instruction encoding
+
+[0x08,0x40,0x40,0xcc,0x00,0x08,0x22,0x1c]
+# GFX12: v_wmma_f32_16x16x16_f16 v[8:15], s[0:3]/*Invalid register, operand has 'VReg_128' register class*/, v[4:7], v[8:15]
+"""
+
+
+def test_bracketed_disassembler_inputs_and_invalid_operands():
+    # newer files write the input bytes in brackets (these were skipped: gfx12_dasm_wmma_w32.txt counted 0 lines); a
+    # word LLVM prints with an operand marked invalid is one LLVM rejects
+    config = mc.parse_configs(DASM_BRACKETED)[("gfx1200", frozenset())]
+    valid, bad_bits, bad_operand = mc.parse_cases(DASM_BRACKETED, set(config.output_prefixes + config.error_prefixes), disassembler=True)
+    assert valid.text == "0x08,0x40,0x40,0xcc,0x00,0x09,0x22,0x1c"
+    assert mc.check_disasm(valid, config).kind == "agree"
+    for case in (bad_bits, bad_operand):
+        outcome = mc.check_disasm(case, config)
+        assert outcome.llvm_rejects and outcome.kind == "agree", outcome
+
+
 def test_fetch_failure_is_one_error_line(tmp_path, capsys):
     assert mc.main(["run", "--cache", str(tmp_path)]) == 1
     err = capsys.readouterr().err

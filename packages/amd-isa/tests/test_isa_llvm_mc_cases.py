@@ -2,7 +2,7 @@
 (llvm/test/MC/AMDGPU, LLVM 21.1.8): the input line and the encoding LLVM's CHECK line gives for it, named by file."""
 
 import pytest
-from amd_isa import AsmError, assemble, decode_one
+from amd_isa import AsmError, DecodeError, assemble, decode_one
 
 # (target, LLVM test file, input line, LLVM's encoding)
 ASSEMBLE = [
@@ -102,6 +102,7 @@ DISASSEMBLE = [
     ("gfx942", "gfx942_mai.txt", "0a 80 e2 d3 02 09 06 14", "v_smfmac_f32_16x16x32_f16 a[10:13], v[2:3], a[4:7], v1"),
     ("gfx942", "mai-gfx942.s", "00 80 ef d3 00 05 0a 34", "v_mfma_f64_4x4x4_4b_f64 a[0:1], v[0:1], a[2:3], a[2:3] neg:[1,0,0]"),
     ("gfx1200", "gfx12_dasm_wmma_w32.txt", "0c 48 50 cc 00 09 52 1c", "v_swmmac_f32_16x16x32_f16 v[12:19], v[0:3], v[4:11], v20 index_key:1"),
+    ("gfx1200", "gfx12_dasm_wmma_w32.txt", "08 40 40 cc 00 09 ca 1b", "v_wmma_f32_16x16x16_f16 v[8:15], v[0:3], v[4:7], 1.0"),
 ]
 
 # (target, a line LLVM rejects, what our error says)
@@ -140,6 +141,25 @@ REJECT = [
     ("gfx1200", "v_swmmac_f32_16x16x32_f16 v[12:19], v[0:3], v[4:11], v20 index_key:2", "out of range 0..1"),
     ("gfx1200", "v_swmmac_i32_16x16x64_iu4 v[6:13], v[0:1], v[2:5], v14 index_key:1", "takes no index_key"),
 ]
+
+# (target, LLVM test file, bytes LLVM's disassembler calls invalid, what our DecodeError says). LLVM prints the operand
+# cases with `/*Invalid register ...*/` or `/*Invalid immediate*/`; printed, any of these would be text our assembler
+# refuses (was: decoded and printed, e.g. `op_sel:[1, 0, 0]` on a WMMA, `s[0:3]` as a matrix operand)
+DECODE_REJECT = [
+    ("gfx1200", "gfx12_dasm_wmma_w32.txt", "08 48 40 cc 00 09 22 1c", "op_sel bits"),  # WMMA sources are no 16-bit pairs
+    ("gfx1200", "gfx12_dasm_wmma_w32.txt", "0c 50 50 cc 00 09 52 1c", r"index_key:2 \(it takes 0..1\)"),
+    ("gfx1200", "gfx12_dasm_wmma_w32.txt", "08 40 40 cc 00 08 22 1c", "src0 code 0: a matrix operand is a VGPR range"),
+    ("gfx1200", "gfx12_dasm_wmma_w32.txt", "08 40 40 cc f2 08 22 1c", "src0 code 242: a matrix operand"),  # 1.0 as A
+    ("gfx1200", "gfx12_dasm_wmma_w32.txt", "08 40 40 cc 00 09 22 18", "src2 code 8: a matrix accumulator"),
+    ("gfx1200", "gfx12_dasm_vop3p_err.txt", "00 c0 24 cc 01 05 0e 1c", "clamp"),  # v_dot4_f32_fp8_bf8
+    ("gfx1200", "gfx12_dasm_vop3p_err.txt", "00 40 24 cc 01 05 0e 14", "op_sel_hi bits"),
+]
+
+
+@pytest.mark.parametrize("target,source,data,message", DECODE_REJECT, ids=[f"{c[1]}:{c[2]}" for c in DECODE_REJECT])
+def test_decoder_rejects_as_llvm(target, source, data, message):
+    with pytest.raises(DecodeError, match=message):
+        decode_one(bytes.fromhex(data), target)
 
 
 @pytest.mark.parametrize("target,source,data,expected", DISASSEMBLE, ids=[f"{c[1]}:{c[2]}" for c in DISASSEMBLE])

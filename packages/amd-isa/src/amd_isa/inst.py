@@ -11,6 +11,7 @@ from .arch import Arch, get_arch
 from .availability import missing_on
 from .errors import DecodeError
 from .syntax_common import SCALE_LOAD
+from .syntax_vector import vop3p_word_problem
 
 # Source fields that may hold the literal code 255 or the DPP/SDWA codes.
 SRC_FIELDS = ("ssrc0", "ssrc1", "src0", "src1", "src2", "srcx0", "srcy0")
@@ -244,7 +245,7 @@ class _OpPlan:
     """What decoding one (format, opcode) needs, worked out once: its name, whether the target lacks it, how its variant
     is chosen and, per variant, the size and field extractors; the literal rule of its base encoding."""
 
-    __slots__ = ("name", "missing", "scale", "vop", "mfma", "nsa", "layouts", "lit_sources", "vopd")
+    __slots__ = ("name", "missing", "scale", "vop", "mfma", "nsa", "layouts", "lit_sources", "vopd", "packed")
 
     def __init__(self, arch: Arch, target: str, fmt: str, opcode: int):
         self.name = arch.ops[fmt][opcode][0]
@@ -257,6 +258,8 @@ class _OpPlan:
         self.vopd = fmt == "VOPD"
         self.layouts: dict[str, tuple[int, tuple[tuple[str, int, int], ...]]] = {}
         self.lit_sources = _literal_sources(arch.key, fmt, opcode) if not self.vopd else ()
+        # an RDNA packed-math op: its modifier bits and matrix operands are checked against what LLVM accepts
+        self.packed = (arch, self.name, operand_info(arch.key, fmt, opcode)) if fmt == "VOP3P" and arch.name in ("rdna3", "rdna4") else None
 
 
 class _FormatPlan:
@@ -375,6 +378,8 @@ def _decode_at(data: bytes, arch: str, offset: int) -> tuple[Inst, int]:
         raise DecodeError(f"truncated {plan.name} at offset {offset:#x}: needs {size} bytes, {left} left")
     word = int.from_bytes(data[offset:offset + size], "little")
     fields = {f: (word >> lo) & mask for f, lo, mask in extractors}
+    if plan.packed is not None and (problem := vop3p_word_problem(*plan.packed, fields)) is not None:
+        raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: {problem}")
     literal = None
     if plan.vopd:
         if fields["opy"] not in arch_obj.ops["VOPD"]:

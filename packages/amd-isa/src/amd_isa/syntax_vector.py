@@ -319,6 +319,47 @@ def vop3p_rules(arch, name: str, info: dict) -> Vop3pRules:
     return rules
 
 
+def _vgpr_code(code: int) -> bool:
+    return code >= 256
+
+
+def _inline_code(code: int) -> bool:
+    """An inline integer (128..208) or float (240..248) constant of a 9-bit RDNA source code."""
+    return 128 <= code <= 208 or 240 <= code <= 248
+
+
+def vop3p_word_problem(arch, name: str, info: dict, fields: dict) -> str | None:
+    """Why a decoded RDNA VOP3P word is not an instruction LLVM (and our assembler) accepts, or None: a modifier bit
+    the opcode does not take (see `Vop3pRules`), or a matrix operand that is not a VGPR (nor, for an accumulator, an
+    inline constant). LLVM's disassembler calls such words invalid encodings; printed, they would be text the
+    assembler refuses."""
+    rules = vop3p_rules(arch, name, info)
+    srcs = [f for f in ("src0", "src1", "src2") if f in info]
+    nsrc = len(srcs)
+    used = (1 << nsrc) - 1
+    opsel = fields.get("opsel", 0) & 7
+    opsel_hi = (fields.get("opsel_hi", 3) | fields.get("opsel_hi2", 1) << 2) & 7
+    if rules.index_key >= 0:
+        if opsel & 4 or opsel & 3 > rules.index_key:
+            return f"index_key:{opsel & 3}{' with the result op_sel bit' if opsel & 4 else ''} (it takes 0..{rules.index_key})"
+    elif not rules.op_sel and opsel and not (rules.dst_half and opsel == 4):
+        return f"op_sel bits {opsel:#05b} (its sources are not pairs of 16-bit halves)"
+    if not rules.op_sel and opsel_hi & used != used:
+        return f"op_sel_hi bits {opsel_hi:#05b} (its sources are not pairs of 16-bit halves)"
+    for key, field, allowed in (("neg_lo", "neg", rules.neg_lo), ("neg_hi", "neg_hi", rules.neg_hi)):
+        if fields.get(field, 0) & used & ~allowed:
+            return f"{key} on a source that takes none"
+    if fields.get("clmp") and not rules.clamp:
+        return "clamp (its result is a float matrix or its sources fp8/bf8)"
+    for i, field in enumerate(srcs):
+        code = fields.get(field, 256)
+        if rules.vgpr_only >> i & 1 and not _vgpr_code(code):
+            return f"{field} code {code}: a matrix operand is a VGPR range"
+        if rules.no_sgpr >> i & 1 and not _vgpr_code(code) and not _inline_code(code):
+            return f"{field} code {code}: a matrix accumulator is a VGPR range or an inline constant"
+    return None
+
+
 def _split_long_mods(plan: _ValuPlan, fields: dict, mods: Mods) -> None:
     nsrc = plan.nsrc
     if plan.vop3p:
