@@ -166,8 +166,8 @@ def device_below(node: UOp) -> str | None:
     constants alone."""
     if isinstance(node.device, str):
         return node.device
-    # a COPY puts its value on its device: the walk stops there
-    below = node.find_below(lambda n: n.op in (Ops.BUFFER, Ops.COPY) and isinstance(n.device, str), gate=lambda n: n.op is not Ops.COPY)
+    # a COPY puts its value on its device: the walk stops there (a PARAM is a parameterised graph's input buffer)
+    below = node.find_below(lambda n: n.op in (Ops.BUFFER, Ops.PARAM, Ops.COPY) and isinstance(n.device, str), gate=lambda n: n.op is not Ops.COPY)
     return below.device if below is not None else None
 
 
@@ -301,6 +301,45 @@ def _reaches(deps: dict[UOp, set[UOp]], start: UOp, goal: UOp) -> bool:
     return False
 
 
+def buffered_nodes(nodes: list[UOp], targets: tuple[UOp, ...] | list[UOp], leaf_set: set[UOp]) -> set[UOp]:
+    """Which of `nodes` (a graph in topological order, stopping at the leaves) get a buffer of their own: the targets,
+    CONTIGUOUS and COPY nodes and the sources of COPYs, the REDUCEs that do not fuse into their consumer, and values an
+    EXPAND would recompute too often (see the module docstring); leaves and AFTERs never (they have one)."""
+    consumers: dict[UOp, list[UOp]] = {n: [] for n in nodes}
+    for node in nodes:
+        if node in leaf_set:
+            continue
+        for s in dict.fromkeys(node.src):
+            if s in consumers:
+                consumers[s].append(node)
+    realized: set[UOp] = set(targets)
+    for node in nodes:
+        if node.op in (Ops.CONTIGUOUS, Ops.COPY) and node not in leaf_set:
+            realized.add(node)
+            # a COPY's source is computed where it lives, unless it is of constants alone (no device): then the
+            # COPY computes it on its own device (realized apart, it would sit on the default device and be read there
+            # by kernels of other devices too)
+            if node.op is Ops.COPY and _is_leaf_view(node.src[0], leaf_set) is None and device_below(node.src[0]) is not None:
+                realized.add(node.src[0])
+    for node in nodes:
+        if node.op is Ops.REDUCE and node not in leaf_set and not _fuses_into_consumer(node, consumers, realized):
+            realized.add(node)
+    # a value read through an EXPAND is computed once into a buffer when the expand would have the kernel reading it
+    # compute it again often enough, at enough cost per element, that the repeated work (beyond reading a buffer) is
+    # COSTLY_WORK or more: attention's softmax weights broadcast over the head dimension into the second matmul, a
+    # convolution's upstream gradient (ReLU and pooling masks, a division) broadcast over its input channels and kernel
+    # window. A cheap or little-repeated one stays fused: a kernel costs more
+    for node in nodes:
+        if node.op is Ops.EXPAND and node not in leaf_set:
+            src = node.src[0]
+            while src.op in _VIEWS and src not in leaf_set and src not in realized:
+                src = src.src[0]
+            if src.op in GroupOp.ALU and src not in leaf_set and src not in realized and (repeats := _repeats(node, src)) > 0 \
+                    and repeats * (_fused_cost(src, realized | leaf_set) - 1) >= COSTLY_WORK:
+                realized.add(src)
+    return {n for n in realized if n not in leaf_set and n.op is not Ops.AFTER}
+
+
 def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, live: frozenset[UOp] = frozenset(),
                alias: tuple[int, ...] = ()) -> Plan:
     """Decide the realized nodes and build one step per realized node (see the module docstring).
@@ -314,14 +353,6 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
     leaf_set = set(walk.inputs)
     canon = {leaf: walk.inputs[a] for leaf, a in zip(walk.inputs, alias)} if alias else {}
     live = frozenset(canon.get(n, n) for n in live)
-    consumers: dict[UOp, list[UOp]] = {n: [] for n in walk.nodes}
-    for node in walk.nodes:
-        if node in leaf_set:
-            continue
-        for s in dict.fromkeys(node.src):
-            if s in consumers:
-                consumers[s].append(node)
-    realized: set[UOp] = set(targets)
     # what each write overwrites: a STORE its previous version, a hand-written kernel the previous version of each buffer
     overwrites: dict[UOp, list[UOp]] = {}
     for node in walk.nodes:
@@ -329,32 +360,7 @@ def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, l
             overwrites[node] = [node.src[2]]
         elif in_place_arity(node) is not None and node not in leaf_set:
             overwrites[node] = [_version(v) for v in in_place_overwritten(node)]
-    realized.update(overwrites)
-    for node in walk.nodes:
-        if node.op in (Ops.CONTIGUOUS, Ops.COPY) and node not in leaf_set:
-            realized.add(node)
-            # a COPY's source is computed where it lives, unless it is of constants alone (no device): then the
-            # COPY computes it on its own device (realized apart, it would sit on the default device and be read there
-            # by kernels of other devices too)
-            if node.op is Ops.COPY and _is_leaf_view(node.src[0], leaf_set) is None and device_below(node.src[0]) is not None:
-                realized.add(node.src[0])
-    for node in walk.nodes:
-        if node.op is Ops.REDUCE and node not in leaf_set and not _fuses_into_consumer(node, consumers, realized):
-            realized.add(node)
-    # a value read through an EXPAND is computed once into a buffer when the expand would have the kernel reading it
-    # compute it again often enough, at enough cost per element, that the repeated work (beyond reading a buffer) is
-    # COSTLY_WORK or more: attention's softmax weights broadcast over the head dimension into the second matmul, a
-    # convolution's upstream gradient (ReLU and pooling masks, a division) broadcast over its input channels and kernel
-    # window. A cheap or little-repeated one stays fused: a kernel costs more
-    for node in walk.nodes:
-        if node.op is Ops.EXPAND and node not in leaf_set:
-            src = node.src[0]
-            while src.op in _VIEWS and src not in leaf_set and src not in realized:
-                src = src.src[0]
-            if src.op in GroupOp.ALU and src not in leaf_set and src not in realized and (repeats := _repeats(node, src)) > 0 \
-                    and repeats * (_fused_cost(src, realized | leaf_set) - 1) >= COSTLY_WORK:
-                realized.add(src)
-    realized = {n for n in realized if n not in leaf_set and n.op is not Ops.AFTER}
+    realized = buffered_nodes(walk.nodes, (*targets, *overwrites), leaf_set)
     # a STORE whose value reads the overwritten version at other places than the ones it writes reads a copy of that
     # version instead (x.assign(x.flip(0)) must not read elements it already wrote); the copy is made below, with the
     # copies kept for other readers
@@ -632,6 +638,16 @@ def cached_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, 
     return plan, False
 
 
+# the rewrite scheduler's plans (schedule_rewrites.py), by parameterised graph and default device
+rewrite_cache: dict[tuple[UOp, str], Plan] = {}
+
+
+def cached_plans() -> list[Plan]:
+    """Every plan either scheduler has cached."""
+    return [*_plan_cache.values(), *rewrite_cache.values()]
+
+
 def clear_schedule_cache() -> None:
     """Forget every cached plan (the next realize of each structure schedules again)."""
     _plan_cache.clear()
+    rewrite_cache.clear()
