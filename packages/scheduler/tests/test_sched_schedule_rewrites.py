@@ -23,7 +23,7 @@ def _both_plans(*ts: Tensor):
     roots = tuple(t.uop for t in ts)
     walk = walk_graph(roots, done, "CPU")
     old = cached_plan(walk, roots, "CPU", store=False)[0]
-    new = rewrite_plan(roots, walk.inputs, [_input_buffer(n).arg.device for n in walk.inputs], "CPU", store=False)
+    new = rewrite_plan(walk, roots, [_input_buffer(n).arg.device for n in walk.inputs], "CPU", store=False)
     return old, new
 
 
@@ -133,12 +133,44 @@ def test_the_switch():
     np.testing.assert_allclose(t.numpy(), a.numpy() * 5, rtol=1e-6)
 
 
-def test_writes_still_go_to_the_plan_scheduler():
+def test_writes_are_ordered_by_the_rewrite_scheduler():
     clear_schedule_cache()
     with Context(SCHEDULER="rewrite"):
-        a = _t(4)
+        a = _t(6)
         before = a.numpy().copy()
+        t = a * 3  # reads the version the write replaces: runs first
         a += 1
         a.realize()
-    assert len(_plan_cache) == 1
+        b = _t(6)
+        b_before = b.numpy().copy()
+        b.assign(b.flip(0))  # reads the version it overwrites elsewhere: from a copy
+        b.realize()
+    assert len(rewrite_cache) == 2 and not _plan_cache
     np.testing.assert_allclose(a.numpy(), before + 1, rtol=1e-6)
+    np.testing.assert_allclose(t.numpy(), before * 3, rtol=1e-6)
+    np.testing.assert_allclose(b.numpy(), b_before[::-1], rtol=1e-6)
+
+
+def test_an_empty_write_runs_no_kernel():
+    # (the write fuzzer's seed 1: a store kernel over an empty view wrote one element)
+    x = np.arange(16, dtype=np.float32).reshape(4, 4)
+    with Context(SCHEDULER="rewrite"):
+        t0 = Tensor(x)
+        t2 = t0[-4, 1:3:3]
+        t2[1:0:1] = 3.0
+        np.testing.assert_array_equal(t0.numpy(), x)
+
+
+def test_in_place_kernels_still_go_to_the_plan_scheduler():
+    from uopir import AxisType, UOp
+
+    def add_one(out: UOp) -> UOp:
+        i = UOp.range(out.dtype.size, 0, AxisType.LOOP)
+        return UOp.sink(out.index(i).store(out.index(i).load() + 1).end(i))
+
+    clear_schedule_cache()
+    with Context(SCHEDULER="rewrite"):
+        out = Tensor(np.ones(8, np.float32)).realize()
+        (res,) = out.custom_kernel(fxn=add_one)
+        np.testing.assert_equal(res.numpy(), np.full(8, 2))
+    assert _plan_cache

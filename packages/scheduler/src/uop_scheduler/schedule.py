@@ -638,8 +638,8 @@ def cached_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, 
     return plan, False
 
 
-# the rewrite scheduler's plans (schedule_rewrites.py), by parameterised graph and default device
-rewrite_cache: dict[tuple[UOp, str], Plan] = {}
+# the rewrite scheduler's plans (schedule_rewrites.py), by parameterised graph, default device, aliases and live inputs
+rewrite_cache: dict[tuple, Plan] = {}
 
 
 def cached_plans() -> list[Plan]:

@@ -10,32 +10,43 @@ A tensor graph becomes a LINEAR of CALLs over PARAM slots in named passes over U
    becomes `AFTER(PARAM k, CALL(kernel, PARAM k, *reads))`, the value lowered over loop ranges (rangeify) with the
    slots it reads (inputs, and the AFTERs of values computed before) as the kernel's arguments. A COPY of a buffer to
    another device becomes a COPY call.
-4. `linearize` (ordering): the CALLs in dependency order (each after the CALLs behind the AFTERs it reads; for a graph
-   without writes, the order kernelize created their slots in) as a LINEAR whose CALLs name their buffers by slot.
+   A write, STORE(target view of PARAM new, value, old version), becomes CALL(store kernel, AFTER(PARAM new, old
+   version), *reads): its output argument names the version it replaces. It reads that version through its own
+   output slot, or from a copy made first when it also reads it at other places (`x.assign(x.flip(0))`).
+4. `linearize` (ordering by buffer versions): the CALLs in dependency order, each after the CALLs behind the AFTERs it
+   reads, each write after the write it overwrites and after every other reader of the version it replaces. A reader
+   that cannot run before the write (it also reads the write's result) or a version that live values outside the
+   schedule still read gets a copy of the old version, made before the write. Otherwise the order kernelize made the
+   CALLs in (the graph's own order). The result is a LINEAR whose CALLs name their buffers by slot.
 
-Writes into existing buffers (STOREs, in-place kernels) still go to the plan scheduler: ordering by buffer versions
-is the next pass to move. Running is shared: `as_plan` turns the LINEAR into the plan the runner takes (operand packs
-and scratch sharing included), until the plan dataclasses go.
+Hand-written kernels run in place (`Tensor.custom_kernel`) still go to the plan scheduler. Running is shared: `as_plan`
+turns the LINEAR into the plan the runner takes (operand packs and scratch sharing included), until the plan
+dataclasses go.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from uopir import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
 
+from .rangeify import KernelLowering
 from .schedule import (
     OWN_COPY,
     PLAN_CACHE_SIZE,
     CopyStep,
+    GraphWalk,
     KernelStep,
     NewBuffer,
     Plan,
     _device_of,
     _lowered_kernel,
     _size,
+    _toposort,
+    _unsafe_self_read,
     _with_packs,
+    _without_detach,
     buffered_nodes,
     rewrite_cache,
     share_buffers,
@@ -57,24 +68,40 @@ def chosen_scheduler(scheduler: str | None = None) -> str:
 
 
 _BUFFERED = "needs a buffer"  # the tag mark_buffers puts on a node that gets a buffer of its own
+_SELF_READ = "reads a copy of the version it overwrites"  # ... on a write that reads its old version elsewhere too
+_EMPTY_WRITE = "an empty write"  # the body of the CALL of a write into no elements
 
 
 @dataclass(frozen=True)
 class Parameterised:
     sink: UOp  # SINK of the targets, inputs replaced by PARAM slots
-    n_inputs: int
+    inputs: tuple[UOp, ...]  # the PARAM of each input
+    alias: tuple[int, ...] = ()  # alias[i]: the first input holding the same buffer as input i (empty: none do)
+    live: frozenset[UOp] = frozenset()  # versions (inputs or pending writes) that values outside the schedule still read
+
+    @property
+    def n_inputs(self) -> int:
+        return len(self.inputs)
+
+    def canon(self, n: UOp) -> UOp:
+        """The node standing for `n`'s buffer version: an input aliasing an earlier one is that one."""
+        if self.alias and n.op is Ops.PARAM and n.arg.slot < len(self.inputs):
+            return self.inputs[self.alias[n.arg.slot]]
+        return n
 
 
-def parameterise(targets: tuple[UOp, ...], inputs: list[UOp], devices: list[str]) -> Parameterised:
+def parameterise(targets: tuple[UOp, ...], inputs: list[UOp], devices: list[str], alias: tuple[int, ...] = (),
+                 live: frozenset[UOp] = frozenset()) -> Parameterised:
     """The targets' graph with input `i` replaced by PARAM slot `i` on `devices[i]` (where its buffer is: a realized
     graph of constants has no device of its own). An own copy's counter (writes.own_copy) is left out of its arg, so one
-    schedule serves them all."""
+    schedule serves them all. `alias` (by input position) and `live` (nodes of the graph) as in `schedule.build_plan`."""
     subs = {leaf: UOp.param(i, leaf.dtype, leaf.shape_or_none, device) for i, (leaf, device) in enumerate(zip(inputs, devices))}
-    sink = UOp.sink(*targets).substitute(subs)
-    own = [n for n in _nodes(sink) if n.op is Ops.CONTIGUOUS and type(n.arg) is str and n.arg.startswith(OWN_COPY)]
+    both = UOp.sink(UOp.sink(*targets), UOp.sink(*live)).substitute(subs)
+    own = [n for n in _nodes(both) if n.op is Ops.CONTIGUOUS and type(n.arg) is str and n.arg.startswith(OWN_COPY)]
     if own:
-        sink = sink.substitute({n: n.replace(arg=OWN_COPY) for n in own})
-    return Parameterised(sink, len(inputs))
+        both = both.substitute({n: n.replace(arg=OWN_COPY) for n in own})
+    return Parameterised(both.src[0], tuple(subs.values()), alias if any(a != i for i, a in enumerate(alias)) else (),
+                         frozenset(both.src[1].src))
 
 
 def _nodes(sink: UOp) -> list[UOp]:
@@ -82,26 +109,68 @@ def _nodes(sink: UOp) -> list[UOp]:
     return [n for n in sink.toposort(gate=lambda n: n.op is not Ops.PARAM and (n is sink or n.op is not Ops.SINK)) if n is not sink]
 
 
+def _base(view: UOp) -> UOp:
+    """The PARAM slot under a write's target view."""
+    while view.op is not Ops.PARAM:
+        view = view.src[0]
+    return view
+
+
+def _is_write(n: UOp) -> bool:
+    return n.op is Ops.STORE and len(n.src) == 3
+
+
 def mark_buffers(graph: Parameterised) -> UOp:
-    """The sink with every node that needs a buffer tagged (`schedule.buffered_nodes` decides which)."""
+    """SINK(the targets' sink, SINK(live versions)) with every node that needs a buffer tagged
+    (`schedule.buffered_nodes` decides which; every write is one), a write whose value also reads the version it
+    overwrites at other places than the ones it writes with _SELF_READ (it must read a copy: x.assign(x.flip(0)) must
+    not read elements it already wrote)."""
     sink = graph.sink
     nodes = _nodes(sink)
     leaves = {n for n in nodes if n.op is Ops.PARAM}
-    marked = buffered_nodes(nodes, sink.src, leaves)
-    return sink.substitute({n: n.rtag(_BUFFERED) for n in marked}) if marked else sink
+    writes = [n for n in nodes if _is_write(n)]
+    marked = buffered_nodes(nodes, (*sink.src, *writes), leaves)
+    # the live versions ride along (SINK(targets' sink, SINK(live))) so later passes know what they became
+    sink = UOp.sink(sink, UOp.sink(*graph.live))
+    tags = dict.fromkeys(marked, _BUFFERED)
+    for st in writes:
+        target, value, old = st.src
+        aligned = _without_detach(target.substitute({_base(target): old}))
+        versions = {old} | {leaf for leaf in leaves if graph.canon(leaf) is graph.canon(old)}
+        if value in leaves:
+            unsafe = value in versions and value is not aligned
+        else:
+            unsafe = _unsafe_self_read(value, versions, aligned, marked | leaves)
+        if unsafe:
+            tags[st] = _SELF_READ
+    return sink.substitute({n: n.rtag(tag) for n, tag in tags.items()}) if tags else sink
 
 
 class _Kernelize:
-    """kernelize's context: the next free slot (a new buffer's slot is a PARAM with its dtype, shape and device)."""
+    """kernelize's context: the graph, the next free slot (a new buffer's slot is a PARAM with its dtype, shape and
+    device), and the order the CALLs are made in."""
 
-    def __init__(self, n_inputs: int, default_device: str):
-        self.next_slot = n_inputs
+    def __init__(self, graph: Parameterised, default_device: str):
+        self.graph = graph
+        self.next_slot = graph.n_inputs
         self.default_device = default_device
+        self.made: dict[UOp, int] = {}
 
-    def new_slot(self, node: UOp) -> UOp:
-        slot = UOp.param(self.next_slot, node.dtype, node.shape, _device_of(node, self.default_device))
+    def new_slot(self, like: UOp) -> UOp:
+        slot = UOp.param(self.next_slot, like.dtype, like.shape, _device_of(like, self.default_device))
         self.next_slot += 1
         return slot
+
+    def call(self, *src: UOp) -> UOp:
+        c = UOp(Ops.CALL, dtypes.void, src)
+        self.made.setdefault(c, len(self.made))
+        return c
+
+    def copy_of(self, version: UOp) -> UOp:
+        """AFTER(new slot, CALL(copy kernel, new slot, version)): a copy of a buffer version."""
+        out = self.new_slot(_slot(version))
+        step = _lowered_kernel(UOp(Ops.CONTIGUOUS, version.dtype, (version,)), version, {version: 1}, 0)
+        return out.after(self.call(step.ast, out, version, *step.variables))
 
 
 def _reads(body: UOp) -> list[UOp]:
@@ -111,14 +180,50 @@ def _reads(body: UOp) -> list[UOp]:
 
 def _slot(n: UOp) -> UOp:
     """The PARAM slot holding a read: a PARAM itself, an AFTER its buffer."""
-    return n.src[0] if n.op is Ops.AFTER else n
+    while n.op is Ops.AFTER:
+        n = n.src[0]
+    return n
+
+
+def _replace_reads(value: UOp, subs: dict[UOp, UOp]) -> UOp:
+    """`value` with the reads in `subs` replaced, within the kernel's own nodes (not below the AFTERs it reads)."""
+    memo: dict[UOp, UOp] = {}
+    for n in value.toposort(gate=lambda n: n.op not in (Ops.PARAM, Ops.AFTER)):
+        if n in subs:
+            memo[n] = subs[n]
+        elif n.op not in (Ops.PARAM, Ops.AFTER) and any(s in memo for s in n.src):
+            memo[n] = n.replace(src=tuple(memo.get(s, s) for s in n.src))
+    return memo.get(value, value)
+
+
+def _write_kernel(ctx: _Kernelize, st: UOp, self_read: bool) -> UOp:
+    """The CALL of a write: a store kernel over the target view, reading the old version through its own output slot
+    (or from a copy made first, when it reads that version elsewhere too)."""
+    target, value, old = st.src
+    base = _base(target)
+    if _size(target.shape) == 0:  # writes nothing: ordered as a write, run as no kernel
+        return ctx.call(UOp(Ops.NOOP, dtypes.void, (), _EMPTY_WRITE), base.after(old))
+    canon = ctx.graph.canon
+    versions = {r for r in _reads(value) if canon(r) is canon(old)} | {old}
+    if self_read:
+        copy = ctx.copy_of(old)
+        value = _replace_reads(value, dict.fromkeys(versions, copy))
+    reads = _reads(value)
+    leaves = {r: 0 if r in versions else i + 1 for i, r in enumerate(reads)}
+    lowering = KernelLowering(leaves, 0)
+    ast = lowering.store_kernel(st.replace(src=(target, value, old), tag=None), base)
+    number = {i + 1: r for i, r in enumerate(reads)}
+    variables = sorted({u for u in ast.toposort() if u.op is Ops.DEFINE_VAR}, key=lambda v: v.arg[0])
+    return ctx.call(ast, base.after(old), *(number[b] for b in lowering.buffers[1:]), *variables)
 
 
 def _buffered(ctx: _Kernelize, x: UOp) -> UOp | None:
     """kernelize's rule: a tagged node (its sources already kernelized) becomes AFTER(new slot, CALL) or, for an empty
-    buffer, the slot alone."""
-    if x.tag != _BUFFERED:
+    buffer, the slot alone; a write becomes its CALL (the AFTER above it is its new version)."""
+    if x.tag not in (_BUFFERED, _SELF_READ):
         return None
+    if _is_write(x):
+        return _write_kernel(ctx, x, x.tag == _SELF_READ)
     node = x.rtag(None)
     out = ctx.new_slot(node)
     if _size(node.shape) == 0:
@@ -129,61 +234,126 @@ def _buffered(ctx: _Kernelize, x: UOp) -> UOp | None:
             src = src.src[0]
         if src.op in (Ops.PARAM, Ops.AFTER):
             body = UOp(Ops.COPY, out.dtype, (), _device_of(node, ctx.default_device))
-            return out.after(UOp(Ops.CALL, dtypes.void, (body, out, src)))
+            return out.after(ctx.call(body, out, src))
         value = node.src[0]  # constants alone: computed on the copy's device
     else:
         value = node.src[0] if node.op is Ops.CONTIGUOUS else node
     reads = _reads(value)
     number = {n: i + 1 for i, n in enumerate(reads)}
     step = _lowered_kernel(node, value, number, 0)
-    args = [out, *(reads[a - 1] for a in step.args[1:]), *step.variables]
-    return out.after(UOp(Ops.CALL, dtypes.void, (step.ast, *args)))
+    return out.after(ctx.call(step.ast, out, *(reads[a - 1] for a in step.args[1:]), *step.variables))
 
 
 kernelize_rules = PatternMatcher([(UPat(None, name="x"), _buffered)])
 
 
-def kernelize(marked: UOp, n_inputs: int, default_device: str) -> tuple[UOp, int]:
-    """Every tagged node as the AFTER of its kernel's CALL (see the module docstring); returns the sink and the number
-    of slots."""
-    ctx = _Kernelize(n_inputs, default_device)
-    return graph_rewrite(marked, kernelize_rules, ctx=ctx, name="kernelize"), ctx.next_slot
+def kernelize(marked: UOp, graph: Parameterised, default_device: str) -> tuple[UOp, _Kernelize]:
+    """Every tagged node as its kernel's CALL (see the module docstring); returns the sink and the context (slots used,
+    CALLs in the order they were made)."""
+    ctx = _Kernelize(graph, default_device)
+    return graph_rewrite(marked, kernelize_rules, ctx=ctx, name="kernelize"), ctx
 
 
-def linearize(sink: UOp) -> tuple[UOp, tuple[UOp, ...]]:
-    """The CALLs under `sink` in dependency order (the graph's own order otherwise) as a LINEAR whose CALLs take PARAM
-    slots; and the slot holding each target."""
-    # kernelize numbers the slots as it goes, sources first in the graph's own order: a call's output slot is after
-    # those of every call it reads, so slot order is a dependency order, and the graph's (a model computes each layer's
-    # values where the layer uses them, so its scratch buffers are free for the next layer's)
-    calls = sorted((n for n in sink.toposort(enter_calls=False) if n.op is Ops.CALL), key=lambda c: c.src[1].arg.slot)
-    linear = UOp(Ops.LINEAR, dtypes.void, tuple(c.replace(src=(c.src[0], *map(_slot, c.src[1:]))) for c in calls))
-    return linear, tuple(_slot(t) for t in sink.src)
+def _producer(n: UOp) -> UOp | None:
+    """The CALL that made a read: the CALL under AFTER(slot, CALL)."""
+    return n.src[1] if n.op is Ops.AFTER and n.src[1].op is Ops.CALL else None
+
+
+def _reaches(deps: dict[UOp, set[UOp]], start: UOp, goal: UOp) -> bool:
+    stack, seen = [start], {start}
+    while stack:
+        for d in deps[stack.pop()]:
+            if d is goal:
+                return True
+            if d not in seen:
+                seen.add(d)
+                stack.append(d)
+    return False
+
+
+@dataclass
+class _Linear:
+    linear: UOp
+    outputs: tuple[UOp, ...]
+    preserved: list[tuple[UOp, UOp]] = field(default_factory=list)  # (old version's slot, the slot of its copy)
+
+
+def linearize(sink: UOp, ctx: _Kernelize) -> _Linear:
+    """Order the CALLs by buffer versions (see the module docstring) into a LINEAR over slots."""
+    canon = ctx.graph.canon
+    calls = sorted((n for n in sink.toposort(enter_calls=False) if n.op is Ops.CALL), key=ctx.made.__getitem__)
+    old_of = {c: c.src[1].src[1] for c in calls if c.src[1].op is Ops.AFTER}  # write -> the version it overwrites
+    reads = {c: {canon(a) for a in c.src[2:] if a.op in (Ops.PARAM, Ops.AFTER)} for c in calls}
+    deps: dict[UOp, set[UOp]] = {c: {p for a in c.src[2:] if (p := _producer(a)) is not None} for c in calls}
+    for w, old in old_of.items():  # versions of one buffer in order
+        if (p := _producer(old)) is not None:
+            deps[w].add(p)
+    live = {canon(n) for n in sink.src[1].src}
+    preserve: dict[UOp, set[UOp]] = {}  # old version -> the readers that read a copy of it instead
+    for w, old in old_of.items():
+        old = canon(old)
+        for reader in calls:
+            if reader is w or old not in reads[reader]:
+                continue
+            if old in live or _reaches(deps, reader, w):
+                preserve.setdefault(old, set()).add(reader)
+            else:
+                deps[w].add(reader)  # a write after every read of the version it replaces
+        if old in live:
+            preserve.setdefault(old, set())
+    redirect: dict[UOp, dict[UOp, UOp]] = {}  # reader -> {version: its copy}
+    rank = {c: float(i) for i, c in enumerate(calls)}
+    out = _Linear(UOp(Ops.LINEAR, dtypes.void, ()), ())
+    copies = []
+    for old, readers in preserve.items():
+        copy = ctx.copy_of(old)
+        cp = copy.src[1]
+        copies.append(cp)
+        deps[cp] = {p} if (p := _producer(old)) is not None else set()
+        rank[cp] = rank[p] + 0.5 if p is not None else -1.0
+        for reader in readers:
+            deps[reader].add(cp)
+            redirect.setdefault(reader, {})[old] = copy
+        for w, o in old_of.items():
+            if canon(o) is old:
+                deps[w].add(cp)
+        if old in live:
+            out.preserved.append((_slot(old), _slot(copy)))
+    order = _toposort([*calls, *copies], deps, rank.__getitem__)
+
+    def arg(c: UOp, a: UOp) -> UOp:
+        if c in redirect and a.op in (Ops.PARAM, Ops.AFTER) and (cp := redirect[c].get(canon(a))) is not None:
+            a = cp
+        return _slot(a)
+
+    out.linear = UOp(Ops.LINEAR, dtypes.void, tuple(c.replace(src=(c.src[0], *(arg(c, a) for a in c.src[1:]))) for c in order))
+    out.outputs = tuple(_slot(t) for t in sink.src[0].src)
+    return out
 
 
 @dataclass(frozen=True)
 class RewriteSchedule:
-    """What the passes made of one graph structure: the LINEAR over slots, the slot of each target, the slot count."""
+    """What the passes made of one graph structure: the LINEAR over slots, the slot of each target, the kept copies."""
 
     linear: UOp
     outputs: tuple[UOp, ...]
     n_inputs: int
-    n_slots: int
+    preserved: tuple[tuple[UOp, UOp], ...] = ()
 
 
 def schedule_rewrites(graph: Parameterised, default_device: str) -> RewriteSchedule:
     """The passes, in order, over a parameterised graph."""
-    sink, n_slots = kernelize(mark_buffers(graph), graph.n_inputs, default_device)
-    linear, outputs = linearize(sink)
-    return RewriteSchedule(linear, outputs, graph.n_inputs, n_slots)
+    sink, ctx = kernelize(mark_buffers(graph), graph, default_device)
+    lin = linearize(sink, ctx)
+    return RewriteSchedule(lin.linear, lin.outputs, graph.n_inputs, tuple(lin.preserved))
 
 
-def as_plan(sched: RewriteSchedule, default_device: str) -> Plan:
+def as_plan(sched: RewriteSchedule, default_device: str, afters: tuple[tuple[int, int], ...] = ()) -> Plan:
     """The plan the runner takes for a rewrite schedule: slot k is buffer k; kernels whose device packs operands get
-    their packing kernels; scratch buffers are shared."""
+    their packing kernels; scratch buffers are shared. `afters`: (walk position, input) of each buffer version the
+    graph's writes make."""
     specs: dict[int, NewBuffer] = {}
     steps: list[KernelStep | CopyStep] = []
-    new_buffers: list[NewBuffer] = []
 
     def spec(p: UOp) -> None:
         k = p.arg.slot
@@ -209,24 +379,32 @@ def as_plan(sched: RewriteSchedule, default_device: str) -> Plan:
         if body.op is Ops.COPY:
             steps.append(CopyStep(num(args[0]), num(args[1])))
             continue
+        if body.op is Ops.NOOP:  # an empty write
+            continue
         bufs = tuple(num(a) for a in args if a.op is Ops.PARAM)
         variables = tuple(a for a in args if a.op is Ops.DEFINE_VAR)
         device = args[0].arg.device or default_device
         steps.extend(_with_packs(KernelStep(body, bufs, variables), device, new_buffers, sched.n_inputs))
-    return share_buffers(Plan(sched.n_inputs, tuple(new_buffers), tuple(steps), tuple(num(p) for p in sched.outputs)))
+    return share_buffers(Plan(sched.n_inputs, tuple(new_buffers), tuple(steps), tuple(num(p) for p in sched.outputs), afters,
+                              tuple((num(a), num(b)) for a, b in sched.preserved)))
 
 
-def rewrite_plan(targets: tuple[UOp, ...], inputs: list[UOp], devices: list[str], default_device: str, store: bool | dict = True) -> Plan:
-    """The plan of `targets` over `inputs` (held on `devices`) made by the rewrite passes, cached by the parameterised
-    graph (`store` as in `schedule.cached_plan`; `schedule.clear_schedule_cache` clears it)."""
-    graph = parameterise(targets, inputs, devices)
-    key = (graph.sink, default_device)
+def rewrite_plan(walk: GraphWalk, targets: tuple[UOp, ...], devices: list[str], default_device: str,
+                 live: frozenset[UOp] = frozenset(), alias: tuple[int, ...] = (), store: bool | dict = True) -> Plan:
+    """The plan of the walked graph under `targets` (its inputs held on `devices`) made by the rewrite passes, cached
+    by the parameterised graph (`live`, `alias` and `store` as in `schedule.cached_plan`; `schedule.clear_schedule_cache`
+    clears it)."""
+    graph = parameterise(targets, walk.inputs, devices, alias, live)
+    key = (graph.sink, default_device, graph.alias, graph.live)
     if (plan := rewrite_cache.get(key)) is not None:
         return plan
     local = store if isinstance(store, dict) else None
     if local is not None and (plan := local.get(key)) is not None:
         return plan
-    plan = as_plan(schedule_rewrites(graph, default_device), default_device)
+    position = {n: i for i, n in enumerate(walk.inputs)}
+    leaves = set(walk.inputs)
+    afters = tuple((i, position[n.src[0]]) for i, n in enumerate(walk.nodes) if n.op is Ops.AFTER and n not in leaves)
+    plan = as_plan(schedule_rewrites(graph, default_device), default_device, afters)
     if local is not None:
         local[key] = plan
     elif store:
