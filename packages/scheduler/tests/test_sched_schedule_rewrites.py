@@ -98,11 +98,17 @@ def test_random_programs_get_the_same_plan(ops):
     _assert_same(*_both_plans(t))
 
 
-def test_the_cache_key_is_the_parameterised_graph():
+def test_the_cache_key_stands_for_the_parameterised_graph():
+    # equal walk keys <=> the same parameterised graph (hash-consed: one UOp), over graphs of one structure and of others
     clear_schedule_cache()
-    graphs = [(_t(3, 4) * _t(4)).sum(0) for _ in range(2)]
-    keys = [parameterise((g.uop,), w.inputs, ["CPU"] * len(w.inputs)).sink for g in graphs for w in [walk_graph((g.uop,), done, "CPU")]]
-    assert keys[0] is keys[1]  # hash-consed: one structure over other buffers is one UOp
+    graphs = [(_t(3, 4) * _t(4)).sum(0) for _ in range(2)] + [(_t(3, 4) + _t(4)).sum(0), (_t(3, 4) * _t(4)).sum(1), (_t(4, 4) * _t(4)).sum(0)]
+    walks = [walk_graph((g.uop,), done, "CPU") for g in graphs]
+    sinks = [parameterise((g.uop,), w.inputs, ["CPU"] * len(w.inputs)).sink for g, w in zip(graphs, walks)]
+    for i in range(len(graphs)):
+        for j in range(len(graphs)):
+            assert (walks[i].key == walks[j].key) == (sinks[i] is sinks[j]), (i, j)
+    assert sinks[0] is sinks[1]
+    graphs = graphs[:2]
     with Context(SCHEDULER="rewrite"):
         for g in graphs:
             g.realize()
@@ -161,7 +167,7 @@ def test_an_empty_write_runs_no_kernel():
         np.testing.assert_array_equal(t0.numpy(), x)
 
 
-def test_in_place_kernels_still_go_to_the_plan_scheduler():
+def test_in_place_kernels_are_ordered_by_the_rewrite_scheduler():
     from uopir import AxisType, UOp
 
     def add_one(out: UOp) -> UOp:
@@ -171,6 +177,8 @@ def test_in_place_kernels_still_go_to_the_plan_scheduler():
     clear_schedule_cache()
     with Context(SCHEDULER="rewrite"):
         out = Tensor(np.ones(8, np.float32)).realize()
+        before = out * 10  # reads the version the kernel overwrites: kept for it
         (res,) = out.custom_kernel(fxn=add_one)
         np.testing.assert_equal(res.numpy(), np.full(8, 2))
-    assert _plan_cache
+        np.testing.assert_equal(before.numpy(), np.full(8, 10))
+    assert rewrite_cache and not _plan_cache

@@ -204,18 +204,11 @@ def _as_recorded(linear: UOp, rebound: list[UOp]) -> UOp:
     return linear.substitute(stand_ins)
 
 
-def _in_place_kernels(walk: GraphWalk) -> bool:
-    """Whether a graph runs hand-written kernels in place (`Tensor.custom_kernel`), which the plan scheduler orders."""
-    calls = [n for n in walk.marked if n.op is Ops.CALL and in_place_arity(n) is not None]
-    return bool(calls) and not set(calls) <= set(walk.inputs)
-
-
 def plan_for(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, live: frozenset[UOp] = frozenset(),
              alias: tuple[int, ...] = (), scheduler: str | None = None) -> Plan:
-    """The (cached) plan of a walked graph from the chosen scheduler (see `realize_uops`); graphs with hand-written
-    kernels run in place always from the plan scheduler, for now."""
+    """The (cached) plan of a walked graph from the chosen scheduler (see `realize_uops`)."""
     store = _capture_plans[-1] if _capture_plans else True
-    if chosen_scheduler(scheduler) == "rewrite" and not _in_place_kernels(walk):
+    if chosen_scheduler(scheduler) == "rewrite":
         return rewrite_plan(walk, targets, [_input_buffer(n).arg.device for n in walk.inputs], default_device, live, alias, store)
     return cached_plan(walk, targets, default_device, live, alias, store)[0]
 
@@ -226,7 +219,7 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
 
     `live_reads` lists the buffer versions values outside this schedule may still read; it is asked only when the
     schedule overwrites a version in place, and those versions are kept (copied) for their readers. `scheduler`:
-    "plan" or "rewrite" (`schedule_rewrites`; in-place hand-written kernels still go to the plan scheduler), default
+    "plan" or "rewrite" (`schedule_rewrites`), default
     `$SCHEDULER`, else "plan"."""
     walk = walk_graph(plan_targets := targets, done, default_device)
     if touches_storage(walk.marked):

@@ -638,7 +638,7 @@ def cached_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, 
     return plan, False
 
 
-# the rewrite scheduler's plans (schedule_rewrites.py), by parameterised graph, default device, aliases and live inputs
+# the rewrite scheduler's plans (schedule_rewrites.py), by structure (walk key, input devices, live versions, aliases)
 rewrite_cache: dict[tuple, Plan] = {}
 
 

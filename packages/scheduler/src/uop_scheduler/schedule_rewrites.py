@@ -2,9 +2,9 @@
 
 A tensor graph becomes a LINEAR of CALLs over PARAM slots in named passes over UOps:
 
-1. `parameterise`: the graph's inputs (BUFFERs, values already realized) become PARAM slots 0..n-1 (`param_like`). The
-   parameterised sink is the schedule cache's key: UOps are hash-consed, so graphs of one structure over other buffers
-   are the same UOp.
+1. `parameterise`: the graph's inputs (BUFFERs, values already realized) become PARAM slots 0..n-1 on their buffers'
+   devices. UOps are hash-consed, so graphs of one structure over other buffers are the same parameterised UOp; the
+   schedule cache is keyed by the walk's structural key, its node-by-node description (see `rewrite_plan`).
 2. `mark_buffers` (what needs a buffer, `schedule.buffered_nodes`): each node that gets a buffer of its own is tagged.
 3. `kernelize` (ranges and kernel bodies; CALLs over PARAM slots), a `graph_rewrite`, sources first: a tagged node
    becomes `AFTER(PARAM k, CALL(kernel, PARAM k, *reads))`, the value lowered over loop ranges (rangeify) with the
@@ -19,9 +19,9 @@ A tensor graph becomes a LINEAR of CALLs over PARAM slots in named passes over U
    schedule still read gets a copy of the old version, made before the write. Otherwise the order kernelize made the
    CALLs in (the graph's own order). The result is a LINEAR whose CALLs name their buffers by slot.
 
-Hand-written kernels run in place (`Tensor.custom_kernel`) still go to the plan scheduler. Running is shared: `as_plan`
-turns the LINEAR into the plan the runner takes (operand packs and scratch sharing included), until the plan
-dataclasses go.
+A hand-written kernel run in place (`Tensor.custom_kernel`) is a write too: its CALL names each slot it writes as
+AFTER(slot, old version). Running is shared: `as_plan` turns the LINEAR into the plan the runner takes (operand packs
+and scratch sharing included), until the plan dataclasses go.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from uopir import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
 
+from .calls import in_place_arity, in_place_written
 from .rangeify import KernelLowering
 from .schedule import (
     OWN_COPY,
@@ -45,6 +46,7 @@ from .schedule import (
     _size,
     _toposort,
     _unsafe_self_read,
+    _version,
     _with_packs,
     _without_detach,
     buffered_nodes,
@@ -129,7 +131,8 @@ def mark_buffers(graph: Parameterised) -> UOp:
     nodes = _nodes(sink)
     leaves = {n for n in nodes if n.op is Ops.PARAM}
     writes = [n for n in nodes if _is_write(n)]
-    marked = buffered_nodes(nodes, (*sink.src, *writes), leaves)
+    in_place = [n for n in nodes if n.op is Ops.CALL and in_place_arity(n) is not None]
+    marked = buffered_nodes(nodes, (*sink.src, *writes, *in_place), leaves)
     # the live versions ride along (SINK(targets' sink, SINK(live))) so later passes know what they became
     sink = UOp.sink(sink, UOp.sink(*graph.live))
     tags = dict.fromkeys(marked, _BUFFERED)
@@ -217,6 +220,22 @@ def _write_kernel(ctx: _Kernelize, st: UOp, self_read: bool) -> UOp:
     return ctx.call(ast, base.after(old), *(number[b] for b in lowering.buffers[1:]), *variables)
 
 
+def _in_place_call(ctx: _Kernelize, call: UOp) -> UOp:
+    """A hand-written kernel run in place (`Tensor.custom_kernel`): CALL(kernel, *launch buffers, *values before) becomes
+    a CALL over its launch slots, each written one as AFTER(slot, the version it overwrites), each one only read as the
+    version it reads (so the call runs after what made it)."""
+    n = in_place_arity(call)
+    assert n is not None
+    launch, befores = call.src[1:1 + n], call.src[1 + n:]
+    written = set(in_place_written(call))
+    args = []
+    for i, (slot, before) in enumerate(zip(launch, befores)):
+        version = _version(before)
+        args.append(slot.after(version) if i in written else version if _slot(version) is slot else slot)
+    variables = sorted({u for u in call.src[0].toposort() if u.op is Ops.DEFINE_VAR}, key=lambda v: v.arg[0])
+    return ctx.call(call.src[0], *args, *variables)
+
+
 def _buffered(ctx: _Kernelize, x: UOp) -> UOp | None:
     """kernelize's rule: a tagged node (its sources already kernelized) becomes AFTER(new slot, CALL) or, for an empty
     buffer, the slot alone; a write becomes its CALL (the AFTER above it is its new version)."""
@@ -224,6 +243,8 @@ def _buffered(ctx: _Kernelize, x: UOp) -> UOp | None:
         return None
     if _is_write(x):
         return _write_kernel(ctx, x, x.tag == _SELF_READ)
+    if x.op is Ops.CALL:
+        return _in_place_call(ctx, x)
     node = x.rtag(None)
     out = ctx.new_slot(node)
     if _size(node.shape) == 0:
@@ -259,6 +280,12 @@ def _producer(n: UOp) -> UOp | None:
     return n.src[1] if n.op is Ops.AFTER and n.src[1].op is Ops.CALL else None
 
 
+def _is_overwrite(a: UOp) -> bool:
+    """Whether a CALL argument is a slot the call writes over an old version, AFTER(slot, old version) (a read of a
+    computed value is AFTER(slot, the CALL that made it))."""
+    return a.op is Ops.AFTER and a.src[1].op is not Ops.CALL
+
+
 def _reaches(deps: dict[UOp, set[UOp]], start: UOp, goal: UOp) -> bool:
     stack, seen = [start], {start}
     while stack:
@@ -282,16 +309,16 @@ def linearize(sink: UOp, ctx: _Kernelize) -> _Linear:
     """Order the CALLs by buffer versions (see the module docstring) into a LINEAR over slots."""
     canon = ctx.graph.canon
     calls = sorted((n for n in sink.toposort(enter_calls=False) if n.op is Ops.CALL), key=ctx.made.__getitem__)
-    old_of = {c: c.src[1].src[1] for c in calls if c.src[1].op is Ops.AFTER}  # write -> the version it overwrites
-    reads = {c: {canon(a) for a in c.src[2:] if a.op in (Ops.PARAM, Ops.AFTER)} for c in calls}
-    deps: dict[UOp, set[UOp]] = {c: {p for a in c.src[2:] if (p := _producer(a)) is not None} for c in calls}
-    for w, old in old_of.items():  # versions of one buffer in order
-        if (p := _producer(old)) is not None:
-            deps[w].add(p)
+    # a write -> the versions it overwrites (one per written argument AFTER(slot, old version))
+    olds = {c: [a.src[1] for a in c.src[1:] if _is_overwrite(a)] for c in calls}
+    olds = {c: o for c, o in olds.items() if o}
+    reads = {c: {canon(a) for a in c.src[1:] if a.op is Ops.PARAM or (a.op is Ops.AFTER and not _is_overwrite(a))} for c in calls}
+    deps: dict[UOp, set[UOp]] = {c: {p for a in c.src[1:] if (p := _producer(a)) is not None} for c in calls}
+    for w, versions in olds.items():  # versions of one buffer in order
+        deps[w].update(p for old in versions if (p := _producer(old)) is not None)
     live = {canon(n) for n in sink.src[1].src}
     preserve: dict[UOp, set[UOp]] = {}  # old version -> the readers that read a copy of it instead
-    for w, old in old_of.items():
-        old = canon(old)
+    for w, old in ((w, canon(o)) for w, versions in olds.items() for o in versions):
         for reader in calls:
             if reader is w or old not in reads[reader]:
                 continue
@@ -314,8 +341,8 @@ def linearize(sink: UOp, ctx: _Kernelize) -> _Linear:
         for reader in readers:
             deps[reader].add(cp)
             redirect.setdefault(reader, {})[old] = copy
-        for w, o in old_of.items():
-            if canon(o) is old:
+        for w, versions in olds.items():
+            if any(canon(o) is old for o in versions):
                 deps[w].add(cp)
         if old in live:
             out.preserved.append((_slot(old), _slot(copy)))
@@ -394,13 +421,17 @@ def rewrite_plan(walk: GraphWalk, targets: tuple[UOp, ...], devices: list[str], 
     """The plan of the walked graph under `targets` (its inputs held on `devices`) made by the rewrite passes, cached
     by the parameterised graph (`live`, `alias` and `store` as in `schedule.cached_plan`; `schedule.clear_schedule_cache`
     clears it)."""
-    graph = parameterise(targets, walk.inputs, devices, alias, live)
-    key = (graph.sink, default_device, graph.alias, graph.live)
+    # the walk's structural key describes the parameterised graph node by node (ops, dtypes, args, input slots), so it
+    # stands for it here: equal keys, equal parameterised graphs (test_sched_schedule_rewrites checks both ways), and
+    # the walk a realize needs anyway computes it, where building the parameterised graph costs a rebuild of every node
+    # (~0.3 ms for a training step's graph). The graph is built on a miss
+    key = (walk.key, tuple(devices), tuple(i for i, n in enumerate(walk.nodes) if n in live) if live else (), alias)
     if (plan := rewrite_cache.get(key)) is not None:
         return plan
     local = store if isinstance(store, dict) else None
     if local is not None and (plan := local.get(key)) is not None:
         return plan
+    graph = parameterise(targets, walk.inputs, devices, alias, live)
     position = {n: i for i, n in enumerate(walk.inputs)}
     leaves = set(walk.inputs)
     afters = tuple((i, position[n.src[0]]) for i, n in enumerate(walk.nodes) if n.op is Ops.AFTER and n not in leaves)
