@@ -166,3 +166,14 @@ def test_the_register_tile_takes_rows_that_share_the_loaded_vectors():
     ast = UOp.sink(out.index((c * oy + y) * ox + xx).store(value).end(c, y, xx))
     opts = heuristic_opts(ast, vector_width=16)
     assert opts[:2] == [Opt(OptOps.UPCAST, 2, 16), Opt(OptOps.UPCAST, 0, 8)]
+
+
+def test_a_store_under_a_loop_that_may_run_zero_times_keeps_the_loop():
+    # the store does not read the range: a loop that runs at least once may be left out (the same value stored again),
+    # one that may run zero times may not (was: `data0[1] = 7.0f;` run once for an empty view's write)
+    out = UOp.param(0, dtypes.float32.ptr(4))
+    for end, looped in ((0, True), (UOp.variable("n", 0, 8), True), (3, False)):
+        i = UOp.range(end, 0, AxisType.LOOP)
+        ast = UOp.sink(out.index(UOp.const(1)).store(UOp.const(7.0, dtypes.float32)).end(i))
+        source = to_program(ast, CRenderer(), opts=[]).src[2].arg
+        assert ("for (" in source) is looped, source

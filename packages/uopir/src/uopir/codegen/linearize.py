@@ -286,6 +286,15 @@ class Linearizer:
             self.reduce_value[red] = self.reduce_value[final]
 
 
+def _closed(end: UOp) -> list[UOp]:
+    """The ranges an END chain closes (none for a bare STORE)."""
+    ranges = []
+    while end.op is Ops.END:
+        ranges.extend(end.src[1:])
+        end = end.src[0]
+    return ranges
+
+
 def linearize(ast: UOp, lane_sums: bool = False) -> list[UOp]:
     """The linear program of a kernel AST (see the module docstring for its shape). `lane_sums`: the renderer takes
     CUSTOM(LANE_SUMS) statements (see `Linearizer.emit_lane_sums`)."""
@@ -294,8 +303,11 @@ def linearize(ast: UOp, lane_sums: bool = False) -> list[UOp]:
         if node.op in _DEFINES and node.arg is not None and getattr(node.arg, "addrspace", AddrSpace.GLOBAL) is not AddrSpace.REG:
             lin.out.append(node)
             lin.scopes[0].add(node)
-    for store in kernel_stores(ast):
-        loops = sorted((r for r in lin.deps(store) if axis_type(r) not in REGISTER_AXES), key=lambda r: r.arg[0])
+    for end, store in zip(ast.src, kernel_stores(ast)):
+        # a store runs in the loops of the ranges it reads; a loop it does not read is left out (storing the same value
+        # again changes nothing), unless the loop may run zero times: then the store must not run at all
+        ranges = set(lin.deps(store)) | {r for r in _closed(end) if r.op is Ops.RANGE and r.src[0].vmin < 1}
+        loops = sorted((r for r in ranges if axis_type(r) not in REGISTER_AXES), key=lambda r: r.arg[0])
         common = 0
         while common < min(len(lin.open), len(loops)) and lin.open[common] is loops[common]:
             common += 1
