@@ -219,8 +219,8 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
 
     `live_reads` lists the buffer versions values outside this schedule may still read; it is asked only when the
     schedule overwrites a version in place, and those versions are kept (copied) for their readers. `scheduler`:
-    "plan" or "rewrite" (`schedule_rewrites`), default
-    `$SCHEDULER`, else "plan"."""
+    "rewrite" (`schedule_rewrites`) or "plan", default
+    `$SCHEDULER`, else "rewrite"."""
     walk = walk_graph(plan_targets := targets, done, default_device)
     if touches_storage(walk.marked):
         # views of a file's buffer are computed from a copy of the bytes they read (a DISK device runs no kernels)

@@ -1,4 +1,4 @@
-"""The scheduler as graph rewrites (beside the plan scheduler of `schedule.py`, selected by `SCHEDULER=rewrite`).
+"""The scheduler as graph rewrites (the default; the plan scheduler of `schedule.py` it replaces is `SCHEDULER=plan`).
 
 A tensor graph becomes a LINEAR of CALLs over PARAM slots in named passes over UOps:
 
@@ -54,14 +54,14 @@ from .schedule import (
     share_buffers,
 )
 
-#: the environment variable (also a `Context` knob) choosing the scheduler: "plan" (the default) or "rewrite"
+#: the environment variable (also a `Context` knob) choosing the scheduler: "rewrite" (the default) or "plan"
 SCHEDULER_ENV = "SCHEDULER"
 SCHEDULERS = ("plan", "rewrite")
 
 
 def chosen_scheduler(scheduler: str | None = None) -> str:
-    """The scheduler a realize uses: `scheduler` when given, else `$SCHEDULER`, else "plan"."""
-    name = scheduler if scheduler is not None else os.environ.get(SCHEDULER_ENV) or "plan"
+    """The scheduler a realize uses: `scheduler` when given, else `$SCHEDULER`, else "rewrite"."""
+    name = scheduler if scheduler is not None else os.environ.get(SCHEDULER_ENV) or "rewrite"
     if name not in SCHEDULERS:
         from .errors import ArgumentError
 
