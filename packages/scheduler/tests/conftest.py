@@ -24,10 +24,3 @@ def assert_matches(t, expected, rtol=1e-5, atol=1e-6):
 def close():
     return assert_matches
 
-
-@pytest.fixture(autouse=True, params=["plan", "rewrite"])
-def scheduler(request, monkeypatch):
-    """Every scheduler test runs under both schedulers (`SCHEDULER`: the plan scheduler and the graph-rewrite one that
-    is replacing it, issue #34), until the rewrite scheduler is the only one."""
-    monkeypatch.setenv("SCHEDULER", request.param)
-    return request.param

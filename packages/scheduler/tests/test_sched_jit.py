@@ -540,11 +540,11 @@ def test_a_pruned_capture_with_a_half_rewritten_fill_replays_correctly():
 def test_a_capture_plans_each_graph_structure_once(monkeypatch):
     """Inside a capture, graphs of one structure over different buffers (a model's layers) share one plan: built once,
     kept for the capture only (the schedule cache does not keep captured plans)."""
-    from uop_scheduler import schedule
+    from uop_scheduler import schedule, schedule_rewrites
 
     built = []
-    build_plan = schedule.build_plan
-    monkeypatch.setattr(schedule, "build_plan", lambda *a, **k: built.append(1) or build_plan(*a, **k))
+    passes = schedule_rewrites.schedule_rewrites
+    monkeypatch.setattr(schedule_rewrites, "schedule_rewrites", lambda *a, **k: built.append(1) or passes(*a, **k))
     rng = np.random.default_rng(3)
     weights = [rng.standard_normal((24, 24)).astype(np.float32) / 5 for _ in range(6)]
     ws = [Tensor(w).realize() for w in weights]

@@ -7,7 +7,7 @@ import numpy as np
 from hcq_runtime import LinkedLinear, buffer_for, counters, runner_ready
 from uop_scheduler import Tensor, Variable, clear_schedule_cache
 from uop_scheduler.realize import _plan_buffers, _run, done, plan_for
-from uop_scheduler.schedule import cached_plan, cached_plans, walk_graph
+from uop_scheduler.schedule import cached_plans, walk_graph
 
 RNG = np.random.default_rng(7)
 
@@ -24,7 +24,7 @@ def reference(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def plan_of(t: Tensor):
     walk = walk_graph((t.uop,), done, "CPU")
-    return plan_for(walk, (t.uop,), "CPU")  # the plan a realize takes, from the scheduler it chooses
+    return plan_for(walk, (t.uop,), "CPU")  # the plan a realize takes
 
 
 def test_a_plan_runs_linked_from_its_second_run_with_each_runs_buffers():
@@ -51,7 +51,7 @@ def test_positions_sharing_a_buffer_in_one_run_and_not_in_the_next():
     a, b = Tensor(an).realize(), Tensor(bn).realize()
     t = (a + b * 2).exp()
     walk = walk_graph((t.uop,), done, "CPU")
-    plan = cached_plan(walk, (t.uop,), "CPU")[0]
+    plan = plan_for(walk, (t.uop,), "CPU")
     buffers = _plan_buffers(plan, walk.inputs)
     assert len(buffers) == 3
     runs = [(buffers, an + bn * 2)]

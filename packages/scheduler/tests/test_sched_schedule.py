@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from hcq_runtime import counters
 from uop_scheduler import Tensor, clear_schedule_cache
-from uop_scheduler.schedule import cached_plan, walk_graph
+from uop_scheduler.realize import plan_for
+from uop_scheduler.schedule import cached_plans, walk_graph
 
 
 def kernels_for(t: Tensor) -> int:
@@ -57,11 +58,8 @@ def test_schedule_cache_reuses_plan_for_new_buffers():
     for _ in range(2):
         a, b = Tensor(rng.standard_normal((4, 4)).astype(np.float32)), Tensor(rng.standard_normal(4).astype(np.float32))
         graphs.append(((a * b).sum(0) + 1, a.numpy(), b.numpy()))
-    hits = []
-    for t, _, _ in graphs:
-        walk = walk_graph((t.uop,), set(), "CPU")
-        hits.append(cached_plan(walk, (t.uop,), "CPU")[1])
-    assert hits == [False, True]
+    plans = [plan_for(walk_graph((t.uop,), set(), "CPU"), (t.uop,), "CPU") for t, _, _ in graphs]
+    assert plans[0] is plans[1] and cached_plans() == [plans[0]]
     for t, a, b in graphs:
         np.testing.assert_allclose(t.numpy(), (a * b).sum(0) + 1, rtol=1e-6)
     counters.reset()
@@ -193,7 +191,6 @@ def test_a_jit_capture_does_not_fill_the_plan_cache():
     # a captured graph is replayed, never scheduled again: keeping its plan (and a key holding a tuple per node) only
     # costs memory (#26); an eager graph of the same structure still uses the cache
     from uop_scheduler import TinyJit
-    from uop_scheduler.schedule import cached_plans
 
     def step(a: Tensor, b: Tensor) -> Tensor:
         return ((a * b).sum(0) + 1).realize()
@@ -266,7 +263,7 @@ def test_a_padded_convolution_reads_its_input_from_a_padded_buffer():
 
 def _plan_of(*ts: Tensor):
     roots = tuple(t.uop for t in ts)
-    return cached_plan(walk_graph(roots, set(), "CPU"), roots, "CPU", store=False)[0]
+    return plan_for(walk_graph(roots, set(), "CPU"), roots, "CPU")
 
 
 def _deep_chain(x: Tensor, ws: list[Tensor]) -> Tensor:

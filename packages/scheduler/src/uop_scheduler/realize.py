@@ -31,8 +31,8 @@ from hcq_runtime import (
 from uopir import Ops, UOp, dtypes
 
 from .calls import in_place_arity, in_place_overwritten, inline_calls, is_call_output
-from .schedule import CopyStep, GraphWalk, KernelStep, NewBuffer, Plan, cached_plan, device_below, walk_graph
-from .schedule_rewrites import chosen_scheduler, rewrite_plan
+from .schedule import CopyStep, GraphWalk, KernelStep, NewBuffer, Plan, device_below, walk_graph
+from .schedule_rewrites import rewrite_plan
 from .storage import off_storage, touches_storage
 
 realized_buffers: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
@@ -205,22 +205,17 @@ def _as_recorded(linear: UOp, rebound: list[UOp]) -> UOp:
 
 
 def plan_for(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, live: frozenset[UOp] = frozenset(),
-             alias: tuple[int, ...] = (), scheduler: str | None = None) -> Plan:
-    """The (cached) plan of a walked graph from the chosen scheduler (see `realize_uops`)."""
+             alias: tuple[int, ...] = ()) -> Plan:
+    """The (cached) plan of a walked graph (`schedule_rewrites.rewrite_plan`; a TinyJit capture keeps its own)."""
     store = _capture_plans[-1] if _capture_plans else True
-    if chosen_scheduler(scheduler) == "rewrite":
-        return rewrite_plan(walk, targets, [_input_buffer(n).arg.device for n in walk.inputs], default_device, live, alias, store)
-    return cached_plan(walk, targets, default_device, live, alias, store)[0]
+    return rewrite_plan(walk, targets, [_input_buffer(n).arg.device for n in walk.inputs], default_device, live, alias, store)
 
 
-def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Callable[[], set[UOp]] | None = None,
-                 scheduler: str | None = None) -> list[UOp]:
+def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Callable[[], set[UOp]] | None = None) -> list[UOp]:
     """Compute every target node; returns the BUFFER UOp holding each (targets already in a buffer are not rerun).
 
     `live_reads` lists the buffer versions values outside this schedule may still read; it is asked only when the
-    schedule overwrites a version in place, and those versions are kept (copied) for their readers. `scheduler`:
-    "rewrite" (`schedule_rewrites`) or "plan", default
-    `$SCHEDULER`, else "rewrite"."""
+    schedule overwrites a version in place, and those versions are kept (copied) for their readers."""
     walk = walk_graph(plan_targets := targets, done, default_device)
     if touches_storage(walk.marked):
         # views of a file's buffer are computed from a copy of the bytes they read (a DISK device runs no kernels)
@@ -245,7 +240,7 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
             version = {n: held[i] for i, n in enumerate(walk.inputs)}
             reads = live_reads()
             live = frozenset(old for old in overwritten if version.get(old, old) in reads)
-    plan = plan_for(walk, plan_targets, default_device, live, alias, scheduler)
+    plan = plan_for(walk, plan_targets, default_device, live, alias)
     buffers = _plan_buffers(plan, walk.inputs)
     if plan.steps:
         scratch = [(plan.new_buffers[b - plan.n_inputs], buffers[b]) for b in plan.scratch] if _captures else []

@@ -1,6 +1,7 @@
-"""The scheduler: a lazy tensor graph becomes a plan of kernels and copies over numbered buffers.
+"""What the scheduler's passes (schedule_rewrites.py) share: the graph walk and its structural key, the rule for what
+gets a buffer of its own, kernel lowering with its cache, operand packing, and the plan the runner takes.
 
-Which nodes get their own buffer ("realized"):
+Which nodes get their own buffer ("realized", `buffered_nodes`):
 - the targets being realized, CONTIGUOUS nodes, COPY nodes and the sources of COPYs;
 - a REDUCE, unless it reaches a realized node through single-consumer elementwise or one-to-one movement ops only
   (then it is computed inside that node's kernel, as in `x.sum() + 1`). So a reduce feeding another reduce, a reduce read through a
@@ -9,7 +10,7 @@ Which nodes get their own buffer ("realized"):
 Everything else (elementwise chains, movement ops, constants) is fused into each kernel that reads it.
 
 A plan refers to buffers by number (the graph's inputs first, then the buffers it creates), so it does not depend on
-which buffers the graph reads: `schedule_key` describes the graph up to its input buffers, and graphs with the same
+which buffers the graph reads: the walk's key describes the graph up to its input buffers, and graphs with the same
 key reuse one cached plan.
 """
 
@@ -24,7 +25,6 @@ from typing import Any
 from hcq_runtime import Device
 from uopir import DType, GroupOp, OperandPack, Ops, UOp, operand_packs
 
-from .calls import in_place_arity, in_place_overwritten
 from .errors import TensorWriteError
 from .rangeify import KernelLowering
 
@@ -33,10 +33,6 @@ from .rangeify import KernelLowering
 # elements would still run the reduce loop before the gate drops it (a concatenation of matmuls would compute every
 # product for every output element)
 _ONE_TO_ONE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.CONTIGUOUS, Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP}
-
-
-# the arg of a copy that keeps an overwritten buffer version for its readers
-_PRESERVE = "keep the overwritten version"
 
 
 @dataclass(frozen=True)
@@ -176,38 +172,11 @@ def _device_of(node: UOp, default_device: str) -> str:
     return device_below(node) or default_device
 
 
-def _store_base(store: UOp) -> UOp:
-    """The BUFFER a tensor-level STORE writes: the node under its target view."""
-    node = store.src[0]
-    while node.op is not Ops.BUFFER:
-        node = node.src[0]
-    return node
-
-
 def _version(value: UOp) -> UOp:
     """The buffer version a value is a view of."""
     while value.op in GroupOp.Movement or value.op is Ops.DETACH:
         value = value.src[0]
     return value
-
-
-def _reads(node: UOp, realized: set[UOp], leaf_set: set[UOp]) -> set[UOp]:
-    """The values the kernel of realized `node` reads: leaves, AFTERs (buffer versions) and other realized nodes
-    reached through fused nodes. A STORE's target view is where it writes, not a read."""
-    srcs = [node.src[1]] if node.op is Ops.STORE else [node.src[0]] if node.op is Ops.CONTIGUOUS else \
-        list(node.src[1:]) if node.op is Ops.CALL else list(node.src)
-    out: set[UOp] = set()
-    seen: set[UOp] = set()
-    while srcs:
-        n = srcs.pop()
-        if n in seen:
-            continue
-        seen.add(n)
-        if n in leaf_set or n in realized or n.op is Ops.AFTER:
-            out.add(n)
-        else:
-            srcs.extend(n.src)
-    return out
 
 
 def _unsafe_self_read(value: UOp, versions: set[UOp], aligned: UOp, boundary: set[UOp]) -> bool:
@@ -288,19 +257,6 @@ def _fused_cost(value: UOp, boundary: set[UOp]) -> int:
     return cost
 
 
-def _reaches(deps: dict[UOp, set[UOp]], start: UOp, goal: UOp) -> bool:
-    """Whether `goal` is among `start`'s transitive dependencies."""
-    stack, seen = [start], {start}
-    while stack:
-        for d in deps[stack.pop()]:
-            if d is goal:
-                return True
-            if d not in seen:
-                seen.add(d)
-                stack.append(d)
-    return False
-
-
 def buffered_nodes(nodes: list[UOp], targets: tuple[UOp, ...] | list[UOp], leaf_set: set[UOp]) -> set[UOp]:
     """Which of `nodes` (a graph in topological order, stopping at the leaves) get a buffer of their own: the targets,
     CONTIGUOUS and COPY nodes and the sources of COPYs, the REDUCEs that do not fuse into their consumer, and values an
@@ -338,140 +294,6 @@ def buffered_nodes(nodes: list[UOp], targets: tuple[UOp, ...] | list[UOp], leaf_
                     and repeats * (_fused_cost(src, realized | leaf_set) - 1) >= COSTLY_WORK:
                 realized.add(src)
     return {n for n in realized if n not in leaf_set and n.op is not Ops.AFTER}
-
-
-def build_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, live: frozenset[UOp] = frozenset(),
-               alias: tuple[int, ...] = ()) -> Plan:
-    """Decide the realized nodes and build one step per realized node (see the module docstring).
-
-    A STORE writes into an existing buffer version in place. Every other kernel that reads the version it overwrites
-    runs before it; when that cannot be (the reader also needs the STORE's result) or when values outside this
-    schedule (`live`) still read the old version, the old version is first copied to a buffer of its own.
-    `alias[i]` is the first input holding the same buffer as input i (one buffer version can be reached as several
-    realized nodes).
-    """
-    leaf_set = set(walk.inputs)
-    canon = {leaf: walk.inputs[a] for leaf, a in zip(walk.inputs, alias)} if alias else {}
-    live = frozenset(canon.get(n, n) for n in live)
-    # what each write overwrites: a STORE its previous version, a hand-written kernel the previous version of each buffer
-    overwrites: dict[UOp, list[UOp]] = {}
-    for node in walk.nodes:
-        if node.op is Ops.STORE and len(node.src) == 3:
-            overwrites[node] = [node.src[2]]
-        elif in_place_arity(node) is not None and node not in leaf_set:
-            overwrites[node] = [_version(v) for v in in_place_overwritten(node)]
-    realized = buffered_nodes(walk.nodes, (*targets, *overwrites), leaf_set)
-    # a STORE whose value reads the overwritten version at other places than the ones it writes reads a copy of that
-    # version instead (x.assign(x.flip(0)) must not read elements it already wrote); the copy is made below, with the
-    # copies kept for other readers
-    self_reads: list[tuple[UOp, UOp]] = []
-    for st in [n for n in overwrites if n.op is Ops.STORE]:
-        target, value, old = st.src
-        aligned = _without_detach(target.substitute({_store_base(st): old}))
-        # the version is also read through any input holding the same buffer (a realized value computed into it)
-        versions = {old} | {leaf for leaf in leaf_set if canon.get(leaf, leaf) is canon.get(old, old)}
-        if value in leaf_set:
-            unsafe = value in versions and value is not aligned
-        else:
-            unsafe = _unsafe_self_read(value, versions, aligned, realized | leaf_set)
-        if unsafe:
-            self_reads.append((st, canon.get(old, old)))
-
-    order = [n for n in walk.nodes if n in realized]
-    reads = {n: {canon.get(r, r) for r in _reads(n, realized, leaf_set)} for n in order}
-    producer = {n: n for n in order}
-    for node in walk.nodes:
-        if node.op is Ops.AFTER and node not in leaf_set:
-            producer[node] = node.src[1]
-    deps = {n: {producer[r] for r in reads[n] if r in producer} for n in order}
-    # write-after-read: readers of the version a STORE overwrites go first, unless that would make a cycle
-    preserve: dict[UOp, set[UOp]] = {}  # old version -> the readers that read a copy of it instead
-    # first every write after the write it overwrites (versions of one buffer in order), then each reader before the
-    # write that overwrites what it reads where that makes no cycle: an edge added only after the check keeps the
-    # graph acyclic whatever order the writes come in
-    for st in order:
-        for old in (canon.get(o, o) for o in overwrites.get(st, ())):
-            if old in producer:
-                deps[st].add(producer[old])
-    for st in order:
-        for old in (canon.get(o, o) for o in overwrites.get(st, ())):
-            for reader in order:
-                if reader is st or old not in reads[reader]:
-                    continue
-                if old in live or _reaches(deps, reader, st):
-                    preserve.setdefault(old, set()).add(reader)
-                else:
-                    deps[st].add(reader)
-            if old in live:
-                preserve.setdefault(old, set())
-    for st, old in self_reads:
-        preserve.setdefault(old, set()).add(st)
-    # the copy is a node of its own (its arg marks it): a user's `old.contiguous()` in the graph is the same node as a
-    # plain CONTIGUOUS of `old`, and sharing it would make the copy read and write one buffer
-    copies = {old: UOp(Ops.CONTIGUOUS, old.dtype, (old,), arg=_PRESERVE) for old in preserve}
-    for old, cp in copies.items():
-        deps[cp] = {producer[old]} if old in producer else set()
-        for reader in preserve[old]:
-            if reader is not cp:
-                deps[reader].add(cp)
-        for st, olds in overwrites.items():
-            if any(canon.get(o, o) is old for o in olds):
-                deps[st].add(cp)
-    rank = {n: i for i, n in enumerate(walk.nodes)}
-    steps_order = _toposort([*order, *copies.values()], deps, lambda n: rank.get(n.src[0] if n in copies.values() else n, -1))
-
-    bufnum: dict[UOp, int] = {leaf: i for i, leaf in enumerate(walk.inputs)}
-    new_buffers: list[NewBuffer] = []
-
-    def new_buffer(node: UOp) -> int:
-        bufnum[node] = len(walk.inputs) + len(new_buffers)
-        new_buffers.append(NewBuffer(_device_of(node, default_device), _size(node.shape), node.dtype))
-        return bufnum[node]
-
-    for node in walk.nodes:
-        if node.op is Ops.AFTER and node not in leaf_set:
-            bufnum[node] = bufnum[node.src[0]]
-    for node in steps_order:
-        if node.op is Ops.STORE:
-            bufnum[node] = bufnum[_store_base(node)]
-        elif node.op is not Ops.CALL:
-            new_buffer(node)
-    steps: list[KernelStep | CopyStep] = []
-
-    def add_kernel(node: UOp, step: KernelStep) -> None:
-        steps.extend(_with_packs(step, _device_of(node, default_device), new_buffers, len(walk.inputs)))
-
-    for node in steps_order:
-        if node.op is Ops.CALL:  # a hand-written kernel over its argument buffers, in place
-            variables = tuple(sorted({u for u in node.src[0].toposort() if u.op is Ops.DEFINE_VAR}, key=lambda v: v.arg[0]))
-            steps.append(KernelStep(node.src[0], tuple(bufnum[a] for a in node.src[1:1 + in_place_arity(node)]), variables))
-            continue
-        out = bufnum[node]
-        if node.op is Ops.COPY and node.src[0] not in bufnum and _is_leaf_view(node.src[0], leaf_set) is None:
-            add_kernel(node, _lowered_kernel(node, node.src[0], {n: bufnum[n] for n in bufnum if n is not node}, out))
-            continue
-        if node.op is Ops.COPY:
-            src_leaf = _is_leaf_view(node.src[0], leaf_set)
-            steps.append(CopyStep(out, bufnum[src_leaf if src_leaf is not None else node.src[0]]))
-            continue
-        if _size(node.shape) == 0:
-            continue
-        leaves = {n: bufnum[n] for n in bufnum if n is not node}
-        for old, readers in preserve.items():
-            if node in readers:
-                leaves.update((n, bufnum[copies[old]]) for n in leaves if canon.get(n, n) is old)
-        if node.op is Ops.STORE:
-            old = canon.get(node.src[2], node.src[2])
-            if node not in preserve.get(old, ()):  # else it reads the copy
-                leaves.update((n, out) for n in list(leaves) if canon.get(n, n) is old)
-            lowering = KernelLowering(leaves, out)
-            ast = lowering.store_kernel(node, _store_base(node))
-            add_kernel(node, KernelStep(ast, tuple(lowering.buffers), _variables(ast)))
-        else:
-            add_kernel(node, _lowered_kernel(node, node.src[0] if node.op is Ops.CONTIGUOUS else node, leaves, out))
-    afters = tuple((i, bufnum[n]) for i, n in enumerate(walk.nodes) if n.op is Ops.AFTER and n not in leaf_set)
-    preserved = tuple((bufnum[old], bufnum[cp]) for old, cp in copies.items() if old in live)
-    return share_buffers(Plan(len(walk.inputs), tuple(new_buffers), tuple(steps), tuple(bufnum[t] for t in targets), afters, preserved))
 
 
 @functools.cache
@@ -608,46 +430,17 @@ def _fuses_into_consumer(node: UOp, consumers: dict[UOp, list[UOp]], realized: s
     return True
 
 
-_plan_cache: dict[tuple, Plan] = {}
 # plans are small, but a program that keeps building new structures must not grow the cache without end
 PLAN_CACHE_SIZE = 4096
-
-
-def cached_plan(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, live: frozenset[UOp] = frozenset(),
-                alias: tuple[int, ...] = (), store: bool | dict = True) -> tuple[Plan, bool]:
-    """The plan for `walk` and whether it came from the cache (graphs with the same structural key share it).
-    `live`: old buffer versions that values outside this schedule still read (they are kept when overwritten);
-    `alias`: see `build_plan`. `store=False` looks the plan up but does not keep a new one; a dict keeps it there
-    instead of in the schedule cache (a TinyJit capture's own: its graphs are replayed, never scheduled again, and a
-    key holds a tuple per node)."""
-    key: tuple = walk.key
-    if live or alias:
-        key = (key, tuple(i for i, n in enumerate(walk.nodes) if n in live), alias)
-    if (plan := _plan_cache.get(key)) is not None:
-        return plan, True
-    local = store if isinstance(store, dict) else None
-    if local is not None and (plan := local.get(key)) is not None:
-        return plan, True
-    plan = build_plan(walk, targets, default_device, live, alias)
-    if local is not None:
-        local[key] = plan
-    elif store:
-        if len(_plan_cache) >= PLAN_CACHE_SIZE:
-            del _plan_cache[next(iter(_plan_cache))]  # the oldest entry
-        _plan_cache[key] = plan
-    return plan, False
-
-
-# the rewrite scheduler's plans (schedule_rewrites.py), by structure (walk key, input devices, live versions, aliases)
+# the scheduler's plans (schedule_rewrites.py), by structure (walk key, input devices, live versions, aliases)
 rewrite_cache: dict[tuple, Plan] = {}
 
 
 def cached_plans() -> list[Plan]:
-    """Every plan either scheduler has cached."""
-    return [*_plan_cache.values(), *rewrite_cache.values()]
+    """Every plan the schedule cache holds."""
+    return list(rewrite_cache.values())
 
 
 def clear_schedule_cache() -> None:
     """Forget every cached plan (the next realize of each structure schedules again)."""
-    _plan_cache.clear()
     rewrite_cache.clear()

@@ -1,4 +1,4 @@
-"""The scheduler as graph rewrites (the default; the plan scheduler of `schedule.py` it replaces is `SCHEDULER=plan`).
+"""The scheduler as graph rewrites.
 
 A tensor graph becomes a LINEAR of CALLs over PARAM slots in named passes over UOps:
 
@@ -26,7 +26,6 @@ and scratch sharing included), until the plan dataclasses go.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 from uopir import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
@@ -53,21 +52,6 @@ from .schedule import (
     rewrite_cache,
     share_buffers,
 )
-
-#: the environment variable (also a `Context` knob) choosing the scheduler: "rewrite" (the default) or "plan"
-SCHEDULER_ENV = "SCHEDULER"
-SCHEDULERS = ("plan", "rewrite")
-
-
-def chosen_scheduler(scheduler: str | None = None) -> str:
-    """The scheduler a realize uses: `scheduler` when given, else `$SCHEDULER`, else "rewrite"."""
-    name = scheduler if scheduler is not None else os.environ.get(SCHEDULER_ENV) or "rewrite"
-    if name not in SCHEDULERS:
-        from .errors import ArgumentError
-
-        raise ArgumentError(f"unknown scheduler {name!r}: use one of {', '.join(SCHEDULERS)}")
-    return name
-
 
 _BUFFERED = "needs a buffer"  # the tag mark_buffers puts on a node that gets a buffer of its own
 _SELF_READ = "reads a copy of the version it overwrites"  # ... on a write that reads its old version elsewhere too
