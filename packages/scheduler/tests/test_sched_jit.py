@@ -555,7 +555,7 @@ def test_a_capture_plans_each_graph_structure_once(monkeypatch):
         return x
 
     jitted = TinyJit(layers, warmup=0)
-    cached = len(schedule.cached_plans())
+    cached = len(schedule.cached_schedules())
     for _ in range(3):
         x = rng.standard_normal((5, 24)).astype(np.float32)
         want = x
@@ -563,4 +563,4 @@ def test_a_capture_plans_each_graph_structure_once(monkeypatch):
             want = np.maximum(want @ w, 0)
         np.testing.assert_allclose(jitted(Tensor(x)).numpy(), want, rtol=1e-5, atol=1e-5)
     assert len(built) <= 2  # the layers' graph (and at most one more for the first layer's input)
-    assert len(schedule.cached_plans()) == cached
+    assert len(schedule.cached_schedules()) == cached

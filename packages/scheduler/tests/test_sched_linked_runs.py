@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 from hcq_runtime import LinkedLinear, buffer_for, counters, runner_ready
 from uop_scheduler import Tensor, Variable, clear_schedule_cache
-from uop_scheduler.realize import _plan_buffers, _run, done, plan_for
-from uop_scheduler.schedule import cached_plans, walk_graph
+from uop_scheduler.realize import _plan_buffers, _run, done, schedule_for
+from uop_scheduler.schedule import cached_schedules, walk_graph
 
 RNG = np.random.default_rng(7)
 
@@ -24,7 +24,7 @@ def reference(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def plan_of(t: Tensor):
     walk = walk_graph((t.uop,), done, "CPU")
-    return plan_for(walk, (t.uop,), "CPU")  # the plan a realize takes
+    return schedule_for(walk, (t.uop,), "CPU")  # the plan a realize takes
 
 
 def test_a_plan_runs_linked_from_its_second_run_with_each_runs_buffers():
@@ -51,7 +51,7 @@ def test_positions_sharing_a_buffer_in_one_run_and_not_in_the_next():
     a, b = Tensor(an).realize(), Tensor(bn).realize()
     t = (a + b * 2).exp()
     walk = walk_graph((t.uop,), done, "CPU")
-    plan = plan_for(walk, (t.uop,), "CPU")
+    plan = schedule_for(walk, (t.uop,), "CPU")
     buffers = _plan_buffers(plan, walk.inputs)
     assert len(buffers) == 3
     runs = [(buffers, an + bn * 2)]
@@ -104,7 +104,7 @@ def test_a_copy_between_cpu_devices_is_linked_as_a_copy():
         counters.reset()
         np.testing.assert_allclose(t.numpy(), an * 3, rtol=1e-6)
         assert counters.copies >= 2  # both copies counted, call by call (first run) or linked
-    assert any(isinstance(p.runs[1], LinkedLinear) and p.runs[1].n_copies >= 2 for p in cached_plans())
+    assert any(isinstance(p.runs[1], LinkedLinear) and p.runs[1].n_copies >= 2 for p in cached_schedules())
 
 
 def test_a_cold_process_runs_call_by_call_until_the_runner_is_built(tmp_path):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 from hcq_runtime import counters
 from uop_scheduler import Tensor, clear_schedule_cache
-from uop_scheduler.realize import plan_for
-from uop_scheduler.schedule import cached_plans, walk_graph
+from uop_scheduler.realize import schedule_for
+from uop_scheduler.schedule import cached_schedules, walk_graph
 
 
 def kernels_for(t: Tensor) -> int:
@@ -58,8 +58,8 @@ def test_schedule_cache_reuses_plan_for_new_buffers():
     for _ in range(2):
         a, b = Tensor(rng.standard_normal((4, 4)).astype(np.float32)), Tensor(rng.standard_normal(4).astype(np.float32))
         graphs.append(((a * b).sum(0) + 1, a.numpy(), b.numpy()))
-    plans = [plan_for(walk_graph((t.uop,), set(), "CPU"), (t.uop,), "CPU") for t, _, _ in graphs]
-    assert plans[0] is plans[1] and cached_plans() == [plans[0]]
+    plans = [schedule_for(walk_graph((t.uop,), set(), "CPU"), (t.uop,), "CPU") for t, _, _ in graphs]
+    assert plans[0] is plans[1] and cached_schedules() == [plans[0]]
     for t, a, b in graphs:
         np.testing.assert_allclose(t.numpy(), (a * b).sum(0) + 1, rtol=1e-6)
     counters.reset()
@@ -202,10 +202,10 @@ def test_a_jit_capture_does_not_fill_the_plan_cache():
         for i in range(3):
             a, b = (Tensor(rng.standard_normal((4, 4)).astype(np.float32)).realize() for _ in range(2))
             if i == warmup:
-                plans = len(cached_plans())
+                plans = len(cached_schedules())
             out = jitted(a, b)
             np.testing.assert_allclose(out.numpy(), (a.numpy() * b.numpy()).sum(0) + 1, rtol=1e-5, atol=1e-6)
-        assert len(cached_plans()) == plans
+        assert len(cached_schedules()) == plans
 
 
 def test_a_costly_value_read_through_an_expand_is_computed_once():
@@ -263,7 +263,7 @@ def test_a_padded_convolution_reads_its_input_from_a_padded_buffer():
 
 def _plan_of(*ts: Tensor):
     roots = tuple(t.uop for t in ts)
-    return plan_for(walk_graph(roots, set(), "CPU"), roots, "CPU")
+    return schedule_for(walk_graph(roots, set(), "CPU"), roots, "CPU")
 
 
 def _deep_chain(x: Tensor, ws: list[Tensor]) -> Tensor:
@@ -277,7 +277,7 @@ def test_scratch_buffers_are_shared_across_layers():
     xs, ws = rng.standard_normal((4, 16)).astype(np.float32), [rng.standard_normal((16, 16)).astype(np.float32) * 0.3 for _ in range(12)]
     out = _deep_chain(Tensor(xs), [Tensor(w) for w in ws])
     plan = _plan_of(out)
-    assert len(plan.steps) >= 12
+    assert len(plan.linear.src) >= 12
     # the layer outputs (and any matmul kernel's result) that nothing reads after the schedule live a layer or two each:
     # a few buffers take turns, where without sharing every step had its own
     assert len(plan.new_buffers) <= 4

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from uop_scheduler import Tensor, clear_schedule_cache
 from uop_scheduler.realize import done
-from uop_scheduler.schedule import rewrite_cache, walk_graph
+from uop_scheduler.schedule import schedule_cache, walk_graph
 from uop_scheduler.schedule_rewrites import parameterise, schedule_rewrites
 from uopir import Ops
 
@@ -78,7 +78,7 @@ def test_the_cache_key_stands_for_the_parameterised_graph():
     graphs = graphs[:2]
     for g in graphs:
         g.realize()
-    assert len(rewrite_cache) == 1
+    assert len(schedule_cache) == 1
 
 
 def test_the_passes_make_a_linear_over_param_slots():

@@ -19,7 +19,7 @@ from .errors import (
 from .function import FunctionError, function
 from .jit import JitError, TinyJit
 from .multi import ShardedTensor
-from .schedule import CopyStep, KernelStep, Plan, clear_schedule_cache
+from .schedule import Schedule, clear_schedule_cache
 from .symbolic import Variable
 from .tensor import Tensor
 
@@ -40,9 +40,7 @@ __all__ = [
     "dtypes",
     "Device",
     "Context",
-    "Plan",
-    "KernelStep",
-    "CopyStep",
+    "Schedule",
     "clear_schedule_cache",
     "SchedulerError",
     "ShapeError",

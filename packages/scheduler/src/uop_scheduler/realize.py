@@ -31,8 +31,8 @@ from hcq_runtime import (
 from uopir import Ops, UOp, dtypes
 
 from .calls import in_place_arity, in_place_overwritten, inline_calls, is_call_output
-from .schedule import CopyStep, GraphWalk, KernelStep, NewBuffer, Plan, device_below, walk_graph
-from .schedule_rewrites import rewrite_plan
+from .schedule import BufferSpec, GraphWalk, Schedule, device_below, walk_graph
+from .schedule_rewrites import cached_schedule
 from .storage import off_storage, touches_storage
 
 realized_buffers: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
@@ -42,9 +42,9 @@ written_versions: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionar
 # BUFFERs over memory someone else owns (`Tensor.from_blob`): values read from them are not remembered
 external_buffers: weakref.WeakSet[UOp] = weakref.WeakSet()
 _captures: list[list[UOp]] = []
-# per capture: storage of scratch buffers (see `Plan.scratch`) of linears that have run, free for the next linear's
+# per capture: storage of scratch buffers (see `Schedule.scratch`) of linears that have run, free for the next linear's
 # scratch of the same device, size and dtype, so the recording owns about one schedule's scratch memory, not every one's
-_scratch_pools: list[dict[NewBuffer, list[Buffer]]] = []
+_scratch_pools: list[dict[BufferSpec, list[Buffer]]] = []
 _existing: list[frozenset[int]] = []  # per capture: ids of the tensors made before it
 # per capture: the plans it built, by structural key. Plans built while capturing stay out of the schedule cache (a
 # capture is replayed, never scheduled again), but within one capture the same structure recurs (each layer of a
@@ -130,27 +130,23 @@ def _input_buffer(node: UOp) -> UOp:
     return written_versions[node] if node.op is Ops.AFTER else realized_buffers[node]
 
 
-def _plan_buffers(plan: Plan, inputs: list[UOp]) -> list[UOp]:
-    """The BUFFER of every plan number: the inputs' buffers, then a new BUFFER per buffer the plan creates."""
-    return [_input_buffer(n) for n in inputs] + [UOp.new_buffer(nb.device, nb.size, nb.dtype) for nb in plan.new_buffers]
+def _plan_buffers(plan: Schedule, inputs: list[UOp]) -> list[UOp]:
+    """The BUFFER of every slot: the inputs' buffers, then a new BUFFER per buffer the schedule creates."""
+    return [_input_buffer(n) for n in inputs] + [UOp.new_buffer(device, size, dtype) for device, size, dtype in plan.new_buffers]
 
 
-def _plan_linear(plan: Plan, buffers: list[UOp], var_vals: dict[str, int] | None) -> UOp:
+def _plan_linear(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int] | None) -> UOp:
     """The LINEAR of CALLs that runs `plan` over `buffers` (see `_plan_buffers`); a kernel reading symbolic variables
     gets them bound to `var_vals` as trailing arguments."""
     calls = []
-    for step in plan.steps:
-        if isinstance(step, KernelStep):
-            binds = tuple(v.bind(var_vals[v.arg[0]]) for v in step.variables) if var_vals else ()
-            calls.append(UOp(Ops.CALL, dtypes.void, (step.ast, *(buffers[a] for a in step.args), *binds)))
-        elif isinstance(step, CopyStep):
-            dest = buffers[step.dest]
-            body = UOp(Ops.COPY, dest.dtype, (), dest.arg.device)
-            calls.append(UOp(Ops.CALL, dtypes.void, (body, dest, buffers[step.src])))
+    for call in plan.linear.src:
+        args = [buffers[a.arg.slot] if a.op is Ops.PARAM else a.bind(var_vals[a.arg[0]]) for a in call.src[1:]
+                if a.op is Ops.PARAM or var_vals]
+        calls.append(UOp(Ops.CALL, dtypes.void, (call.src[0], *args)))
     return UOp(Ops.LINEAR, dtypes.void, tuple(calls))
 
 
-def _run(plan: Plan, buffers: list[UOp], var_vals: dict[str, int]) -> UOp | None:
+def _run(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int]) -> UOp | None:
     """Run a plan over `buffers` (see `_plan_buffers`). From its second run on, a plan of CPU calls runs linked
     (`hcq_runtime.link_linear`): one native call that launches every kernel in order, with the buffers' addresses
     patched in by position; the Python dispatch per call was most of an eager training step's run time, and no LINEAR
@@ -176,7 +172,7 @@ def _run(plan: Plan, buffers: list[UOp], var_vals: dict[str, int]) -> UOp | None
     return None
 
 
-def _link(plan: Plan, buffers: list[UOp], var_vals: dict[str, int]) -> LinkedLinear | bool:
+def _link(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int]) -> LinkedLinear | bool:
     """`plan` linked over one placeholder BUFFER per position (two positions holding one buffer in this run may hold
     two in the next), or False when it cannot be."""
     holders = [UOp.new_buffer(b.arg.device, b.arg.size, b.dtype) for b in buffers]
@@ -204,11 +200,11 @@ def _as_recorded(linear: UOp, rebound: list[UOp]) -> UOp:
     return linear.substitute(stand_ins)
 
 
-def plan_for(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, live: frozenset[UOp] = frozenset(),
-             alias: tuple[int, ...] = ()) -> Plan:
-    """The (cached) plan of a walked graph (`schedule_rewrites.rewrite_plan`; a TinyJit capture keeps its own)."""
+def schedule_for(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, live: frozenset[UOp] = frozenset(),
+             alias: tuple[int, ...] = ()) -> Schedule:
+    """The (cached) plan of a walked graph (`schedule_rewrites.cached_schedule`; a TinyJit capture keeps its own)."""
     store = _capture_plans[-1] if _capture_plans else True
-    return rewrite_plan(walk, targets, [_input_buffer(n).arg.device for n in walk.inputs], default_device, live, alias, store)
+    return cached_schedule(walk, targets, [_input_buffer(n).arg.device for n in walk.inputs], default_device, live, alias, store)
 
 
 def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Callable[[], set[UOp]] | None = None) -> list[UOp]:
@@ -240,9 +236,9 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
             version = {n: held[i] for i, n in enumerate(walk.inputs)}
             reads = live_reads()
             live = frozenset(old for old in overwritten if version.get(old, old) in reads)
-    plan = plan_for(walk, plan_targets, default_device, live, alias)
+    plan = schedule_for(walk, plan_targets, default_device, live, alias)
     buffers = _plan_buffers(plan, walk.inputs)
-    if plan.steps:
+    if plan.linear.src:
         scratch = [(plan.new_buffers[b - plan.n_inputs], buffers[b]) for b in plan.scratch] if _captures else []
         for kind, uop in scratch:
             if free := _scratch_pools[-1].get(kind):

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import math
 import struct
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from hcq_runtime import Device
@@ -35,46 +35,25 @@ from .rangeify import KernelLowering
 _ONE_TO_ONE = GroupOp.ALU | {Ops.CAST, Ops.BITCAST, Ops.CONTIGUOUS, Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP}
 
 
-@dataclass(frozen=True)
-class KernelStep:
-    """Run kernel `ast`; `args[slot]` is the buffer number bound to PARAM `slot` (slot 0 is the output); `variables`
-    are the symbolic variables (DEFINE_VAR) the kernel reads, passed bound to the run's values."""
-
-    ast: UOp
-    args: tuple[int, ...]
-    variables: tuple[UOp, ...] = ()
+#: (device, size, dtype) of a buffer a schedule creates
+BufferSpec = tuple[str, int, DType]
 
 
-@dataclass(frozen=True)
-class CopyStep:
-    """Copy buffer `src` into buffer `dest` (they are on different devices)."""
+@dataclass(eq=False)
+class Schedule:
+    """What realize runs for one graph structure: `linear`, a LINEAR of CALLs whose buffers are PARAM slots (a kernel SINK
+    or a COPY as body, then its buffers; a kernel reading bound variables takes their DEFINE_VARs after them). Slots
+    0..n_inputs-1 are the graph's inputs, then one per buffer the schedule creates (`new_buffers`)."""
 
-    dest: int
-    src: int
-
-
-@dataclass(frozen=True)
-class NewBuffer:
-    """A buffer the plan creates."""
-
-    device: str
-    size: int
-    dtype: DType
-
-
-@dataclass(frozen=True)
-class Plan:
-    """Steps in dependency order; buffers 0..n_inputs-1 are the graph's inputs, then `new_buffers` in order."""
-
+    linear: UOp
     n_inputs: int
-    new_buffers: tuple[NewBuffer, ...]
-    steps: tuple[KernelStep | CopyStep, ...]
-    outputs: tuple[int, ...]
-    afters: tuple[tuple[int, int], ...] = ()  # (walk position of an AFTER, the buffer holding that version)
-    preserved: tuple[tuple[int, int], ...] = ()  # (old version's buffer, the copy that keeps its value for later readers)
-    scratch: tuple[int, ...] = ()  # buffers nothing reads after the plan has run (see `share_buffers`)
-    # how the plan has run: [times, its calls linked into one native run (None: not yet, False: they cannot be)]
-    runs: list = field(default_factory=lambda: [0, None], init=False, compare=False, repr=False)
+    new_buffers: tuple[BufferSpec, ...]
+    outputs: tuple[int, ...]  # the slot holding each target
+    afters: tuple[tuple[int, int], ...] = ()  # (walk position of an AFTER, the slot holding that version)
+    preserved: tuple[tuple[int, int], ...] = ()  # (old version's slot, the copy that keeps its value for later readers)
+    scratch: tuple[int, ...] = ()  # slots nothing reads after the schedule has run (see `schedule_rewrites.share_scratch`)
+    # how it has run: [times, its calls linked into one native run (None: not yet, False: they cannot be)]
+    runs: list = field(default_factory=lambda: [0, None], repr=False)
 
 
 OWN_COPY = "copy before a write"  # the arg of every own copy (writes.own_copy), before its number
@@ -297,7 +276,7 @@ def buffered_nodes(nodes: list[UOp], targets: tuple[UOp, ...] | list[UOp], leaf_
 
 
 @functools.cache
-def _packed_operand_bytes(device: str) -> int:
+def packed_operand_bytes(device: str) -> int:
     """The device renderer's `packed_operand_bytes` (0 for devices without a code generator)."""
     try:
         return int(getattr(getattr(Device[device], "renderer", None), "packed_operand_bytes", 0) or 0)
@@ -306,69 +285,9 @@ def _packed_operand_bytes(device: str) -> int:
 
 
 @functools.lru_cache(maxsize=4096)
-def _operand_packs(ast: UOp, group_bytes: int) -> tuple[UOp, tuple[OperandPack, ...]]:
+def operand_packs_of(ast: UOp, group_bytes: int) -> tuple[UOp, tuple[OperandPack, ...]]:
+    """`uopir.operand_packs`, remembered per kernel."""
     return operand_packs(ast, group_bytes)
-
-
-def _with_packs(step: KernelStep, device: str, new_buffers: list[NewBuffer], n_inputs: int) -> list[KernelStep]:
-    """`step`, preceded by kernels that copy the operands its device wants packed (`uopir.operand_packs`: a matmul's
-    operand read across rows, on the CPU) into new buffers, which it then reads instead."""
-    group = _packed_operand_bytes(device)
-    if not group:
-        return [step]
-    ast, packs = _operand_packs(step.ast, group)
-    if not packs:
-        return [step]
-    args, steps = list(step.args), []
-    for pack in packs:
-        copy = n_inputs + len(new_buffers)
-        new_buffers.append(NewBuffer(device, pack.size, pack.dtype))
-        steps.append(KernelStep(pack.ast, (copy, step.args[pack.slot])))
-        args[pack.slot] = copy
-    return [*steps, KernelStep(ast, tuple(args), step.variables)]
-
-
-def _step_buffers(step: KernelStep | CopyStep) -> tuple[int, ...]:
-    return step.args if isinstance(step, KernelStep) else (step.dest, step.src)
-
-
-def share_buffers(plan: Plan) -> Plan:
-    """`plan` with its scratch buffers shared: a buffer the plan creates that nothing outside it reads afterwards
-    (not an output, a written version or a kept copy) lives from the step that first touches it to the last; one whose
-    life has ended is taken again by the next scratch buffer of the same device, size and dtype. A model's layers
-    compute the same shapes over and over, so a 30-layer forward pass needs about one layer's scratch memory instead
-    of thirty (and a TinyJit capture owns that much). Buffers are then numbered densely again."""
-    n_in = plan.n_inputs
-    escaping = {*plan.outputs, *(b for _, b in plan.afters), *(b for pair in plan.preserved for b in pair)}
-    last: dict[int, int] = {}
-    for i, step in enumerate(plan.steps):
-        for b in _step_buffers(step):
-            last[b] = i
-    free: dict[NewBuffer, list[int]] = {}
-    home: dict[int, int] = {}  # scratch buffer -> the buffer it shares (itself when it is the first)
-    for i, step in enumerate(plan.steps):
-        touched = [b for b in dict.fromkeys(_step_buffers(step)) if b >= n_in and b not in escaping]
-        for b in touched:
-            if b not in home:
-                pool = free.get(plan.new_buffers[b - n_in])
-                home[b] = pool.pop() if pool else b
-        for b in touched:
-            if last[b] == i:
-                free.setdefault(plan.new_buffers[b - n_in], []).append(home[b])
-    if all(h == b for b, h in home.items()):
-        return replace(plan, scratch=tuple(sorted(home)))
-    kept = [b for b in range(n_in, n_in + len(plan.new_buffers)) if home.get(b, b) == b]
-    number = {b: n_in + i for i, b in enumerate(kept)}
-    number.update((b, number[h]) for b, h in home.items())
-
-    def num(b: int) -> int:
-        return b if b < n_in else number[b]
-
-    steps = tuple(KernelStep(s.ast, tuple(map(num, s.args)), s.variables) if isinstance(s, KernelStep) else CopyStep(num(s.dest), num(s.src))
-                  for s in plan.steps)
-    return Plan(n_in, tuple(plan.new_buffers[b - n_in] for b in kept), steps, tuple(map(num, plan.outputs)),
-                tuple((pos, num(b)) for pos, b in plan.afters), tuple((num(a), num(b)) for a, b in plan.preserved),
-                tuple(sorted({number[h] for h in home.values()})))
 
 
 def _variables(ast: UOp) -> tuple[UOp, ...]:
@@ -381,8 +300,9 @@ _LOWERED: dict[bytes, tuple[UOp, tuple[int, ...], tuple[UOp, ...]]] = {}
 _LOWERED_MAX = 4096
 
 
-def _lowered_kernel(node: UOp, body: UOp, leaves: dict[UOp, int], out: int) -> KernelStep:
-    """The kernel step computing `node` (its value `body`) into buffer `out` over the buffers of its PARAM slots."""
+def _lowered_kernel(node: UOp, body: UOp, leaves: dict[UOp, int], out: int) -> tuple[UOp, tuple[int, ...], tuple[UOp, ...]]:
+    """The kernel computing `node` (its value `body`) into buffer `out`: its AST, the buffer (a number of `leaves`) of
+    each of its PARAM slots, the variables it reads."""
     standin_of: dict[int, int] = {}  # buffer number -> stand-in number, in first-encounter order
     stand: dict[UOp, UOp] = {}
     for n in body.toposort(gate=lambda n: n not in leaves):
@@ -399,7 +319,7 @@ def _lowered_kernel(node: UOp, body: UOp, leaves: dict[UOp, int], out: int) -> K
         _LOWERED[key] = hit
     ast, standins, variables = hit
     buffer_of = list(standin_of)
-    return KernelStep(ast, (out, *(buffer_of[k] for k in standins)), variables)
+    return ast, (out, *(buffer_of[k] for k in standins)), variables
 
 
 def _toposort(nodes: list[UOp], deps: dict[UOp, set[UOp]], rank) -> list[UOp]:
@@ -430,17 +350,17 @@ def _fuses_into_consumer(node: UOp, consumers: dict[UOp, list[UOp]], realized: s
     return True
 
 
-# plans are small, but a program that keeps building new structures must not grow the cache without end
-PLAN_CACHE_SIZE = 4096
-# the scheduler's plans (schedule_rewrites.py), by structure (walk key, input devices, live versions, aliases)
-rewrite_cache: dict[tuple, Plan] = {}
+# schedules are small, but a program that keeps building new structures must not grow the cache without end
+SCHEDULE_CACHE_SIZE = 4096
+# the scheduler's schedules (schedule_rewrites.py), by structure (walk key, input devices, live versions, aliases)
+schedule_cache: dict[tuple, Schedule] = {}
 
 
-def cached_plans() -> list[Plan]:
-    """Every plan the schedule cache holds."""
-    return list(rewrite_cache.values())
+def cached_schedules() -> list[Schedule]:
+    """Every schedule the schedule cache holds."""
+    return list(schedule_cache.values())
 
 
 def clear_schedule_cache() -> None:
-    """Forget every cached plan (the next realize of each structure schedules again)."""
-    rewrite_cache.clear()
+    """Forget every cached schedule (the next realize of each structure schedules again)."""
+    schedule_cache.clear()

@@ -4,7 +4,7 @@ A tensor graph becomes a LINEAR of CALLs over PARAM slots in named passes over U
 
 1. `parameterise`: the graph's inputs (BUFFERs, values already realized) become PARAM slots 0..n-1 on their buffers'
    devices. UOps are hash-consed, so graphs of one structure over other buffers are the same parameterised UOp; the
-   schedule cache is keyed by the walk's structural key, its node-by-node description (see `rewrite_plan`).
+   schedule cache is keyed by the walk's structural key, its node-by-node description (see `cached_schedule`).
 2. `mark_buffers` (what needs a buffer, `schedule.buffered_nodes`): each node that gets a buffer of its own is tagged.
 3. `kernelize` (ranges and kernel bodies; CALLs over PARAM slots), a `graph_rewrite`, sources first: a tagged node
    becomes `AFTER(PARAM k, CALL(kernel, PARAM k, *reads))`, the value lowered over loop ranges (rangeify) with the
@@ -20,13 +20,14 @@ A tensor graph becomes a LINEAR of CALLs over PARAM slots in named passes over U
    CALLs in (the graph's own order). The result is a LINEAR whose CALLs name their buffers by slot.
 
 A hand-written kernel run in place (`Tensor.custom_kernel`) is a write too: its CALL names each slot it writes as
-AFTER(slot, old version). Running is shared: `as_plan` turns the LINEAR into the plan the runner takes (operand packs
-and scratch sharing included), until the plan dataclasses go.
+AFTER(slot, old version). `finish` then packs operands the device wants packed, numbers the slots densely and lets
+scratch buffers share memory: the `Schedule` realize runs.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from uopir import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
 
@@ -34,23 +35,21 @@ from .calls import in_place_arity, in_place_written
 from .rangeify import KernelLowering
 from .schedule import (
     OWN_COPY,
-    PLAN_CACHE_SIZE,
-    CopyStep,
+    SCHEDULE_CACHE_SIZE,
+    BufferSpec,
     GraphWalk,
-    KernelStep,
-    NewBuffer,
-    Plan,
+    Schedule,
     _device_of,
     _lowered_kernel,
     _size,
     _toposort,
     _unsafe_self_read,
     _version,
-    _with_packs,
     _without_detach,
     buffered_nodes,
-    rewrite_cache,
-    share_buffers,
+    operand_packs_of,
+    packed_operand_bytes,
+    schedule_cache,
 )
 
 _BUFFERED = "needs a buffer"  # the tag mark_buffers puts on a node that gets a buffer of its own
@@ -156,8 +155,8 @@ class _Kernelize:
     def copy_of(self, version: UOp) -> UOp:
         """AFTER(new slot, CALL(copy kernel, new slot, version)): a copy of a buffer version."""
         out = self.new_slot(_slot(version))
-        step = _lowered_kernel(UOp(Ops.CONTIGUOUS, version.dtype, (version,)), version, {version: 1}, 0)
-        return out.after(self.call(step.ast, out, version, *step.variables))
+        ast, _, variables = _lowered_kernel(UOp(Ops.CONTIGUOUS, version.dtype, (version,)), version, {version: 1}, 0)
+        return out.after(self.call(ast, out, version, *variables))
 
 
 def _reads(body: UOp) -> list[UOp]:
@@ -245,8 +244,8 @@ def _buffered(ctx: _Kernelize, x: UOp) -> UOp | None:
         value = node.src[0] if node.op is Ops.CONTIGUOUS else node
     reads = _reads(value)
     number = {n: i + 1 for i, n in enumerate(reads)}
-    step = _lowered_kernel(node, value, number, 0)
-    return out.after(ctx.call(step.ast, out, *(reads[a - 1] for a in step.args[1:]), *step.variables))
+    ast, slots, variables = _lowered_kernel(node, value, number, 0)
+    return out.after(ctx.call(ast, out, *(reads[a - 1] for a in slots[1:]), *variables))
 
 
 kernelize_rules = PatternMatcher([(UPat(None, name="x"), _buffered)])
@@ -282,14 +281,17 @@ def _reaches(deps: dict[UOp, set[UOp]], start: UOp, goal: UOp) -> bool:
     return False
 
 
-@dataclass
-class _Linear:
+@dataclass(frozen=True)
+class Linearized:
+    """What the passes make of one graph structure: the LINEAR over slots, the slot of each target, the kept copies."""
+
     linear: UOp
     outputs: tuple[UOp, ...]
-    preserved: list[tuple[UOp, UOp]] = field(default_factory=list)  # (old version's slot, the slot of its copy)
+    n_inputs: int
+    preserved: tuple[tuple[UOp, UOp], ...] = ()
 
 
-def linearize(sink: UOp, ctx: _Kernelize) -> _Linear:
+def linearize(sink: UOp, ctx: _Kernelize) -> Linearized:
     """Order the CALLs by buffer versions (see the module docstring) into a LINEAR over slots."""
     canon = ctx.graph.canon
     calls = sorted((n for n in sink.toposort(enter_calls=False) if n.op is Ops.CALL), key=ctx.made.__getitem__)
@@ -314,7 +316,7 @@ def linearize(sink: UOp, ctx: _Kernelize) -> _Linear:
             preserve.setdefault(old, set())
     redirect: dict[UOp, dict[UOp, UOp]] = {}  # reader -> {version: its copy}
     rank = {c: float(i) for i, c in enumerate(calls)}
-    out = _Linear(UOp(Ops.LINEAR, dtypes.void, ()), ())
+    preserved: list[tuple[UOp, UOp]] = []  # (a live version's slot, the slot of the copy that keeps it)
     copies = []
     for old, readers in preserve.items():
         copy = ctx.copy_of(old)
@@ -329,7 +331,7 @@ def linearize(sink: UOp, ctx: _Kernelize) -> _Linear:
             if any(canon(o) is old for o in versions):
                 deps[w].add(cp)
         if old in live:
-            out.preserved.append((_slot(old), _slot(copy)))
+            preserved.append((_slot(old), _slot(copy)))
     order = _toposort([*calls, *copies], deps, rank.__getitem__)
 
     def arg(c: UOp, a: UOp) -> UOp:
@@ -337,80 +339,119 @@ def linearize(sink: UOp, ctx: _Kernelize) -> _Linear:
             a = cp
         return _slot(a)
 
-    out.linear = UOp(Ops.LINEAR, dtypes.void, tuple(c.replace(src=(c.src[0], *(arg(c, a) for a in c.src[1:]))) for c in order))
-    out.outputs = tuple(_slot(t) for t in sink.src[0].src)
-    return out
+    linear = UOp(Ops.LINEAR, dtypes.void, tuple(c.replace(src=(c.src[0], *(arg(c, a) for a in c.src[1:]))) for c in order))
+    return Linearized(linear, tuple(_slot(t) for t in sink.src[0].src), ctx.graph.n_inputs, tuple(preserved))
 
 
-@dataclass(frozen=True)
-class RewriteSchedule:
-    """What the passes made of one graph structure: the LINEAR over slots, the slot of each target, the kept copies."""
-
-    linear: UOp
-    outputs: tuple[UOp, ...]
-    n_inputs: int
-    preserved: tuple[tuple[UOp, UOp], ...] = ()
-
-
-def schedule_rewrites(graph: Parameterised, default_device: str) -> RewriteSchedule:
+def schedule_rewrites(graph: Parameterised, default_device: str) -> Linearized:
     """The passes, in order, over a parameterised graph."""
-    sink, ctx = kernelize(mark_buffers(graph), graph, default_device)
-    lin = linearize(sink, ctx)
-    return RewriteSchedule(lin.linear, lin.outputs, graph.n_inputs, tuple(lin.preserved))
+    return linearize(*kernelize(mark_buffers(graph), graph, default_device))
 
 
-def as_plan(sched: RewriteSchedule, default_device: str, afters: tuple[tuple[int, int], ...] = ()) -> Plan:
-    """The plan the runner takes for a rewrite schedule: slot k is buffer k; kernels whose device packs operands get
-    their packing kernels; scratch buffers are shared. `afters`: (walk position, input) of each buffer version the
-    graph's writes make."""
-    specs: dict[int, NewBuffer] = {}
-    steps: list[KernelStep | CopyStep] = []
+def _arg_slot(k: int) -> UOp:
+    """The PARAM naming slot `k` among a finished schedule's CALL arguments."""
+    return UOp.param(k, dtypes.void)
 
-    def spec(p: UOp) -> None:
-        k = p.arg.slot
-        if k >= sched.n_inputs and k not in specs:
-            specs[k] = NewBuffer(p.arg.device or default_device, _size(p.shape), p.dtype)
 
-    for call in sched.linear.src:
-        for a in call.src[1:]:
-            if a.op is Ops.PARAM:
-                spec(a)
-    for p in sched.outputs:
-        if p.op is Ops.PARAM:
-            spec(p)
-    # slots are numbered in kernelize's order; a slot no call touches (an empty buffer) still gets its buffer
-    renumber = {k: sched.n_inputs + i for i, k in enumerate(sorted(specs))}
-    new_buffers = [specs[k] for k in sorted(specs)]
+def number_slots(sched: Linearized, default_device: str) -> tuple[UOp, tuple[BufferSpec, ...], Callable[[UOp], int]]:
+    """The LINEAR with its slots numbered densely (inputs first, then the buffers it creates in the order kernelize made
+    them; a slot no call touches, an empty buffer, still gets one), empty writes left out; the new buffers' specs and
+    the number of each slot."""
+    specs: dict[int, BufferSpec] = {}
+    for p in [a for call in sched.linear.src for a in call.src[1:]] + list(sched.outputs):
+        if p.op is Ops.PARAM and p.arg.slot >= sched.n_inputs and p.arg.slot not in specs:
+            specs[p.arg.slot] = (p.arg.device or default_device, _size(p.shape), p.dtype)
+    number = {k: sched.n_inputs + i for i, k in enumerate(sorted(specs))}
 
     def num(p: UOp) -> int:
-        return p.arg.slot if p.arg.slot < sched.n_inputs else renumber[p.arg.slot]
+        return p.arg.slot if p.arg.slot < sched.n_inputs else number[p.arg.slot]
 
-    for call in sched.linear.src:
-        body, args = call.src[0], call.src[1:]
-        if body.op is Ops.COPY:
-            steps.append(CopyStep(num(args[0]), num(args[1])))
-            continue
-        if body.op is Ops.NOOP:  # an empty write
-            continue
-        bufs = tuple(num(a) for a in args if a.op is Ops.PARAM)
-        variables = tuple(a for a in args if a.op is Ops.DEFINE_VAR)
-        device = args[0].arg.device or default_device
-        steps.extend(_with_packs(KernelStep(body, bufs, variables), device, new_buffers, sched.n_inputs))
-    return share_buffers(Plan(sched.n_inputs, tuple(new_buffers), tuple(steps), tuple(num(p) for p in sched.outputs), afters,
-                              tuple((num(a), num(b)) for a, b in sched.preserved)))
+    calls = [c.replace(src=(c.src[0], *(_arg_slot(num(a)) if a.op is Ops.PARAM else a for a in c.src[1:])))
+             for c in sched.linear.src if c.src[0].op is not Ops.NOOP]
+    return UOp(Ops.LINEAR, dtypes.void, tuple(calls)), tuple(specs[k] for k in sorted(specs)), num
 
 
-def rewrite_plan(walk: GraphWalk, targets: tuple[UOp, ...], devices: list[str], default_device: str,
-                 live: frozenset[UOp] = frozenset(), alias: tuple[int, ...] = (), store: bool | dict = True) -> Plan:
-    """The plan of the walked graph under `targets` (its inputs held on `devices`) made by the rewrite passes, cached
-    by the parameterised graph (`live`, `alias` and `store` as in `schedule.cached_plan`; `schedule.clear_schedule_cache`
-    clears it)."""
+def pack_operands(linear: UOp, default_device: str) -> UOp:
+    """Each kernel whose device wants an operand packed (`uopir.operand_packs`: a matmul's operand read across rows, on
+    the CPU) reads it from a new slot a packing kernel fills just before it."""
+    next_slot = 1 + max((a.arg.slot for c in linear.src for a in c.src[1:] if a.op is Ops.PARAM), default=-1)
+    calls: list[UOp] = []
+    for call in linear.src:
+        body, args = call.src[0], list(call.src[1:])
+        device = _slot(args[0]).arg.device or default_device if args else default_device
+        if body.op is Ops.SINK and (group := packed_operand_bytes(device)) and (packed := operand_packs_of(body, group))[1]:
+            body, packs = packed
+            for pack in packs:
+                slot = UOp.param(next_slot, pack.dtype, (pack.size,), device)
+                next_slot += 1
+                calls.append(UOp(Ops.CALL, dtypes.void, (pack.ast, slot, args[pack.slot])))
+                args[pack.slot] = slot
+        calls.append(call.replace(src=(body, *args)))
+    return UOp(Ops.LINEAR, dtypes.void, tuple(calls))
+
+
+def share_scratch(sched: Schedule) -> Schedule:
+    """Scratch buffers shared: a buffer the schedule creates that nothing outside it reads afterwards (not an output, a
+    written version or a kept copy) lives from the call that first touches it to the last; one whose life has ended is
+    taken again by the next scratch buffer of the same device, size and dtype. A model's layers compute the same shapes
+    over and over, so a 30-layer forward pass needs about one layer's scratch memory instead of thirty (and a TinyJit
+    capture owns that much). Slots are then numbered densely again."""
+    n_in = sched.n_inputs
+    escaping = {*sched.outputs, *(b for _, b in sched.afters), *(b for pair in sched.preserved for b in pair)}
+    touched_by = [[a.arg.slot for a in call.src[1:] if a.op is Ops.PARAM] for call in sched.linear.src]
+    last: dict[int, int] = {}
+    for i, slots in enumerate(touched_by):
+        for b in slots:
+            last[b] = i
+    free: dict[BufferSpec, list[int]] = {}
+    home: dict[int, int] = {}  # scratch slot -> the slot it shares (itself when it is the first)
+    for i, slots in enumerate(touched_by):
+        touched = [b for b in dict.fromkeys(slots) if b >= n_in and b not in escaping]
+        for b in touched:
+            if b not in home:
+                pool = free.get(sched.new_buffers[b - n_in])
+                home[b] = pool.pop() if pool else b
+        for b in touched:
+            if last[b] == i:
+                free.setdefault(sched.new_buffers[b - n_in], []).append(home[b])
+    if all(h == b for b, h in home.items()):
+        sched.scratch = tuple(sorted(home))
+        return sched
+    kept = [b for b in range(n_in, n_in + len(sched.new_buffers)) if home.get(b, b) == b]
+    number = {b: n_in + i for i, b in enumerate(kept)}
+    number.update((b, number[h]) for b, h in home.items())
+
+    def num(b: int) -> int:
+        return b if b < n_in else number[b]
+
+    linear = UOp(Ops.LINEAR, dtypes.void, tuple(c.replace(src=(c.src[0], *(_arg_slot(num(a.arg.slot)) if a.op is Ops.PARAM else a
+                                                                          for a in c.src[1:]))) for c in sched.linear.src))
+    return Schedule(linear, n_in, tuple(sched.new_buffers[b - n_in] for b in kept), tuple(map(num, sched.outputs)),
+                    tuple((pos, num(b)) for pos, b in sched.afters), tuple((num(a), num(b)) for a, b in sched.preserved),
+                    tuple(sorted({number[h] for h in home.values()})))
+
+
+def finish(sched: Linearized, default_device: str, afters: tuple[tuple[int, int], ...] = ()) -> Schedule:
+    """The schedule realize runs: operands packed (`pack_operands`), slots numbered (`number_slots`), scratch shared
+    (`share_scratch`). `afters`: (walk position, input) of each buffer version the graph's writes make."""
+    packed = Linearized(pack_operands(sched.linear, default_device), sched.outputs, sched.n_inputs, sched.preserved)
+    linear, specs, num = number_slots(packed, default_device)
+    return share_scratch(Schedule(linear, sched.n_inputs, specs, tuple(map(num, sched.outputs)), afters,
+                                  tuple((num(a), num(b)) for a, b in sched.preserved)))
+
+
+def cached_schedule(walk: GraphWalk, targets: tuple[UOp, ...], devices: list[str], default_device: str,
+                 live: frozenset[UOp] = frozenset(), alias: tuple[int, ...] = (), store: bool | dict = True) -> Schedule:
+    """The schedule of the walked graph under `targets` (its inputs held on `devices`), cached by structure
+    (`schedule.clear_schedule_cache` clears the cache). `live`: versions (nodes of the graph) that values outside the
+    schedule still read, kept when overwritten; `alias[i]`: the first input holding the same buffer as input i; `store`:
+    False looks up without keeping a new schedule, a dict keeps it there instead (a TinyJit capture's own)."""
     # the walk's structural key describes the parameterised graph node by node (ops, dtypes, args, input slots), so it
     # stands for it here: equal keys, equal parameterised graphs (test_sched_schedule_rewrites checks both ways), and
     # the walk a realize needs anyway computes it, where building the parameterised graph costs a rebuild of every node
     # (~0.3 ms for a training step's graph). The graph is built on a miss
     key = (walk.key, tuple(devices), tuple(i for i, n in enumerate(walk.nodes) if n in live) if live else (), alias)
-    if (plan := rewrite_cache.get(key)) is not None:
+    if (plan := schedule_cache.get(key)) is not None:
         return plan
     local = store if isinstance(store, dict) else None
     if local is not None and (plan := local.get(key)) is not None:
@@ -419,11 +460,11 @@ def rewrite_plan(walk: GraphWalk, targets: tuple[UOp, ...], devices: list[str], 
     position = {n: i for i, n in enumerate(walk.inputs)}
     leaves = set(walk.inputs)
     afters = tuple((i, position[n.src[0]]) for i, n in enumerate(walk.nodes) if n.op is Ops.AFTER and n not in leaves)
-    plan = as_plan(schedule_rewrites(graph, default_device), default_device, afters)
+    plan = finish(schedule_rewrites(graph, default_device), default_device, afters)
     if local is not None:
         local[key] = plan
     elif store:
-        if len(rewrite_cache) >= PLAN_CACHE_SIZE:
-            del rewrite_cache[next(iter(rewrite_cache))]  # the oldest entry
-        rewrite_cache[key] = plan
+        if len(schedule_cache) >= SCHEDULE_CACHE_SIZE:
+            del schedule_cache[next(iter(schedule_cache))]  # the oldest entry
+        schedule_cache[key] = plan
     return plan
