@@ -84,3 +84,21 @@ def test_full_with_buffer_true_materializes_the_same_values():
     b = Tensor.zeros(2).contiguous().realize()
     b.assign(Tensor.ones(2, buffer=False))
     assert b.tolist() == [1.0, 1.0]
+
+
+def test_bound_values_walk_the_graph_once_and_schedule_once(monkeypatch):
+    # the walk keys a bound variable by the variable, not its value: one walk per realize, one schedule for every value
+    from uop_scheduler import clear_schedule_cache, realize, schedule_rewrites
+
+    walks, passes = [], []
+    walk, run_passes = realize.walk_graph, schedule_rewrites.schedule_rewrites
+    monkeypatch.setattr(realize, "walk_graph", lambda *a: walks.append(1) or walk(*a))
+    monkeypatch.setattr(schedule_rewrites, "schedule_rewrites", lambda *a: passes.append(1) or run_passes(*a))
+    clear_schedule_cache()
+    a = Tensor(AN).realize()
+    for i in (2, 9, 5):
+        out = (a[:, :Variable("i", 1, 10).bind(i)] * 3).sum(1).contiguous()
+        out.realize()
+        np.testing.assert_allclose(out.numpy(), (AN[:, :i] * 3).sum(1), rtol=1e-5)
+    assert len(passes) == 1
+    assert len(walks) == 3  # each realize walks once (numpy() of a realized tensor reads its buffer)

@@ -201,10 +201,11 @@ def _as_recorded(linear: UOp, rebound: list[UOp]) -> UOp:
 
 
 def schedule_for(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, live: frozenset[UOp] = frozenset(),
-             alias: tuple[int, ...] = ()) -> Schedule:
+                 alias: tuple[int, ...] = (), binds: list[UOp] | None = None) -> Schedule:
     """The (cached) plan of a walked graph (`schedule_rewrites.cached_schedule`; a TinyJit capture keeps its own)."""
     store = _capture_plans[-1] if _capture_plans else True
-    return cached_schedule(walk, targets, [_input_buffer(n).arg.device for n in walk.inputs], default_device, live, alias, store)
+    return cached_schedule(walk, targets, [_input_buffer(n).arg.device for n in walk.inputs], default_device, live, alias, store,
+                           binds or ())
 
 
 def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Callable[[], set[UOp]] | None = None) -> list[UOp]:
@@ -218,12 +219,9 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
         walk = walk_graph(plan_targets := off_storage(targets, default_device), done, default_device)
     if any(is_call_output(n) for n in walk.marked):
         walk = walk_graph(plan_targets := inline_calls(targets), done, default_device)
-    var_vals: dict[str, int] = {}
-    if binds := [n for n in walk.marked if n.op is Ops.BIND]:
-        # plan over the unbound graph (one plan and one compile for every value), run with the values
-        var_vals = {b.src[0].arg[0]: int(b.src[1].arg) for b in binds}
-        plan_targets = UOp.sink(*plan_targets).substitute({b: b.src[0] for b in binds}).src
-        walk = walk_graph(plan_targets, done, default_device)
+    # bound variables are scheduled as their variables (one schedule and one compile for every value), run with the values
+    binds = [n for n in walk.marked if n.op is Ops.BIND]
+    var_vals = {b.src[0].arg[0]: int(b.src[1].arg) for b in binds}
     live: frozenset[UOp] = frozenset()
     alias: tuple[int, ...] = ()
     overwritten = [n.src[2] for n in walk.marked if n.op is Ops.STORE and len(n.src) == 3]
@@ -236,7 +234,7 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
             version = {n: held[i] for i, n in enumerate(walk.inputs)}
             reads = live_reads()
             live = frozenset(old for old in overwritten if version.get(old, old) in reads)
-    plan = schedule_for(walk, plan_targets, default_device, live, alias)
+    plan = schedule_for(walk, plan_targets, default_device, live, alias, binds)
     buffers = _plan_buffers(plan, walk.inputs)
     if plan.linear.src:
         scratch = [(plan.new_buffers[b - plan.n_inputs], buffers[b]) for b in plan.scratch] if _captures else []

@@ -89,12 +89,13 @@ MARKED_OPS = frozenset({Ops.BUFFER, Ops.COPY, Ops.AFTER, Ops.BIND, Ops.STORE, Op
 
 
 def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device: str) -> GraphWalk:
-    """Toposort the graph under `targets`, stopping at BUFFERs and at nodes in `leaves` (already realized)."""
+    """Toposort the graph under `targets`, stopping at BUFFERs, at bound variables and at nodes in `leaves` (already
+    realized)."""
     sink = UOp.sink(*targets)
     stops: set[UOp] = set()  # the leaves met (each asked once: `leaves` may be a costly container)
 
     def gate(n: UOp) -> bool:
-        if n.op is Ops.BUFFER:
+        if n.op in (Ops.BUFFER, Ops.BIND):  # a bound variable is its variable here; its value is passed at run time
             return False
         if n in leaves:
             stops.add(n)
@@ -118,6 +119,8 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
             marked.append(node)
         if op is Ops.SINK:
             key.append(("body", node))
+        elif op is Ops.BIND:
+            key.append((op, node.dtype, node.src[0].arg))  # the variable, not its value: one schedule for every value
         elif op is Ops.BUFFER or node in stops:
             inputs.append(node)
             key.append(("in", node.dtype, node.shape, node.device))
