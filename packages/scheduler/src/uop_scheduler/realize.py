@@ -1,4 +1,4 @@
-"""Running a plan: mint the buffers it creates, emit a LINEAR of CALLs in plan order, run it with hcq_runtime.
+"""Running a schedule: mint the buffers it creates, emit its LINEAR of CALLs over them, run it with hcq_runtime.
 
 `realized_buffers` remembers, per realized tensor node, the BUFFER holding its value, so later graphs that share
 the node read the buffer instead of computing it again. It is weak on the node: when no graph refers to the node any
@@ -130,13 +130,13 @@ def _input_buffer(node: UOp) -> UOp:
     return written_versions[node] if node.op is Ops.AFTER else realized_buffers[node]
 
 
-def _plan_buffers(plan: Schedule, inputs: list[UOp]) -> list[UOp]:
+def _schedule_buffers(plan: Schedule, inputs: list[UOp]) -> list[UOp]:
     """The BUFFER of every slot: the inputs' buffers, then a new BUFFER per buffer the schedule creates."""
     return [_input_buffer(n) for n in inputs] + [UOp.new_buffer(device, size, dtype) for device, size, dtype in plan.new_buffers]
 
 
-def _plan_linear(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int] | None) -> UOp:
-    """The LINEAR of CALLs that runs `plan` over `buffers` (see `_plan_buffers`); a kernel reading symbolic variables
+def _schedule_linear(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int] | None) -> UOp:
+    """The LINEAR of CALLs that runs `plan` over `buffers` (see `_schedule_buffers`); a kernel reading symbolic variables
     gets them bound to `var_vals` as trailing arguments."""
     calls = []
     for call in plan.linear.src:
@@ -147,7 +147,7 @@ def _plan_linear(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int] | 
 
 
 def _run(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int]) -> UOp | None:
-    """Run a plan over `buffers` (see `_plan_buffers`). From its second run on, a plan of CPU calls runs linked
+    """Run a plan over `buffers` (see `_schedule_buffers`). From its second run on, a plan of CPU calls runs linked
     (`hcq_runtime.link_linear`): one native call that launches every kernel in order, with the buffers' addresses
     patched in by position; the Python dispatch per call was most of an eager training step's run time, and no LINEAR
     is built. A plan that cannot be linked (another device, a kernel that fails to compile, mixed devices) runs its
@@ -160,7 +160,7 @@ def _run(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int]) -> UOp | 
     if runs[1] is None and not _captures and runner_ready() and runs[0] >= 2:
         runs[1] = _link(plan, buffers, var_vals)
     if not runs[1] or _captures or debug_level() >= 2:
-        linear = _plan_linear(plan, buffers, var_vals)
+        linear = _schedule_linear(plan, buffers, var_vals)
         run_linear(linear, var_vals)
         return linear
     linked: LinkedLinear = runs[1]
@@ -176,7 +176,7 @@ def _link(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int]) -> Linke
     """`plan` linked over one placeholder BUFFER per position (two positions holding one buffer in this run may hold
     two in the next), or False when it cannot be."""
     holders = [UOp.new_buffer(b.arg.device, b.arg.size, b.dtype) for b in buffers]
-    linear = _plan_linear(plan, holders, var_vals)
+    linear = _schedule_linear(plan, holders, var_vals)
     if uses_queue_devices(linear):
         return False
     try:
@@ -202,7 +202,7 @@ def _as_recorded(linear: UOp, rebound: list[UOp]) -> UOp:
 
 def schedule_for(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, live: frozenset[UOp] = frozenset(),
                  alias: tuple[int, ...] = (), binds: list[UOp] | None = None) -> Schedule:
-    """The (cached) plan of a walked graph (`schedule_rewrites.cached_schedule`; a TinyJit capture keeps its own)."""
+    """The (cached) schedule of a walked graph (`schedule_rewrites.cached_schedule`; a TinyJit capture keeps its own)."""
     store = _capture_plans[-1] if _capture_plans else True
     return cached_schedule(walk, targets, [_input_buffer(n).arg.device for n in walk.inputs], default_device, live, alias, store,
                            binds or ())
@@ -235,7 +235,7 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
             reads = live_reads()
             live = frozenset(old for old in overwritten if version.get(old, old) in reads)
     plan = schedule_for(walk, plan_targets, default_device, live, alias, binds)
-    buffers = _plan_buffers(plan, walk.inputs)
+    buffers = _schedule_buffers(plan, walk.inputs)
     if plan.linear.src:
         scratch = [(plan.new_buffers[b - plan.n_inputs], buffers[b]) for b in plan.scratch] if _captures else []
         for kind, uop in scratch:
