@@ -423,3 +423,22 @@ def test_custom_kernel_arguments_sharing_a_value_compute_it_once():
     assert counters.kernels == 3  # `shared` once, then exp and sqrt
     res.realize()
     np.testing.assert_allclose(res.numpy(), np.exp(np.arange(8) * 2 + 1) + np.sqrt(np.arange(8) * 2 + 1), rtol=1e-6)
+
+
+def test_a_graph_with_call_outputs_is_walked_once(monkeypatch):
+    # the walk keeps the call (its output buffers hold nothing: they are keyed by shape, not identity) and the passes
+    # inline it on a schedule-cache miss, instead of realize inlining and walking the graph again
+    from uop_scheduler import clear_schedule_cache, realize
+
+    walks = []
+    walk = realize.walk_graph
+    monkeypatch.setattr(realize, "walk_graph", lambda *a: walks.append(1) or walk(*a))
+    clear_schedule_cache()
+    for k in range(3):
+        x = Tensor(np.arange(4, dtype=np.float32) + k).realize()
+        p = UOp.param(1, x.dtype, x.shape, x.device)
+        (out,) = UOp.call_with_outputs((p.reshape(x.shape) * 3,), x.uop, output_pos=(0,))
+        t = (Tensor(out, device=x.device) + 1).contiguous()
+        t.realize()
+        np.testing.assert_equal(t.numpy(), (np.arange(4) + k) * 3 + 1)
+    assert len(walks) == 3

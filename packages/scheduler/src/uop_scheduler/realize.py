@@ -30,7 +30,7 @@ from hcq_runtime import (
 )
 from uopir import Ops, UOp, dtypes
 
-from .calls import in_place_arity, in_place_overwritten, inline_calls, is_call_output
+from .calls import in_place_arity, in_place_overwritten
 from .schedule import BufferSpec, GraphWalk, Schedule, device_below, walk_graph
 from .schedule_rewrites import cached_schedule
 from .storage import off_storage, touches_storage
@@ -217,8 +217,6 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     if touches_storage(walk.marked):
         # views of a file's buffer are computed from a copy of the bytes they read (a DISK device runs no kernels)
         walk = walk_graph(plan_targets := off_storage(targets, default_device), done, default_device)
-    if any(is_call_output(n) for n in walk.marked):
-        walk = walk_graph(plan_targets := inline_calls(targets), done, default_device)
     # bound variables are scheduled as their variables (one schedule and one compile for every value), run with the values
     binds = [n for n in walk.marked if n.op is Ops.BIND]
     var_vals = {b.src[0].arg[0]: int(b.src[1].arg) for b in binds}

@@ -121,6 +121,8 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
             key.append(("body", node))
         elif op is Ops.BIND:
             key.append((op, node.dtype, node.src[0].arg))  # the variable, not its value: one schedule for every value
+        elif op is Ops.BUFFER and node.arg.unbound:  # a call's output buffer: the call is inlined, it holds nothing
+            key.append(("out", node.dtype, node.shape, node.device))
         elif op is Ops.BUFFER or node in stops:
             inputs.append(node)
             key.append(("in", node.dtype, node.shape, node.device))

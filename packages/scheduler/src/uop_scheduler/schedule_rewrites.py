@@ -3,7 +3,7 @@
 A tensor graph becomes a LINEAR of CALLs over PARAM slots in named passes over UOps:
 
 1. `parameterise`: the graph's inputs (BUFFERs, values already realized) become PARAM slots 0..n-1 on their buffers'
-   devices. UOps are hash-consed, so graphs of one structure over other buffers are the same parameterised UOp; the
+   devices, bound variables their variables, call outputs their inlined values. UOps are hash-consed, so graphs of one structure over other buffers are the same parameterised UOp; the
    schedule cache is keyed by the walk's structural key, its node-by-node description (see `cached_schedule`).
 2. `mark_buffers` (what needs a buffer, `schedule.buffered_nodes`): each node that gets a buffer of its own is tagged.
 3. `kernelize` (ranges and kernel bodies; CALLs over PARAM slots), a `graph_rewrite`, sources first: a tagged node
@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from uopir import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
 
-from .calls import in_place_arity, in_place_written
+from .calls import in_place_arity, in_place_written, inline_calls, is_call_output
 from .rangeify import KernelLowering
 from .schedule import (
     OWN_COPY,
@@ -55,6 +55,7 @@ from .schedule import (
 _BUFFERED = "needs a buffer"  # the tag mark_buffers puts on a node that gets a buffer of its own
 _SELF_READ = "reads a copy of the version it overwrites"  # ... on a write that reads its old version elsewhere too
 _EMPTY_WRITE = "an empty write"  # the body of the CALL of a write into no elements
+_SLOT_NAME = "buffer slot"  # the name of the PARAMs standing for a schedule's buffers
 
 
 @dataclass(frozen=True)
@@ -81,9 +82,14 @@ def parameterise(targets: tuple[UOp, ...], inputs: list[UOp], devices: list[str]
     graph of constants has no device of its own). An own copy's counter (writes.own_copy) is left out of its arg, so one
     schedule serves them all; a bound variable is its variable (the value is passed at run time). `alias` (by input
     position) and `live` (nodes of the graph) as in `cached_schedule`."""
-    subs = {leaf: UOp.param(i, leaf.dtype, leaf.shape_or_none, device) for i, (leaf, device) in enumerate(zip(inputs, devices))}
+    # named: a call body's own PARAMs (inlined below) must not be the same hash-consed nodes as the graph's slots
+    subs = {leaf: UOp.param(i, leaf.dtype, leaf.shape_or_none, device, name=_SLOT_NAME) for i, (leaf, device) in enumerate(zip(inputs, devices))}
     both = UOp.sink(UOp.sink(*targets), UOp.sink(*live)).substitute({**subs, **{b: b.src[0] for b in binds}})
-    own = [n for n in _nodes(both) if n.op is Ops.CONTIGUOUS and type(n.arg) is str and n.arg.startswith(OWN_COPY)]
+    nodes = _nodes(both.src[0])  # (the live versions are nodes of the targets' graph)
+    if any(is_call_output(n) for n in nodes):  # a call's outputs are its inlined values (a precompiled one's in a kernel)
+        both = UOp.sink(*inline_calls(both.src))
+        nodes = _nodes(both.src[0])
+    own = [n for n in nodes if n.op is Ops.CONTIGUOUS and type(n.arg) is str and n.arg.startswith(OWN_COPY)]
     if own:
         both = both.substitute({n: n.replace(arg=OWN_COPY) for n in own})
     return Parameterised(both.src[0], tuple(subs.values()), alias if any(a != i for i, a in enumerate(alias)) else (),
@@ -144,7 +150,7 @@ class _Kernelize:
         self.made: dict[UOp, int] = {}
 
     def new_slot(self, like: UOp) -> UOp:
-        slot = UOp.param(self.next_slot, like.dtype, like.shape, _device_of(like, self.default_device))
+        slot = UOp.param(self.next_slot, like.dtype, like.shape, _device_of(like, self.default_device), name=_SLOT_NAME)
         self.next_slot += 1
         return slot
 
@@ -462,7 +468,8 @@ def cached_schedule(walk: GraphWalk, targets: tuple[UOp, ...], devices: list[str
     graph = parameterise(targets, walk.inputs, devices, alias, live, binds)
     position = {n: i for i, n in enumerate(walk.inputs)}
     leaves = set(walk.inputs)
-    afters = tuple((i, position[n.src[0]]) for i, n in enumerate(walk.nodes) if n.op is Ops.AFTER and n not in leaves)
+    afters = tuple((i, position[n.src[0]]) for i, n in enumerate(walk.nodes)
+                   if n.op is Ops.AFTER and n not in leaves and not is_call_output(n))
     plan = finish(schedule_rewrites(graph, default_device), default_device, afters)
     if local is not None:
         local[key] = plan
