@@ -3,8 +3,9 @@
 A tensor graph becomes a LINEAR of CALLs over PARAM slots in named passes over UOps:
 
 1. `parameterise`: the graph's inputs (BUFFERs, values already realized) become PARAM slots 0..n-1 on their buffers'
-   devices, bound variables their variables, call outputs their inlined values. UOps are hash-consed, so graphs of one structure over other buffers are the same parameterised UOp; the
-   schedule cache is keyed by the walk's structural key, its node-by-node description (see `cached_schedule`).
+   devices, bound variables their variables, call outputs their inlined values. UOps are hash-consed, so graphs of one
+   structure over other buffers are the same parameterised UOp; the schedule cache is keyed by the walk's structural
+   key, its node-by-node description (see `cached_schedule`).
 2. `mark_buffers` (what needs a buffer, `schedule.buffered_nodes`): each node that gets a buffer of its own is tagged.
 3. `kernelize` (ranges and kernel bodies; CALLs over PARAM slots), a `graph_rewrite`, sources first: a tagged node
    becomes `AFTER(PARAM k, CALL(kernel, PARAM k, *reads))`, the value lowered over loop ranges (rangeify) with the
