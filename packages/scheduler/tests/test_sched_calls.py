@@ -428,11 +428,11 @@ def test_custom_kernel_arguments_sharing_a_value_compute_it_once():
 def test_a_graph_with_call_outputs_is_walked_once(monkeypatch):
     # the walk keeps the call (its output buffers hold nothing: they are keyed by shape, not identity) and the passes
     # inline it on a schedule-cache miss, instead of realize inlining and walking the graph again
-    from uop_scheduler import clear_schedule_cache, realize
+    from uop_scheduler import clear_schedule_cache, realizer
 
     walks = []
-    walk = realize.walk_graph
-    monkeypatch.setattr(realize, "walk_graph", lambda *a: walks.append(1) or walk(*a))
+    walk = realizer.walk_graph
+    monkeypatch.setattr(realizer, "walk_graph", lambda *a: walks.append(1) or walk(*a))
     clear_schedule_cache()
     for k in range(3):
         x = Tensor(np.arange(4, dtype=np.float32) + k).realize()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from hcq_runtime import LinkedLinear, buffer_for, counters, runner_ready
 from uop_scheduler import Tensor, Variable, clear_schedule_cache
-from uop_scheduler.realize import _run, _schedule_buffers, done, schedule_for
+from uop_scheduler.realizer import _run, _schedule_buffers, done, schedule_for
 from uop_scheduler.schedule import cached_schedules, walk_graph
 
 RNG = np.random.default_rng(7)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from hcq_runtime import counters
 from uop_scheduler import Tensor, clear_schedule_cache
-from uop_scheduler.realize import schedule_for
+from uop_scheduler.realizer import schedule_for
 from uop_scheduler.schedule import cached_schedules, walk_graph
 
 

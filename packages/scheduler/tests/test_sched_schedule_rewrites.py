@@ -5,7 +5,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from uop_scheduler import Tensor, clear_schedule_cache
-from uop_scheduler.realize import done
+from uop_scheduler.realizer import done
 from uop_scheduler.schedule import schedule_cache, walk_graph
 from uop_scheduler.schedule_rewrites import parameterise, schedule_rewrites
 from uopir import Ops

@@ -88,11 +88,11 @@ def test_full_with_buffer_true_materializes_the_same_values():
 
 def test_bound_values_walk_the_graph_once_and_schedule_once(monkeypatch):
     # the walk keys a bound variable by the variable, not its value: one walk per realize, one schedule for every value
-    from uop_scheduler import clear_schedule_cache, realize, schedule_rewrites
+    from uop_scheduler import clear_schedule_cache, realizer, schedule_rewrites
 
     walks, passes = [], []
-    walk, run_passes = realize.walk_graph, schedule_rewrites.schedule_rewrites
-    monkeypatch.setattr(realize, "walk_graph", lambda *a: walks.append(1) or walk(*a))
+    walk, run_passes = realizer.walk_graph, schedule_rewrites.schedule_rewrites
+    monkeypatch.setattr(realizer, "walk_graph", lambda *a: walks.append(1) or walk(*a))
     monkeypatch.setattr(schedule_rewrites, "schedule_rewrites", lambda *a: passes.append(1) or run_passes(*a))
     clear_schedule_cache()
     a = Tensor(AN).realize()

@@ -20,7 +20,7 @@ from .function import FunctionError, function
 from .jit import JitError, TinyJit
 from .multi import ShardedTensor
 from .schedule import Schedule, clear_schedule_cache
-from .symbolic import Variable
+from .symbolic_sizes import Variable
 from .tensor import Tensor
 
 __version__ = "0.1.0"

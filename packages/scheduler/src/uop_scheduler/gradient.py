@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from uopir import Ops, UOp, dtypes
 
-from .calls import call_gradients, is_call_output, is_kernel_output, output_position
+from .call_values import call_gradients, is_call_output, is_kernel_output, output_position
 from .errors import GradientError
 from .identity import IdentitySet
 
@@ -182,7 +182,7 @@ class GradientMixin:
         """The graph gradients flow through: the computation realize kept (`_graph`) in place of every buffer a realized
         tensor holds, this one's and those of the realized values it reads (`y.numpy(); (y * y).sum().backward()`
         reaches what y was computed from), level by level."""
-        from .realize import overwritten
+        from .realizer import overwritten
 
         graph = self._graph if self._graph is not None else self.uop
         # not a tensor that asked for its own gradient (a parameter is a leaf, whatever computed its first value)

@@ -16,7 +16,7 @@ from uopir import dtypes
 from .elementwise import broadcast_shape
 from .errors import ShapeError, TensorRuntimeError, TensorTypeError
 from .fields import TensorFields
-from .movement import argfix
+from .tensor_movement import argfix
 
 if TYPE_CHECKING:
     from .tensor import Tensor

@@ -28,8 +28,8 @@ from uopir import Ops, UOp, dtypes
 
 from .errors import JitError
 from .random import JitRng, RandomMixin
-from .realize import capture_linears, capturing
-from .symbolic import bind_shape, bound_values, unbound_shape
+from .realizer import capture_linears, capturing
+from .symbolic_sizes import bind_shape, bound_values, unbound_shape
 from .tensor import Tensor
 from .writes import all_tensors, storage_of
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from uopir import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
 
-from .calls import in_place_arity, in_place_written, inline_calls, is_call_output
+from .call_values import in_place_arity, in_place_written, inline_calls, is_call_output
 from .rangeify import KernelLowering
 from .schedule import (
     OWN_COPY,

@@ -15,7 +15,7 @@ from hcq_runtime import Buffer, Device, bind_buffer, buffer_for, canonicalize, n
 from uopir import DType, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8_to_float, kernel_form, strong_dtype, to_dtype
 
 from .activations import ActivationMixin
-from .calls import IN_PLACE, written_slots
+from .call_values import IN_PLACE, written_slots
 from .elementwise import ElementwiseMixin
 from .errors import JitError, ShapeError, TensorRuntimeError, TensorTypeError
 from .gradient import GradientMixin, graph_holders, index_constants, requires_grad_tensors
@@ -23,14 +23,14 @@ from .identity import IdentitySet
 from .indexing import IndexingMixin
 from .losses import LossMixin
 from .math_ops import MathMixin
-from .movement import MovementMixin, index_tuple
 from .multi import ShardedTensor, shard
 from .nn_ops import NNMixin
 from .random import RandomMixin
-from .realize import capturing, done, external_buffers, realize_uops, realized_buffers, written_versions
+from .realizer import capturing, done, external_buffers, realize_uops, realized_buffers, written_versions
 from .reduce import ReduceMixin
 from .schedule import device_below
-from .symbolic import concrete
+from .symbolic_sizes import concrete
+from .tensor_movement import TensorMovementMixin, index_tuple
 from .writes import ViewStep, all_tensors, apply_view, co_readers, live_reads, own_copy, pending, rebind_views, storage_of, write
 
 _NUMPY_TO_DTYPE = {np.dtype(d.fmt): d for d in dtypes.all if d.fmt is not None}
@@ -91,7 +91,7 @@ def _norm_dtype(dtype: Any) -> DType | None:
     return None if dtype is None else to_dtype(dtype)
 
 
-class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, MovementMixin, IndexingMixin, NNMixin, LossMixin, RandomMixin,
+class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, TensorMovementMixin, IndexingMixin, NNMixin, LossMixin, RandomMixin,
              GradientMixin):
     """A lazy n-dimensional array on a device.
 

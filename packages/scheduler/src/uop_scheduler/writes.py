@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING, Any
 from hcq_runtime import bind_buffer, buffer_for
 from uopir import GroupOp, Ops, UOp, dtypes
 
-from .calls import is_kernel_output
+from .call_values import is_kernel_output
 from .errors import TensorRuntimeError
 from .identity import IdentitySet
-from .realize import before_capture, done, version_of
+from .realizer import before_capture, done, version_of
 from .schedule import OWN_COPY
 
 if TYPE_CHECKING:

@@ -30,7 +30,7 @@ from hcq_runtime import (
 )
 from uopir import Ops, UOp, dtypes
 
-from .calls import in_place_arity, in_place_overwritten
+from .call_values import in_place_arity, in_place_overwritten
 from .schedule import BufferSpec, GraphWalk, Schedule, device_below, walk_graph
 from .schedule_rewrites import cached_schedule
 from .storage import off_storage, touches_storage

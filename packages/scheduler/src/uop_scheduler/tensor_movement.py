@@ -15,7 +15,7 @@ from uopir import Ops, UOp, dtypes, least_upper_dtype
 from .elementwise import broadcast_shape
 from .errors import ShapeError, TensorIndexError, TensorRuntimeError
 from .fields import TensorFields
-from .symbolic import concrete
+from .symbolic_sizes import concrete
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -39,7 +39,7 @@ def index_tuple(indices: Any, tensor_cls: type) -> Any:
     return indices
 
 
-class MovementMixin(TensorFields):
+class TensorMovementMixin(TensorFields):
     """Movement ops of Tensor."""
 
     __slots__ = ()
