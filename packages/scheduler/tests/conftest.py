@@ -23,4 +23,3 @@ def assert_matches(t, expected, rtol=1e-5, atol=1e-6):
 @pytest.fixture
 def close():
     return assert_matches
-

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from hcq_runtime import LinkedLinear, buffer_for, counters, runner_ready
 from uop_scheduler import Tensor, Variable, clear_schedule_cache
-from uop_scheduler.realizer import _run, _schedule_buffers, done, schedule_for
+from uop_scheduler.realizer import _input_buffer, _run, _schedule_buffers, done, schedule_for
 from uop_scheduler.schedule import cached_schedules, walk_graph
 
 RNG = np.random.default_rng(7)
@@ -52,11 +52,12 @@ def test_positions_sharing_a_buffer_in_one_run_and_not_in_the_next():
     t = (a + b * 2).exp()
     walk = walk_graph((t.uop,), done, "CPU")
     plan = schedule_for(walk, (t.uop,), "CPU")
-    buffers = _schedule_buffers(plan, walk.inputs)
+    held = [_input_buffer(n) for n in walk.inputs]
+    buffers = _schedule_buffers(plan, held)
     assert len(buffers) == 3
     runs = [(buffers, an + bn * 2)]
     for k in range(3):
-        fresh = _schedule_buffers(plan, walk.inputs)[2]  # a new output buffer per run
+        fresh = _schedule_buffers(plan, held)[2]  # a new output buffer per run
         same = [buffers[0], buffers[0], fresh] if k % 2 == 0 else [buffers[0], buffers[1], fresh]
         runs.append((same, an + an * 2 if k % 2 == 0 else an + bn * 2))
     for bufs, expected in runs:

@@ -9,6 +9,7 @@ from .errors import EncodeError
 
 # Inline float constants of the 9-bit source field (code -> value). 248 is 1/(2*pi).
 INLINE_FLOATS: dict[int, float] = {240: 0.5, 241: -0.5, 242: 1.0, 243: -1.0, 244: 2.0, 245: -2.0, 246: 4.0, 247: -4.0}
+INV_2PI_CODE = 248  # the source code of the inline constant 1/(2*pi)
 LITERAL = 255
 VGPR_BASE = 256
 TTMP_BASE = 108

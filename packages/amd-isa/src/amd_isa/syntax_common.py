@@ -12,6 +12,7 @@ from .operands import (
     INLINE_FLOATS,
     INV_2PI,
     INV_2PI_64,
+    INV_2PI_CODE,
     LITERAL,
     TTMP_BASE,
     VGPR_BASE,
@@ -114,7 +115,7 @@ def decode_src(arch: Arch, code: int, bits: int, literal: int | None) -> Operand
         return 192 - code
     if code in INLINE_FLOATS:
         return INLINE_FLOATS[code]
-    if code == 248:
+    if code == INV_2PI_CODE:
         return INV_2PI_64 if bits == 64 else INV_2PI
     if code == LITERAL:
         return Lit(literal if literal is not None else 0)

@@ -3,7 +3,7 @@
 from functools import cache
 
 from .errors import EncodeError
-from .operands import Lit, Operand, Reg, Special, Sym, float_bits, plain_reg
+from .operands import INLINE_FLOATS, INV_2PI_CODE, VGPR_BASE, Lit, Operand, Reg, Special, Sym, float_bits, plain_reg
 from .syntax_common import (
     Draft,
     check_width,
@@ -320,12 +320,12 @@ def vop3p_rules(arch, name: str, info: dict) -> Vop3pRules:
 
 
 def _vgpr_code(code: int) -> bool:
-    return code >= 256
+    return code >= VGPR_BASE
 
 
 def _inline_code(code: int) -> bool:
-    """An inline integer (128..208) or float (240..248) constant of a 9-bit RDNA source code."""
-    return 128 <= code <= 208 or 240 <= code <= 248
+    """An inline integer (128..208) or float constant (INLINE_FLOATS, 1/(2*pi) at 248) of a 9-bit RDNA source code."""
+    return 128 <= code <= 208 or code in INLINE_FLOATS or code == INV_2PI_CODE
 
 
 def vop3p_word_problem(arch, name: str, info: dict, fields: dict) -> str | None:

@@ -130,9 +130,10 @@ def _input_buffer(node: UOp) -> UOp:
     return written_versions[node] if node.op is Ops.AFTER else realized_buffers[node]
 
 
-def _schedule_buffers(plan: Schedule, inputs: list[UOp]) -> list[UOp]:
-    """The BUFFER of every slot: the inputs' buffers, then a new BUFFER per buffer the schedule creates."""
-    return [_input_buffer(n) for n in inputs] + [UOp.new_buffer(device, size, dtype) for device, size, dtype in plan.new_buffers]
+def _schedule_buffers(plan: Schedule, held: list[UOp]) -> list[UOp]:
+    """The BUFFER of every slot: the inputs' buffers (`held`, see `_input_buffer`), then a new BUFFER per buffer the
+    schedule creates."""
+    return [*held, *(UOp.new_buffer(device, size, dtype) for device, size, dtype in plan.new_buffers)]
 
 
 def _schedule_linear(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int] | None) -> UOp:
@@ -201,11 +202,12 @@ def _as_recorded(linear: UOp, rebound: list[UOp]) -> UOp:
 
 
 def schedule_for(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, live: frozenset[UOp] = frozenset(),
-                 alias: tuple[int, ...] = (), binds: list[UOp] | None = None) -> Schedule:
-    """The (cached) schedule of a walked graph (`schedule_rewrites.cached_schedule`; a TinyJit capture keeps its own)."""
+                 alias: tuple[int, ...] = (), binds: list[UOp] | None = None, held: list[UOp] | None = None) -> Schedule:
+    """The (cached) schedule of a walked graph (`schedule_rewrites.cached_schedule`; a TinyJit capture keeps its own).
+    `held`: the inputs' buffers when the caller has them already."""
     store = _capture_plans[-1] if _capture_plans else True
-    return cached_schedule(walk, targets, [_input_buffer(n).arg.device for n in walk.inputs], default_device, live, alias, store,
-                           binds or ())
+    held = held if held is not None else [_input_buffer(n) for n in walk.inputs]
+    return cached_schedule(walk, targets, [b.arg.device for b in held], default_device, live, alias, store, binds or ())
 
 
 def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Callable[[], set[UOp]] | None = None) -> list[UOp]:
@@ -224,16 +226,16 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     alias: tuple[int, ...] = ()
     overwritten = [n.src[2] for n in walk.marked if n.op is Ops.STORE and len(n.src) == 3]
     overwritten += [v.base for n in walk.marked if in_place_arity(n) is not None for v in in_place_overwritten(n)]
+    held = [_input_buffer(n) for n in walk.inputs]  # the buffer of each input, asked once per realize
     if overwritten:
-        held = [_input_buffer(n) for n in walk.inputs]
         first: dict[UOp, int] = {}
         alias = tuple(first.setdefault(b, i) for i, b in enumerate(held))
         if live_reads is not None:
             version = {n: held[i] for i, n in enumerate(walk.inputs)}
             reads = live_reads()
             live = frozenset(old for old in overwritten if version.get(old, old) in reads)
-    plan = schedule_for(walk, plan_targets, default_device, live, alias, binds)
-    buffers = _schedule_buffers(plan, walk.inputs)
+    plan = schedule_for(walk, plan_targets, default_device, live, alias, binds, held)
+    buffers = _schedule_buffers(plan, held)
     if plan.linear.src:
         scratch = [(plan.new_buffers[b - plan.n_inputs], buffers[b]) for b in plan.scratch] if _captures else []
         for kind, uop in scratch:

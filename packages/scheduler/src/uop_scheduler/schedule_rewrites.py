@@ -45,6 +45,7 @@ from .schedule import (
     _size,
     _toposort,
     _unsafe_self_read,
+    _variables,
     _version,
     _without_detach,
     buffered_nodes,
@@ -207,8 +208,7 @@ def _write_kernel(ctx: _Kernelize, st: UOp, self_read: bool) -> UOp:
     lowering = KernelLowering(leaves, 0)
     ast = lowering.store_kernel(st.replace(src=(target, value, old), tag=None), base)
     number = {i + 1: r for i, r in enumerate(reads)}
-    variables = sorted({u for u in ast.toposort() if u.op is Ops.DEFINE_VAR}, key=lambda v: v.arg[0])
-    return ctx.call(ast, base.after(old), *(number[b] for b in lowering.buffers[1:]), *variables)
+    return ctx.call(ast, base.after(old), *(number[b] for b in lowering.buffers[1:]), *_variables(ast))
 
 
 def _in_place_call(ctx: _Kernelize, call: UOp) -> UOp:
@@ -223,8 +223,7 @@ def _in_place_call(ctx: _Kernelize, call: UOp) -> UOp:
     for i, (slot, before) in enumerate(zip(launch, befores)):
         version = _version(before)
         args.append(slot.after(version) if i in written else version if _slot(version) is slot else slot)
-    variables = sorted({u for u in call.src[0].toposort() if u.op is Ops.DEFINE_VAR}, key=lambda v: v.arg[0])
-    return ctx.call(call.src[0], *args, *variables)
+    return ctx.call(call.src[0], *args, *_variables(call.src[0]))
 
 
 def _buffered(ctx: _Kernelize, x: UOp) -> UOp | None:
@@ -361,21 +360,22 @@ def _arg_slot(k: int) -> UOp:
     return UOp.param(k, dtypes.void)
 
 
-def number_slots(sched: Linearized, default_device: str) -> tuple[UOp, tuple[BufferSpec, ...], Callable[[UOp], int]]:
-    """The LINEAR with its slots numbered densely (inputs first, then the buffers it creates in the order kernelize made
+def number_slots(linear: UOp, outputs: tuple[UOp, ...], n_inputs: int,
+                 default_device: str) -> tuple[UOp, tuple[BufferSpec, ...], Callable[[UOp], int]]:
+    """`linear` with its slots numbered densely (inputs first, then the buffers it creates in the order kernelize made
     them; a slot no call touches, an empty buffer, still gets one), empty writes left out; the new buffers' specs and
     the number of each slot."""
     specs: dict[int, BufferSpec] = {}
-    for p in [a for call in sched.linear.src for a in call.src[1:]] + list(sched.outputs):
-        if p.op is Ops.PARAM and p.arg.slot >= sched.n_inputs and p.arg.slot not in specs:
+    for p in [a for call in linear.src for a in call.src[1:]] + list(outputs):
+        if p.op is Ops.PARAM and p.arg.slot >= n_inputs and p.arg.slot not in specs:
             specs[p.arg.slot] = (p.arg.device or default_device, _size(p.shape), p.dtype)
-    number = {k: sched.n_inputs + i for i, k in enumerate(sorted(specs))}
+    number = {k: n_inputs + i for i, k in enumerate(sorted(specs))}
 
     def num(p: UOp) -> int:
-        return p.arg.slot if p.arg.slot < sched.n_inputs else number[p.arg.slot]
+        return p.arg.slot if p.arg.slot < n_inputs else number[p.arg.slot]
 
     calls = [c.replace(src=(c.src[0], *(_arg_slot(num(a)) if a.op is Ops.PARAM else a for a in c.src[1:])))
-             for c in sched.linear.src if c.src[0].op is not Ops.NOOP]
+             for c in linear.src if c.src[0].op is not Ops.NOOP]
     return UOp(Ops.LINEAR, dtypes.void, tuple(calls)), tuple(specs[k] for k in sorted(specs)), num
 
 
@@ -442,8 +442,7 @@ def share_scratch(sched: Schedule) -> Schedule:
 def finish(sched: Linearized, default_device: str, afters: tuple[tuple[int, int], ...] = ()) -> Schedule:
     """The schedule realize runs: operands packed (`pack_operands`), slots numbered (`number_slots`), scratch shared
     (`share_scratch`). `afters`: (walk position, input) of each buffer version the graph's writes make."""
-    packed = Linearized(pack_operands(sched.linear, default_device), sched.outputs, sched.n_inputs, sched.preserved)
-    linear, specs, num = number_slots(packed, default_device)
+    linear, specs, num = number_slots(pack_operands(sched.linear, default_device), sched.outputs, sched.n_inputs, default_device)
     return share_scratch(Schedule(linear, sched.n_inputs, specs, tuple(map(num, sched.outputs)), afters,
                                   tuple((num(a), num(b)) for a, b in sched.preserved)))
 
