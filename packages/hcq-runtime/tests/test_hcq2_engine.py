@@ -6,7 +6,7 @@ the compute and copy queues of one batch are honoured."""
 
 import numpy as np
 import pytest
-from hcq_runtime import AMDCompiler, CompileError, Device, buffer_for, hcq2, link_linear, run_linear
+from hcq_runtime import LANE_VARIABLE, AMDCompiler, CompileError, Device, buffer_for, hcq2, lane_buffers, link_linear, run_linear
 from hcq_runtime.amd import QueueHangError
 from hcq_runtime.hcq2 import COMPUTE, COPY, PatchKind
 from kernel_asts import call, linear, prefix, scale_add
@@ -230,7 +230,7 @@ def test_a_batch_stuck_behind_lost_work_reports_a_hang():
 def lane_kernel(n: int) -> UOp:
     """out[i] = a[i] * 2 + _device_num (which lane this is)"""
     out, a = (UOp.param(s, dtypes.float32.ptr(n)) for s in range(2))
-    lane = UOp.variable(hcq2.LANE_VARIABLE, 0, 7)
+    lane = UOp.variable(LANE_VARIABLE, 0, 7)
     i = UOp.range(n, 0)
     return UOp.sink(out.index(i).store(a.index(i).load() * 2.0 + lane.cast(dtypes.float32)).end(i))
 
@@ -239,17 +239,17 @@ def test_a_call_on_a_device_tuple_runs_one_lane_per_device(rng):
     devices = (DEV, "MOCKAMD:1")
     a, out = UOp.new_buffer(devices, N, dtypes.float32), UOp.new_buffer(devices, N, dtypes.float32)
     data = [rng.standard_normal(N, dtype=np.float32) for _ in devices]
-    for lane, x in zip(hcq2.lane_buffers(a), data):
+    for lane, x in zip(lane_buffers(a), data):
         buffer_for(lane).copyin(x)
     lin = linear(call(lane_kernel(N), out, a))
     run_linear(lin)
-    for index, (lane, x) in enumerate(zip(hcq2.lane_buffers(out), data)):
+    for index, (lane, x) in enumerate(zip(lane_buffers(out), data)):
         assert buffer_for(lane).device == devices[index]
         np.testing.assert_array_equal(buffer_for(lane).numpy(), x * 2 + index)
     linked = link_linear(lin)
     assert linked.submits == 2 and linked.variables == (), "each lane's _device_num is a constant of its commands"
-    for lane in hcq2.lane_buffers(out):
+    for lane in lane_buffers(out):
         buffer_for(lane).copyin(np.zeros(N, np.float32))
     linked([])
-    for index, (lane, x) in enumerate(zip(hcq2.lane_buffers(out), data)):
+    for index, (lane, x) in enumerate(zip(lane_buffers(out), data)):
         np.testing.assert_array_equal(buffer_for(lane).numpy(), x * 2 + index)

@@ -2,7 +2,9 @@
 
 import numpy as np
 import pytest
-from hcq_runtime import AMDCompiler, CCompiler, CompileError, DeviceError, LinkedLinear, LinkedSteps, buffer_for, counters, link_linear, run_linear
+from hcq_runtime import AMDCompiler, CCompiler, CompileError, DeviceError, buffer_for, counters, link_linear, run_linear
+from hcq_runtime.hcq2 import QueueSteps
+from hcq_runtime.host import HostBatch
 from kernel_asts import call, prefix, scale_add
 from uopir import Ops, UOp, dtypes
 
@@ -58,14 +60,15 @@ def test_linked_program_checks_its_arguments():
 def test_link_linear_picks_the_native_cpu_batch_or_the_hcq2_engine():
     n = 8
     cpu = [UOp.new_buffer("CPU", n, dtypes.float32) for _ in range(3)]
-    assert isinstance(link_linear(UOp(Ops.LINEAR, dtypes.void, (call(scale_add(n, 2.0), *cpu),)), [cpu[1]]), LinkedLinear)
+    linked = link_linear(UOp(Ops.LINEAR, dtypes.void, (call(scale_add(n, 2.0), *cpu),)), [cpu[1]])
+    assert [type(p) for p in linked.parts] == [HostBatch]
     try:
         AMDCompiler("gfx1100")
     except CompileError:
         pytest.skip("clang-15 and ld.lld-15 are needed to build AMD kernels")
     gpu = [UOp.new_buffer("MOCKAMD", n, dtypes.float32) for _ in range(3)]
     linked = link_linear(UOp(Ops.LINEAR, dtypes.void, (call(scale_add(n, 2.0), *gpu),)), [gpu[0], gpu[1]])
-    assert isinstance(linked, LinkedSteps) and linked.submits == 1
+    assert [type(p) for p in linked.parts] == [QueueSteps] and linked.submits == 1
     x = np.arange(n, dtype=np.float32)
     buffer_for(gpu[2]).copyin(np.ones(n, np.float32))
     src, out = buffer_for(UOp.new_buffer("MOCKAMD", n, dtypes.float32)).copyin(x), buffer_for(UOp.new_buffer("MOCKAMD", n, dtypes.float32))
@@ -74,11 +77,11 @@ def test_link_linear_picks_the_native_cpu_batch_or_the_hcq2_engine():
 
 
 def test_run_linear_compiles_a_linears_new_kernels_together_before_running_them(monkeypatch):
-    from hcq_runtime import realize
+    from hcq_runtime import kernel_cache
     workers = []
-    real_thread = realize.threading.Thread
-    monkeypatch.setattr(realize.threading, "Thread", lambda *args, **kwargs: workers.append(1) or real_thread(*args, **kwargs))
-    monkeypatch.setattr(realize.os, "cpu_count", lambda: 2)
+    real_thread = kernel_cache.threading.Thread
+    monkeypatch.setattr(kernel_cache.threading, "Thread", lambda *args, **kwargs: workers.append(1) or real_thread(*args, **kwargs))
+    monkeypatch.setattr(kernel_cache.os, "cpu_count", lambda: 2)
     n = 16
     a, b, tmp, out = (UOp.new_buffer("CPU", n, dtypes.float32) for _ in range(4))
     buffer_for(a).copyin(np.arange(n, dtype=np.float32))

@@ -8,7 +8,7 @@ what `benchmarks/vs_torch.py` reports; these are the properties that bound them.
 import re
 
 import numpy as np
-from hcq_runtime.realize import _kernels
+from hcq_runtime.kernel_cache import _kernels
 from uop_scheduler import Tensor, nn
 from uopir.codegen.linearize import MAX_UNROLL
 from uopir.renderer.cstyle import UNROLL_BUDGET

@@ -4,7 +4,7 @@ kernel), with each run's buffers and variable values patched in. Values are chec
 from __future__ import annotations
 
 import numpy as np
-from hcq_runtime import LinkedLinear, buffer_for, counters, runner_ready
+from hcq_runtime import Linked, buffer_for, counters, runner_ready
 from uop_scheduler import Tensor, Variable, clear_schedule_cache
 from uop_scheduler.realizer import _input_buffer, _run, _schedule_buffers, done, schedule_for
 from uop_scheduler.schedule import cached_schedules, walk_graph
@@ -39,7 +39,7 @@ def test_a_plan_runs_linked_from_its_second_run_with_each_runs_buffers():
         counters.reset()
         np.testing.assert_allclose(t.numpy(), reference(x, w, b), rtol=1e-5, atol=1e-6)
         kernels.append(counters.kernels)
-        assert isinstance(plan.runs[1], LinkedLinear) == (i >= 1)
+        assert isinstance(plan.runs[1], Linked) == (i >= 1)
     assert len(set(kernels)) == 1 and kernels[0] >= 2  # the counters see the linked runs' kernels too
 
 
@@ -63,7 +63,7 @@ def test_positions_sharing_a_buffer_in_one_run_and_not_in_the_next():
     for bufs, expected in runs:
         _run(plan, bufs, {})
         np.testing.assert_allclose(buffer_for(bufs[2]).numpy(), np.exp(expected), rtol=1e-6)
-    assert isinstance(plan.runs[1], LinkedLinear)
+    assert isinstance(plan.runs[1], Linked)
 
 
 def test_bound_variables_take_each_runs_value_when_linked():
@@ -105,7 +105,7 @@ def test_a_copy_between_cpu_devices_is_linked_as_a_copy():
         counters.reset()
         np.testing.assert_allclose(t.numpy(), an * 3, rtol=1e-6)
         assert counters.copies >= 2  # both copies counted, call by call (first run) or linked
-    assert any(isinstance(p.runs[1], LinkedLinear) and p.runs[1].n_copies >= 2 for p in cached_schedules())
+    assert any(isinstance(p.runs[1], Linked) and p.runs[1].n_copies >= 2 for p in cached_schedules())
 
 
 def test_a_cold_process_runs_call_by_call_until_the_runner_is_built(tmp_path):

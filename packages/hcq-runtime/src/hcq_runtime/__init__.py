@@ -3,17 +3,21 @@ native batches; the AMD backend."""
 
 from . import hcq2
 from .allocator import Allocator, LRUAllocator
-from .batch import LinkedLinear, link_linear, run_linear, runner_ready
 from .buffer import Buffer, numpy_dtype
+from .buffer_registry import bind_buffer, buffer_for
 from .compiled import CompiledDevice
 from .compiler import AMDCompiler, CCompiler, Compiler, amd_toolchain, cache_dir, precompiled_header_flags
 from .cpu import CPUDevice, CPUProgram, binary_program, c_program
+from .debug import Counters, counters, debug_level
 from .device import Device, canonicalize
 from .disk import DiskDevice
 from .errors import AllocationError, CompileError, DeviceError, RuntimeErrorBase
 from .ffi import FFIError, ccall, cstruct
-from .hcq2 import LinkedSteps, ProfileEvent, uses_queue_devices
-from .realize import CompiledKernel, Counters, bind_buffer, buffer_for, call_buffers, compile_body, counters, debug_level, run_call
+from .hcq2 import ProfileEvent, uses_queue_devices
+from .host import runner_ready
+from .kernel_cache import CompiledKernel, call_buffers, compile_body
+from .lanes import LANE_VARIABLE, lane_buffers, split_lanes
+from .runner import Linked, LinkedPart, Runner, link_linear, run_linear, runner_for
 
 __version__ = "0.1.0"
 
@@ -56,8 +60,13 @@ __all__ = [
     "DeviceError",
     "DiskDevice",
     "LRUAllocator",
-    "LinkedLinear",
-    "LinkedSteps",
+    "Linked",
+    "LinkedPart",
+    "Runner",
+    "runner_for",
+    "LANE_VARIABLE",
+    "lane_buffers",
+    "split_lanes",
     "ProfileEvent",
     "RuntimeErrorBase",
     "CompiledKernel",
@@ -70,7 +79,6 @@ __all__ = [
     "counters",
     "debug_level",
     "uses_queue_devices",
-    "run_call",
     "run_linear",
     "runner_ready",
     "canonicalize",

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
-from hcq_runtime import CPUDevice, Device, DeviceError, LinkedLinear, LinkedSteps, bind_buffer, buffer_for, call_buffers, link_linear, run_linear
+from hcq_runtime import CPUDevice, Device, DeviceError, Linked, bind_buffer, buffer_for, call_buffers, link_linear, run_linear
 from uopir import Ops, UOp, dtypes
 
 from .errors import JitError
@@ -139,7 +139,7 @@ def _buffer_of(t: Tensor) -> UOp:
 @dataclass
 class _Captured:
     signature: tuple
-    linked: LinkedLinear | LinkedSteps | None  # None: a device without linked replays; replays substitute buffers into `linear`
+    linked: Linked | None  # None: a device without linked replays; replays substitute buffers into `linear`
     linear: UOp
     buffers: list[UOp]  # the captured input buffers, then the captured output buffers
     outputs: list[tuple[tuple[int, ...], Any, str, int]]  # shape, dtype, device, size of each fresh returned tensor

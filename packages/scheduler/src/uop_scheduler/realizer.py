@@ -18,7 +18,7 @@ from hcq_runtime import (
     Buffer,
     CompileError,
     DeviceError,
-    LinkedLinear,
+    Linked,
     bind_buffer,
     buffer_for,
     counters,
@@ -164,7 +164,7 @@ def _run(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int]) -> UOp | 
         linear = _schedule_linear(plan, buffers, var_vals)
         run_linear(linear, var_vals)
         return linear
-    linked: LinkedLinear = runs[1]
+    linked: Linked = runs[1]
     start = time.perf_counter()
     linked([buffer_for(b) for b in buffers], var_vals)
     counters.kernels += linked.n_kernels
@@ -173,7 +173,7 @@ def _run(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int]) -> UOp | 
     return None
 
 
-def _link(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int]) -> LinkedLinear | bool:
+def _link(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int]) -> Linked | bool:
     """`plan` linked over one placeholder BUFFER per position (two positions holding one buffer in this run may hold
     two in the next), or False when it cannot be."""
     holders = [UOp.new_buffer(b.arg.device, b.arg.size, b.dtype) for b in buffers]
@@ -181,10 +181,9 @@ def _link(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int]) -> Linke
     if uses_queue_devices(linear):
         return False
     try:
-        linked = link_linear(linear, inputs=holders)
+        return link_linear(linear, inputs=holders)
     except (DeviceError, CompileError):
         return False
-    return linked if isinstance(linked, LinkedLinear) else False
 
 
 def _as_recorded(linear: UOp, rebound: list[UOp]) -> UOp:

@@ -9,10 +9,9 @@ from . import staging
 from .cmdbuf import CommandBuffer, Patch, PatchKind, Sym, Word, link, qword, runtime
 from .deps import DepsTracker
 from .encode import EncodedBatch, enqueue_target
-from .engine import LinkedSteps, compile_cache, copy_host, link_cache, link_calls, run_calls, uses_queue_devices
+from .engine import QUEUE_RUNNER, QueueRunner, QueueSteps, compile_cache, copy_host, run_calls, uses_queue_devices
 from .errors import HCQError, PatchError
 from .hwqueue import COMPUTE, COPY, HWQueue, QueueDevice
-from .lanes import LANE_VARIABLE, lane_buffers, split_lanes
 from .linked import LinkedBatch
 from .memory import GPUMemory
 from .pool import RuntimePool
@@ -21,8 +20,7 @@ from .submitter import SubmitCode, Submitter
 
 __all__ = [
     "staging", "CommandBuffer", "Patch", "PatchKind", "Sym", "Word", "link", "qword", "runtime", "DepsTracker", "EncodedBatch",
-    "enqueue_target", "LinkedSteps", "compile_cache", "copy_host", "link_cache", "link_calls", "run_calls", "uses_queue_devices",
+    "enqueue_target", "QUEUE_RUNNER", "QueueRunner", "QueueSteps", "compile_cache", "copy_host", "run_calls", "uses_queue_devices",
     "HCQError", "PatchError", "COMPUTE", "COPY", "HWQueue", "QueueDevice", "LinkedBatch", "GPUMemory", "RuntimePool", "Submitter", "SubmitCode",
     "ProfileEvent", "profiling",
-    "LANE_VARIABLE", "lane_buffers", "split_lanes",
 ]

@@ -28,13 +28,14 @@ from typing import Any
 from uopir import Ops, UOp
 
 from ..buffer import Buffer
+from ..buffer_registry import buffer_for, device_for_call, strip_after
 from ..device import Device
-from ..realize import buffer_for, compile_body, device_for_call, strip_after
+from ..kernel_cache import compile_body
+from ..lanes import LANE_VARIABLE
 from .cmdbuf import CommandBuffer, Sym, Word, link, runtime
 from .deps import DepsTracker
 from .errors import HCQError
 from .hwqueue import COMPUTE, COPY, HWQueue, QueueDevice
-from .lanes import LANE_VARIABLE
 from .profile import Timed, profiling
 
 

@@ -1,15 +1,15 @@
-"""The hcq2 engine: run a LINEAR of CALLs on queue devices as batches, or link it once for replays.
+"""The hcq2 engine: the queue runner. Calls on queue devices run as batches, eagerly or linked once for replays.
 
-A LINEAR is cut into steps: a run of consecutive enqueueable calls (`encode.enqueue_target`) is one batch, submitted
-as one command buffer per (device, queue); anything else (a CPU kernel, a copy from or to host memory) is a host step.
-Copies between a queue device and host memory go through the staging ring (`staging`).
+The queue runner (`QueueRunner`, see `hcq_runtime.runner`) gets runs of calls on devices with hardware queues, and of
+copies between such a device and any other memory. Within a run, consecutive enqueueable calls
+(`encode.enqueue_target`) are one batch, submitted as one command buffer per (device, queue); a copy between a queue
+device and host memory goes through the staging ring (`staging`), one between two queue devices through the host.
 
-- `run_calls` (eager): each batch is described, encoded (cached by its structural key in `compile_cache`: new buffers
-  of the same shapes reuse the encoding), linked into the device's runtime pool with every address baked in, and run.
-- `link_calls` (JIT): the batches are linked once into memory of their own, the given input buffers read through the
-  inputs table, the result cached in `link_cache`; `LinkedSteps(inputs, var_vals)` then writes the inputs table and
-  the variables into the values vector and calls each batch's compiled `Submitter`, which patches and submits. No
-  encoding, no pool.
+- `run` (eager): each batch is described, encoded (cached by its structural key in `compile_cache`: new buffers of the
+  same shapes reuse the encoding), linked into the device's runtime pool with every address baked in, and run.
+- `link` (JIT): the batches are linked once into memory of their own, the given input buffers read through the inputs
+  table; `QueueSteps(inputs, var_vals)` then writes the inputs table and the variables into the values vector and calls
+  each batch's compiled `Submitter`, which patches and submits. No encoding, no pool.
 
 Profiled batches (see `profile`) are waited for after each run: their kernels and copies are appended to each
 device's `profile_events()` and, with `DEBUG>=2`, printed one line each with its device time.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import itertools
 import time
-import weakref
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -27,20 +26,20 @@ import numpy as np
 from uopir import Ops, UOp
 
 from ..buffer import Buffer
+from ..buffer_registry import bind_buffer, buffer_for, strip_after
+from ..debug import counters, debug_level
 from ..device import Device
 from ..errors import DeviceError
-from ..realize import bind_buffer, buffer_for, counters, debug_level, run_call, strip_after
+from ..host import copy_through_host
+from ..runner import LinkedPart, Runner
 from . import staging
 from .encode import Described, EncodedBatch, describe, encode, enqueue_target, queue_device
 from .errors import HCQError
-from .lanes import split_lanes
 from .linked import LinkedBatch
 from .profile import print_events
 
 #: structural batch key -> encoded batch (the "compile cache": a hit only links)
 compile_cache: dict[tuple, EncodedBatch] = {}
-#: LINEAR -> {input buffers: linked steps} (JIT captures link once)
-link_cache: weakref.WeakKeyDictionary[UOp, dict[tuple[UOp, ...], LinkedSteps]] = weakref.WeakKeyDictionary()
 
 
 def is_queue_call(call: UOp) -> bool:
@@ -49,7 +48,7 @@ def is_queue_call(call: UOp) -> bool:
 
 
 def uses_queue_devices(linear: UOp) -> bool:
-    """Whether any call of `linear` touches a queue device (so the engine, not the CPU linker, must run it)."""
+    """Whether any call of `linear` touches a queue device (so the queue runner runs part of it)."""
     for call in linear.src:
         for arg in strip_after(call).src[1:]:
             node = strip_after(arg)
@@ -74,22 +73,21 @@ def copy_host(dest: Buffer, src: Buffer) -> None:
         staging.copy_out(src_dev, memoryview(out), src.ensure_allocated().address)
         dest.copyin(out)
     else:
-        dest.copyin(src.as_bytes())
+        copy_through_host(dest, src)
 
 
-def _host_step(call: UOp, var_vals: dict[str, int]) -> None:
+def _host_step(call: UOp) -> None:
+    """A copy the queues cannot make alone (see `copy_host`)."""
     call = strip_after(call)
-    if call.src[0].op is Ops.COPY:
-        copy_host(buffer_for(call.src[1]), buffer_for(call.src[2]))
-        counters.copies += 1
-    else:
-        run_call(call, var_vals)
+    if call.src[0].op is not Ops.COPY:
+        raise HCQError(f"the queue runner got a call it cannot enqueue: {call.src[0].op.name} on the host")
+    copy_host(buffer_for(call.src[1]), buffer_for(call.src[2]))
+    counters.copies += 1
 
 
 def _steps(calls: Sequence[UOp]) -> list[tuple[bool, list[UOp]]]:
-    """Calls split per lane, then grouped: runs of enqueueable calls (batches) and host calls."""
-    lanes = [lane for call in calls for lane in split_lanes(call)]
-    return [(queued, list(group)) for queued, group in itertools.groupby(lanes, key=is_queue_call)]
+    """Calls grouped: runs of enqueueable calls (batches) and host copies."""
+    return [(queued, list(group)) for queued, group in itertools.groupby(calls, key=is_queue_call)]
 
 
 def _encoded(calls: Sequence[UOp], inputs: Mapping[UOp, int]) -> tuple[EncodedBatch, Described]:
@@ -105,12 +103,12 @@ def _sources(n_inputs: int, variables: Sequence[str], devices: Sequence[str]) ->
 
 
 def run_calls(calls: Sequence[UOp], var_vals: Mapping[str, int] | None = None) -> None:
-    """Run calls eagerly: batches through the queues (linked into the runtime pool), the rest on the host."""
+    """Run calls eagerly: batches through the queues (linked into the runtime pool), host copies staged."""
     values_in = dict(var_vals or {})
     for queued, group in _steps(calls):
         if not queued:
             for call in group:
-                _host_step(call, values_in)
+                _host_step(call)
             continue
         encoded, described = _encoded(group, {})
         sources = _sources(0, encoded.variables, list(encoded.points))
@@ -145,31 +143,31 @@ def _values_vector(sources: Mapping[str, int], var_vals: Mapping[str, int]) -> n
     return values
 
 
-class LinkedSteps:
-    """A LINEAR linked for replays: `linked(input_buffers, {"var": value})` runs it with new inputs.
+class QueueSteps(LinkedPart):
+    """A run of the queue runner's calls linked for replays: its batches linked into memory of their own (see the module
+    docstring), host copies between them staged at each run."""
 
-    The same interface as the CPU `LinkedLinear` (`n_inputs`, `variables`, `n_kernels`, `owned_buffers`)."""
-
-    def __init__(self, linear: UOp, inputs: Sequence[UOp]):
+    def __init__(self, calls: Sequence[UOp], inputs: Sequence[UOp]):
         self.n_inputs = len(inputs)
-        if multi := [u for u in map(strip_after, inputs) if not isinstance(u.arg.device, str)]:
-            raise HCQError(f"a multi-device buffer on {multi[0].arg.device} cannot be a linked input: pass its lane buffers instead")
         input_index = {strip_after(u): i for i, u in enumerate(inputs)}
-        # host steps read inputs through stand-in BUFFERs bound to each run's input buffers
+        # host copies read inputs through stand-in BUFFERs bound to each run's input buffers
         self._standins = [UOp.new_buffer(u.arg.device, u.arg.size, u.arg.dtype) for u in map(strip_after, inputs)]
         standin_map = dict(zip(map(strip_after, inputs), self._standins, strict=True))
         self.steps: list[tuple[bool, Any]] = []
-        self.batches: list[LinkedBatch] = []
+        self._batches: list[LinkedBatch] = []
         bound: dict[str, int] = {}
         variables: dict[str, None] = {}
         encoded_steps = []
-        for queued, group in _steps(linear.src):
+        for queued, group in _steps(calls):
             if queued:
                 encoded, described = _encoded(group, input_index)
                 bound.update(described.bound)
                 variables.update(dict.fromkeys(encoded.variables))
                 encoded_steps.append((encoded, described))
             else:
+                for call in group:
+                    if strip_after(call).src[0].op is not Ops.COPY:
+                        raise HCQError(f"the queue runner got a call it cannot enqueue: {strip_after(call).src[0].op.name} on the host")
                 encoded_steps.append(([c.substitute(standin_map) if standin_map else c for c in group], None))
         devices = list(dict.fromkeys(d for enc, desc in encoded_steps if desc is not None for d in enc.points))
         self.variables = tuple(variables)
@@ -180,41 +178,37 @@ class LinkedSteps:
                 self.steps.append((False, item))
                 continue
             batch = LinkedBatch(item, described.owned, self._sources, persistent=True)
-            self.batches.append(batch)
+            self._batches.append(batch)
             self.steps.append((True, batch))
         self._values = np.zeros(len(self._sources), np.uint64)
-        host_kernels = sum(1 for queued, group in self.steps if not queued for call in group if strip_after(call).src[0].op is not Ops.COPY)
-        self.n_kernels = sum(b.encoded.n_kernels for b in self.batches) + host_kernels
-        #: patches written by the last run
-        self.patches_written = 0
+        self.n_kernels = sum(b.encoded.n_kernels for b in self._batches)
+        self.n_copies = sum(b.encoded.n_copies for b in self._batches) + sum(len(group) for queued, group in self.steps if not queued)
+
+    @property
+    def batches(self) -> list[LinkedBatch]:
+        return self._batches
 
     @property
     def owned_buffers(self) -> list[Buffer]:
-        """The buffers whose addresses are baked into the linked commands (kept alive as long as they are)."""
-        return [r for b in self.batches for r in b.refs if isinstance(r, Buffer)]
+        return [r for r in self.refs if isinstance(r, Buffer)]
 
     @property
     def refs(self) -> list[Any]:
-        """Everything the linked commands address: owned buffers, programs, device state, command memory."""
-        return [r for b in self.batches for r in b.refs]
+        return [r for b in self._batches for r in b.refs]
 
     @property
     def runtime_sources(self) -> tuple[str, ...]:
-        """What a run writes before patching: the inputs table, the variables, one timeline base per device."""
         return tuple(self._sources)
 
     @property
     def submits(self) -> int:
-        """Queue submits per run."""
-        return sum(len(b.parts) for b in self.batches)
+        return sum(len(b.parts) for b in self._batches)
 
-    def __call__(self, inputs: Sequence[Buffer], var_vals: Mapping[str, int] | None = None) -> None:
-        if len(inputs) != self.n_inputs:
-            raise DeviceError(f"this linked program takes {self.n_inputs} input buffers, got {len(inputs)}")
+    def __call__(self, inputs: Sequence[Buffer], var_vals: Mapping[str, int]) -> None:
         values = self._values
         for i, buf in enumerate(inputs):
             values[i] = buf.ensure_allocated().address
-        given = {**self._bound, **(var_vals or {})}
+        given = {**self._bound, **var_vals}
         for i, name in enumerate(self.variables):
             if name not in given:
                 raise DeviceError(f"variable {name} has no value: pass it in var_vals")
@@ -228,16 +222,19 @@ class LinkedSteps:
                 _record(step)
             else:
                 for call in step:
-                    _host_step(call, given)
+                    _host_step(call)
 
 
-def link_calls(linear: UOp, inputs: Sequence[UOp] = ()) -> LinkedSteps:
-    """Link `linear` for replays with `inputs` changing between runs (cached per LINEAR and inputs)."""
-    per_linear = link_cache.setdefault(linear, {})
-    key = tuple(inputs)
-    if (linked := per_linear.get(key)) is None:
-        linked = per_linear[key] = LinkedSteps(linear, inputs)
-    return linked
+class QueueRunner(Runner):
+    """Runs the calls of queue devices (see the module docstring)."""
+
+    def run(self, calls: Sequence[UOp], var_vals: Mapping[str, int]) -> None:
+        run_calls(calls, var_vals)
+
+    def link(self, calls: Sequence[UOp], inputs: Sequence[UOp]) -> QueueSteps:
+        return QueueSteps(calls, inputs)
 
 
-__all__ = ["compile_cache", "link_cache", "run_calls", "link_calls", "LinkedSteps", "copy_host", "is_queue_call", "uses_queue_devices"]
+QUEUE_RUNNER = QueueRunner()
+
+__all__ = ["compile_cache", "run_calls", "QueueRunner", "QueueSteps", "QUEUE_RUNNER", "copy_host", "is_queue_call", "uses_queue_devices"]

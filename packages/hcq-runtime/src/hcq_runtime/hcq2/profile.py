@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from ..realize import debug_level
+from ..debug import debug_level
 
 
 def profiling() -> bool:

@@ -1,15 +1,11 @@
-"""Running single CALLs on the devices their buffers live on (`run_call`; `batch.run_linear` runs a LINEAR of them).
+"""The compile cache: a CALL body (kernel SINK or PROGRAM) rendered for a device and compiled once.
 
-A CALL's body is one of:
-- a kernel SINK: lowered with `uopir.to_program` for the device's renderer, compiled by the device's compiler (both
-  cached: in memory by the body's content key, on disk by source), and launched with the call's buffers and
-  variable values;
-- a PROGRAM: already lowered; its source is compiled and launched the same way (a PROGRAM that carries a BINARY,
-  such as a kernel assembled with amd-isa, is launched as it is);
-- COPY: copies the second argument's buffer into the first's, across devices through the host.
-Arguments are BUFFER UOps (their storage comes from `buffer_for`), bound variables (BIND), or constants.
+A kernel SINK is lowered with `uopir.to_program` for the device's renderer and compiled by the device's compiler; a
+PROGRAM is already lowered (one that carries a BINARY, such as a kernel assembled with amd-isa, is loaded as it is).
+Both are cached in memory by the body's content key and device (and on disk by source, in the compiler).
+`compile_calls` compiles a LINEAR's new kernels in parallel before any of them runs.
 
-`DEBUG=2` prints each call with its time; `DEBUG=4` also prints each program's source when it is compiled.
+`DEBUG=2` prints each compile with its time; `DEBUG=4` also prints each program's source when it is compiled.
 """
 
 from __future__ import annotations
@@ -17,7 +13,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,57 +20,10 @@ from typing import Any
 from uopir import Ops, ProgramInfo, UOp, to_program
 
 from .buffer import Buffer
+from .buffer_registry import device_for_call, strip_after
+from .debug import counters, debug_level
 from .device import Device
 from .errors import DeviceError
-
-_buffers: weakref.WeakKeyDictionary[UOp, Buffer] = weakref.WeakKeyDictionary()
-
-
-def strip_after(uop: UOp) -> UOp:
-    """The node under any AFTERs (an AFTER is a later version of the same buffer or call)."""
-    while uop.op is Ops.AFTER:
-        uop = uop.src[0]
-    return uop
-
-
-def buffer_for(uop: UOp) -> Buffer:
-    """The storage of a BUFFER UOp (allocated lazily, freed when the UOp is); AFTERs on it are looked through."""
-    uop = strip_after(uop)
-    if uop.op is not Ops.BUFFER:
-        raise DeviceError(f"a call argument must be a BUFFER, got {uop.op.name}")
-    if (buf := _buffers.get(uop)) is None:
-        arg = uop.arg
-        if not isinstance(arg.device, str):
-            raise DeviceError(f"BUFFER {arg.slot} has no single device ({arg.device!r}); give it one before running")
-        buf = _buffers[uop] = Buffer(arg.device, arg.size, arg.dtype)
-    return buf
-
-
-def bind_buffer(uop: UOp, buf: Buffer) -> None:
-    """Make `buf` the storage of the BUFFER UOp `uop` (for inputs that already live somewhere)."""
-    if uop.op is not Ops.BUFFER:
-        raise DeviceError(f"only BUFFER UOps have storage, got {uop.op.name}")
-    _buffers[uop] = buf
-
-
-@dataclass
-class Counters:
-    """What `run_linear` did since the last `reset()`: kernels launched, copies, seconds spent, compiles."""
-
-    kernels: int = 0
-    copies: int = 0
-    seconds: float = 0.0
-    compiles: int = 0
-
-    def reset(self) -> None:
-        self.kernels, self.copies, self.seconds, self.compiles = 0, 0, 0.0, 0
-
-
-counters = Counters()
-
-
-def debug_level() -> int:
-    return int(os.environ.get("DEBUG", "0") or 0)
 
 
 @dataclass
@@ -177,63 +125,6 @@ def compile_calls(calls: Sequence[UOp]) -> None:
             _load(*item)
 
 
-def _value(arg: UOp, var_vals: dict[str, int]) -> int:
-    if arg.op is Ops.CONST:
-        return int(arg.arg)
-    if arg.op is Ops.BIND:
-        return int(arg.src[1].arg) if arg.src[1].op is Ops.CONST else var_vals[arg.expr]
-    if arg.op is Ops.DEFINE_VAR:
-        if arg.expr not in var_vals:
-            raise DeviceError(f"variable {arg.expr} has no value: bind it or pass it in var_vals")
-        return var_vals[arg.expr]
-    raise DeviceError(f"a scalar call argument must be a CONST, BIND or variable, got {arg.op.name}")
-
-
-def _variable_value(var: UOp, args: tuple[UOp, ...], var_vals: dict[str, int]) -> int:
-    if var.op is Ops.PARAM:  # a scalar formal argument: its value is the call's argument at that slot
-        return _value(args[var.arg.slot], var_vals)
-    name = var.arg[0]
-    if name in var_vals:
-        return var_vals[name]
-    for a in args:
-        if a.op is Ops.BIND and a.expr == name:
-            return _value(a, var_vals)
-    raise DeviceError(f"variable {name} has no value: bind it or pass it in var_vals")
-
-
-
-
-def run_call(call: UOp, var_vals: dict[str, int]) -> None:
-    call = strip_after(call)
-    if call.op is not Ops.CALL:
-        raise DeviceError(f"a LINEAR holds CALLs, got {call.op.name}")
-    body, args = call.src[0], call.src[1:]
-    start = time.perf_counter()
-    if body.op is Ops.COPY:
-        dest, src = buffer_for(args[0]), buffer_for(args[1])
-        dest.copyin(src.as_bytes())
-        counters.copies += 1
-        label = f"copy {src.nbytes} bytes {src.device} -> {dest.device}"
-    elif body.op in (Ops.SINK, Ops.PROGRAM):
-        device = device_for_call(args)
-        kernel = compile_body(body, device)
-        info = kernel.info
-        buffers = [buffer_for(args[slot]) for slot in info.globals]
-        check_devices(info, device, buffers)
-        addresses = [b.ensure_allocated().address for b in buffers]
-        values = [_variable_value(v, args, var_vals) for v in info.vars]
-        start = time.perf_counter()  # the launch alone: compiling (first use) is not the kernel's time
-        kernel.program.launch(addresses, values, info.global_size, info.local_size)
-        counters.kernels += 1
-        label = info.function_name
-    else:
-        raise DeviceError(f"cannot run a CALL whose body is {body.op.name}: expected a kernel SINK, PROGRAM or COPY")
-    elapsed = time.perf_counter() - start
-    counters.seconds += elapsed
-    if debug_level() >= 2:
-        print(f"*** {label:<40s} {elapsed * 1e6:10.1f} us")
-
-
 def check_devices(info: ProgramInfo, device: str, buffers: Sequence[Buffer]) -> None:
     """Raise unless every buffer a kernel addresses lives on the device it runs on."""
     if strangers := sorted({b.device for b in buffers} - {device}):
@@ -250,12 +141,3 @@ def call_buffers(call: UOp) -> tuple[list[UOp], list[UOp]]:
         return [strip_after(args[1])], [strip_after(args[0])]
     info = compile_body(body, device_for_call(args)).info
     return [strip_after(args[slot]) for slot in info.ins], [strip_after(args[slot]) for slot in info.outs]
-
-
-def device_for_call(args: tuple[UOp, ...]) -> str:
-    """Where a call runs: the device of its first buffer argument (the default device when it has none)."""
-    for a in args:
-        if strip_after(a).op is Ops.BUFFER:
-            return buffer_for(a).device
-    return Device.DEFAULT
-

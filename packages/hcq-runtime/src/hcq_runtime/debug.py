@@ -1,0 +1,26 @@
+"""What the runtime reports: counters of what ran, and the `DEBUG` level that makes it print."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+
+@dataclass
+class Counters:
+    """What `run_linear` did since the last `reset()`: kernels launched, copies, seconds spent, compiles."""
+
+    kernels: int = 0
+    copies: int = 0
+    seconds: float = 0.0
+    compiles: int = 0
+
+    def reset(self) -> None:
+        self.kernels, self.copies, self.seconds, self.compiles = 0, 0, 0.0, 0
+
+
+counters = Counters()
+
+
+def debug_level() -> int:
+    return int(os.environ.get("DEBUG", "0") or 0)

@@ -1,0 +1,317 @@
+"""The host runner: kernels the host calls directly (CPU) and copies between memories the host reads (CPU, DISK).
+
+Eager (`HostRunner.run`): each kernel is launched with its buffers' addresses and its variables' values, each copy
+made through host memory. `DEBUG=2` prints each call with its time.
+
+Linked (`HostRunner.link`): the calls become one native batch run, the CPU side of the hcq2 design. Linking compiles
+every kernel and writes a table of steps (entry point, core count, where its buffer addresses and values start, or a
+copy's size) with every buffer address and constant the step owns filled in once. A small native runner, compiled
+once per device and the same for every batch, patches the input addresses and variable values into the table and
+calls the steps in order. A replay is therefore one ctypes call plus the kernels' own work: no per-kernel Python
+dispatch, and linking compiles nothing but kernels (a program with the addresses written in would be compiled at every
+link).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from uopir import Ops, UOp
+
+from .buffer import Buffer
+from .buffer_registry import buffer_for, device_for_call, strip_after
+from .cpu import CPUDevice, load_shared_object
+from .debug import counters, debug_level
+from .device import Device
+from .errors import DeviceError
+from .kernel_cache import check_devices, compile_body
+from .lanes import LANE_VARIABLE
+from .runner import LinkedPart, Runner
+
+_KERNEL, _COPY = 0, 1
+_RUNNER_SRC = r"""
+typedef void (*uop_kernel)(void **, const long long *, int, int);
+typedef int (*uop_launch)(void *, void **, const long long *, int);
+/* steps: n rows of (kind, entry, cores, first buffer slot, first value slot, extra); kind 0 runs a kernel on
+   bufs + slot and vals + slot (on `cores` cores through the launcher at `extra` when more than one), kind 1 copies
+   `extra` bytes from bufs[slot + 1] to bufs[slot]. Before the steps, the input addresses and variable values are
+   patched in: bufs[in_patch[2i]] = ins[in_patch[2i + 1]], and likewise vals. */
+void uop_batch_run(const long long *steps, long long n, void **bufs, long long *vals, const long long *in_patch, long long n_in,
+                   void **ins, const long long *var_patch, long long n_var, const long long *vars) {
+  for (long long i = 0; i < n_in; i++) bufs[in_patch[2 * i]] = ins[in_patch[2 * i + 1]];
+  for (long long i = 0; i < n_var; i++) vals[var_patch[2 * i]] = vars[var_patch[2 * i + 1]];
+  for (long long i = 0; i < n; i++) {
+    const long long *s = steps + 6 * i;
+    void **b = bufs + s[3];
+    if (s[0] == 1) { __builtin_memcpy(b[0], b[1], (unsigned long)s[5]); continue; }
+    if (s[2] > 1) ((uop_launch)s[5])((void *)s[1], b, vals + s[4], (int)s[2]);
+    else ((uop_kernel)s[1])(b, vals + s[4], 0, 1);
+  }
+}
+"""
+
+
+_runners: dict[str, Any] = {}
+_runners_lock = threading.Lock()  # held while a runner compiles: `_runner` callers wait for a build under way
+_runner_builds: dict[str, threading.Thread] = {}
+_builds_lock = threading.Lock()  # only for starting builds: `runner_ready` never waits for a compile
+
+
+def _runner(device: str) -> Any:
+    """The batch runner for a CPU device (compiled once; its source never changes, so the compile cache keeps it).
+    Waits for a build `runner_ready` started."""
+    with _runners_lock:
+        if (fn := _runners.get(device)) is None:
+            fn = load_shared_object(Device[device].compiler.compile(_RUNNER_SRC)).uop_batch_run
+            fn.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong,
+                           ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p]
+            fn.restype = None
+            _runners[device] = fn
+    return fn
+
+
+def runner_ready(device: str = "CPU", wait: bool = False) -> bool:
+    """Whether the batch runner linked CPU programs need is built for `device`; if not, its build starts in the
+    background (once), so a caller that can wait for a later chance (an eager plan's next run) never pauses for the
+    compile (~70-150 ms with the compile cache off). `wait`: build it now (False if it cannot be built)."""
+    if device in _runners:
+        return True
+    if wait:
+        try:
+            _runner(device)
+        except Exception:  # noqa: BLE001 - no C compiler: nothing links, everything runs call by call
+            return False
+        return True
+    with _builds_lock:
+        if device not in _runner_builds:
+            def build() -> None:
+                try:
+                    _runner(device)
+                except Exception:  # noqa: BLE001 - a later _runner call builds it again and reports the error
+                    pass
+
+            _runner_builds[device] = thread = threading.Thread(target=build, daemon=True)
+            thread.start()
+    return False
+
+
+def _array(ctype: Any, values: Sequence[int]) -> Any:
+    return (ctype * max(len(values), 1))(*values)
+
+
+
+def _value(arg: UOp, var_vals: dict[str, int]) -> int:
+    if arg.op is Ops.CONST:
+        return int(arg.arg)
+    if arg.op is Ops.BIND:
+        return int(arg.src[1].arg) if arg.src[1].op is Ops.CONST else var_vals[arg.expr]
+    if arg.op is Ops.DEFINE_VAR:
+        if arg.expr not in var_vals:
+            raise DeviceError(f"variable {arg.expr} has no value: bind it or pass it in var_vals")
+        return var_vals[arg.expr]
+    raise DeviceError(f"a scalar call argument must be a CONST, BIND or variable, got {arg.op.name}")
+
+
+def _variable_value(var: UOp, args: tuple[UOp, ...], var_vals: dict[str, int]) -> int:
+    if var.op is Ops.PARAM:  # a scalar formal argument: its value is the call's argument at that slot
+        return _value(args[var.arg.slot], var_vals)
+    name = var.arg[0]
+    if name in var_vals:
+        return var_vals[name]
+    for a in args:
+        if a.op is Ops.BIND and a.expr == name:
+            return _value(a, var_vals)
+    raise DeviceError(f"variable {name} has no value: bind it or pass it in var_vals")
+
+
+def _check_copy(dest: Buffer, src: Buffer) -> None:
+    if dest.nbytes != src.nbytes:
+        raise DeviceError(f"copy of {src.nbytes} bytes into a buffer of {dest.nbytes} bytes")
+
+
+def copy_through_host(dest: Buffer, src: Buffer) -> None:
+    """Copy `src`'s bytes into `dest` (of the same size) through host memory."""
+    _check_copy(dest, src)
+    dest.copyin(src.as_bytes())
+
+
+def _call_parts(call: UOp) -> tuple[UOp, tuple[UOp, ...]]:
+    call = strip_after(call)
+    if call.op is not Ops.CALL:
+        raise DeviceError(f"a LINEAR holds CALLs, got {call.op.name}")
+    body = call.src[0]
+    if body.op not in (Ops.COPY, Ops.SINK, Ops.PROGRAM):
+        raise DeviceError(f"cannot run a CALL whose body is {body.op.name}: expected a kernel SINK, PROGRAM or COPY")
+    return body, call.src[1:]
+
+
+class HostRunner(Runner):
+    """Runs host kernels and host copies (see the module docstring)."""
+
+    host = True
+
+    def run(self, calls: Sequence[UOp], var_vals: Mapping[str, int]) -> None:
+        for call in calls:
+            self.run_call(call, var_vals)
+
+    def run_call(self, call: UOp, var_vals: Mapping[str, int]) -> None:
+        """Run one CALL: launch its kernel, or make its copy."""
+        body, args = _call_parts(call)
+        start = time.perf_counter()
+        if body.op is Ops.COPY:
+            dest, src = buffer_for(args[0]), buffer_for(args[1])
+            copy_through_host(dest, src)
+            counters.copies += 1
+            label = f"copy {src.nbytes} bytes {src.device} -> {dest.device}"
+        else:
+            device = device_for_call(args)
+            kernel = compile_body(body, device)
+            info = kernel.info
+            buffers = [buffer_for(args[slot]) for slot in info.globals]
+            check_devices(info, device, buffers)
+            addresses = [b.ensure_allocated().address for b in buffers]
+            values = [_variable_value(v, args, var_vals) for v in info.vars]
+            start = time.perf_counter()  # the launch alone: compiling (first use) is not the kernel's time
+            kernel.program.launch(addresses, values, info.global_size, info.local_size)
+            counters.kernels += 1
+            label = info.function_name
+        elapsed = time.perf_counter() - start
+        counters.seconds += elapsed
+        if debug_level() >= 2:
+            print(f"*** {label:<40s} {elapsed * 1e6:10.1f} us")
+
+    def link(self, calls: Sequence[UOp], inputs: Sequence[UOp]) -> HostBatch:
+        linker = _Linker(inputs)
+        for call in calls:
+            linker.add_call(call)
+        return HostBatch(linker)
+
+
+HOST_RUNNER = HostRunner()
+
+
+class HostBatch(LinkedPart):
+    """Host calls linked into one native batch run (see the module docstring)."""
+
+    def __init__(self, linker: _Linker):
+        self.variables = tuple(linker.variables)
+        self.n_kernels, self.n_copies = linker.n_steps - linker.n_copies, linker.n_copies
+        self._used = tuple(linker.used)  # the replay inputs this batch addresses, in its inputs-table order
+        self._keep = linker.keep
+        self._fn = _runner(linker.device) if linker.n_steps else None
+        self._steps = _array(ctypes.c_longlong, linker.steps)
+        self._bufs = _array(ctypes.c_void_p, linker.bufs)
+        self._vals = _array(ctypes.c_longlong, linker.vals)
+        self._in_patch = _array(ctypes.c_longlong, [x for pair in linker.in_patch for x in pair])
+        self._var_patch = _array(ctypes.c_longlong, [x for pair in linker.var_patch for x in pair])
+        self._counts = (linker.n_steps, len(linker.in_patch), len(linker.var_patch))
+        self._addresses = (ctypes.c_void_p * max(len(self._used), 1))()
+        self._values = (ctypes.c_longlong * max(len(self.variables), 1))()
+
+    @property
+    def owned_buffers(self) -> list[Buffer]:
+        return [x for x in self._keep if isinstance(x, Buffer)]
+
+    @property
+    def refs(self) -> list[Any]:
+        return list(self._keep)
+
+    def __call__(self, inputs: Sequence[Buffer], var_vals: Mapping[str, int]) -> None:
+        addresses = self._addresses
+        for i, index in enumerate(self._used):
+            addresses[i] = inputs[index].ensure_allocated().address
+        for i, name in enumerate(self.variables):
+            if name not in var_vals:
+                raise DeviceError(f"variable {name} has no value: pass it in var_vals")
+            self._values[i] = var_vals[name]
+        n_steps, n_in, n_var = self._counts
+        if self._fn is not None:
+            self._fn(self._steps, n_steps, self._bufs, self._vals, self._in_patch, n_in, addresses, self._var_patch, n_var,
+                     self._values)
+
+
+class _Linker:
+    """Builds the step table: buffer slots (owned addresses, or patched from an input), value slots (constants, or
+    patched from a variable) and one row per call."""
+
+    def __init__(self, inputs: Sequence[UOp]):
+        self.input_index = {strip_after(u): i for i, u in enumerate(inputs)}
+        self.used: dict[int, int] = {}  # replay input index -> its entry in this batch's inputs table
+        self.variables: dict[str, int] = {}
+        self.keep: list[Any] = []
+        self.steps: list[int] = []
+        self.bufs: list[int] = []
+        self.vals: list[int] = []
+        self.in_patch: list[tuple[int, int]] = []  # (buffer slot, inputs-table entry)
+        self.var_patch: list[tuple[int, int]] = []  # (value slot, variable index)
+        self.n_steps = 0
+        self.n_copies = 0
+        self.device: str | None = None  # the CPU device whose native runner runs the batch
+
+    def address(self, arg: UOp) -> Buffer:
+        """Append the buffer slot for `arg`; return its storage."""
+        arg = strip_after(arg)
+        buf = buffer_for(arg)
+        if not isinstance(dev := Device[buf.device], CPUDevice):
+            raise DeviceError(f"a CPU batch cannot address a buffer on {buf.device}")
+        self.device = self.device or dev.name
+        if arg in self.input_index:
+            index = self.used.setdefault(self.input_index[arg], len(self.used))
+            self.in_patch.append((len(self.bufs), index))
+            self.bufs.append(0)
+            return buf
+        buf.ensure_allocated()
+        self.keep.append(buf)  # owned: its address is baked in, so it must outlive the program
+        self.bufs.append(buf.address)
+        return buf
+
+    def variable(self, name: str) -> None:
+        """Append a value slot patched from variable `name` at every run."""
+        self.var_patch.append((len(self.vals), self.variables.setdefault(name, len(self.variables))))
+        self.vals.append(0)
+
+    def value(self, arg: UOp) -> None:
+        if arg.op is Ops.CONST:
+            self.vals.append(int(arg.arg))
+        elif arg.op is Ops.BIND and arg.expr == LANE_VARIABLE:  # a lane's index is a constant of its call
+            self.vals.append(int(arg.src[1].arg))
+        elif arg.op in (Ops.BIND, Ops.DEFINE_VAR):
+            self.variable(arg.expr)
+        else:
+            raise DeviceError(f"a scalar call argument must be a CONST, BIND or variable, got {arg.op.name}")
+
+    def add_call(self, call: UOp) -> None:
+        body, args = _call_parts(call)
+        first_buf, first_val = len(self.bufs), len(self.vals)
+        if body.op is Ops.COPY:
+            dest, src = self.address(args[0]), self.address(args[1])
+            _check_copy(dest, src)
+            self.steps += [_COPY, 0, 1, first_buf, first_val, dest.nbytes]
+            self.n_steps += 1
+            self.n_copies += 1
+            return
+        device = device_for_call(args)
+        if not isinstance(Device[device], CPUDevice):
+            raise DeviceError(f"link_linear links CPU programs into one native call; {device} kernels run call by call")
+        kernel = compile_body(body, device)
+        self.keep.append(kernel.program)
+        info = kernel.info
+        check_devices(info, device, [buffer_for(args[slot]) for slot in info.globals])
+        for slot in info.globals:
+            self.address(args[slot])
+        for v in info.vars:
+            if v.op is Ops.PARAM:
+                self.value(args[v.arg.slot])
+            elif (lane := next((a for a in args if a.op is Ops.BIND and a.expr == v.arg[0] == LANE_VARIABLE), None)) is not None:
+                self.value(lane)
+            else:
+                self.variable(v.arg[0])
+        self.device = self.device or device
+        cores = info.global_size[0]
+        launcher = (ctypes.cast(Device[device].launcher, ctypes.c_void_p).value or 0) if cores > 1 else 0
+        self.steps += [_KERNEL, ctypes.cast(kernel.program.fn, ctypes.c_void_p).value or 0, max(cores, 1), first_buf, first_val, launcher]
+        self.n_steps += 1
