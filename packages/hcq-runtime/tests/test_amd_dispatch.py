@@ -16,11 +16,10 @@ from hcq_runtime.amd import (
     CommandBuffer,
     GPUFaultError,
     PatchKind,
-    QueueKind,
     link,
     runtime,
 )
-from hcq_runtime.hcq2 import COMPUTE
+from hcq_runtime.hcq2 import COMPUTE, COPY
 
 try:
     COMPILER = AMDCompiler("gfx1100")
@@ -63,13 +62,21 @@ def download(dev, mem, dtype, count):
     return out
 
 
+def kernarg_memory(dev, data, size):
+    """Kernel arguments (zero-padded to `size`) in memory of their own."""
+    memory = dev.alloc_memory(max(size, len(data)))
+    memory.view[:max(size, len(data))] = 0
+    memory.view[:len(data)] = np.frombuffer(data, np.uint8)
+    return memory
+
+
 def test_vector_add(dev, rng):
     prg = dev.program("vector_add", COMPILER.compile(VECTOR_ADD))
     n = 1000  # not a multiple of the workgroup: the last group is partly masked by the kernel's bounds check
     a, b = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
     ma, mb, mc = upload(dev, a), upload(dev, b), upload(dev, np.full(n, -1, np.float32))
     before = dev.driver.gpu.dispatches
-    prg(struct.pack("<QQQi", ma.va, mb.va, mc.va, n), (16, 1, 1), (64, 1, 1))
+    prg.launch([ma.va, mb.va, mc.va], [n], (16, 1, 1), (64, 1, 1))
     assert dev.driver.gpu.dispatches == before + 1
     np.testing.assert_array_equal(download(dev, mc, np.float32, n), a + b)
 
@@ -79,7 +86,7 @@ def test_2d_dispatch_through_the_dispatch_packet(dev):
     assert "dispatch_ptr" in prg.info.user_sgprs
     width, height = 64, 6
     out = upload(dev, np.zeros(width * height, np.int32))
-    prg(struct.pack("<Qi", out.va, width), (2, 3, 1), (32, 2, 1))
+    prg.launch([out.va], [width], (2, 3, 1), (32, 2, 1))
     y, x = np.mgrid[0:height, 0:width]
     np.testing.assert_array_equal(download(dev, out, np.int32, width * height).reshape(height, width), y * 1000 + x + 32 * 1000000)
 
@@ -98,10 +105,10 @@ def test_encoded_once_linked_once_patched_per_run(dev, rng):
     for _ in range(3):
         a, b = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
         ma, mb, mc = upload(dev, a), upload(dev, b), dev.allocator.alloc(4 * n)
-        kernargs = dev.kernargs(struct.pack("<QQQi", ma.va, mb.va, mc.va, n), prg.info.kernarg_size)
+        kernargs = kernarg_memory(dev, struct.pack("<QQQi", ma.va, mb.va, mc.va, n), prg.info.kernarg_size)
         value = dev.next_timeline()
-        assert cmd.patch({"kernargs": kernargs, "wait": value - 1, "signal": value}) == 3
-        dev.submit(cmd, QueueKind.COMPUTE)
+        assert cmd.patch({"kernargs": kernargs.va, "wait": value - 1, "signal": value}) == 3
+        dev.run_queue(COMPUTE, queue)
         dev.synchronize()
         np.testing.assert_array_equal(download(dev, mc, np.float32, n), a + b)
         for mem in (ma, mb, mc):
@@ -116,9 +123,9 @@ def test_compute_then_copy_ordered_by_the_timeline(dev, rng):
     ma, mb, mc, md = upload(dev, a), upload(dev, b), dev.allocator.alloc(4 * n), dev.allocator.alloc(4 * n)
     # the copy is submitted first but waits on the timeline value the dispatch signals
     target = dev.timeline_value
-    dev.submit(AMDCopyQueue().wait(dev.timeline.address, target).copy(md.va, mc.va, 4 * n).cmd, QueueKind.SDMA)
+    dev.run_queue(COPY, AMDCopyQueue().wait(dev.timeline.address, target).copy(md.va, mc.va, 4 * n))
     assert not download(dev, md, np.float32, n).any(), "the copy must wait for the dispatch"
-    prg(struct.pack("<QQQi", ma.va, mb.va, mc.va, n), (8, 1, 1), (64, 1, 1), wait=False)
+    prg.launch([ma.va, mb.va, mc.va], [n], (8, 1, 1), (64, 1, 1), wait=False)
     dev.synchronize()
     copied = download(dev, md, np.uint32, n)
     np.testing.assert_array_equal(copied, (a + b).view(np.uint32))
@@ -132,17 +139,19 @@ def test_bound_command_buffer_replays_through_an_indirect_buffer(dev, rng):
     info = dataclasses.replace(prg.info, address=link("prog"))
     queue = AMDComputeQueue(dev.target).wait(gate.address, runtime("gate")).exec(info, runtime("kernargs"), (2, 1, 1), (64, 1, 1))
     queue.signal(dev.timeline.address, runtime("signal"))
-    bound = dev.bind(queue.cmd)
-    assert queue.cmd.link({"prog": prg.info.address}, into=bound.words) == 1
+    bound = dev.alloc_memory(len(queue.cmd))
+    words = bound.view[:len(queue.cmd)]
+    words[:] = np.frombuffer(bytes(queue.cmd.data), np.uint8)
+    assert queue.cmd.link({"prog": prg.info.address}, into=words) == 1
     n = 128
     for run in range(1, 4):
         a, b = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
         ma, mb, mc = upload(dev, a), upload(dev, b), dev.allocator.alloc(4 * n)
-        kernargs = dev.kernargs(struct.pack("<QQQi", ma.va, mb.va, mc.va, n), prg.info.kernarg_size)
+        kernargs = kernarg_memory(dev, struct.pack("<QQQi", ma.va, mb.va, mc.va, n), prg.info.kernarg_size)
         value = dev.next_timeline()
-        queue.cmd.patch({"gate": run, "kernargs": kernargs, "signal": value}, into=bound.words)
+        queue.cmd.patch({"gate": run, "kernargs": kernargs.va, "signal": value}, into=words)
         dispatched = dev.driver.gpu.dispatches
-        dev.submit_bound(bound)
+        dev.submit_commands(COMPUTE, bound, 0, len(queue.cmd))
         assert dev.timeline.value < value and dev.driver.gpu.dispatches == dispatched, "the IB must stall on the closed gate"
         gate.value = run
         dev.synchronize()
@@ -153,10 +162,10 @@ def test_dispatching_freed_code_faults():
     device = AMDDevice("MOCKAMD", ring_size=0x1000)
     prg = device.program("vector_add", COMPILER.compile(VECTOR_ADD))
     out = upload(device, np.zeros(64, np.float32))
-    prg(struct.pack("<QQQi", out.va, out.va, out.va, 64), (1, 1, 1), (64, 1, 1))
+    prg.launch([out.va, out.va, out.va], [64], (1, 1, 1), (64, 1, 1))
     device.driver.free(prg.image)
     with pytest.raises(GPUFaultError, match="COMPUTE_PGM .*not mapped"):
-        prg(struct.pack("<QQQi", out.va, out.va, out.va, 64), (1, 1, 1), (64, 1, 1))
+        prg.launch([out.va, out.va, out.va], [64], (1, 1, 1), (64, 1, 1))
 
 
 # a dynamically indexed private array: clang places it in scratch (the private segment)
@@ -233,7 +242,7 @@ def test_cdna_kernels_are_wave64_with_gfx9_descriptors(cdna, rng):
     a, b = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
     ma, mb, mc = upload(cdna, a), upload(cdna, b), upload(cdna, np.full(n, -1, np.float32))
     before = cdna.driver.gpu.dispatches
-    prg(struct.pack("<QQQi", ma.va, mb.va, mc.va, n), (4, 1, 1), (64, 1, 1))
+    prg.launch([ma.va, mb.va, mc.va], [n], (4, 1, 1), (64, 1, 1))
     assert cdna.driver.gpu.dispatches == before + 1
     np.testing.assert_array_equal(download(cdna, mc, np.float32, n), a + b)
 

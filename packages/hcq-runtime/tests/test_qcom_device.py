@@ -7,7 +7,7 @@ import time
 import numpy as np
 import pytest
 from hcq_runtime import Device, buffer_for, link_linear, run_linear
-from hcq_runtime.hcq2 import runtime, staging
+from hcq_runtime.hcq2 import COMPUTE, runtime, staging
 from hcq_runtime.qcom import GPUFaultError, MalformedPacketError, MockKGSL, QCOMComputeQueue, QCOMDevice, ticks_to_us
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -108,7 +108,7 @@ def test_scalar_arguments_and_the_launch_ioctls():
     prog.launch([out.va, xs.va], [90, -5], (4, 1, 1), (32, 1, 1))
     # the first launch allocates the runtime pool, the dummy page and the stack; every launch is a GPU_COMMAND and a wait
     assert dev.file.calls[before:] == ["GPUOBJ_ALLOC"] * 3 + ["GPU_COMMAND", "DEVICE_WAITTIMESTAMP_CTXTID"]
-    dev.exec(prog, [out.va, xs.va], [90, -5], (4, 1, 1), (32, 1, 1), wait=False)
+    prog.launch([out.va, xs.va], [90, -5], (4, 1, 1), (32, 1, 1), wait=False)
     assert dev.file.calls[before + 5:] == ["GPU_COMMAND"] and dev.file.pending
     # reading the result waits for the GPU first
     np.testing.assert_array_equal(read(dev, out, np.float32, 100), np.where(np.arange(100) < 90, x * 2 - 5, 0))
@@ -131,7 +131,7 @@ def test_launch_sizes_and_scalars_against_numpy(n, b, local, extra_groups):
     np.testing.assert_array_equal(read(dev, out, np.float32, groups * local), expected)
 
 
-def test_the_constant_upload_never_reads_past_the_kernargs():
+def test_the_constant_upload_never_reads_past_the_kernargs(link_queue):
     # a one-page runtime pool: the submit (IB + kernargs) fills its start, so a load of the whole 256-vec4 constant file
     # (the seed's bug) would read past the pool's end
     dev = QCOMDevice("MOCKQCOM", MockKGSL(), rt_nbytes=0x1000)
@@ -140,22 +140,22 @@ def test_the_constant_upload_never_reads_past_the_kernargs():
     prog.launch([out.va, xs.va], [32, 1], (1, 1, 1), (32, 1, 1))
     np.testing.assert_array_equal(read(dev, out, np.float32, 32), np.full(32, 3, np.float32))
     queue = QCOMComputeQueue().exec(prog.info, prog.image.va, [out.va, xs.va], [32, 1], (1, 1, 1), (32, 1, 1))
-    linked = dev.link(queue)
-    words = linked.memory.view[:linked.ib_bytes].view(np.uint32)
+    linked = link_queue(dev, queue)
+    words = linked.words()
     (at,) = [i for i, w in enumerate(words) if w >> 28 == 7 and (w >> 16) & 0x7F == 0x34 and (words[i + 1] >> 14) & 3 == 1]
     words[at + 1] = (words[at + 1] & 0x3FFFFF) | 256 << 22  # num_unit = 1024 // 4, as before the fix
     with pytest.raises(GPUFaultError, match="CP_LOAD_STATE6_FRAG .* reads 256 units of 16 bytes"):
-        dev.submit(linked)
+        linked.submit()
 
 
-def test_device_state_is_kept_as_references_of_the_linked_commands(dev):
+def test_device_state_is_kept_as_references_of_the_linked_commands(dev, link_queue):
     prog = dev.program("axpb", dev.compiler.compile(AXPB))
     out, xs = alloc(dev, np.zeros(32, np.float32)), alloc(dev, np.ones(32, np.float32))
     queue = QCOMComputeQueue().exec(prog.info, prog.image.va, [out.va, xs.va], [32, 0], (1, 1, 1), (32, 1, 1))
-    linked = dev.link(queue.signal(dev.timeline.address, runtime("timeline")))
-    assert linked.refs["stack"] is dev._stack and linked.refs["dummy"] is dev.dummy
+    linked = link_queue(dev, queue.signal(dev.timeline.address, runtime("timeline")))
+    assert any(r is dev._stack for r in linked.refs) and any(r is dev.dummy for r in linked.refs)
     for _ in range(3):  # the linked commands replay with only the timeline value patched
-        dev.submit(linked, {"timeline": dev.next_timeline()})
+        linked.submit({"timeline": dev.next_timeline()})
         dev.synchronize()
     np.testing.assert_array_equal(read(dev, out, np.float32, 32), np.full(32, 2, np.float32))
     assert len(dev.file.cp.dispatches) == 3 and all(d.stack_address == dev._stack.va for d in dev.file.cp.dispatches)
@@ -197,22 +197,22 @@ def test_timestamps_signals_and_waits(dev):
     queue = QCOMComputeQueue().timestamp(stamps.va).exec(prog.info, prog.image.va, [out.va, xs.va], [32, 0], (1, 1, 1), (32, 1, 1))
     queue.timestamp(stamps.va + 8).signal(signal.va, 7).wait(signal.va, 7).memory_barrier()
     start = time.perf_counter()
-    dev.submit(dev.link(queue))
+    dev.run_queue(COMPUTE, queue)
     elapsed_us = (time.perf_counter() - start) * 1e6
     t0, t1 = read(dev, stamps, np.uint64, 2)
     assert 0 < ticks_to_us(int(t1) - int(t0)) <= elapsed_us
     assert read(dev, signal, np.uint32, 1)[0] == 7
     with pytest.raises(GPUFaultError, match="waits for 8 .* would hang"):
-        dev.submit(dev.link(QCOMComputeQueue().wait(signal.va, 8)))
+        dev.run_queue(COMPUTE, QCOMComputeQueue().wait(signal.va, 8))
 
 
-def corrupt(dev, edit):
+def corrupt(dev, link_queue, edit):
     """Submit a one-dispatch queue after `edit(words)` changed its linked IB."""
     prog = dev.program("axpb", dev.compiler.compile(AXPB))
     out, xs = alloc(dev, np.zeros(32, np.float32)), alloc(dev, np.ones(32, np.float32))
-    linked = dev.link(QCOMComputeQueue().exec(prog.info, prog.image.va, [out.va, xs.va], [32, 0], (1, 1, 1), (32, 1, 1)))
-    edit(linked.memory.view[:linked.ib_bytes].view(np.uint32))
-    dev.submit(linked)
+    linked = link_queue(dev, QCOMComputeQueue().exec(prog.info, prog.image.va, [out.va, xs.va], [32, 0], (1, 1, 1), (32, 1, 1)))
+    edit(linked.words())
+    linked.submit()
 
 
 def test_a_buffer_outside_gpu_memory_faults_instead_of_crashing(dev):
@@ -222,31 +222,31 @@ def test_a_buffer_outside_gpu_memory_faults_instead_of_crashing(dev):
         prog.launch([out.va, 0x1000], [32, 0], (1, 1, 1), (32, 1, 1))
 
 
-def test_malformed_packets_are_rejected_with_their_name(dev):
+def test_malformed_packets_are_rejected_with_their_name(dev, link_queue):
     def flip_parity(words):
         words[0] ^= 1 << 23  # the opcode parity bit of the first packet (CP_SET_MARKER)
     with pytest.raises(MalformedPacketError, match="type-7 packet at dword 0 .* parity"):
-        corrupt(dev, flip_parity)
+        corrupt(dev, link_queue, flip_parity)
 
     def unknown_opcode(words):
         words[0] = 0x70000000 | 0x48 << 16 | 1 << 15 | 1 << 23  # CP_ME_INIT, empty body
     with pytest.raises(MalformedPacketError, match="opcode 0x48 at dword 0"):
-        corrupt(dev, unknown_opcode)
+        corrupt(dev, link_queue, unknown_opcode)
 
     def foreign_register(words):
         words[2] = (int(words[2]) & ~(0x3FFFF << 8 | 1 << 27) & 0xFFFFFFFF) | 0x8800 << 8 | (1 - bin(0x8800).count("1") % 2) << 27
     with pytest.raises(MalformedPacketError, match="outside the A6xx compute state"):
-        corrupt(dev, foreign_register)
+        corrupt(dev, link_queue, foreign_register)
 
     def not_a_header(words):
         words[0] = 0x12345678
     with pytest.raises(MalformedPacketError, match="dword 0 .* not a type-4 or type-7 packet header"):
-        corrupt(dev, not_a_header)
+        corrupt(dev, link_queue, not_a_header)
 
     def wrong_size(words):  # CP_SET_MARKER with 2 body dwords (swallowing the next header)
         words[0] = 0x70000000 | 2 | 0 << 15 | 0x65 << 16 | (1 - bin(0x65).count("1") % 2) << 23
     with pytest.raises(MalformedPacketError, match="CP_SET_MARKER at dword 0 .* has 2 body dwords"):
-        corrupt(dev, wrong_size)
+        corrupt(dev, link_queue, wrong_size)
 
 
 def test_mockqcom_renders_portable_opencl():

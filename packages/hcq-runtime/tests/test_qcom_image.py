@@ -185,7 +185,7 @@ def test_image_memory_is_laid_out_at_the_pitch(dev):
     np.testing.assert_array_equal(download(dev, mem, image, np.float32), x)
 
 
-def test_malformed_and_unmapped_descriptors_are_rejected_by_name(dev):
+def test_malformed_and_unmapped_descriptors_are_rejected_by_name(dev, link_queue):
     height, width = 2, 4
     image = imagef(height, width)
     program = dev.program("stencil", dev.compiler.compile(STENCIL.format(fmt="float", h=height, w=width)))
@@ -194,12 +194,10 @@ def test_malformed_and_unmapped_descriptors_are_rejected_by_name(dev):
     def submit(texture: Image, corrupt=None):
         queue = QCOMComputeQueue().exec(program.info, program.image.va, [], [], (width, height, 1), (1, 1, 1), textures=[texture],
                                         uavs=[Image(dst.va, height, width, 4, image.pitch)])
-        linked = dev.link(queue)
+        linked = link_queue(dev, queue)
         if corrupt is not None:
-            at = linked.ib_bytes + program.info.tex_off
-            words = linked.memory.view[at:at + 64].view(np.uint32)
-            corrupt(words)
-        dev.submit(linked)
+            corrupt(linked.words(linked.ib_bytes + program.info.tex_off, 64))
+        linked.submit()
 
     def bad_format(words):
         words[0] = (int(words[0]) & ~(0xFF << 22) & 0xFFFFFFFF) | 48 << 22

@@ -3,7 +3,7 @@
 
 from ..hcq2.cmdbuf import CommandBuffer, Patch, PatchKind, Sym, link, qword, runtime
 from . import pm4, regs, sdma
-from .device import AMDAllocator, AMDDevice, AMDProgram, BoundCommands, Signal, open_driver
+from .device import AMDAllocator, AMDDevice, AMDProgram, Signal, open_driver
 from .driver import Doorbell, Driver, GPUMemory, QueueDesc, QueueKind
 from .errors import AMDError, GPUFaultError, KFDError, MalformedPacketError, PatchError, QueueHangError
 from .kfd import KFDDriver
@@ -15,7 +15,7 @@ from .queue import AMDComputeQueue, AMDCopyQueue, ProgramInfo
 __all__ = [
     "pm4", "regs", "sdma",
     "CommandBuffer", "Patch", "PatchKind", "Sym", "link", "runtime", "qword",
-    "AMDAllocator", "AMDDevice", "AMDProgram", "BoundCommands", "Signal", "open_driver",
+    "AMDAllocator", "AMDDevice", "AMDProgram", "Signal", "open_driver",
     "Doorbell", "Driver", "GPUMemory", "QueueDesc", "QueueKind",
     "AMDError", "GPUFaultError", "KFDError", "MalformedPacketError", "PatchError", "QueueHangError",
     "KFDDriver", "LoadedImage", "load_image", "MockGPU", "MockKFD", "TraceEvent",

@@ -1,8 +1,11 @@
 """`AMDDevice`: queues, signals, memory and programs of one AMD GPU, over any `Driver` (mock or /dev/kfd).
 
 The same code drives `MOCKAMD` (a `MockKFD`) and `AMD` (the real KFD): it allocates rings and pointers through the
-driver, writes command words into the rings, publishes the write pointer and rings the doorbell, and waits on
-signals in host-visible memory with a timeout that reports where each queue stands.
+driver, writes command words into the rings (with the native ring writer of `ring_code`), publishes the write pointer
+and rings the doorbell, and waits on signals in host-visible memory with a timeout that reports where each queue
+stands. Work reaches the device only through the hcq2 `QueueDevice` interface: batches the engine encodes
+(`encode_kernel`, `submit_commands`, `submit_code`) and queues run as they are (`run_queue`); a program's `launch` is
+a batch of one call.
 """
 
 from __future__ import annotations
@@ -10,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import os
-import struct
 import time
 from dataclasses import dataclass
 
@@ -31,7 +33,7 @@ from .loader import load_image
 from .mock_gpu import SQTT_GENERATIONS, TraceEvent
 from .mock_kfd import MockKFD
 from .queue import AMDComputeQueue, AMDCopyQueue, ProgramInfo
-from .ring_code import ring_write
+from .ring_code import native_ring_put, ring_write
 
 SIGNAL_SIZE = 16  # value (u64), timestamp (u64)
 KERNARG_ALIGN = 256
@@ -83,19 +85,6 @@ class RingQueue:
     @put.setter
     def put(self, value: int) -> None:
         self.desc.write_ptr[0] = value
-
-
-@dataclass
-class BoundCommands:
-    """A command buffer uploaded to GPU memory: `words` is the host view to patch, `dwords` its length."""
-
-    memory: GPUMemory
-    dwords: int
-
-    @property
-    def words(self) -> np.ndarray:
-        assert self.memory.view is not None
-        return self.memory.view[:4 * self.dwords]
 
 
 class AMDAllocator(LRUAllocator[GPUMemory]):
@@ -154,15 +143,15 @@ class AMDProgram:
                                 user_sgprs=tuple(kd.user_sgprs), kernarg_size=kd.kernarg_size)
         self.private_segment_size = kd.private_segment_fixed_size
 
-    def __call__(self, kernargs: bytes, groups: tuple[int, int, int], local: tuple[int, int, int], *, wait: bool = True) -> None:
-        """Dispatch with argument bytes `kernargs` over `groups` workgroups of `local` work-items."""
-        self.device.exec(self, kernargs, groups, local, wait=wait)
+    def launch(self, addresses: list[int], values: list[int], global_size: tuple[int, int, int], local_size: tuple[int, int, int], *,
+               wait: bool = True) -> None:
+        """The CompiledDevice launch, for kernels run by hand (the queue runner encodes calls itself): a batch of one call
+        (`hcq2.engine.launch_program`) over raw device addresses (the HSA kernarg layout of the AMD OpenCL renderer:
+        8-byte buffer addresses in globals order, then the variables as 8-byte ints), `global_size` workgroups of
+        `local_size` items; with `wait`, return once it has finished."""
+        from ..hcq2.engine import launch_program  # noqa: PLC0415 (the engine imports the runners, which import devices)
 
-    def launch(self, addresses: list[int], values: list[int], global_size: tuple[int, int, int], local_size: tuple[int, int, int]) -> None:
-        """The CompiledDevice launch: the HSA kernarg layout of the AMD OpenCL renderer (8-byte buffer addresses in
-        globals order, then the variables as 8-byte signed ints), `global_size` workgroups of `local_size` items."""
-        kernargs = struct.pack(f"<{len(addresses)}Q{len(values)}q", *addresses, *values)
-        self(kernargs, tuple(global_size), tuple(local_size))
+        launch_program(self.device, self, addresses, values, tuple(global_size), tuple(local_size), wait=wait)
 
 
 class AMDDevice(QueueDevice):
@@ -172,7 +161,7 @@ class AMDDevice(QueueDevice):
 
     timestamp_divider = 100.0  # RELEASE_MEM's GPU clock and SDMA TIMESTAMP count at 100 MHz on gfx9, gfx11 and gfx12
 
-    def __init__(self, name: str = "MOCKAMD", driver: Driver | None = None, *, ring_size: int = 1 << 20, kernarg_size: int = 1 << 20):
+    def __init__(self, name: str = "MOCKAMD", driver: Driver | None = None, *, ring_size: int = 1 << 20):
         self.name = name
         self.driver = driver if driver is not None else open_driver(name)
         major, minor = self.driver.version()
@@ -182,15 +171,13 @@ class AMDDevice(QueueDevice):
         self.target = self.driver.target
         self.arch = regs.target_name(self.target)
         self.compute = self._create_queue(QueueKind.COMPUTE, ring_size)
-        self.copy_queue = self._create_queue(QueueKind.SDMA, ring_size)
+        self.copy_queue = self._create_queue(QueueKind.COPY, ring_size)
         self._signal_page = self.driver.alloc(0x1000, uncached=True)
         self._signals_used = 0
         self.timeline = self.new_signal()
         self.timeline_value = 1
         self.queue_signals = {COMPUTE: self.new_signal(), COPY: self.new_signal()}
         self._scratch: GPUMemory | None = None
-        self._kernargs = self.driver.alloc(kernarg_size)
-        self._kernarg_put = 0
         self.allocator = AMDAllocator(self)
         self.renderer = AMDOpenCLRenderer(self.arch)
         self._program_names: dict[int, str] = {}
@@ -240,34 +227,25 @@ class AMDDevice(QueueDevice):
 
     # -- submission -----------------------------------------------------------------------------------------
 
-    def submit(self, cmd: CommandBuffer, kind: QueueKind = QueueKind.COMPUTE, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
-        """Write `cmd`'s words into the queue's ring, publish the write pointer and ring the doorbell."""
-        self.submit_words(np.frombuffer(bytes(cmd.data), np.uint32), kind, timeout_ms)
-
-    def submit_words(self, words: np.ndarray, kind: QueueKind, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
-        """Write command words (uint32) into the queue's ring, publish the write pointer and ring the doorbell."""
+    def _submit_words(self, words: np.ndarray, kind: QueueKind, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
+        """Put command words (uint32) on the queue's ring with the native ring writer (`ring_code`: the same C compiled
+        submitters run), waiting while the ring is full, then ring the doorbell from Python too (the mock GPU runs the
+        work at once; a second store of the same pointer is harmless on hardware)."""
         queue = self.compute if kind is QueueKind.COMPUTE else self.copy_queue
-        ring = queue.desc.ring
-        size = len(ring)
+        desc = queue.desc
+        size = len(desc.ring)
         if len(words) >= size:
             raise AMDError(f"a submit of {len(words)} dwords does not fit a ring of {size}; split it or use a larger ring_size")
-        if kind is QueueKind.COMPUTE:  # PM4 pointers count dwords and packets may wrap around the ring
-            start = self._reserve(queue, len(words), 1, timeout_ms)
-            first = min(len(words), size - start)
-            ring[start:start + first] = words[:first]
-            ring[:len(words) - first] = words[first:]
-            queue.put += len(words)
-        else:  # SDMA pointers count bytes and a packet must not straddle the end of the ring: pad with NOPs (zeros)
-            start = (queue.put // 4) % size
-            if start + len(words) > size:
-                self._reserve(queue, size - start, 4, timeout_ms)
-                ring[start:] = 0
-                queue.put += 4 * (size - start)
-                start = 0
-            self._reserve(queue, len(words), 4, timeout_ms)
-            ring[start:start + len(words)] = words
-            queue.put += 4 * len(words)
-        queue.desc.doorbell.ring(queue.put)
+        words = np.ascontiguousarray(words, np.uint32)
+        put = native_ring_put()
+        args = (desc.ring.ctypes.data, size, desc.read_ptr.ctypes.data, desc.write_ptr.ctypes.data, desc.doorbell.address,
+                words.ctypes.data, len(words), int(kind is QueueKind.COPY))
+        deadline = time.perf_counter() + timeout_ms / 1000
+        while (new := put(*args)) < 0:
+            self.driver.poll()
+            if time.perf_counter() > deadline:
+                raise QueueHangError(f"{self.name}: the ring stays full: {self.driver.queue_state(desc)}")
+        desc.doorbell.ring(new)
 
     def _reserve(self, queue: RingQueue, dwords: int, unit: int, timeout_ms: int) -> int:
         """Wait until `dwords` fit behind the engine's read pointer; return the ring index to write at."""
@@ -303,61 +281,6 @@ class AMDDevice(QueueDevice):
         program = AMDProgram(self, binary, name)
         self._program_names[program.info.address] = program.name
         return program
-
-    def bind(self, cmd: CommandBuffer) -> BoundCommands:
-        """Upload a compute command buffer to GPU memory, to be run by reference (INDIRECT_BUFFER) any number of times.
-
-        Patch it in place with `cmd.link(values, into=bound.words)` / `cmd.patch(values, into=bound.words)`."""
-        if not cmd.data:
-            raise AMDError("cannot bind an empty command buffer")
-        mem = self.driver.alloc(len(cmd.data))
-        assert mem.view is not None
-        mem.view[:len(cmd.data)] = np.frombuffer(bytes(cmd.data), np.uint8)
-        return BoundCommands(mem, len(cmd.data) // 4)
-
-    def submit_bound(self, bound: BoundCommands, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> None:
-        """Run a bound command buffer: one INDIRECT_BUFFER packet goes through the compute ring."""
-        ib = CommandBuffer()
-        ib.emit(pm4.indirect_buffer(bound.memory.va, bound.dwords))
-        self.submit(ib, QueueKind.COMPUTE, timeout_ms)
-
-    def kernargs(self, data: bytes, size: int) -> int:
-        """Place kernel arguments (zero-padded to `size`) in the kernarg ring; return their GPU address."""
-        need = -(-max(size, len(data), 1) // KERNARG_ALIGN) * KERNARG_ALIGN
-        if need > self._kernargs.size:
-            raise AMDError(f"{need} bytes of kernel arguments exceed the kernarg area of {self._kernargs.size}")
-        if self._kernarg_put + need > self._kernargs.size:
-            self.synchronize()  # wrapping: earlier dispatches must have read their arguments
-            self._kernarg_put = 0
-        start, self._kernarg_put = self._kernarg_put, self._kernarg_put + need
-        view = self._kernargs.view
-        assert view is not None
-        view[start:start + need] = 0
-        view[start:start + len(data)] = np.frombuffer(data, np.uint8)
-        return self._kernargs.va + start
-
-    def exec(self, program: AMDProgram, kernargs: bytes, groups: tuple[int, int, int], local: tuple[int, int, int], *,
-             wait: bool = True) -> None:
-        """Run one dispatch and signal the timeline; with `wait`, return when it has finished."""
-        if program.private_segment_size:
-            raise AMDError(f"kernel {program.name!r} needs {program.private_segment_size} bytes of scratch per lane, which is not set up yet")
-        dispatch = None
-        address = self.kernargs(kernargs, program.info.kernarg_size)
-        if "dispatch_ptr" in program.info.user_sgprs:
-            dispatch = self.kernargs(_dispatch_packet(groups, local, address), 64)
-        queue = AMDComputeQueue(self.target).exec(program.info, address, groups, local, dispatch_packet=dispatch)
-        queue.signal(self.timeline.address, self.next_timeline())
-        self.submit(queue.cmd, QueueKind.COMPUTE)
-        if wait:
-            self.synchronize()
-
-    def copy(self, dst: int, src: int, nbytes: int, *, wait: bool = True) -> None:
-        """Copy `nbytes` between GPU addresses on the SDMA queue, after all prior work."""
-        queue = AMDCopyQueue(self.target).wait(self.timeline.address, self.timeline_value - 1).copy(dst, src, nbytes)
-        queue.signal(self.timeline.address, self.next_timeline())
-        self.submit(queue.cmd, QueueKind.SDMA)
-        if wait:
-            self.synchronize()
 
     # -- the hcq2 QueueDevice interface -----------------------------------------------------------------------
 
@@ -435,12 +358,10 @@ class AMDDevice(QueueDevice):
         """COMPUTE runs the commands in place through one INDIRECT_BUFFER packet; SDMA has no indirect buffers on the
         queues the backend creates, so COPY commands are copied into the ring."""
         if kind == COMPUTE:
-            ib = CommandBuffer()
-            ib.emit(pm4.indirect_buffer(memory.va + offset, nbytes // 4))
-            self.submit(ib, QueueKind.COMPUTE)
+            self._submit_words(np.array(pm4.indirect_buffer(memory.va + offset, nbytes // 4), np.uint32), QueueKind.COMPUTE)
         else:
             assert memory.view is not None
-            self.submit_words(memory.view[offset:offset + nbytes].view(np.uint32), QueueKind.SDMA)
+            self._submit_words(memory.view[offset:offset + nbytes].view(np.uint32), QueueKind.COPY)
 
     def submit_code(self, kind: str, memory: GPUMemory, offset: int, nbytes: int, code: SubmitCode) -> None:
         """As `submit_commands`: COMPUTE puts a prebuilt INDIRECT_BUFFER packet on the ring, COPY the commands themselves."""
@@ -461,7 +382,7 @@ class AMDDevice(QueueDevice):
         self._reserve(queue, len(queue.desc.ring), unit, DEFAULT_TIMEOUT_MS)
 
     def run_queue(self, kind: str, queue: HWQueue) -> None:
-        self.submit(queue.cmd, QueueKind.COMPUTE if kind == COMPUTE else QueueKind.SDMA)
+        self._submit_words(np.frombuffer(bytes(queue.cmd.data), np.uint32), QueueKind(kind))
 
     def close(self) -> None:
         """Destroy the queues (the driver frees the rest with the process)."""

@@ -8,20 +8,16 @@ view when the memory is host-visible); queues as `QueueDesc` (ring, read/write p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 import numpy as np
 
+from ..hcq2.hwqueue import QueueKind
 from ..hcq2.memory import GPUMemory
 from . import regs
 
-
-class QueueKind(Enum):
-    """KFD queue types the backend creates (values are KFD_IOC_QUEUE_TYPE_*)."""
-
-    COMPUTE = 0
-    SDMA = 1
+#: the KFD queue type (KFD_IOC_QUEUE_TYPE_*) of each queue kind: COPY queues are SDMA queues
+KFD_QUEUE_TYPE = {QueueKind.COMPUTE: 0, QueueKind.COPY: 1}
 
 
 class Doorbell:

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from ..ffi import IOC_READ, IOC_WRITE, ioctl_number
-from .driver import Doorbell, Driver, GPUMemory, QueueDesc, QueueKind
+from .driver import KFD_QUEUE_TYPE, Doorbell, Driver, GPUMemory, QueueDesc, QueueKind
 from .errors import KFDError
 
 TOPOLOGY = Path("/sys/devices/virtual/kfd/kfd/topology/nodes")
@@ -240,7 +240,7 @@ class KFDDriver(Driver):
             owned = (eop, cwsr)
             extra = {"eop_buffer_address": eop.va, "eop_buffer_size": eop.size, "ctx_save_restore_address": cwsr.va,
                      "ctx_save_restore_size": ctx_size, "ctl_stack_size": ctl_stack}
-        queue = self._ioctl("CREATE_QUEUE", ring_base_address=ring.va, ring_size=ring.size, gpu_id=self.gpu_id, queue_type=kind.value,
+        queue = self._ioctl("CREATE_QUEUE", ring_base_address=ring.va, ring_size=ring.size, gpu_id=self.gpu_id, queue_type=KFD_QUEUE_TYPE[kind],
                             queue_percentage=MAX_QUEUE_PERCENTAGE, queue_priority=QUEUE_PRIORITY, read_pointer_address=pointers.va,
                             write_pointer_address=pointers.va + 8, **extra)
         base = queue.doorbell_offset & ~0x1FFF  # the doorbells of a process are two pages

@@ -11,7 +11,7 @@ from .deps import DepsTracker
 from .encode import EncodedBatch, enqueue_target
 from .engine import QUEUE_RUNNER, QueueRunner, QueueSteps, compile_cache, copy_host, run_calls, uses_queue_devices
 from .errors import HCQError, PatchError
-from .hwqueue import COMPUTE, COPY, HWQueue, QueueDevice
+from .hwqueue import COMPUTE, COPY, HWQueue, QueueDevice, QueueKind
 from .linked import LinkedBatch
 from .memory import GPUMemory
 from .pool import RuntimePool
@@ -21,6 +21,7 @@ from .submitter import SubmitCode, Submitter
 __all__ = [
     "staging", "CommandBuffer", "Patch", "PatchKind", "Sym", "Word", "link", "qword", "runtime", "DepsTracker", "EncodedBatch",
     "enqueue_target", "QUEUE_RUNNER", "QueueRunner", "QueueSteps", "compile_cache", "copy_host", "run_calls", "uses_queue_devices",
-    "HCQError", "PatchError", "COMPUTE", "COPY", "HWQueue", "QueueDevice", "LinkedBatch", "GPUMemory", "RuntimePool", "Submitter", "SubmitCode",
+    "HCQError", "PatchError", "COMPUTE", "COPY", "HWQueue", "QueueDevice", "QueueKind", "LinkedBatch", "GPUMemory", "RuntimePool",
+    "Submitter", "SubmitCode",
     "ProfileEvent", "profiling",
 ]

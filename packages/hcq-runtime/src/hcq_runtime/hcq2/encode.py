@@ -149,7 +149,8 @@ class EncodedQueue:
 @dataclass
 class EncodedBatch:
     """A batch encoded once: its queues in submit order, the programs their commands address ("prog:N"), the timeline
-    points each device's run takes, and the run-time variables its commands read."""
+    points each device's run takes, the run-time variables its commands read, and the devices its queues are on (by
+    name: the registry's, unless the batch was encoded for a device object of its own)."""
 
     queues: list[EncodedQueue]
     programs: list[Any]
@@ -157,6 +158,10 @@ class EncodedBatch:
     variables: tuple[str, ...]
     n_kernels: int = 0
     n_copies: int = 0
+    devices: dict[str, Any] = field(default_factory=dict)
+
+
+_MASK64 = (1 << 64) - 1
 
 
 def _buffer_word(arg: BufferArg) -> Sym:
@@ -194,7 +199,7 @@ class _Encoder:
 
     def queue(self, device: str, kind: str) -> HWQueue:
         if (device, kind) not in self.hw:
-            hw = Device[device].hw_queue(kind)
+            hw = self.encoded.devices.setdefault(device, Device[device]).hw_queue(kind)
             hw.wait(link("signal:timeline", 8), runtime(f"timeline:{device}") + -1)  # the device's earlier work is done
             self.hw[(device, kind)] = (hw, CommandBuffer())
             self.tail[(device, kind)] = None
@@ -276,7 +281,7 @@ def encode(described: Described) -> EncodedBatch:
             values = [_value_word(args[v.arg.slot]) if v.op is Ops.PARAM else _variable_word(v.arg[0], args) for v in info.vars]
             variables.update((w.what[4:], None) for w in values if isinstance(w, Sym))
             addresses = [_buffer_word(args[s]) for s in info.globals]  # type: ignore[arg-type]
-            Device[device].encode_kernel(hw, enc.hw[(device, kind)][1], kernel.program, link(f"prog:{slot}", 8), addresses, values,
+            encoded.devices[device].encode_kernel(hw, enc.hw[(device, kind)][1], kernel.program, link(f"prog:{slot}", 8), addresses, values,
                                          tuple(info.global_size), tuple(info.local_size))
             encoded.n_kernels += 1
             name = info.function_name
@@ -294,4 +299,20 @@ def encode(described: Described) -> EncodedBatch:
     enc.fence()
     encoded.queues = [EncodedQueue(*q, hw.cmd, data, enc.stamps.get(q, (0, 0))[0], timed.get(q, [])) for q, (hw, data) in enc.hw.items()]
     encoded.variables = tuple(variables)
+    return encoded
+
+
+def encode_launch(dev: QueueDevice, program: Any, addresses: Sequence[int], values: Sequence[int], global_size: tuple[int, int, int],
+                  local_size: tuple[int, int, int]) -> EncodedBatch:
+    """One kernel over raw device addresses on `dev` as a batch of one call: the same waits, fence and argument layout
+    as any encoded batch (a program's eager `launch` runs it)."""
+    encoded = EncodedBatch([], [program], {}, (), n_kernels=1, devices={dev.name: dev})
+    enc = _Encoder(encoded)
+    device = dev.name
+    hw = enc.queue(device, COMPUTE)
+    data = enc.hw[(device, COMPUTE)][1]
+    dev.encode_kernel(hw, data, program, link("prog:0", 8), [a & _MASK64 for a in addresses], [v & _MASK64 for v in values],
+                                 tuple(global_size), tuple(local_size))
+    enc.fence()
+    encoded.queues = [EncodedQueue(device, COMPUTE, hw.cmd, data)]
     return encoded

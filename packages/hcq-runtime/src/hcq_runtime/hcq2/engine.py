@@ -28,13 +28,13 @@ from uopir import Ops, UOp
 from ..buffer import Buffer
 from ..buffer_registry import bind_buffer, buffer_for, strip_after
 from ..debug import counters, debug_level
-from ..device import Device
 from ..errors import DeviceError
 from ..host import copy_through_host
 from ..runner import LinkedPart, Runner
 from . import staging
-from .encode import Described, EncodedBatch, describe, encode, enqueue_target, queue_device
+from .encode import Described, EncodedBatch, describe, encode, encode_launch, enqueue_target, queue_device
 from .errors import HCQError
+from .hwqueue import QueueDevice
 from .linked import LinkedBatch
 from .profile import print_events
 
@@ -121,13 +121,30 @@ def run_calls(calls: Sequence[UOp], var_vals: Mapping[str, int] | None = None) -
         counters.seconds += time.perf_counter() - start
 
 
+def launch_program(dev: QueueDevice, program: Any, addresses: Sequence[int], values: Sequence[int], global_size: tuple[int, int, int],
+                   local_size: tuple[int, int, int], *, wait: bool = True) -> None:
+    """Run one loaded program on a queue device now, over raw device addresses: a batch of one call (`encode_launch`),
+    linked into the runtime pool and submitted like any eager batch; with `wait`, return once it has finished. What a
+    queue device's `program.launch(...)` does."""
+    encoded = encode_launch(dev, program, addresses, values, global_size, local_size)
+    sources = _sources(0, (), [dev.name])
+    linked = LinkedBatch(encoded, [], sources, persistent=False)
+    start = time.perf_counter()
+    linked.run(np.zeros(len(sources), np.uint64))
+    _record(linked)
+    counters.kernels += 1
+    counters.seconds += time.perf_counter() - start
+    if wait:
+        dev.synchronize()
+
+
 def _record(batch: LinkedBatch) -> None:
     """After a run of a profiled batch: wait for it, keep its events on their devices, print them at DEBUG>=2."""
     if not batch.profiled:
         return
     events = batch.profile()
     for event in events:
-        Device[event.device].profile_events().append(event)
+        batch.encoded.devices[event.device].profile_events().append(event)
     if debug_level() >= 2:
         print_events(events)
 
@@ -237,4 +254,5 @@ class QueueRunner(Runner):
 
 QUEUE_RUNNER = QueueRunner()
 
-__all__ = ["compile_cache", "run_calls", "QueueRunner", "QueueSteps", "QUEUE_RUNNER", "copy_host", "is_queue_call", "uses_queue_devices"]
+__all__ = ["compile_cache", "launch_program", "run_calls", "QueueRunner", "QueueSteps", "QUEUE_RUNNER", "copy_host", "is_queue_call",
+           "uses_queue_devices"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Sequence
+from enum import StrEnum
 from typing import Any, Protocol
 
 import numpy as np
@@ -22,8 +23,17 @@ from .pool import RuntimePool
 from .profile import ProfileEvent
 from .submitter import SubmitCode
 
-COMPUTE, COPY = "COMPUTE", "COPY"
-"""The two queue kinds of a batch: programs go to COMPUTE, copies between buffers of one device to COPY."""
+
+class QueueKind(StrEnum):
+    """The kinds of hardware queue: programs go to COMPUTE, copies between buffers of one device to COPY (an AMD SDMA
+    engine; QCOM has no copy queue). The one vocabulary of the engine, the backends and their drivers; members are
+    their names as strings, so they key dicts and name patches ("signal:COMPUTE") as plain strings do."""
+
+    COMPUTE = "COMPUTE"
+    COPY = "COPY"
+
+
+COMPUTE, COPY = QueueKind.COMPUTE, QueueKind.COPY
 
 
 class Memory(Protocol):

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from ..buffer import Buffer
-from ..device import Device
 from .cmdbuf import Patch, PatchKind
 from .encode import EncodedBatch
 from .pool import ALIGN
@@ -46,7 +45,7 @@ class LinkedBatch:
         #: whether the batch records device timestamps (it was encoded while profiling)
         self.profiled = any(queue.timed for queue in encoded.queues)
         for queue in encoded.queues:
-            dev = Device[queue.device]
+            dev = encoded.devices[queue.device]
             data_len = -(-len(queue.data) // ALIGN) * ALIGN
             stamps_at = data_len + -(-len(queue.cmds) // 8) * 8
             total = stamps_at + 8 * queue.stamps
@@ -90,7 +89,7 @@ class LinkedBatch:
         self._wait_last_run()
         events = []
         for queue, stamps in zip(self.encoded.queues, self._stamps, strict=True):
-            divider = Device[queue.device].timestamp_divider
+            divider = self.encoded.devices[queue.device].timestamp_divider
             events += [ProfileEvent(queue.device, t.name, int(stamps[t.start]) / divider, int(stamps[t.end]) / divider) for t in queue.timed]
         order = {name: i for i, name in enumerate(self.encoded.points)}
         return sorted(events, key=lambda e: (order[e.device], e.start_us))  # each device's in the order its clock saw them
@@ -98,7 +97,7 @@ class LinkedBatch:
     def _wait_last_run(self) -> None:
         """Block until every device has passed the last timeline point of the previous run."""
         for name, end in self._last.items():
-            dev = Device[name]
+            dev = self.encoded.devices[name]
             dev.wait(dev.timeline, end)
 
     def run(self, values: np.ndarray) -> int:
@@ -109,18 +108,19 @@ class LinkedBatch:
         A run that fails before its first submit (a value that does not fit, a refused ioctl) leaves the timelines as
         they were."""
         self._wait_last_run()
-        before = {name: Device[name].timeline_value for name in self.encoded.points}
+        devices = self.encoded.devices
+        before = {name: devices[name].timeline_value for name in self.encoded.points}
         last = dict(self._last)
         for name, points in self.encoded.points.items():
             values[self.timelines[name]] = before[name]
-            Device[name].timeline_value = before[name] + points
+            devices[name].timeline_value = before[name] + points
             self._last[name] = before[name] + points - 1
         try:
             return self.submit(values)
         except Exception:
             if not self.submit.submitted:  # nothing reached a queue: the run did not happen
                 for name, value in before.items():
-                    Device[name].timeline_value = value
+                    devices[name].timeline_value = value
                 self._last = last
             raise
 

@@ -27,7 +27,7 @@ def _area(device: Any) -> tuple[Memory, int]:
     return memory, slot
 
 
-def _queue_copy(device: Any, dst: int, src: int, nbytes: int) -> int:
+def queue_copy(device: Any, dst: int, src: int, nbytes: int) -> int:
     """Queue one device copy after all earlier work; returns the timeline value that says it is done."""
     value = device.timeline_value
     device.timeline_value += 1
@@ -46,7 +46,7 @@ def copy_in(device: Any, dst: int, data: memoryview) -> None:
         index, nbytes = chunk % STAGING_SLOTS, min(slot, data.nbytes - start)
         device.wait(device.timeline, done[index])  # the copy that last read this slot has finished
         view[index * slot:index * slot + nbytes] = data[start:start + nbytes]
-        done[index] = _queue_copy(device, dst + start, memory.va + index * slot, nbytes)
+        done[index] = queue_copy(device, dst + start, memory.va + index * slot, nbytes)
 
 
 def copy_out(device: Any, out: memoryview, src: int) -> None:
@@ -65,6 +65,6 @@ def copy_out(device: Any, out: memoryview, src: int) -> None:
         if len(pending) == STAGING_SLOTS:
             drain()
         index, nbytes = chunk % STAGING_SLOTS, min(slot, out.nbytes - start)
-        pending.append((_queue_copy(device, memory.va + index * slot, src + start, nbytes), index, start, nbytes))
+        pending.append((queue_copy(device, memory.va + index * slot, src + start, nbytes), index, start, nbytes))
     while pending:
         drain()

@@ -40,7 +40,8 @@ _PRELUDE = """#include <stdint.h>
 #define NO_ROOM 2
 #define FAILED 3
 #define PUT32(base, offset, x) (*(volatile uint32_t *)(uintptr_t)((base) + (offset)) = (uint32_t)(x))
-
+"""
+_OPEN = """
 int64_t submit(const uint64_t *v, const uint64_t *k, int64_t start, int64_t *detail) {
   uint64_t x;
 """
@@ -51,13 +52,18 @@ class SubmitCode:
 
     `const(value)` places a link constant in `k` and returns the C expression reading it; `stop(status)` is the
     statement that ends the call at the current part with `status` (NO_ROOM or FAILED); `keep(obj)` keeps host
-    objects the code addresses (prebuilt packets, ioctl requests) alive as long as the submitter."""
+    objects the code addresses (prebuilt packets, ioctl requests) alive as long as the submitter; `helper(name, source)`
+    defines a C function the statements call (once, before `submit`)."""
 
     def __init__(self) -> None:
         self.consts: list[int] = []
         self.lines: list[str] = []
         self.refs: list[Any] = []
+        self.helpers: dict[str, str] = {}
         self.part = 0
+
+    def helper(self, name: str, source: str) -> None:
+        self.helpers.setdefault(name, source)
 
     def const(self, value: int) -> str:
         self.consts.append(value & _MASK64)
@@ -122,7 +128,7 @@ class Submitter:
             code.lines.append(f"  if (start <= {code.part}) {{  /* {type(part.device).__name__} {part.kind} */")
             part.device.submit_code(part.kind, part.memory, part.offset, part.nbytes, code)
             code.lines.append("  }")
-        self.source = _PRELUDE + "\n".join(code.lines) + "\n  return DONE;\n}\n"
+        self.source = _PRELUDE + "".join(code.helpers.values()) + _OPEN + "\n".join(code.lines) + "\n  return DONE;\n}\n"
         self.fn, self._lib = _compile(self.source)
         self.consts = np.array(code.consts or [0], np.uint64)
         self.refs = code.refs

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ import numpy as np
 from ..allocator import LRUAllocator
 from ..compiler import Compiler
 from ..errors import AllocationError
-from ..hcq2.cmdbuf import CommandBuffer, PatchKind, Word, link, runtime
+from ..hcq2.cmdbuf import CommandBuffer, PatchKind, Word
 from ..hcq2.hwqueue import COMPUTE, COPY, HWQueue, Memory, QueueDevice
 from ..hcq2.memory import GPUMemory
 from ..hcq2.submitter import SubmitCode
@@ -150,10 +150,14 @@ class QCOMProgram:
         self.image = device.gpu_alloc(-(-len(self.info.image) // 128) * 128)
         _view(self.image)[:len(self.info.image)] = np.frombuffer(self.info.image, np.uint8)
 
-    def launch(self, addresses: list[int], values: list[int], global_size: tuple[int, int, int], local_size: tuple[int, int, int]) -> None:
-        """The CompiledDevice launch: buffer addresses then variable values (the OpenCL kernel's parameter order),
-        `global_size` work-groups of `local_size` work-items."""
-        self.device.exec(self, addresses, values, tuple(global_size), tuple(local_size))
+    def launch(self, addresses: list[int], values: list[int], global_size: tuple[int, int, int], local_size: tuple[int, int, int], *,
+               wait: bool = True) -> None:
+        """The CompiledDevice launch, for kernels run by hand (the queue runner encodes calls itself): a batch of one call
+        (`hcq2.engine.launch_program`) with buffer addresses then variable values (the OpenCL kernel's parameter order),
+        `global_size` work-groups of `local_size` work-items; with `wait`, return once it has finished."""
+        from ..hcq2.engine import launch_program  # noqa: PLC0415 (the engine imports the runners, which import devices)
+
+        launch_program(self.device, self, addresses, values, tuple(global_size), tuple(local_size), wait=wait)
 
 
 class QCOMDevice(QueueDevice):
@@ -289,7 +293,8 @@ class QCOMDevice(QueueDevice):
             self._run_host_copies(queue)
         else:
             assert isinstance(queue, QCOMComputeQueue)
-            self.submit(self.link(queue))
+            linked = self._link(queue)
+            self.submit_commands(COMPUTE, linked.memory, 0, linked.ib_bytes)
 
     def submit_commands(self, kind: str, memory: Memory, offset: int, nbytes: int) -> None:
         """IOCTL_KGSL_GPU_COMMAND with one IB: the `nbytes` of commands at `memory` + `offset`."""
@@ -356,15 +361,13 @@ class QCOMDevice(QueueDevice):
             else:
                 Signal(a).value = b
 
-    # -- one queue at a time (launch, tests) ----------------------------------------------------------------
-
     def next_timeline(self) -> int:
         """The timeline value the next submit signals (and advances the counter)."""
         self.timeline_value += 1
         return self.timeline_value - 1
 
-    def link(self, queue: QCOMComputeQueue) -> LinkedCommands:
-        """Place `queue` (commands, then its data) in the runtime pool and write its link-time values."""
+    def _link(self, queue: QCOMComputeQueue) -> LinkedCommands:
+        """`run_queue`'s placing of a queue as it is: its IB, then its own data, in the runtime pool, link values written."""
         cmd, ib_bytes = queue.build()
         if not ib_bytes:
             raise QCOMError("cannot link an empty queue")
@@ -376,22 +379,6 @@ class QCOMDevice(QueueDevice):
         values, _ = self.link_state(set(refs))
         cmd.link({"data": memory.va + ib_bytes, **values}, into=view)
         return LinkedCommands(cmd, memory, ib_bytes, refs)
-
-    def submit(self, linked: LinkedCommands, values: Mapping[str, int] | None = None) -> int:
-        """Write the run-time values into `linked` and submit its IB; return the kgsl timestamp of the submit."""
-        linked.cmd.patch(values or {}, into=_view(linked.memory))
-        self.submit_commands(COMPUTE, linked.memory, 0, linked.ib_bytes)
-        return self.last_timestamp
-
-    def exec(self, program: QCOMProgram, addresses: Sequence[int], values: Sequence[int], groups: tuple[int, int, int],
-             local: tuple[int, int, int], *, wait: bool = True) -> None:
-        """Run one dispatch and signal the timeline; with `wait`, return when it has finished."""
-        buffers, textures, uavs = bind_images(program.info, addresses)
-        queue = QCOMComputeQueue().exec(program.info, program.image.va, buffers, values, groups, local, textures=textures, uavs=uavs)
-        queue.signal(link("signal:timeline", 8), runtime("timeline"))
-        self.submit(self.link(queue), {"timeline": self.next_timeline()})
-        if wait:
-            self.synchronize()
 
     def program(self, name: str, binary: bytes) -> QCOMProgram:
         """Load kernel `name` of a compiled library."""
