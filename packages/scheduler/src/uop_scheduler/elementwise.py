@@ -11,7 +11,7 @@ import functools
 import math
 from typing import TYPE_CHECKING, Any
 
-from uopir import DType, Ops, UOp, dtypes, least_upper_dtype, least_upper_float, strong_dtype
+from uopir import DType, OperatorMixin, Ops, UOp, dtypes, least_upper_dtype, least_upper_float, strong_dtype
 
 from .errors import BroadcastError, TensorRuntimeError
 from .fields import TensorFields
@@ -67,8 +67,9 @@ def _scalar_promotion(dt: DType, scalar_dt: DType) -> DType:
     return strong_dtype(least_upper_dtype(dt, scalar_dt))
 
 
-class ElementwiseMixin(TensorFields):
-    """Elementwise ops of Tensor."""
+class ElementwiseMixin(OperatorMixin, TensorFields):
+    """Elementwise ops of Tensor: uopir's operator layer (`OperatorMixin`, which defines the Python operators once for
+    UOp and Tensor) with Tensor's hooks (broadcasting, tinygrad's promotion) and the ops whose Tensor meaning differs."""
 
     __slots__ = ()
 
@@ -113,16 +114,16 @@ class ElementwiseMixin(TensorFields):
     def _alu(self: Tensor, op: Ops, *srcs: Tensor, dtype: DType | None = None) -> Tensor:
         return self._wrap(UOp(op, dtype, (self.uop, *(s.uop for s in srcs))))
 
-    def _binop(self: Tensor, op: Ops, y: Any, reverse: bool = False) -> Tensor:
-        a, b = self._broadcasted(y, reverse)
-        return a._alu(op, b)
-
     def _float(self: Tensor) -> Tensor:
         return self.cast(least_upper_float(self.dtype))
 
     def _check_int(self: Tensor, name: str) -> None:
         if not (dtypes.is_int(self.dtype) or dtypes.is_bool(self.dtype)):
             raise TensorRuntimeError(f"{name} needs an int or bool tensor, got {self.dtype}: cast it first")
+
+    # the operator layer's hooks (`_alu`, `_const` and `_float` above)
+    _operands = _broadcasted
+    _check_bitwise = _check_int
 
     # ---- arithmetic ----
     def add(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
@@ -203,24 +204,6 @@ class ElementwiseMixin(TensorFields):
             return a._alu(Ops.POW, b)
         return a.cast(dtypes.float64)._alu(Ops.POW, b.cast(dtypes.float64)).cast(a.dtype)
 
-    def maximum(self: Tensor, x: Any) -> Tensor:
-        """Elementwise max (NaN propagates)."""
-        a, b = self._broadcasted(x)
-        return a._alu(Ops.MAX, b)
-
-    def minimum(self: Tensor, x: Any) -> Tensor:
-        """Elementwise min (NaN propagates)."""
-        a, b = self._broadcasted(x)
-        if dtypes.is_float(a.dtype) or a.dtype in dtypes.sints:
-            return a.neg()._alu(Ops.MAX, b.neg()).neg()
-        return (a < b).where(a, b)
-
-    def neg(self: Tensor) -> Tensor:
-        """-self (logical not for bool)."""
-        if self.dtype is dtypes.bool:
-            return self.logical_not()
-        return self._alu(Ops.MUL, self._const(-1, self.dtype))
-
     def where(self: Tensor, x: Any, y: Any) -> Tensor:
         """x where self is true, else y (broadcast, promoted)."""
         cond: Tensor = self.cast(dtypes.bool)
@@ -234,77 +217,20 @@ class ElementwiseMixin(TensorFields):
         cond, x, y = cond._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
         return cond._alu(Ops.WHERE, x, y)
 
+    # a ShardedTensor operand answers these itself (its reflected operator)
     def __add__(self: Tensor, x: Any) -> Tensor:
         return NotImplemented if _defers(x) else self.add(x)
-
-    def __radd__(self: Tensor, x: Any) -> Tensor:
-        return self.add(x, True)
 
     def __sub__(self: Tensor, x: Any) -> Tensor:
         return NotImplemented if _defers(x) else self.sub(x)
 
-    def __rsub__(self: Tensor, x: Any) -> Tensor:
-        return self.sub(x, True)
-
     def __mul__(self: Tensor, x: Any) -> Tensor:
         return NotImplemented if _defers(x) else self.mul(x)
-
-    def __rmul__(self: Tensor, x: Any) -> Tensor:
-        return self.mul(x, True)
 
     def __truediv__(self: Tensor, x: Any) -> Tensor:
         return NotImplemented if _defers(x) else self.div(x)
 
-    def __rtruediv__(self: Tensor, x: Any) -> Tensor:
-        return self.div(x, True)
-
-    def __floordiv__(self: Tensor, x: Any) -> Tensor:
-        return self.floordiv(x)
-
-    def __rfloordiv__(self: Tensor, x: Any) -> Tensor:
-        return self.floordiv(x, True)
-
-    def __mod__(self: Tensor, x: Any) -> Tensor:
-        return self.mod(x)
-
-    def __rmod__(self: Tensor, x: Any) -> Tensor:
-        return self.mod(x, True)
-
-    def __pow__(self: Tensor, x: Any) -> Tensor:
-        return self.pow(x)
-
-    def __rpow__(self: Tensor, x: Any) -> Tensor:
-        return self.pow(x, True)
-
-    def __neg__(self: Tensor) -> Tensor:
-        return self.neg()
-
     # ---- bitwise and logical ----
-    def bitwise_and(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
-        """self & x (int or bool)."""
-        a, b = self._broadcasted(x, reverse)
-        a._check_int("bitwise_and")
-        return a._alu(Ops.AND, b)
-
-    def bitwise_or(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
-        """self | x (int or bool)."""
-        a, b = self._broadcasted(x, reverse)
-        a._check_int("bitwise_or")
-        return a._alu(Ops.OR, b)
-
-    def bitwise_xor(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
-        """self ^ x (int or bool)."""
-        a, b = self._broadcasted(x, reverse)
-        a._check_int("bitwise_xor")
-        return a._alu(Ops.XOR, b)
-
-    def bitwise_not(self: Tensor) -> Tensor:
-        """~self (logical not for bool)."""
-        self._check_int("bitwise_not")
-        if self.dtype is dtypes.bool:
-            return self.logical_not()
-        return self._alu(Ops.XOR, self._const(-1 if self.dtype in dtypes.sints else self.dtype.max, self.dtype))
-
     def lshift(self: Tensor, x: Any) -> Tensor:
         """self << x (x an int or an int tensor of shift amounts, broadcast; the result keeps self's dtype)."""
         return self._shift(Ops.SHL, x, "lshift")
@@ -325,33 +251,6 @@ class ElementwiseMixin(TensorFields):
         """not self, as bool."""
         b = self.cast(dtypes.bool)
         return b._alu(Ops.CMPNE, b._const(True, dtypes.bool))
-
-    def __and__(self: Tensor, x: Any) -> Tensor:
-        return self.bitwise_and(x)
-
-    def __rand__(self: Tensor, x: Any) -> Tensor:
-        return self.bitwise_and(x, True)
-
-    def __or__(self: Tensor, x: Any) -> Tensor:
-        return self.bitwise_or(x)
-
-    def __ror__(self: Tensor, x: Any) -> Tensor:
-        return self.bitwise_or(x, True)
-
-    def __xor__(self: Tensor, x: Any) -> Tensor:
-        return self.bitwise_xor(x)
-
-    def __rxor__(self: Tensor, x: Any) -> Tensor:
-        return self.bitwise_xor(x, True)
-
-    def __invert__(self: Tensor) -> Tensor:
-        return self.bitwise_not()
-
-    def __lshift__(self: Tensor, x: Any) -> Tensor:
-        return self.lshift(x)
-
-    def __rshift__(self: Tensor, x: Any) -> Tensor:
-        return self.rshift(x)
 
     # in-place forms write the result into this tensor (and whatever it views), as tinygrad's
     def __iadd__(self: Tensor, x: Any) -> Tensor:
@@ -385,44 +284,13 @@ class ElementwiseMixin(TensorFields):
         return self.assign(self.rshift(x))
 
     # ---- comparisons ----
-    def __lt__(self: Tensor, x: Any) -> Tensor:
-        return self._binop(Ops.CMPLT, x)
-
-    def __gt__(self: Tensor, x: Any) -> Tensor:
-        return self._binop(Ops.CMPLT, x, True)
-
-    def __le__(self: Tensor, x: Any) -> Tensor:
-        a, b = self._broadcasted(x)
-        # not (b < a) would be True for NaN
-        return a._alu(Ops.CMPLT, b)._alu(Ops.OR, a._alu(Ops.CMPEQ, b))
-
-    def __ge__(self: Tensor, x: Any) -> Tensor:
-        a, b = self._broadcasted(x)
-        return b._alu(Ops.CMPLT, a)._alu(Ops.OR, a._alu(Ops.CMPEQ, b))
-
     def __eq__(self: Tensor, x: Any) -> Tensor:
         return self._binop(Ops.CMPEQ, x)
 
     def __ne__(self: Tensor, x: Any) -> Tensor:
         return self._binop(Ops.CMPNE, x)
 
-    def eq(self: Tensor, x: Any) -> Tensor:
-        """Elementwise ==."""
-        return self._binop(Ops.CMPEQ, x)
-
-    def ne(self: Tensor, x: Any) -> Tensor:
-        """Elementwise !=."""
-        return self._binop(Ops.CMPNE, x)
-
     # ---- unary math ----
-    def exp2(self: Tensor) -> Tensor:
-        """2 ** self."""
-        return self._float()._alu(Ops.EXP2)
-
-    def log2(self: Tensor) -> Tensor:
-        """log2(self)."""
-        return self._float()._alu(Ops.LOG2)
-
     def exp(self: Tensor) -> Tensor:
         """e ** self."""
         return self._float().mul(1 / math.log(2)).exp2()
@@ -431,14 +299,6 @@ class ElementwiseMixin(TensorFields):
         """Natural log."""
         return self.log2().mul(math.log(2))
 
-    def sqrt(self: Tensor) -> Tensor:
-        """Square root."""
-        return self._float()._alu(Ops.SQRT)
-
-    def reciprocal(self: Tensor) -> Tensor:
-        """1 / self."""
-        return self._float()._alu(Ops.RECIPROCAL)
-
     def rsqrt(self: Tensor) -> Tensor:
         """1 / sqrt(self)."""
         return self.sqrt().reciprocal()
@@ -446,10 +306,6 @@ class ElementwiseMixin(TensorFields):
     def square(self: Tensor) -> Tensor:
         """self * self."""
         return self.mul(self)
-
-    def sin(self: Tensor) -> Tensor:
-        """sin(self)."""
-        return self._float()._alu(Ops.SIN)
 
     def cos(self: Tensor) -> Tensor:
         """cos(self), as sin(pi/2 - self)."""
@@ -532,10 +388,6 @@ class ElementwiseMixin(TensorFields):
     def clamp(self: Tensor, min_: Any = None, max_: Any = None) -> Tensor:
         """Same as clip."""
         return self.clip(min_, max_)
-
-    def trunc(self: Tensor) -> Tensor:
-        """Round toward zero."""
-        return self._alu(Ops.TRUNC) if dtypes.is_float(self.dtype) else self
 
     def floor(self: Tensor) -> Tensor:
         """Round toward -inf."""

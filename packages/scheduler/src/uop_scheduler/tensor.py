@@ -16,13 +16,13 @@ from uopir import DType, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8
 
 from .activations import ActivationMixin
 from .call_values import IN_PLACE, written_slots
+from .composite_math import CompositeMathMixin
 from .elementwise import ElementwiseMixin
 from .errors import JitError, ShapeError, TensorRuntimeError, TensorTypeError
 from .gradient import GradientMixin, graph_holders, index_constants, requires_grad_tensors
 from .identity import IdentitySet
 from .indexing import IndexingMixin
 from .losses import LossMixin
-from .math_ops import MathMixin
 from .multi import ShardedTensor, shard
 from .nn_ops import NNMixin
 from .random import RandomMixin
@@ -91,7 +91,7 @@ def _norm_dtype(dtype: Any) -> DType | None:
     return None if dtype is None else to_dtype(dtype)
 
 
-class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, ReduceMixin, TensorMovementMixin, IndexingMixin, NNMixin, LossMixin, RandomMixin,
+class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin, TensorMovementMixin, IndexingMixin, NNMixin, LossMixin, RandomMixin,
              GradientMixin):
     """A lazy n-dimensional array on a device.
 

@@ -34,6 +34,7 @@ from uopir.dtypes import (
 from uopir.errors import CallError, DTypeError, GraphError, RewriteError, SpecError, SymbolicError, UOpIRError
 from uopir.floatconv import bf16_bits_to_float, float_to_bf16, float_to_bf16_bits, float_to_fp16
 from uopir.interp import exec_alu
+from uopir.operators import OperatorMixin
 from uopir.ops import AxisType, GroupOp, Ops
 from uopir.render import pretty_print, print_uops
 from uopir.renderer import AMDOpenCLRenderer, CRenderer, Renderer
@@ -54,7 +55,7 @@ __all__ = [
     "sum_acc_dtype", "can_lossless_cast", "truncate", "float_to_fp8", "fp8_to_float", "float_to_bf16", "float_to_bf16_bits",
     "bf16_bits_to_float", "float_to_fp16",
     # graphs
-    "Ops", "GroupOp", "AxisType", "UOp", "ParamArg", "CallInfo", "KernelInfo", "ProgramInfo", "OPAQUE_CALL_BODIES", "resolve",
+    "Ops", "GroupOp", "AxisType", "UOp", "OperatorMixin", "ParamArg", "CallInfo", "KernelInfo", "ProgramInfo", "OPAQUE_CALL_BODIES", "resolve",
     "ssimplify", "sym_infer",
     "exec_alu",
     # rewriting and symbolic

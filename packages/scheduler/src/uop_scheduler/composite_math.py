@@ -36,8 +36,9 @@ def _with_sign_of(x: Tensor, magnitude: Tensor) -> Tensor:
     return (x < 0).where(magnitude.neg(), magnitude)
 
 
-class MathMixin(TensorFields):
-    """Inverse trigonometric / hyperbolic functions and other elementwise math of Tensor."""
+class CompositeMathMixin(TensorFields):
+    """Inverse trigonometric / hyperbolic functions and other elementwise math of Tensor, composed of the ops in
+    elementwise.py."""
 
     __slots__ = ()
 
