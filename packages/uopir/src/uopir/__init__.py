@@ -2,6 +2,7 @@
 
 from uopir.args import OPAQUE_CALL_BODIES, CallInfo, KernelInfo, ParamArg, ProgramInfo
 from uopir.codegen import (
+    IMAGE_CHANNEL,
     CodegenError,
     OperandPack,
     Opt,
@@ -9,9 +10,11 @@ from uopir.codegen import (
     apply_opts,
     gpu_heuristic_opts,
     heuristic_opts,
+    image_params,
     kernel_form,
     kernel_name,
     linearize,
+    lower_images,
     operand_packs,
     to_program,
 )
@@ -19,6 +22,7 @@ from uopir.dtypes import (
     AddrSpace,
     ConstType,
     DType,
+    ImageDType,
     PtrDType,
     can_lossless_cast,
     dtypes,
@@ -37,7 +41,7 @@ from uopir.interp import exec_alu
 from uopir.operators import OperatorMixin
 from uopir.ops import AxisType, GroupOp, Ops
 from uopir.render import pretty_print, print_uops
-from uopir.renderer import AMDOpenCLRenderer, CRenderer, Renderer
+from uopir.renderer import AMDOpenCLRenderer, CRenderer, OpenCLProgram, Renderer
 from uopir.rewrite import PatternMatcher, UPat, graph_rewrite
 from uopir.shapes import prod
 from uopir.spec import spec_kernel, spec_program, spec_shared, spec_tensor, type_verify
@@ -51,7 +55,7 @@ __all__ = [
     "__version__",
     "prod",
     # dtypes
-    "AddrSpace", "ConstType", "DType", "PtrDType", "dtypes", "to_dtype", "least_upper_dtype", "least_upper_float", "strong_dtype",
+    "AddrSpace", "ConstType", "DType", "ImageDType", "PtrDType", "dtypes", "to_dtype", "least_upper_dtype", "least_upper_float", "strong_dtype",
     "sum_acc_dtype", "can_lossless_cast", "truncate", "float_to_fp8", "fp8_to_float", "float_to_bf16", "float_to_bf16_bits",
     "bf16_bits_to_float", "float_to_fp16",
     # graphs
@@ -66,7 +70,7 @@ __all__ = [
     # kernel codegen and renderers
     "Opt", "OptOps", "apply_opts", "heuristic_opts", "gpu_heuristic_opts", "kernel_name", "kernel_form", "linearize", "to_program",
     "OperandPack", "operand_packs",
-    "Renderer", "CRenderer", "AMDOpenCLRenderer", "CodegenError",
+    "Renderer", "CRenderer", "AMDOpenCLRenderer", "OpenCLProgram", "CodegenError", "IMAGE_CHANNEL", "image_params", "lower_images",
     # errors
     "UOpIRError", "DTypeError", "GraphError", "CallError", "RewriteError", "SpecError", "SymbolicError",
 ]

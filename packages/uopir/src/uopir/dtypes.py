@@ -152,6 +152,49 @@ class PtrDType(DType):
         raise DTypeError(f"cannot make a pointer to the pointer {self}")
 
 
+class ImageDType(PtrDType):
+    """A global pointer to `height * width * 4` half or float elements stored as a 2-D RGBA image (a texture a kernel
+    reads through its sampler, or writes texel by texel): element `i` is channel `i % 4` of texel `i // 4`, texel `t`
+    is at (x, y) = (t % width, t // width). A kernel PARAM of this dtype opts into the image path of renderers that
+    have one (`Renderer.supports_images`; `uopir.codegen.lower_images` turns its loads and stores into texel reads
+    and writes). How a device lays the rows out in memory (their pitch) is the device's business."""
+
+    __slots__ = ("height", "width")
+
+    #: channels per texel
+    CHANNELS = 4
+    #: sides of at most this many texels (the A6XX texture descriptor's 15-bit width and height fields)
+    MAX_SIDE = (1 << 15) - 1
+
+    def __init__(self, base: DType, height: int, width: int):
+        if base not in (dtypes.float16, dtypes.float32):
+            raise DTypeError(f"an image holds half or float channels, not {base}")
+        if not (0 < height <= self.MAX_SIDE and 0 < width <= self.MAX_SIDE):
+            raise DTypeError(f"an image of {height} x {width} texels does not fit a texture descriptor (1..{self.MAX_SIDE} per side)")
+        object.__setattr__(self, "height", height)
+        object.__setattr__(self, "width", width)
+        super().__init__(base, AddrSpace.GLOBAL, height * width * self.CHANNELS, 1)
+
+    def __reduce__(self) -> tuple:
+        return ImageDType, (self.base, self.height, self.width)
+
+    def __repr__(self) -> str:
+        return f"dtypes.image{'h' if self.base == dtypes.float16 else 'f'}({self.height}, {self.width})"
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one row's texels (without any padding a device puts between rows)."""
+        return self.width * self.CHANNELS * self.base.itemsize
+
+    def scalar(self) -> ImageDType:
+        return self
+
+    def vec(self, count: int) -> PtrDType:
+        if count != 1:
+            raise DTypeError(f"cannot vectorize the image {self}")
+        return self
+
+
 class DTypes:
     """The namespace of every scalar dtype (`dtypes.float32`, `dtypes.int`, ...) and dtype predicates."""
 
@@ -202,6 +245,16 @@ class DTypes:
     ints = uints + sints
     weaks = (weakint, weakfloat)
     all = floats + ints + (bool,)  # noqa: A003
+
+    @staticmethod
+    def imagef(height: int, width: int) -> ImageDType:
+        """A float (RGBA float32) image of `height` x `width` texels."""
+        return ImageDType(DTypes.float32, height, width)
+
+    @staticmethod
+    def imageh(height: int, width: int) -> ImageDType:
+        """A half (RGBA float16) image of `height` x `width` texels."""
+        return ImageDType(DTypes.float16, height, width)
 
     @staticmethod
     def is_float(dt: DType) -> bool:

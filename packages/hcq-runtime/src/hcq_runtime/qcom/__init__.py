@@ -3,15 +3,16 @@
 `QCOMDevice` drives `QCOM` (/dev/kgsl-3d0) and `MOCKQCOM` (`MockKGSL`: a mock driver whose command processor parses
 the real packet stream and runs each dispatch's kernel, compiled from the same OpenCL C by the host C compiler); it is
 an hcq2 `QueueDevice`, so `run_linear` batches its calls into linked submits. Kernels opt into the IMAGE path with
-`ImageDType` PARAMs (`imagef` / `imageh`): they read textures and write UAVs, and their buffers are allocated with
-the image as the allocation option (rows at the driver's pitch).
+`uopir.ImageDType` PARAMs (`uopir.dtypes.imagef` / `imageh`): uopir lowers their accesses to texel reads and writes,
+the renderer writes them as read_image / write_image, and their buffers are allocated with the image as the
+allocation option (rows at the driver's pitch, `pitch(image)`).
 """
 
 from . import image, kgsl, packets
 from .cl_compiler import CLCompiler
 from .device import TIMESTAMP_DIVIDER, ImageMemory, LinkedCommands, QCOMAllocator, QCOMDevice, QCOMProgram, Signal, open_kgsl, ticks_to_us
 from .errors import GPUFaultError, KGSLError, MalformedPacketError, QCOMError, UnsupportedGPUError
-from .image import ImageArg, ImageDType, image_pitch, imagef, imageh
+from .image import ImageArg, image_nbytes, image_pitch, imagef, imageh, pitch
 from .mock_compiler import MockQCOMCompiler, build_lib
 from .mock_gpu import Dispatch, MockCP, StateLoad, check_image_descriptor
 from .mock_kgsl import MockKGSL
@@ -24,7 +25,7 @@ __all__ = [
     "CLCompiler", "MockQCOMCompiler", "build_lib",
     "TIMESTAMP_DIVIDER", "ImageMemory", "LinkedCommands", "QCOMAllocator", "QCOMDevice", "QCOMProgram", "Signal", "open_kgsl", "ticks_to_us",
     "GPUFaultError", "KGSLError", "MalformedPacketError", "QCOMError", "UnsupportedGPUError",
-    "ImageArg", "ImageDType", "image_pitch", "imagef", "imageh",
+    "ImageArg", "image_nbytes", "image_pitch", "imagef", "imageh", "pitch",
     "Dispatch", "MockCP", "StateLoad", "check_image_descriptor", "MockKGSL",
     "QCOMProgramInfo", "parse_lib", "HostCopyQueue", "Image", "QCOMComputeQueue", "layout_kernargs", "QCOMRenderer",
 ]

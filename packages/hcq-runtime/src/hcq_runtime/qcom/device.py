@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from uopir import ImageDType
 
 from ..allocator import LRUAllocator
 from ..compiler import Compiler
@@ -32,7 +33,7 @@ from ..hcq2.submitter import SubmitCode
 from . import kgsl
 from .cl_compiler import CLCompiler
 from .errors import QCOMError, UnsupportedGPUError
-from .image import ImageDType, pitched_rows, split_image_table
+from .image import image_nbytes, pitch, pitched_rows, split_image_table
 from .mock_compiler import MockQCOMCompiler
 from .mock_kgsl import MockKGSL
 from .program import BUFTYPE_BUF, BUFTYPE_TEX, QCOMProgramInfo, parse_lib
@@ -82,7 +83,7 @@ class LinkedCommands:
 
 @dataclass
 class ImageMemory(GPUMemory):
-    """The GPU memory of an image: `image.height` rows `image.pitch` bytes apart."""
+    """The GPU memory of an image: `image.height` rows `pitch(image)` bytes apart."""
 
     image: ImageDType | None = None
 
@@ -99,7 +100,7 @@ class QCOMAllocator(LRUAllocator[GPUMemory]):
         if isinstance(options, ImageDType):
             if nbytes != options.height * options.row_bytes:
                 raise AllocationError(f"{nbytes} bytes are not the {options.height * options.row_bytes} bytes of {options!r}")
-            mem = self.device.gpu_alloc(options.nbytes)
+            mem = self.device.gpu_alloc(image_nbytes(options))
             return ImageMemory(mem.va, mem.size, mem.handle, mem.view, options)
         return self.device.gpu_alloc(nbytes)
 
@@ -402,7 +403,7 @@ def bind_images(info: QCOMProgramInfo, addresses: Sequence[Word]) -> tuple[list[
             buffers.append(address)
             continue
         image = next(geometry).image
-        bound = Image(address, image.height, image.width, image.base.itemsize, image.pitch)  # type: ignore[arg-type]
+        bound = Image(address, image.height, image.width, image.base.itemsize, pitch(image))  # type: ignore[arg-type]
         (textures if kind == BUFTYPE_TEX else uavs).append(bound)
     return buffers, textures, uavs
 

@@ -1,9 +1,9 @@
 """Images of the QCOM IMAGE path: a buffer stored as a 2-D RGBA image (`height` x `width` texels of 4 half or float
 channels), read through the texture unit and written as a UAV.
 
-`ImageDType` is both the dtype of a kernel PARAM that opts into the image path (the QCOM renderer then reads it with
-read_image{f,h} and writes it with write_image{f,h}) and the allocation option that makes `QCOMAllocator` lay the
-buffer out with the row pitch Qualcomm's OpenCL driver uses. The image arguments of a kernel travel from the rendered
+`uopir.ImageDType` is both the dtype of a kernel PARAM that opts into the image path (the QCOM renderer then reads it
+with read_image{f,h} and writes it with write_image{f,h}) and the allocation option that makes `QCOMAllocator` lay
+the buffer out with the row pitch Qualcomm's OpenCL driver uses (`pitch`, `image_nbytes`). The image arguments of a kernel travel from the rendered
 source to the program library as a small table (`with_image_table`, `split_image_table`), which the dispatch reads
 to write the descriptors.
 """
@@ -16,14 +16,12 @@ import struct
 from dataclasses import dataclass
 
 import numpy as np
-from uopir import AddrSpace, DType, PtrDType, dtypes
+from uopir import ImageDType, dtypes
 
 from .errors import QCOMError
 from .program import next_power2, round_up
 
-CHANNELS = 4
-#: a width or height field of the A6XX texture constant holds 15 bits
-MAX_SIDE = 1 << 15
+CHANNELS = ImageDType.CHANNELS
 #: "// qcom-image <argument> <read|write> <half|float> <height> <width>": one line per image argument of a kernel
 IMAGE_LINE = re.compile(r"^// qcom-image (\d+) (read|write) (half|float) (\d+) (\d+)$", re.MULTILINE)
 TABLE_MAGIC = b"UOPIMAGE"
@@ -42,50 +40,20 @@ def image_pitch(height: int, width: int, itemsize: int) -> int:
     return round_up(width * CHANNELS * itemsize, 1 << pitchalign) + ((1 << pitchalign) if padded else 0)
 
 
-class ImageDType(PtrDType):
-    """A global pointer to `height * width * 4` half or float elements stored as a 2-D RGBA image; element `i` is
-    channel `i % 4` of texel `i // 4`, texel `t` is at (x, y) = (t % width, t // width)."""
-
-    __slots__ = ("height", "width")
-
-    def __init__(self, base: DType, height: int, width: int):
-        if base not in (dtypes.float16, dtypes.float32):
-            raise QCOMError(f"an image holds half or float channels, not {base}")
-        if not (0 < height < MAX_SIDE and 0 < width < MAX_SIDE):
-            raise QCOMError(f"an image of {height} x {width} texels does not fit the texture descriptor (1..{MAX_SIDE - 1} per side)")
-        object.__setattr__(self, "height", height)
-        object.__setattr__(self, "width", width)
-        super().__init__(base, AddrSpace.GLOBAL, height * width * CHANNELS, 1)
-
-    def __reduce__(self) -> tuple:
-        return ImageDType, (self.base, self.height, self.width)
-
-    def __repr__(self) -> str:
-        return f"image{'h' if self.base == dtypes.float16 else 'f'}(({self.height}, {self.width}))"
-
-    @property
-    def row_bytes(self) -> int:
-        """Bytes of one row's texels (without the pitch padding)."""
-        return self.width * CHANNELS * self.base.itemsize
-
-    @property
-    def pitch(self) -> int:
-        return image_pitch(self.height, self.width, self.base.itemsize)
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes the image occupies in GPU memory (every row at its pitch)."""
-        return self.pitch * self.height
+def pitch(image: ImageDType) -> int:
+    """Bytes from one row of `image` to the next in QCOM memory (the driver's layout, `image_pitch`)."""
+    return image_pitch(image.height, image.width, image.base.itemsize)
 
 
-def imagef(height: int, width: int) -> ImageDType:
-    """A float (FMT6_32_32_32_32_FLOAT) image."""
-    return ImageDType(dtypes.float32, height, width)
+def image_nbytes(image: ImageDType) -> int:
+    """Bytes `image` occupies in QCOM memory (every row at its pitch)."""
+    return pitch(image) * image.height
 
 
-def imageh(height: int, width: int) -> ImageDType:
-    """A half (FMT6_16_16_16_16_FLOAT) image."""
-    return ImageDType(dtypes.float16, height, width)
+#: a float (FMT6_32_32_32_32_FLOAT) image: `uopir.dtypes.imagef`
+imagef = dtypes.imagef
+#: a half (FMT6_16_16_16_16_FLOAT) image: `uopir.dtypes.imageh`
+imageh = dtypes.imageh
 
 
 @dataclass(frozen=True)
@@ -134,4 +102,4 @@ def split_image_table(lib: bytes) -> tuple[bytes, tuple[ImageArg, ...]]:
 
 def pitched_rows(view: np.ndarray, image: ImageDType) -> np.ndarray:
     """The (height, row_bytes) texel bytes inside a uint8 `view` of the image's GPU memory (rows `pitch` apart)."""
-    return np.lib.stride_tricks.as_strided(view, (image.height, image.row_bytes), (image.pitch, 1), writeable=True)
+    return np.lib.stride_tricks.as_strided(view, (image.height, image.row_bytes), (pitch(image), 1), writeable=True)

@@ -13,7 +13,8 @@ from uopir.uop import UOp
 from ..renderer.base import Renderer
 from .decompose import decompose
 from .gpudims import add_gpu_dims, launch_dims
-from .kernel import REDUCE_AXES, axis_type, buffer_access, buffer_params, kernel_ranges, kernel_stores, kernel_variables
+from .images import image_params, lower_images
+from .kernel import REDUCE_AXES, CodegenError, axis_type, buffer_access, buffer_params, kernel_ranges, kernel_stores, kernel_variables
 from .linearize import linearize
 from .opts import Opt, apply_opts, gpu_heuristic_opts, heuristic_opts
 
@@ -58,7 +59,13 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | tuple[Opt, ...] |
     optimized = decompose(apply_opts(lowered, opts, tensor_cores), renderer.code_for_op)
     if renderer.global_dims:
         optimized = add_gpu_dims(optimized, renderer.local_size)
-    linear = linearize(lower_kernel(optimized), lane_sums=renderer.lane_sums)
+    kernel = lower_kernel(optimized)
+    if image_params(kernel):
+        if not renderer.supports_images:
+            raise CodegenError(f"kernel {name} reads or writes images (ImageDType PARAMs), which the {renderer.device or type(renderer).__name__} "
+                               "renderer has no image path for")
+        kernel = lower_kernel(lower_images(kernel))
+    linear = linearize(kernel, lane_sums=renderer.lane_sums)
     global_size, local_size = launch_dims(linear)
     source = renderer.render(name, linear)
     info = ProgramInfo(name, globals=tuple(p.arg.slot for p in params), vars=tuple(variables), outs=access.outs, ins=access.ins,

@@ -2,6 +2,6 @@
 
 from .base import Renderer
 from .cstyle import CRenderer
-from .opencl import AMDOpenCLRenderer
+from .opencl import AMDOpenCLRenderer, OpenCLProgram
 
-__all__ = ["AMDOpenCLRenderer", "CRenderer", "Renderer"]
+__all__ = ["AMDOpenCLRenderer", "CRenderer", "OpenCLProgram", "Renderer"]

@@ -18,7 +18,9 @@ class Renderer:
     tensor_cores: the matrix units (`uopir.codegen.tc.TensorCore`) the TC opt may use; packed_operand_bytes: when
     nonzero, a reduce kernel that reads a large operand across its rows reads a copy packed in runs of this many bytes
     (`uopir.codegen.packing`; the scheduler makes the copies); lane_sums: it renders CUSTOM(LANE_SUMS) statements
-    (the lanes of n accumulators added at once, see `uopir.codegen.linearize`).
+    (the lanes of n accumulators added at once, see `uopir.codegen.linearize`); supports_images: it renders the texel
+    reads (LOAD of a vector from an image INDEX), channel picks (CUSTOM(IMAGE_CHANNEL)) and texel writes (STORE of a
+    STACK) `uopir.codegen.images` lowers image PARAMs' accesses to.
     """
 
     device: str = ""
@@ -32,6 +34,8 @@ class Renderer:
     tensor_cores: tuple = ()
     packed_operand_bytes: int = 0
     lane_sums: bool = False
+    #: it renders texel reads and writes of `ImageDType` PARAMs (see `uopir.codegen.images`)
+    supports_images: bool = False
 
     def supported_dtypes(self) -> frozenset[DType]:
         """Every dtype a kernel on this target can use: the native ones and the emulated ones (tinygrad's method)."""

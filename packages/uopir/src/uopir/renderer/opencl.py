@@ -49,7 +49,7 @@ class AMDOpenCLRenderer(CRenderer):
         self.tensor_cores: tuple[TensorCore, ...] = RDNA3_TENSOR_CORES if arch.startswith("gfx11") else ()
 
     def render(self, name: str, linear: list[UOp]) -> str:
-        return _OpenCLProgram(self, name, linear).render()
+        return OpenCLProgram(self, name, linear).render()
 
     def opencl_vector(self, dt: DType) -> str:
         """The OpenCL vector type of `dt` (bfloat16 lanes as their bits)."""
@@ -90,8 +90,10 @@ class AMDOpenCLRenderer(CRenderer):
         return f"{pragma}{helpers}\n__kernel void {name}({', '.join(params)}) {{\n" + "\n".join(body) + "\n}\n"
 
 
-class _OpenCLProgram(_CProgram):
-    """The C program writer plus the tensor-core nodes (STACK and WMMA)."""
+class OpenCLProgram(_CProgram):
+    """The C program writer plus the tensor-core nodes (STACK and WMMA). Public so renderers of OpenCL dialects can add
+    the nodes they render (the QCOM renderer: image texel reads and writes): its `render_node(node)` writes one node of
+    the linear program with `line`, `fresh` and the `names` of the nodes before it."""
 
     r: AMDOpenCLRenderer
 
