@@ -442,3 +442,40 @@ def test_a_graph_with_call_outputs_is_walked_once(monkeypatch):
         t.realize()
         np.testing.assert_equal(t.numpy(), (np.arange(4) + k) * 3 + 1)
     assert len(walks) == 3
+
+
+# what a body captures with allow_implicit, as each kind of tensor: a list's buffer, a realized copy, a value not computed
+# yet (b00e2af's single walk stopped at call bodies, so a captured buffer was never made an input: "cannot lower
+# Ops.BUFFER inside a kernel")
+CAPTURED = {
+    "from a list": lambda: Tensor([7, 8, 9]),
+    "realized": lambda: Tensor([7, 8, 9]).contiguous().realize(),
+    "not computed yet": lambda: Tensor([3, 4, 4]) + Tensor([4, 4, 5]),
+}
+
+
+@pytest.mark.parametrize("kind", CAPTURED)
+def test_a_captured_tensor_of_any_kind_is_read_by_the_inlined_body(kind):
+    captured = CAPTURED[kind]()
+    f = function(allow_implicit=True)(lambda a, b: a + b + captured)
+    np.testing.assert_equal(f(Tensor([1, 2, 3]), Tensor([4, 5, 6])).numpy(), [12, 15, 18])
+    np.testing.assert_equal(f(Tensor([1, 1, 1]), captured).numpy(), [15, 17, 19])  # also passed as an argument
+
+
+def test_two_functions_capturing_different_buffers_realize_together():
+    first, second = Tensor([7, 8, 9]), Tensor([7, 8, 10])
+    f = function(allow_implicit=True)(lambda a, b: a + b + first)
+    g = function(allow_implicit=True)(lambda a, b: a + b + second)
+    a, b = Tensor([1, 2, 3]), Tensor([4, 5, 6])
+    c, d = f(a, b), g(a, b)
+    c.realize(d)
+    np.testing.assert_equal(c.numpy(), [12, 15, 18])
+    np.testing.assert_equal(d.numpy(), [12, 15, 19])
+
+
+def test_a_captured_table_indexed_by_a_bound_variable_argument():
+    table = Tensor([10, 20, 30, 40]).contiguous().realize()
+    f = function(allow_implicit=True)(lambda x, pos: x + table[pos])
+    pos = UOp.variable("pos", 0, 3)
+    for value in (0, 3):
+        np.testing.assert_equal(f(Tensor([1, 2, 3]), pos.bind(value)).numpy(), np.array([1, 2, 3]) + 10 * (value + 1))

@@ -25,6 +25,7 @@ from typing import Any
 from hcq_runtime import Device
 from uopir import DType, GroupOp, OperandPack, Ops, UOp, operand_packs
 
+from .call_values import is_value_call
 from .errors import TensorWriteError
 from .rangeify import KernelLowering
 
@@ -90,9 +91,12 @@ MARKED_OPS = frozenset({Ops.BUFFER, Ops.COPY, Ops.AFTER, Ops.BIND, Ops.STORE, Op
 
 def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device: str) -> GraphWalk:
     """Toposort the graph under `targets`, stopping at BUFFERs, at bound variables and at nodes in `leaves` (already
-    realized)."""
+    realized). The body of a value call (`call_with_outputs`, `@function`) is walked too: the passes inline it, so what
+    it reads besides its parameters (a buffer or realized tensor it captured, `allow_implicit`) is an input like any
+    other."""
     sink = UOp.sink(*targets)
     stops: set[UOp] = set()  # the leaves met (each asked once: `leaves` may be a costly container)
+    inlined: set[UOp] = set()  # the bodies of value calls met
 
     def gate(n: UOp) -> bool:
         if n.op in (Ops.BUFFER, Ops.BIND):  # a bound variable is its variable here; its value is passed at run time
@@ -100,7 +104,10 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
         if n in leaves:
             stops.add(n)
             return False
-        return n is sink or n.op is not Ops.SINK  # a hand-written kernel's body is opaque: it is run as it is, not walked
+        if n.op is Ops.CALL and is_value_call(n):
+            inlined.add(n.src[0])
+        # a hand-written kernel's body is opaque: it is run as it is, not walked
+        return n is sink or n.op is not Ops.SINK or n in inlined
 
     order = sink.toposort(gate=gate)
     position: dict[UOp, int] = {}

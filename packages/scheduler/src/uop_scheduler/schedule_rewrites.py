@@ -86,10 +86,13 @@ def parameterise(targets: tuple[UOp, ...], inputs: list[UOp], devices: list[str]
     position) and `live` (nodes of the graph) as in `cached_schedule`."""
     # named: a call body's own PARAMs (inlined below) must not be the same hash-consed nodes as the graph's slots
     subs = {leaf: UOp.param(i, leaf.dtype, leaf.shape_or_none, device, name=_SLOT_NAME) for i, (leaf, device) in enumerate(zip(inputs, devices))}
-    both = UOp.sink(UOp.sink(*targets), UOp.sink(*live)).substitute({**subs, **{b: b.src[0] for b in binds}})
+    slots = {**subs, **{b: b.src[0] for b in binds}}
+    both = UOp.sink(UOp.sink(*targets), UOp.sink(*live)).substitute(slots)
     nodes = _nodes(both.src[0])  # (the live versions are nodes of the targets' graph)
     if any(is_call_output(n) for n in nodes):  # a call's outputs are its inlined values (a precompiled one's in a kernel)
-        both = UOp.sink(*inline_calls(both.src))
+        # substitute does not enter call bodies: what a body reads besides its parameters (a buffer it captured) becomes
+        # its slot once the body is inlined
+        both = UOp.sink(*inline_calls(both.src)).substitute(slots)
         nodes = _nodes(both.src[0])
     own = [n for n in nodes if n.op is Ops.CONTIGUOUS and type(n.arg) is str and n.arg.startswith(OWN_COPY)]
     if own:
