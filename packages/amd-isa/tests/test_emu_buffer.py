@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from amd_isa import assemble_insts
 from amd_isa.emu import Memory, WaveState, run_kernel, run_program
-from amd_isa.emu.buffer import UNIFIED_FORMATS
+from amd_isa.emu.buffer_insts import UNIFIED_FORMATS
 
 CLANG, LLD, LLVM_MC = shutil.which("clang-15"), shutil.which("ld.lld-15"), shutil.which("llvm-mc-15")
 needs_llvm = pytest.mark.skipif(CLANG is None or LLD is None, reason="clang-15 and ld.lld-15 are needed to build the test kernels")

@@ -6,7 +6,7 @@ import pytest
 from amd_isa import AmdIsaError, Inst, decode_one
 from amd_isa.arch import get_arch
 from amd_isa.assembler import assemble_one
-from amd_isa.sampling import sample_corpus
+from amd_isa.instruction_samples import sample_corpus
 from amd_isa.syntax_vector import is_half_operand
 
 # LLVM prints branch offsets unsigned (s_branch 65535); we print them signed (s_branch -1), as the issue asks.

@@ -3,7 +3,7 @@
 import pytest
 from amd_isa import ARCHS, decode, decode_one
 from amd_isa.assembler import assemble_one
-from amd_isa.sampling import sample_corpus
+from amd_isa.instruction_samples import sample_corpus
 
 ARCH_NAMES = sorted(ARCHS)
 

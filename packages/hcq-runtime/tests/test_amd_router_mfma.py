@@ -1,4 +1,4 @@
-"""The MoE router's MFMA kernel (`hcq_runtime.amd.router_mfma`): its code object holds what amd-isa built, its encoding
+"""The MoE router's MFMA kernel (`hcq_runtime.amd.router_mfma_program`): its code object holds what amd-isa built, its encoding
 is llvm-mc's where LLVM 18+ is installed (gfx942: gfx950 needs LLVM 20), and bad requests are DeviceErrors. Its values
 are checked through llm-bench's `router_mfma` (test_llm_router_mfma)."""
 
@@ -7,7 +7,7 @@ import subprocess
 import pytest
 from amd_isa import CodeObject, decode
 from hcq_runtime import DeviceError, router_mfma_program
-from hcq_runtime.amd.router_mfma import code_object, kernel_insts
+from hcq_runtime.amd.router_mfma_program import code_object, kernel_insts
 from llvm_tools import find_llvm_tool
 
 

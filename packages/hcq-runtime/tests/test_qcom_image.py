@@ -22,7 +22,7 @@ from hcq_runtime.qcom import (
 )
 from hcq_runtime.qcom.device import bind_images
 from hcq_runtime.qcom.image import split_image_table, with_image_table
-from hcq_runtime.qcom.program import BUFTYPE_BUF, BUFTYPE_IBO, BUFTYPE_TEX
+from hcq_runtime.qcom.program_lib import BUFTYPE_BUF, BUFTYPE_IBO, BUFTYPE_TEX
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from uopir import AxisType, CodegenError, Ops, UOp, dtypes, to_program

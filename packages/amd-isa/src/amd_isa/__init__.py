@@ -6,8 +6,8 @@ from .assembler import assemble, assemble_insts, assemble_one
 from .codeobject import CodeObject, KernelDescriptor, Symbol
 from .errors import AmdIsaError, AsmError, CodeObjectError, DecodeError, EncodeError, UnknownArchError
 from .inst import Inst, decode, decode_one, iter_decode
+from .instruction_samples import sample_corpus
 from .operands import Lit, Reg, RegFile, Special, Sym
-from .sampling import sample_corpus
 
 __version__ = "0.1.0"
 

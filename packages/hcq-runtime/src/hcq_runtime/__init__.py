@@ -28,8 +28,8 @@ def __getattr__(name: str):
         import importlib
 
         return importlib.import_module(".amd", __name__)
-    if name == "router_mfma_program":  # the MoE router's MFMA kernel (hcq_runtime.amd.router_mfma), built by amd-isa
-        from .amd.router_mfma import router_mfma_program
+    if name == "router_mfma_program":  # the MoE router's MFMA kernel (hcq_runtime.amd.router_mfma_program), built by amd-isa
+        from .amd.router_mfma_program import router_mfma_program
 
         return router_mfma_program
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,11 +5,11 @@ MFMA/SMFMAC matrix cores, DPP/SDWA, buffer and image memory), whole kernels with
 caller's `Memory`.
 """
 
+from .address_space import Memory
+from .dispatch import KernelRun, run_kernel
 from .errors import EmulatorError, MemoryFaultError, UnsupportedInstructionError
-from .kernel import KernelRun, run_kernel
-from .memory import Memory
-from .program import Program, run_program
-from .state import WaveState
+from .run_loop import Program, run_program
+from .wave_state import WaveState
 
 __all__ = ["EmulatorError", "KernelRun", "Memory", "MemoryFaultError", "Program", "UnsupportedInstructionError",
            "WaveState", "run_kernel", "run_program"]

@@ -17,8 +17,8 @@ import numpy as np
 from ..inst import Inst
 from . import fp
 from .errors import unsupported
-from .operands import VGPR_BASE, vector_reader, vector_writer
-from .state import WaveState
+from .operand_access import VGPR_BASE, vector_reader, vector_writer
+from .wave_state import WaveState
 
 Op = Callable[[WaveState], None]
 U32 = np.uint32

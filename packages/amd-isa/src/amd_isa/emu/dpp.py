@@ -11,7 +11,7 @@ import numpy as np
 
 from ..inst import Inst
 from .errors import unsupported
-from .state import DPP_ROW, WaveState
+from .wave_state import DPP_ROW, WaveState
 
 ROW = 16
 

@@ -7,8 +7,8 @@ import numpy as np
 from ..inst import Inst
 from .errors import unsupported
 from .names import canonical
-from .state import WaveState
 from .vmem import _from_registers, _lds_gather, _lds_scatter, _to_registers, atomic_op
+from .wave_state import WaveState
 
 Op = Callable[[WaveState], None]
 

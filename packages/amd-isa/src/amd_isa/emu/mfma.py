@@ -20,8 +20,8 @@ from ..inst import Inst
 from . import fp
 from .errors import unsupported
 from .names import canonical
-from .operands import VGPR_BASE, constant_bits, vector_reader
-from .state import WaveState
+from .operand_access import VGPR_BASE, constant_bits, vector_reader
+from .wave_state import WaveState
 
 Op = Callable[[WaveState], None]
 U32, U64 = np.uint32, np.uint64

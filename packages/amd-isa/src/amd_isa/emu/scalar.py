@@ -13,8 +13,8 @@ from . import fp
 from .errors import EmulatorError, unsupported
 from .fp import f32_to_f16_rtz
 from .names import canonical
-from .operands import scalar_reader
-from .state import WaveState
+from .operand_access import scalar_reader
+from .wave_state import WaveState
 
 M32, M64 = 0xFFFFFFFF, 0xFFFFFFFFFFFFFFFF
 END, BARRIER = -1, -2

@@ -13,8 +13,8 @@ import numpy as np
 
 from ..inst import Inst
 from .errors import unsupported
-from .operands import VGPR_BASE, scalar_reader
-from .state import SDWA_DST_ROW, SDWA_SRC0_ROW, SDWA_SRC1_ROW, VCC_LO, WaveState
+from .operand_access import VGPR_BASE, scalar_reader
+from .wave_state import SDWA_DST_ROW, SDWA_SRC0_ROW, SDWA_SRC1_ROW, VCC_LO, WaveState
 
 U32 = np.uint32
 # SEL values: BYTE_0..3, WORD_0..1, DWORD -> (bit offset, width).

@@ -12,8 +12,8 @@ import numpy as np
 from ..inst import Inst
 from .errors import unsupported
 from .names import canonical
-from .state import WaveState
 from .vmem import _signed, atomic_op
+from .wave_state import WaveState
 
 Op = Callable[[WaveState], None]
 M64 = 0xFFFFFFFFFFFFFFFF

@@ -17,13 +17,13 @@ from collections.abc import Callable
 from ..inst import Inst
 from ..sqtt import encode
 from ..sqtt import packets as P
+from ..sqtt.enums import InstOp, InstOpRDNA4
 from ..sqtt.mapping import SILENT
-from ..sqtt.ops import InstOp, InstOpRDNA4
 from .errors import EmulatorError
 from .names import canonical
-from .program import Program
+from .run_loop import Program
 from .scalar import END
-from .state import WaveState
+from .wave_state import WaveState
 
 
 def _inst_op(inst: Inst) -> InstOp | None:

@@ -15,10 +15,10 @@ from .dpp import compile_dpp
 from .errors import unsupported
 from .mfma import compile_accvgpr
 from .names import canonical
-from .operands import VGPR_BASE, dtype_of, vector_reader, vector_writer, with_modifiers
+from .operand_access import VGPR_BASE, dtype_of, vector_reader, vector_writer, with_modifiers
 from .sdwa import compile_sdwa
-from .state import VCC_LO, WaveState
 from .valu_ops import FLOAT_OPS, FLOAT_SUFFIXES, INT_OPS
+from .wave_state import VCC_LO, WaveState
 
 Op = Callable[[WaveState], int | None]
 U32 = np.uint32

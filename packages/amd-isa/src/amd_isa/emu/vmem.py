@@ -13,8 +13,8 @@ from ..inst import Inst
 from .errors import MemoryFaultError, unsupported
 from .fp import f32_to_bf16
 from .names import canonical
-from .operands import PRIVATE_APERTURE_HI, SHARED_APERTURE_HI
-from .state import WaveState
+from .operand_access import PRIVATE_APERTURE_HI, SHARED_APERTURE_HI
+from .wave_state import WaveState
 
 Op = Callable[[WaveState], None]
 U32, U64 = np.uint32, np.uint64

@@ -10,10 +10,10 @@ from . import fp
 from .errors import unsupported
 from .mfma import compile_accvgpr, compile_mfma
 from .names import canonical, canonical_name
-from .operands import VGPR_BASE, constant_bits, vector_reader, vector_writer
-from .state import VCC_LO, WaveState
+from .operand_access import VGPR_BASE, constant_bits, vector_reader, vector_writer
 from .valu_ops import FLOAT_OPS, INT_OPS
 from .vector import semantic
+from .wave_state import VCC_LO, WaveState
 from .wmma import compile_wmma
 
 Op = Callable[[WaveState], None]

@@ -20,8 +20,8 @@ from ..inst import Inst
 from . import fp
 from .errors import unsupported
 from .names import canonical
-from .operands import VGPR_BASE, constant_bits
-from .state import WaveState
+from .operand_access import VGPR_BASE, constant_bits
+from .wave_state import WaveState
 
 Op = Callable[[WaveState], None]
 U16, U32, F16, F32 = np.uint16, np.uint32, np.float16, np.float32

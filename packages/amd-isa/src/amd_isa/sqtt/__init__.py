@@ -9,10 +9,10 @@ from . import packets
 from .cli import add_sqtt_command, run_sqtt
 from .decoder import check_stream, decode, stream_layout
 from .encoder import encode
+from .enums import AluSrc, InstOp, InstOpCDNA, InstOpRDNA4, MemSrc, op_name
 from .errors import SqttArchError, SqttCodeObjectError, SqttDecodeError, SqttEncodeError, SqttError, SqttMapError
 from .layouts import LAYOUT_TYPES, LAYOUTS, PACKET_TYPES, layout_of
 from .mapping import CodeText, InstructionInfo, code_map, map_insts
-from .ops import AluSrc, InstOp, InstOpCDNA, InstOpRDNA4, MemSrc, op_name
 from .packets import Field, Packet
 from .printing import NOISE, InstRow, format_inst_table, format_packet, inst_rows, is_noise, packet_lines, packet_record, print_packets
 from .timeline import issue_cycles, trace_events, write_timeline

@@ -20,9 +20,9 @@ from ..errors import CodeObjectError, DecodeError
 from ..inst import Inst, decode_one
 from . import packets as P
 from .decoder import decode
+from .enums import InstOp, InstOpRDNA4, op_name
 from .errors import SqttCodeObjectError, SqttMapError
 from .layouts import layout_of
-from .ops import InstOp, InstOpRDNA4, op_name
 
 # instructions the hardware retires without an SQTT packet
 #: instructions that issue no SQTT packet

@@ -16,8 +16,8 @@ from enum import IntEnum
 from operator import itemgetter
 from typing import Any, ClassVar
 
+from .enums import AluSrc, InstOp, InstOpCDNA, InstOpRDNA4, MemSrc, op_name
 from .errors import SqttEncodeError
-from .ops import AluSrc, InstOp, InstOpCDNA, InstOpRDNA4, MemSrc, op_name
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from .image import ImageArg, image_nbytes, image_pitch, imagef, imageh, pitch
 from .mock_compiler import MockQCOMCompiler, build_lib
 from .mock_gpu import Dispatch, MockCP, StateLoad, check_image_descriptor
 from .mock_kgsl import MockKGSL
-from .program import QCOMProgramInfo, parse_lib
+from .program_lib import QCOMProgramInfo, parse_lib
 from .queue import HostCopyQueue, Image, QCOMComputeQueue, layout_kernargs
 from .renderer import QCOMRenderer
 

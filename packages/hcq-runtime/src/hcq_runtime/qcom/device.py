@@ -36,7 +36,7 @@ from .errors import QCOMError, UnsupportedGPUError
 from .image import image_nbytes, pitch, pitched_rows, split_image_table
 from .mock_compiler import MockQCOMCompiler
 from .mock_kgsl import MockKGSL
-from .program import BUFTYPE_BUF, BUFTYPE_TEX, QCOMProgramInfo, parse_lib
+from .program_lib import BUFTYPE_BUF, BUFTYPE_TEX, QCOMProgramInfo, parse_lib
 from .queue import HostCopyQueue, Image, QCOMComputeQueue
 from .renderer import QCOMRenderer
 

@@ -19,7 +19,7 @@ import numpy as np
 from uopir import ImageDType, dtypes
 
 from .errors import QCOMError
-from .program import next_power2, round_up
+from .program_lib import next_power2, round_up
 
 CHANNELS = ImageDType.CHANNELS
 #: "// qcom-image <argument> <read|write> <half|float> <height> <width>": one line per image argument of a kernel

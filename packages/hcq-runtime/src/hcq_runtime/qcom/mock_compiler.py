@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..compiler import CCompiler, Compiler
 from ..errors import CompileError
-from . import program as layout
+from . import program_lib as layout
 from .image import image_args, with_image_table
 
 SHIM_VERSION = 3  # bump when the shim or the entry changes: cached libraries of older versions must not be served

@@ -18,7 +18,7 @@ from ..hcq2.cmdbuf import CommandBuffer, Sym, Word, link, qword
 from ..hcq2.hwqueue import HWQueue
 from . import packets as pk
 from .errors import QCOMError
-from .program import QCOMProgramInfo
+from .program_lib import QCOMProgramInfo
 
 #: each dispatch's arguments start at a multiple of this many bytes of the data area (and the data area after the commands)
 KERNARGS_ALIGN = 0x100

@@ -9,19 +9,19 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from ..inst import Inst, decode
-from .buffer import compile_buffer
+from .address_space import Memory
+from .buffer_insts import compile_buffer
 from .ds import compile_ds
 from .errors import EmulatorError, UnsupportedInstructionError, unsupported
-from .image import compile_image
-from .memory import Memory
+from .image_insts import compile_image
 from .mfma import compile_mfma
 from .names import canonical
 from .scalar import BARRIER, END, SOPP_NOPS, compile_sop1, compile_sop2, compile_sopc, compile_sopk, compile_sopp
 from .smem import compile_smem
-from .state import WaveState
 from .vector import compile_valu
 from .vmem import compile_vmem
 from .vop3p import compile_vop3p, compile_vopd
+from .wave_state import WaveState
 
 Op = Callable[[WaveState], int | None]
 DEFAULT_MAX_STEPS = 50_000_000

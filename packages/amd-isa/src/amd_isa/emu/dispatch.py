@@ -11,12 +11,12 @@ import numpy as np
 from ..arch import arch_of
 from ..codeobject import CodeObject, KernelDescriptor
 from ..inst import decode
+from .address_space import Memory
 from .errors import EmulatorError
-from .memory import Memory
-from .program import DEFAULT_MAX_STEPS, Program, run_wave
+from .run_loop import DEFAULT_MAX_STEPS, Program, run_wave
 from .scalar import END
-from .state import WaveState
 from .trace import Tracer
+from .wave_state import WaveState
 
 # compute_pgm_rsrc2 bits (LLVM AMDGPUUsage, "compute_pgm_rsrc2").
 RSRC2_WGID_X, RSRC2_WG_INFO, RSRC2_VGPR_WORKITEM_SHIFT = 7, 10, 11

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .errors import UnsupportedInstructionError
-from .state import N_VGPRS, WaveState
+from .wave_state import N_VGPRS, WaveState
 
 Reader = Callable[[WaveState], object]
 Writer = Callable[[WaveState, object], None]

@@ -22,9 +22,9 @@ import numpy as np
 from ..inst import Inst
 from .errors import EmulatorError, unsupported
 from .names import canonical
-from .operands import scalar_reader
-from .state import WaveState
+from .operand_access import scalar_reader
 from .vmem import _from_registers, _load_kind, _scratch_gather, _scratch_scatter, _to_registers, compile_atomic, compile_load_to_lds
+from .wave_state import WaveState
 
 Op = Callable[[WaveState], None]
 U32, U64 = np.uint32, np.uint64

@@ -19,10 +19,10 @@ from collections.abc import Callable
 import numpy as np
 
 from ..inst import Inst
-from .buffer import DATA_FORMATS, UNIFIED_FORMATS, decode_components, encode_components
+from .buffer_insts import DATA_FORMATS, UNIFIED_FORMATS, decode_components, encode_components
 from .errors import EmulatorError, unsupported
 from .names import canonical
-from .state import WaveState
+from .wave_state import WaveState
 
 Op = Callable[[WaveState], None]
 U32, U64 = np.uint32, np.uint64
