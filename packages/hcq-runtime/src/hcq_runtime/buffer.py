@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .device import Device, canonicalize
-from .errors import AllocationError
+from .errors import AllocationError, DeviceError
 
 _UNSIGNED_BY_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
@@ -38,6 +38,12 @@ def numpy_dtype(dtype: Any) -> np.dtype:
     if fmt:
         return np.dtype(fmt)
     return np.dtype(_UNSIGNED_BY_SIZE[dtype.itemsize])
+
+
+def check_copy(dest: Buffer, src: Buffer) -> None:
+    """Refuse a copy between buffers of different sizes (every copy, eager, staged or linked, moves whole buffers)."""
+    if dest.nbytes != src.nbytes:
+        raise DeviceError(f"copy of {src.nbytes} bytes into a buffer of {dest.nbytes} bytes")
 
 
 class Buffer:
@@ -126,6 +132,12 @@ class Buffer:
         if self.nbytes:
             self.allocator.copyin(self.opaque, mv)
         return self
+
+    def copy_from(self, src: Buffer) -> Buffer:
+        """Copy `src`'s bytes (the same number) into this buffer through host memory: the host's copy between any two
+        devices' buffers."""
+        check_copy(self, src)
+        return self.copyin(src.as_bytes())
 
     def as_bytes(self) -> bytearray:
         """A host copy of the buffer's bytes."""

@@ -22,7 +22,7 @@ from typing import Any
 
 from uopir import Ops, UOp
 
-from .buffer import Buffer
+from .buffer import Buffer, check_copy
 from .buffer_registry import buffer_for, device_for_call, strip_after
 from .cpu import CPUDevice, load_shared_object
 from .debug import counters, debug_level
@@ -103,8 +103,7 @@ def _array(ctype: Any, values: Sequence[int]) -> Any:
     return (ctype * max(len(values), 1))(*values)
 
 
-
-def _value(arg: UOp, var_vals: dict[str, int]) -> int:
+def _value(arg: UOp, var_vals: Mapping[str, int]) -> int:
     if arg.op is Ops.CONST:
         return int(arg.arg)
     if arg.op is Ops.BIND:
@@ -116,7 +115,7 @@ def _value(arg: UOp, var_vals: dict[str, int]) -> int:
     raise DeviceError(f"a scalar call argument must be a CONST, BIND or variable, got {arg.op.name}")
 
 
-def _variable_value(var: UOp, args: tuple[UOp, ...], var_vals: dict[str, int]) -> int:
+def _variable_value(var: UOp, args: tuple[UOp, ...], var_vals: Mapping[str, int]) -> int:
     if var.op is Ops.PARAM:  # a scalar formal argument: its value is the call's argument at that slot
         return _value(args[var.arg.slot], var_vals)
     name = var.arg[0]
@@ -126,17 +125,6 @@ def _variable_value(var: UOp, args: tuple[UOp, ...], var_vals: dict[str, int]) -
         if a.op is Ops.BIND and a.expr == name:
             return _value(a, var_vals)
     raise DeviceError(f"variable {name} has no value: bind it or pass it in var_vals")
-
-
-def _check_copy(dest: Buffer, src: Buffer) -> None:
-    if dest.nbytes != src.nbytes:
-        raise DeviceError(f"copy of {src.nbytes} bytes into a buffer of {dest.nbytes} bytes")
-
-
-def copy_through_host(dest: Buffer, src: Buffer) -> None:
-    """Copy `src`'s bytes into `dest` (of the same size) through host memory."""
-    _check_copy(dest, src)
-    dest.copyin(src.as_bytes())
 
 
 def _call_parts(call: UOp) -> tuple[UOp, tuple[UOp, ...]]:
@@ -164,7 +152,7 @@ class HostRunner(Runner):
         start = time.perf_counter()
         if body.op is Ops.COPY:
             dest, src = buffer_for(args[0]), buffer_for(args[1])
-            copy_through_host(dest, src)
+            dest.copy_from(src)
             counters.copies += 1
             label = f"copy {src.nbytes} bytes {src.device} -> {dest.device}"
         else:
@@ -289,7 +277,7 @@ class _Linker:
         first_buf, first_val = len(self.bufs), len(self.vals)
         if body.op is Ops.COPY:
             dest, src = self.address(args[0]), self.address(args[1])
-            _check_copy(dest, src)
+            check_copy(dest, src)
             self.steps += [_COPY, 0, 1, first_buf, first_val, dest.nbytes]
             self.n_steps += 1
             self.n_copies += 1

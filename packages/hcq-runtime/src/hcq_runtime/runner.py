@@ -25,6 +25,7 @@ from .buffer_registry import buffer_for, device_for_call, strip_after
 from .device import Device
 from .errors import DeviceError
 from .kernel_cache import compile_calls
+from .lanes import split_lanes
 
 
 class LinkedPart:
@@ -105,8 +106,6 @@ def runner_for(call: UOp) -> Runner:
 
 
 def _lanes(linear: UOp, what: str) -> list[UOp]:
-    from .lanes import split_lanes  # noqa: PLC0415
-
     if linear.op is not Ops.LINEAR:
         raise DeviceError(f"{what} takes a LINEAR of CALLs, got {linear.op.name}")
     return [lane for call in linear.src for lane in split_lanes(call)]

@@ -25,11 +25,10 @@ from typing import Any
 import numpy as np
 from uopir import Ops, UOp
 
-from ..buffer import Buffer
+from ..buffer import Buffer, check_copy
 from ..buffer_registry import bind_buffer, buffer_for, strip_after
 from ..debug import counters, debug_level
 from ..errors import DeviceError
-from ..host import copy_through_host
 from ..runner import LinkedPart, Runner
 from . import staging
 from .encode import Described, EncodedBatch, describe, encode, encode_launch, enqueue_target, queue_device
@@ -63,8 +62,7 @@ def to_tuple(device: str | tuple[str, ...]) -> tuple[str, ...]:
 
 def copy_host(dest: Buffer, src: Buffer) -> None:
     """A copy the queues cannot do alone: staged when exactly one side is a queue device, else through the host."""
-    if dest.nbytes != src.nbytes:
-        raise DeviceError(f"copy of {src.nbytes} bytes into a buffer of {dest.nbytes} bytes")
+    check_copy(dest, src)
     dst_dev, src_dev = queue_device(dest.device), queue_device(src.device)
     if dst_dev is not None and src_dev is None:
         staging.copy_in(dst_dev, dest.ensure_allocated().address, memoryview(src.as_bytes()))
@@ -73,7 +71,7 @@ def copy_host(dest: Buffer, src: Buffer) -> None:
         staging.copy_out(src_dev, memoryview(out), src.ensure_allocated().address)
         dest.copyin(out)
     else:
-        copy_through_host(dest, src)
+        dest.copy_from(src)
 
 
 def _host_step(call: UOp) -> None:
