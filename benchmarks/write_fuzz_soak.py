@@ -26,13 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from write_fuzz import generate, run  # noqa: E402
 
 
-def run_chunk(job: tuple[int, int, int]) -> tuple[list[tuple[int, str]], list[tuple[int, str, str]]]:
+def run_chunk(job: tuple[int, int, int, bool]) -> tuple[list[tuple[int, str]], list[tuple[int, str, str]]]:
     """Run seeds [start, start + count) in this process: (mismatches as (seed, report), crashes as (seed, kind, report))."""
-    start, count, ops = job
+    start, count, ops, calls = job
     mismatches: list[tuple[int, str]] = []
     crashes: list[tuple[int, str, str]] = []
     for seed in range(start, start + count):
-        program = generate(seed, ops)
+        program = generate(seed, ops, calls)
         try:
             found = run(program)
         except Exception as e:  # a crash is a finding too: numpy ran the same statement without one
@@ -49,6 +49,8 @@ def main() -> int:
     ap.add_argument("-n", "--programs", type=int, default=10_000, help="how many programs to run (default 10000)")
     ap.add_argument("--start", type=int, default=0, help="the first seed (default 0)")
     ap.add_argument("--ops", type=int, default=14, help="statements per program after the first tensor (default 14)")
+    ap.add_argument("--calls", action="store_true", help="programs also compute values by @function calls (with arguments, "
+                    "with captured tensors, precompiled)")
     ap.add_argument("--show", type=int, default=3, help="print this many failing programs in full (default 3)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: one per core)")
     ap.add_argument("--chunk", type=int, default=500, help="programs per worker process (default 500): each chunk runs in a "
@@ -58,7 +60,8 @@ def main() -> int:
         ap.error("--programs, --jobs and --chunk must be at least 1")
 
     t0 = time.perf_counter()
-    jobs = [(s, min(args.chunk, args.start + args.programs - s), args.ops) for s in range(args.start, args.start + args.programs, args.chunk)]
+    jobs = [(s, min(args.chunk, args.start + args.programs - s), args.ops, args.calls)
+            for s in range(args.start, args.start + args.programs, args.chunk)]
     mismatches: list[tuple[int, str]] = []
     crashes: list[tuple[int, str, str]] = []
     shown = done = 0
@@ -84,7 +87,7 @@ def main() -> int:
     if crashes:
         print("crashing seeds:", " ".join(str(s) for s, _, _ in crashes[:50]))
     print(json.dumps({"bench": "write_fuzz_soak", "metric": "mismatching_programs", "value": len(mismatches) + len(crashes), "unit": "programs",
-                      "programs": args.programs, "first_seed": args.start, "ops": args.ops, "mismatches": len(mismatches),
+                      "programs": args.programs, "first_seed": args.start, "ops": args.ops, "calls": args.calls, "mismatches": len(mismatches),
                       "crashes": len(crashes), "seconds": round(elapsed, 1), "peer": "numpy", "peer_value": 0, "ratio": None}))
     return 1 if mismatches or crashes else 0
 

@@ -3,8 +3,9 @@
 A program is a list of statements over names t0, t1, ...; each statement has a Tensor spelling and a numpy spelling
 with the same meaning (numpy's views are the oracle for aliasing: a slice, transpose, flip, reshape that numpy can do
 without a copy, detach and expand are views; arithmetic, reductions, clone and contiguous are values). Writes (`+=`,
-`*=`, `assign`, `t[idx] = x`) go through any writable handle; realizes and reads happen at random points. At the end
-every live handle must hold numpy's values.
+`*=`, `assign`, `t[idx] = x`) go through any writable handle; with `calls`, values also come from calls (`@function`,
+with arguments, with a tensor the body captures, or precompiled); realizes and reads happen at random points. At the end every live
+handle must hold numpy's values.
 
 `generate(seed)` makes one program from a seed, `generate_from(chooser)` from any source of choices (a `random.Random`,
 or `HypothesisChooser` so hypothesis can shrink a failing program); `run(program)` executes it and returns the first
@@ -85,9 +86,10 @@ class HypothesisChooser:
 
 
 class _Gen:
-    def __init__(self, chooser: Chooser, seed: int, n_ops: int):
+    def __init__(self, chooser: Chooser, seed: int, n_ops: int, calls: bool = False):
         self.r = chooser
         self.n_ops = n_ops
+        self.calls = calls
         self.dtype = self.r.choice(["float32", "float32", "int32"])
         self.prog = Program(seed, self.dtype)
         self.handles: list[Handle] = []
@@ -286,6 +288,27 @@ class _Gen:
             else:
                 self.emit(f"{h.name}[0] = {self.scalar()}")
 
+    def op_call(self) -> None:
+        """A value computed by a call (`@function`): from its arguments, from an argument and a tensor the body captures
+        (`allow_implicit`: the schedule must read what the inlined body reads), or in a kernel of its own (precompiled).
+        Not of 0-d handles: numpy's arithmetic on 0-d arrays gives scalars, which the program could not write to."""
+        h = self.pick(axes=True)
+        if h is None:
+            return self.op_new()
+        other = self.pick(shape=h.shape)
+        o = other.name if other is not None else self.scalar()
+        sym = self.r.choice(["+", "-", "*"])
+        kind = self.r.randrange(3)
+        name = self.new_name(h.shape, True)
+        if kind == 0:
+            self.emit(f"{name} = function(lambda a, b: a {sym} b)({h.name}, {h.name if other is None else o})",
+                      f"{name} = {h.name} {sym} {h.name if other is None else o}")
+        elif kind == 1:
+            self.emit(f"{name} = function(allow_implicit=True)(lambda a: a {sym} {o})({h.name})", f"{name} = {h.name} {sym} {o}")
+        else:
+            c = self.scalar()
+            self.emit(f"{name} = function(precompile=True)(lambda a: a * 2 {sym} {c})({h.name})", f"{name} = {h.name} * 2 {sym} {c}")
+
     def op_realize(self) -> None:
         if not self.handles:
             return
@@ -304,20 +327,21 @@ class _Gen:
     def generate(self) -> Program:
         self.op_new()
         ops = [self.op_new, self.op_value, self.op_value, self.op_view, self.op_view, self.op_view, self.op_write, self.op_write,
-               self.op_write, self.op_realize]
+               self.op_write, self.op_realize, *([self.op_call] if self.calls else [])]
         for _ in range(self.n_ops):
             self.r.choice(ops)()
         return self.prog
 
 
-def generate(seed: int, n_ops: int = 14) -> Program:
-    """One random program (deterministic in `seed`)."""
-    return _Gen(random.Random(seed), seed, n_ops).generate()
+def generate(seed: int, n_ops: int = 14, calls: bool = False) -> Program:
+    """One random program (deterministic in `seed`); `calls`: values also come from `@function` calls (the suite's
+    programs have them; the soak script's `--calls`)."""
+    return _Gen(random.Random(seed), seed, n_ops, calls).generate()
 
 
-def generate_from(chooser: Chooser, n_ops: int = 14) -> Program:
+def generate_from(chooser: Chooser, n_ops: int = 14, calls: bool = False) -> Program:
     """One program made of `chooser`'s choices (its seed is reported as -1)."""
-    return _Gen(chooser, -1, n_ops).generate()
+    return _Gen(chooser, -1, n_ops, calls).generate()
 
 
 def _np_reshape_view(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -347,10 +371,10 @@ class Mismatch:
 
 def run(program: Program) -> Mismatch | None:
     """Execute `program` on Tensor and numpy; the first difference, or None."""
-    from uop_scheduler import Tensor
+    from uop_scheduler import Tensor, function
     from uopir import dtypes
 
-    tenv: dict = {"Tensor": Tensor, "np": np, "dtypes": dtypes}
+    tenv: dict = {"Tensor": Tensor, "np": np, "dtypes": dtypes, "function": function}
     nenv: dict = {"np": np, "_np_reshape_view": _np_reshape_view}
     found: list[Mismatch] = []
 

@@ -479,3 +479,54 @@ def test_a_captured_table_indexed_by_a_bound_variable_argument():
     pos = UOp.variable("pos", 0, 3)
     for value in (0, 3):
         np.testing.assert_equal(f(Tensor([1, 2, 3]), pos.bind(value)).numpy(), np.array([1, 2, 3]) + 10 * (value + 1))
+
+
+@pytest.mark.parametrize("first", ["writer", "call"])
+def test_a_captured_version_overwritten_later_keeps_its_value_for_the_call(first):
+    # found by the write fuzzer with calls (seed 27): the call's output looked like a buffer version to live_reads, so
+    # the version its body captured was not kept when a later write overwrote it in place
+    base = Tensor.full((3, 4), 3, dtype=dtypes.int32)
+    captured = base.maximum(base)
+    captured += base.contiguous()  # 6
+    base.realize()
+    out = function(allow_implicit=True)(lambda a: a + captured)(base)  # 3 + 6
+    captured.assign(out * 2)  # 18, in place
+    reads = {"writer": captured, "call": out}
+    order = [reads[first], reads["call" if first == "writer" else "writer"]]
+    values = [t.numpy() for t in order]
+    expected = {"writer": np.full((3, 4), 18), "call": np.full((3, 4), 9)}
+    np.testing.assert_equal(values[0], expected[first])
+    np.testing.assert_equal(values[1], expected["call" if first == "writer" else "writer"])
+
+
+def test_a_body_capturing_a_written_version_reads_it_as_an_input():
+    # found by the write fuzzer with calls (seeds 2 and 126): inlining the calls of a schedule also inlined the call
+    # inside a realized version the body captured (a write of a call's output), so that input was not the same node any
+    # more and its write ran again on an unparameterised buffer (IndexError / "cannot lower Ops.BUFFER")
+    x = Tensor(np.array([1, 9, -2, 7], np.float32))
+    square = function(lambda a, b: a * b)(x, x)
+    x[...] = square
+    copy = x.clone()
+    diff = function(allow_implicit=True)(lambda a: a - x)(copy)
+    np.testing.assert_equal([x.numpy(), square.numpy(), copy.numpy()], [[1, 81, 4, 49]] * 3)
+    np.testing.assert_equal(diff.numpy(), [0, 0, 0, 0])
+
+    base = Tensor(np.array([5, 3, -1, 6], np.int32)).realize()
+    doubled = function(precompile=True)(lambda a: a * 2 + 1)(base)
+    doubled += doubled
+    zero = function(allow_implicit=True)(lambda a: a - doubled)(doubled)
+    np.testing.assert_equal([base.numpy(), doubled.numpy()], [[5, 3, -1, 6], [22, 14, -2, 26]])
+    np.testing.assert_equal(zero.numpy(), [0, 0, 0, 0])
+
+
+def test_a_write_reading_its_old_version_through_a_calls_realized_argument():
+    # found by the write fuzzer with calls (seed 2160): the call's argument, realized after the call was made, is an
+    # input of its own shape (2, 2, 3) holding the written buffer (12,); the write read it from the copy of the old
+    # version taken without that shape, so only its first index counted
+    x = np.array([3, 3, 8, -2, 8, 6, 9, 0, 8, 3, -2, 6], np.float32).reshape((2, 2, 3))
+    t = Tensor(x) * 1
+    doubled = function(lambda a, b: a + b)(t, t)
+    t.realize()
+    t += doubled
+    np.testing.assert_equal(t.numpy(), 3 * x)
+    np.testing.assert_equal(doubled.numpy(), 2 * x)

@@ -9,6 +9,8 @@ one gradient per argument (None allowed).
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 from uopir import Ops, UOp
 
 from .errors import SchedulerError
@@ -91,10 +93,11 @@ def inlined_value(u: UOp) -> UOp:
     return ret.contiguous() if call.arg.precompile else ret
 
 
-def inline_calls(roots: tuple[UOp, ...]) -> tuple[UOp, ...]:
+def inline_calls(roots: tuple[UOp, ...], stop: Container[UOp] = ()) -> tuple[UOp, ...]:
     """`roots` with every call output replaced by its inlined value, level by level: a call made inside another call's
-    body is reached once the outer call is inlined."""
-    while outs := [n for n in UOp.sink(*roots).toposort(gate=lambda n: n.op is not Ops.CALL) if is_call_output(n)]:
+    body is reached once the outer call is inlined. Nodes in `stop` are left as they are, with what is under them (a
+    schedule's inputs: their values exist already)."""
+    while outs := [n for n in UOp.sink(*roots).toposort(gate=lambda n: n.op is not Ops.CALL and n not in stop) if is_call_output(n)]:
         mapping: dict[UOp, UOp] = {}
         for o in outs:  # sources first: an output whose arguments hold other calls sees them inlined already
             mapping[o] = inlined_value(o).substitute(mapping) if mapping else inlined_value(o)

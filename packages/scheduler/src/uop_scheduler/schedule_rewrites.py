@@ -92,7 +92,7 @@ def parameterise(targets: tuple[UOp, ...], inputs: list[UOp], devices: list[str]
     if any(is_call_output(n) for n in nodes):  # a call's outputs are its inlined values (a precompiled one's in a kernel)
         # substitute does not enter call bodies: what a body reads besides its parameters (a buffer it captured) becomes
         # its slot once the body is inlined
-        both = UOp.sink(*inline_calls(both.src)).substitute(slots)
+        both = UOp.sink(*inline_calls(both.src, slots)).substitute(slots)
         nodes = _nodes(both.src[0])
     own = [n for n in nodes if n.op is Ops.CONTIGUOUS and type(n.arg) is str and n.arg.startswith(OWN_COPY)]
     if own:
@@ -205,7 +205,9 @@ def _write_kernel(ctx: _Kernelize, st: UOp, self_read: bool) -> UOp:
     versions = {r for r in _reads(value) if canon(r) is canon(old)} | {old}
     if self_read:
         copy = ctx.copy_of(old)
-        value = _replace_reads(value, dict.fromkeys(versions, copy))
+        # each read of the old version in its own shape: an input holding the same buffer may be another node's (a
+        # realized value a call captured is (2, 2, 3) where the buffer's slot is (12,))
+        value = _replace_reads(value, {r: copy if r.shape == copy.shape else copy.reshape(r.shape) for r in versions})
     reads = _reads(value)
     leaves = {r: 0 if r in versions else i + 1 for i, r in enumerate(reads)}
     lowering = KernelLowering(leaves, 0)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from hcq_runtime import bind_buffer, buffer_for
 from uopir import GroupOp, Ops, UOp, dtypes
 
-from .call_values import is_kernel_output
+from .call_values import is_call_output, is_kernel_output
 from .errors import TensorRuntimeError
 from .identity import IdentitySet
 from .realizer import before_capture, done, version_of
@@ -224,7 +224,9 @@ def write(target: Tensor, value: Tensor) -> None:
 
 def live_reads(exclude: set[int]) -> set[UOp]:
     """The buffer versions that live tensors (other than those with ids in `exclude`) read: the BUFFERs and AFTERs in
-    their graphs (not looking into the writes under an AFTER: a write's own inputs are read when it runs)."""
+    their graphs (not looking into the writes under an AFTER: a write's own inputs are read when it runs). A call's
+    output not computed yet is no version: its value reads what its arguments and its body read (a tensor the body
+    captured is read when the call's value is)."""
     out: set[UOp] = set()
     seen: set[UOp] = set()
     for t in list(all_tensors):
@@ -241,10 +243,10 @@ def _versions_read(u: UOp, seen: set[UOp]) -> Iterator[UOp]:
         if n in seen:
             continue
         seen.add(n)
-        if n.op in (Ops.BUFFER, Ops.AFTER) or n in done:
+        if n in done or n.op is Ops.BUFFER or (n.op is Ops.AFTER and not is_call_output(n)):
             yield version_of(n)
         else:
-            stack.extend(n.src)
+            stack.extend(n.src[1].src if n.op is Ops.AFTER else n.src)  # a call output: its call's body and arguments
 
 
 def co_readers(targets: list[Tensor]) -> list[Tensor]:
