@@ -90,6 +90,7 @@ class _Gen:
         self.r = chooser
         self.n_ops = n_ops
         self.calls = calls
+        self.jits: dict[tuple[int, ...], str] = {}
         self.dtype = self.r.choice(["float32", "float32", "int32"])
         self.prog = Program(seed, self.dtype)
         self.handles: list[Handle] = []
@@ -309,6 +310,24 @@ class _Gen:
             c = self.scalar()
             self.emit(f"{name} = function(precompile=True)(lambda a: a * 2 {sym} {c})({h.name})", f"{name} = {h.name} * 2 {sym} {c}")
 
+    def op_jit(self) -> None:
+        """A value computed by a TinyJit function, one per shape, called again at later statements: its first calls
+        run eagerly and capture, the later ones replay the captured kernels over the new inputs."""
+        h = self.pick(axes=True)
+        if h is None or not all(h.shape):  # an empty tensor runs no kernels: nothing to capture (TinyJit refuses)
+            return self.op_new()
+        others = [o for o in self.handles if o.shape == h.shape and o is not h]
+        if not others:
+            return self.op_new()
+        other = self.r.choice(others)
+        jit = self.jits.get(h.shape)
+        if jit is None:
+            jit = self.jits[h.shape] = f"j{len(self.jits)}"
+            self.emit(f"{jit} = TinyJit(lambda a, b: a * 2 - b)", f"{jit} = None")
+        name = self.new_name(h.shape, True)
+        # clones: two inputs in one buffer are refused (duplicate inputs), and each call's inputs are fresh buffers
+        self.emit(f"{name} = {jit}({h.name}.clone(), {other.name}.clone())", f"{name} = {h.name} * 2 - {other.name}")
+
     def op_realize(self) -> None:
         if not self.handles:
             return
@@ -327,7 +346,7 @@ class _Gen:
     def generate(self) -> Program:
         self.op_new()
         ops = [self.op_new, self.op_value, self.op_value, self.op_view, self.op_view, self.op_view, self.op_write, self.op_write,
-               self.op_write, self.op_realize, *([self.op_call] if self.calls else [])]
+               self.op_write, self.op_realize, *([self.op_call, self.op_jit, self.op_jit] if self.calls else [])]
         for _ in range(self.n_ops):
             self.r.choice(ops)()
         return self.prog
@@ -371,10 +390,10 @@ class Mismatch:
 
 def run(program: Program) -> Mismatch | None:
     """Execute `program` on Tensor and numpy; the first difference, or None."""
-    from uop_scheduler import Tensor, function
+    from uop_scheduler import JitError, Tensor, TinyJit, function
     from uopir import dtypes
 
-    tenv: dict = {"Tensor": Tensor, "np": np, "dtypes": dtypes, "function": function}
+    tenv: dict = {"Tensor": Tensor, "np": np, "dtypes": dtypes, "function": function, "TinyJit": TinyJit}
     nenv: dict = {"np": np, "_np_reshape_view": _np_reshape_view}
     found: list[Mismatch] = []
 
@@ -399,7 +418,12 @@ def run(program: Program) -> Mismatch | None:
             except Exception:
                 break
             return Mismatch(program, "-", f"numpy raised {type(e).__name__} ({e}) but Tensor ran {tcode!r}", None, None)
-        exec(tcode, tenv)
+        try:
+            exec(tcode, tenv)
+        except JitError as e:
+            if "duplicate inputs" in str(e):
+                break  # two arguments that are one buffer (clones of equal graphs are one node): TinyJit refuses, as documented
+            raise
         if found:
             return found[0]
     for name in program.names:

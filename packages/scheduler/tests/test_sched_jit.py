@@ -564,3 +564,17 @@ def test_a_capture_plans_each_graph_structure_once(monkeypatch):
         np.testing.assert_allclose(jitted(Tensor(x)).numpy(), want, rtol=1e-5, atol=1e-5)
     assert len(built) <= 2  # the layers' graph (and at most one more for the first layer's input)
     assert len(schedule.cached_schedules()) == cached
+
+
+def test_two_inputs_in_one_buffer_are_refused_like_one_tensor_twice():
+    # found by the write fuzzer with TinyJit calls: f(x.contiguous(), x.contiguous()) passes two tensor objects over one
+    # buffer; the capture recorded kernels reading it once, and replays with two distinct inputs read the wrong one
+    f = TinyJit(lambda a, b: a * 2 - b)
+    x = Tensor(np.arange(6, dtype=np.float32)).realize()
+    with pytest.raises(JitError, match="same buffer"):
+        f(x.contiguous(), x.contiguous())
+    with pytest.raises(JitError, match="same buffer"):
+        f(x[:3], x[3:])  # views of one buffer
+    for k in range(4):  # distinct buffers still capture and replay
+        a, b = Tensor(np.full(6, k, np.float32)).realize(), Tensor(np.arange(6, dtype=np.float32)).realize()
+        np.testing.assert_equal(f(a, b).numpy(), 2 * k - np.arange(6))

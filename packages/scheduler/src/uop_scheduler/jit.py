@@ -89,6 +89,20 @@ def _input_tensors(fn: Callable[..., Any], args: tuple, kwargs: dict) -> tuple[l
     return tensors, tuple(p for p, _ in found)
 
 
+def _check_distinct_buffers(inputs: list[Tensor], paths: tuple) -> None:
+    """Refuse two inputs in one buffer (two tensors over the same storage, or views of one buffer): a capture would
+    record kernels reading that buffer once, and a replay with distinct inputs would read the wrong one (as tinygrad,
+    "duplicate inputs to JIT")."""
+    seen: dict[int, tuple] = {}
+    for path, t in zip(paths, inputs):
+        base = t.uop.base
+        if base.op is not Ops.BUFFER:
+            continue
+        if (other := seen.setdefault(id(buffer_for(base)), path)) is not path:
+            raise JitError(f"TinyJit inputs {_where(other)} and {_where(path)} are in the same buffer (duplicate inputs to JIT): "
+                           "pass it once, or pass a .clone()")
+
+
 def _where(path: tuple) -> str:
     return str(path[0]) + "".join(f"[{p!r}]" for p in path[1:])
 
@@ -286,6 +300,7 @@ class TinyJit(Generic[ReturnType]):
         inputs, paths = _input_tensors(self.fn, args, kwargs)
         if inputs:
             inputs[0].realize(*inputs[1:])
+            _check_distinct_buffers(inputs, paths)
         if self.captured is not None:
             if paths != self.captured.paths:
                 raise JitError(f"TinyJit inputs changed place: captured with tensors at {', '.join(map(_where, self.captured.paths)) or 'none'}, "
