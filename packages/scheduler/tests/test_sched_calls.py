@@ -530,3 +530,19 @@ def test_a_write_reading_its_old_version_through_a_calls_realized_argument():
     t += doubled
     np.testing.assert_equal(t.numpy(), 3 * x)
     np.testing.assert_equal(doubled.numpy(), 2 * x)
+
+
+def test_a_captured_pending_write_reading_a_call_output_is_an_input_of_the_call():
+    # found by the write fuzzer with calls and jits (seed 1910): a closed-over tensor with a pending write whose value
+    # reads another call's output was not taken as an input computed before the call (the PARAMs inside that call's body
+    # looked like the trace's placeholders), so lifting the captured t3 rewrote a copy of the write into the body, which
+    # ran again when t7 was read
+    t0 = Tensor(np.array([8, -1, 8, 4, -4, -1, 4, 9, 5, 8, -4, 7], np.float32).reshape((3, 4))).contiguous()
+    t1 = t0.detach()
+    t0[...] = 2.0
+    t3 = (t1.clone() * 2 - t0.clone()).realize()
+    t4 = function(allow_implicit=True)(lambda a: a + t3)(t3)
+    t0 += t4
+    t7 = function(allow_implicit=True)(lambda a: a + t0)(t3)
+    np.testing.assert_equal([t0.numpy(), t1.numpy(), t3.numpy(), t4.numpy()], [np.full((3, 4), v) for v in (6, 6, 2, 4)])
+    np.testing.assert_equal(t7.numpy(), np.full((3, 4), 8))

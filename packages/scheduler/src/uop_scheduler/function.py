@@ -206,7 +206,7 @@ def _lift_pending(values: tuple[UOp, ...], n_args: int, params: set[UOp]) -> tup
     for t in list(all_tensors):
         u = t.uop
         if u in nodes and u not in params and u not in found and ((st := storage_of(u)) is None or st.op is not Ops.BUFFER):
-            graph = u.toposort()
+            graph = u.toposort(enter_calls=False)  # (a call's body has PARAMs of its own: they are no placeholders)
             if any(n.op is Ops.BUFFER for n in graph) and not any(n.op is Ops.PARAM or n in params for n in graph):
                 found[u] = t
     return _lift(values, n_args, found)
