@@ -1,5 +1,6 @@
 """Small kernel ASTs and call builders the runtime tests share (importable from every test: `tests` is on pytest's path)."""
 
+from hcq_runtime import LANE_VARIABLE
 from uopir import Ops, UOp, dtypes
 
 
@@ -16,6 +17,14 @@ def prefix(n: int) -> UOp:
     length = UOp.variable("len", 1, n)
     i = UOp.range(n, 0)
     return UOp.sink(out.index(i).store((i < length).where(a.index(i).load(), -1.0)).end(i))
+
+
+def lane_kernel(n: int) -> UOp:
+    """out[i] = a[i] * 2 + _device_num (which lane of a multi-device call this is)."""
+    out, a = (UOp.param(s, dtypes.float32.ptr(n)) for s in range(2))
+    lane = UOp.variable(LANE_VARIABLE, 0, 7)
+    i = UOp.range(n, 0)
+    return UOp.sink(out.index(i).store(a.index(i).load() * 2.0 + lane.cast(dtypes.float32)).end(i))
 
 
 def call(body: UOp, *args: UOp) -> UOp:

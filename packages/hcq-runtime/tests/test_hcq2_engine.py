@@ -6,10 +6,10 @@ the compute and copy queues of one batch are honoured."""
 
 import numpy as np
 import pytest
-from hcq_runtime import LANE_VARIABLE, AMDCompiler, CompileError, Device, buffer_for, hcq2, lane_buffers, link_linear, run_linear
+from hcq_runtime import AMDCompiler, CompileError, Device, buffer_for, hcq2, lane_buffers, link_linear, run_linear
 from hcq_runtime.amd import QueueHangError
 from hcq_runtime.hcq2 import COMPUTE, COPY, PatchKind
-from kernel_asts import call, linear, prefix, scale_add
+from kernel_asts import call, lane_kernel, linear, prefix, scale_add
 from uopir import Ops, UOp, dtypes
 
 try:
@@ -225,14 +225,6 @@ def test_a_batch_stuck_behind_lost_work_reports_a_hang():
     run_linear(linear(call(scale_add(N, 2.0), new(device=name), new(device=name), new(device=name))))
     with pytest.raises(QueueHangError, match=r"waited 20 ms .*COMPUTE queue .*stalled at WAIT_REG_MEM"):
         dev.synchronize(timeout_ms=20)
-
-
-def lane_kernel(n: int) -> UOp:
-    """out[i] = a[i] * 2 + _device_num (which lane this is)"""
-    out, a = (UOp.param(s, dtypes.float32.ptr(n)) for s in range(2))
-    lane = UOp.variable(LANE_VARIABLE, 0, 7)
-    i = UOp.range(n, 0)
-    return UOp.sink(out.index(i).store(a.index(i).load() * 2.0 + lane.cast(dtypes.float32)).end(i))
 
 
 def test_a_call_on_a_device_tuple_runs_one_lane_per_device(rng):

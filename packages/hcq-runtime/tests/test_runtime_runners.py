@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from hcq_runtime import LANE_VARIABLE, AMDCompiler, CompileError, DeviceError, buffer_for, lane_buffers, link_linear, run_linear, runner_for
+from hcq_runtime import AMDCompiler, CompileError, DeviceError, buffer_for, lane_buffers, link_linear, run_linear, runner_for
 from hcq_runtime.hcq2 import QUEUE_RUNNER, HCQError, QueueSteps
 from hcq_runtime.host import HOST_RUNNER, HostBatch
-from kernel_asts import call, linear, scale_add
+from kernel_asts import call, lane_kernel, linear, scale_add
 from uopir import Ops, UOp, dtypes
 
 N = 16
@@ -48,14 +48,6 @@ def test_copies_need_equal_sizes_run_or_linked():
         run_linear(lin)
     with pytest.raises(DeviceError, match=f"copy of {4 * N} bytes into a buffer of {8 * N} bytes"):
         link_linear(lin)
-
-
-def lane_kernel(n: int) -> UOp:
-    """out[i] = a[i] * 2 + _device_num (which lane this is)"""
-    out, a = (UOp.param(s, dtypes.float32.ptr(n)) for s in range(2))
-    lane = UOp.variable(LANE_VARIABLE, 0, 7)
-    i = UOp.range(n, 0)
-    return UOp.sink(out.index(i).store(a.index(i).load() * 2.0 + lane.cast(dtypes.float32)).end(i))
 
 
 def test_lanes_of_host_devices_run_and_link_with_their_index_as_a_constant(rng):

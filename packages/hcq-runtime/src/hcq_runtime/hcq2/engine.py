@@ -74,11 +74,17 @@ def copy_host(dest: Buffer, src: Buffer) -> None:
         dest.copy_from(src)
 
 
-def _host_step(call: UOp) -> None:
-    """A copy the queues cannot make alone (see `copy_host`)."""
+def _host_copy(call: UOp) -> UOp:
+    """`call`, which the queues cannot enqueue: it must be a copy (a host kernel belongs to the host runner)."""
     call = strip_after(call)
     if call.src[0].op is not Ops.COPY:
         raise HCQError(f"the queue runner got a call it cannot enqueue: {call.src[0].op.name} on the host")
+    return call
+
+
+def _host_step(call: UOp) -> None:
+    """A copy the queues cannot make alone (see `copy_host`)."""
+    call = _host_copy(call)
     copy_host(buffer_for(call.src[1]), buffer_for(call.src[2]))
     counters.copies += 1
 
@@ -180,9 +186,7 @@ class QueueSteps(LinkedPart):
                 variables.update(dict.fromkeys(encoded.variables))
                 encoded_steps.append((encoded, described))
             else:
-                for call in group:
-                    if strip_after(call).src[0].op is not Ops.COPY:
-                        raise HCQError(f"the queue runner got a call it cannot enqueue: {strip_after(call).src[0].op.name} on the host")
+                group = [_host_copy(c) for c in group]
                 encoded_steps.append(([c.substitute(standin_map) if standin_map else c for c in group], None))
         devices = list(dict.fromkeys(d for enc, desc in encoded_steps if desc is not None for d in enc.points))
         self.variables = tuple(variables)
