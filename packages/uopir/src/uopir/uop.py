@@ -65,6 +65,10 @@ def _arg_key(arg: Any) -> Any:
     return arg
 
 
+# nodes that carry no device of their own and are not followed to one (a constant, a variable, a bound variable)
+_NO_DEVICE = frozenset({Ops.CONST, Ops.DEFINE_VAR, Ops.BIND})
+
+
 class UOpMeta(type):
     """Hash-consing: `UOp(op, dtype, src, arg, tag)` returns the live node with the same fields if there is one.
 
@@ -99,7 +103,7 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
     give the same object, so `is` is equality and graphs share structure.
     """
 
-    __slots__ = ("op", "dtype", "src", "arg", "tag", "_cache_key", "_bounds", "_shape", "_key", "__weakref__")
+    __slots__ = ("op", "dtype", "src", "arg", "tag", "_cache_key", "_bounds", "_shape", "_key", "_dev", "__weakref__")
 
     op: Ops
     dtype: DType
@@ -527,24 +531,42 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
 
     @property
     def device(self) -> str | tuple[str, ...] | None:
-        """The device of this value (None when it has none)."""
+        """The device of this value (None when it has none). Remembered on every node of the chain it followed (the
+        first non-constant sources): asked of each node of a graph, the chains of first sources are walked once."""
+        try:
+            return self._dev
+        except AttributeError:
+            pass
+        chain: list[UOp] = []
         node = self
         while True:
-            if node.op in (Ops.BUFFER, Ops.PARAM):
-                return node.arg.device
-            if node.op is Ops.COPY:
-                return node.arg
-            if node.op is Ops.MSELECT:
+            try:
+                ret = node._dev
+                break
+            except AttributeError:
+                pass
+            chain.append(node)
+            op = node.op
+            if op is Ops.BUFFER or op is Ops.PARAM:
+                ret = node.arg.device
+            elif op is Ops.COPY:
+                ret = node.arg
+            elif op is Ops.MSELECT:
                 d = node.src[0].device
-                return d[node.arg] if isinstance(d, tuple) else d
-            if node.op is Ops.MSTACK:
-                return tuple(s.device for s in node.src)
-            if node.op in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND) or not node.src:
-                return None
-            nxt = next((s for s in node.src if s.op not in (Ops.CONST, Ops.DEFINE_VAR, Ops.BIND)), None)
-            if nxt is None:
-                return None
-            node = nxt
+                ret = d[node.arg] if isinstance(d, tuple) else d
+            elif op is Ops.MSTACK:
+                ret = tuple(s.device for s in node.src)
+            elif op in _NO_DEVICE or not node.src:
+                ret = None
+            elif (nxt := next((s for s in node.src if s.op not in _NO_DEVICE), None)) is None:
+                ret = None
+            else:
+                node = nxt
+                continue
+            break
+        for n in chain:
+            _set_dev(n, ret)
+        return ret
 
     @property
     def axis(self) -> int | None:
@@ -582,6 +604,7 @@ _set_tag = UOp.__dict__["tag"].__set__
 _set_key = UOp.__dict__["_cache_key"].__set__
 _set_bounds = UOp.__dict__["_bounds"].__set__
 _set_shape = UOp.__dict__["_shape"].__set__
+_set_dev = UOp.__dict__["_dev"].__set__
 _set_hash_key = UOp.__dict__["_key"].__set__
 
 
