@@ -43,7 +43,8 @@ DEFAULT_CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) /
 FOLDERS = ("llvm/test/MC/AMDGPU/", "llvm/test/MC/Disassembler/AMDGPU/")
 FILE_PATTERNS = ("gfx11_*", "gfx12_*", "gfx90a_*", "gfx940_*", "gfx942_*", "gfx950_*",
                  # the CDNA matrix, scratch and DPP files named the other way round
-                 "mai-gfx90a*", "mai-gfx94*", "mai-gfx950*", "mai-err-gfx94*", "flat-scratch-gfx94*", "gfx90a-*", "gfx950.txt")
+                 "mai-gfx90a*", "mai-gfx94*", "mai-gfx950*", "mai-err-gfx94*", "flat-scratch-gfx94*", "gfx90a-*", "gfx950.txt",
+                 "mimg-gfx90a*", "mimg-err-gfx94*")
 # -mattr features each architecture family runs in: the rest (wave64 RDNA, real true16) is reported as not modelled
 MODELLED_FEATURES = {"rdna": {"+wavefrontsize32", "-wavefrontsize64", "-real-true16"}, "cdna": {"+wavefrontsize64", "-wavefrontsize32"}}
 

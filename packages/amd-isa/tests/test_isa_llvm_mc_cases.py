@@ -53,6 +53,11 @@ ASSEMBLE = [
     # takes op_sel:[0,0,1], the result's high halves
     ("gfx1200", "gfx12_asm_wmma_w32.s", "v_swmmac_f32_16x16x32_f16 v[12:19], v[0:3], v[4:11], v20 index_key:1", "0c 48 50 cc 00 09 52 1c"),
     ("gfx1100", "gfx11_asm_wmma.s", "v_wmma_f16_16x16x16_f16 v[16:23], v[0:7], v[8:15], v[16:23] op_sel:[0,0,1]", "10 60 42 cc 00 11 42 1c"),
+    # gfx90a's images: the gfx9 MIMG encoding, AGPR data by bit 16, any address range (was: unknown instruction)
+    ("gfx90a", "mimg-gfx90a.s", "image_load v[4:6], v[238:241], s[28:35] dmask:0x7 unorm", "00 17 00 f0 ee 04 07 00"),
+    ("gfx90a", "gfx90a_ldst_acc.s", "image_sample a5, v[0:3], s[8:15], s[12:15] dmask:0x1", "00 01 81 f0 00 05 62 00"),
+    ("gfx90a", "mimg-gfx90a.s", "image_load_mip v5, v[0:3], s[8:15]", "00 00 04 f0 00 05 02 00"),  # dmask left out: 0
+    ("gfx90a", "(llvm-mc-19)", "image_load v5, v1, s[8:15] dmask:0x1 glc slc a16 lwe da d16", "00 e1 02 f2 01 05 02 80"),
 ]
 
 
@@ -103,6 +108,9 @@ DISASSEMBLE = [
     ("gfx942", "mai-gfx942.s", "00 80 ef d3 00 05 0a 34", "v_mfma_f64_4x4x4_4b_f64 a[0:1], v[0:1], a[2:3], a[2:3] neg:[1,0,0]"),
     ("gfx1200", "gfx12_dasm_wmma_w32.txt", "0c 48 50 cc 00 09 52 1c", "v_swmmac_f32_16x16x32_f16 v[12:19], v[0:3], v[4:11], v20 index_key:1"),
     ("gfx1200", "gfx12_dasm_wmma_w32.txt", "08 40 40 cc 00 09 ca 1b", "v_wmma_f32_16x16x16_f16 v[8:15], v[0:3], v[4:7], 1.0"),
+    # gfx90a's images (was: no cdna encoding matches); one address VGPR named, as LLVM cannot tell how many
+    ("gfx90a", "gfx90a_mimg.txt", "00 33 44 f0 c0 04 07 00", "image_atomic_cmpswap v[4:5], v192, s[28:35] dmask:0x3 unorm glc"),
+    ("gfx90a", "gfx90a_ldst_acc.txt", "00 07 01 f0 02 06 02 00", "image_load a[6:8], v2, s[8:15] dmask:0x7"),
 ]
 
 # (target, a line LLVM rejects, what our error says)
@@ -140,6 +148,10 @@ REJECT = [
     ("gfx1200", "v_wmma_f32_16x16x16_f16 v[8:15], v[0:3], v[4:7], s[8:15]", "src2 is a VGPR range or an inline constant"),
     ("gfx1200", "v_swmmac_f32_16x16x32_f16 v[12:19], v[0:3], v[4:11], v20 index_key:2", "out of range 0..1"),
     ("gfx1200", "v_swmmac_i32_16x16x64_iu4 v[6:13], v[0:1], v[2:5], v14 index_key:1", "takes no index_key"),
+    # gfx90a images: data as wide as dmask and d16 say; no tfe (its bit selects AGPRs); gfx940+ have no images
+    ("gfx90a", "image_load v[0:1], v2, s[0:7] dmask:0x7", "image data size does not match dmask"),
+    ("gfx90a", "image_load v[0:4], v2, s[0:7] dmask:0xf unorm tfe", "no tfe bit"),  # gfx90a_err.s
+    ("gfx942", "image_load v[4:6], v[238:241], s[28:35] dmask:0x7 unorm", "unknown"),  # mimg-err-gfx942.s
 ]
 
 # (target, LLVM test file, bytes LLVM's disassembler calls invalid, what our DecodeError says). LLVM prints the operand

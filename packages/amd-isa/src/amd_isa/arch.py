@@ -104,7 +104,7 @@ _GFX90A_MFMA: dict[int, tuple] = {
 }
 
 
-def _with_matrix_variant(ops: dict) -> SimpleNamespace:
+def _with_matrix_variant(ops: dict, extra_formats: dict | None = None) -> SimpleNamespace:
     """CDNA tables whose VOP3P MFMA variant (acc_cd/cbsz/abid/blgp in place of op_sel/neg bits) covers every matrix op
     of `ops`: the generated list misses gfx940's xf32 MFMAs (0x3e, 0x3f), which then decoded as plain VOP3P."""
     vop3p = dict(ops["VOP3P"])
@@ -112,7 +112,7 @@ def _with_matrix_variant(ops: dict) -> SimpleNamespace:
         if op in vop3p and not vop3p[op][1]:
             vop3p[op] = (vop3p[op][0], _reformat(cdna.OPS["VOP3P"][shaped_like][1], "PK2_F32", None))
     matrix = {op for op, (name, _) in vop3p.items() if name.startswith(("v_mfma", "v_smfmac")) and name != "v_mfma_ld_scale_b32"}
-    formats = {**cdna.FORMATS, "VOP3P_MFMA": {**cdna.FORMATS["VOP3P_MFMA"], "ops": sorted(matrix)}}
+    formats = {**cdna.FORMATS, **(extra_formats or {}), "VOP3P_MFMA": {**cdna.FORMATS["VOP3P_MFMA"], "ops": sorted(matrix)}}
     tables = {name: value for name, value in vars(cdna).items() if name.isupper()}  # HWREG, MSG, ... as generated
     return SimpleNamespace(**{**tables, "FORMATS": formats, "OPS": {**ops, "VOP3P": vop3p}})
 
@@ -126,8 +126,39 @@ def _reformat(info: tuple, src: str, acc: str | None) -> tuple:
     return tuple((f, bits, optype, src if f in ("src0", "src1") else (acc or dfmt)) for f, bits, optype, dfmt in info)
 
 
+# gfx90a's image instructions (gfx940 dropped images): the gfx9 MIMG encoding, with bit 16 (tfe on gfx9) selecting AGPR
+# data and bit 15 naming 16-bit addresses (a16); LLVM spells the cache bits glc (13) and slc (25). No dim field: the
+# address size is not in the encoding. Facts from LLVM 21's gfx90a MC tests (mimg-gfx90a.s, gfx90a_mimg.txt,
+# gfx90a_ldst_acc.txt, gfx90a_err.s), checked with llvm-mc-19 -mcpu=gfx90a.
+_GFX90A_MIMG_FORMAT = {"size": 8, "encoding": (31, 26, 60),
+                       "fields": {"op": (24, 18), "vdata": (47, 40), "vaddr": (39, 32), "srsrc": (52, 48), "ssamp": (57, 53),
+                                  "dmask": (11, 8), "unrm": (12, 12), "sc0": (13, 13), "da": (14, 14), "a16": (15, 15),
+                                  "acc": (16, 16), "lwe": (17, 17), "nt": (25, 25), "d16": (63, 63)},
+                       "fixed": {}}
+_GFX90A_IMAGE_OPS = {0x00: "image_load", 0x01: "image_load_mip", 0x02: "image_load_pck", 0x03: "image_load_pck_sgn",
+                     0x04: "image_load_mip_pck", 0x05: "image_load_mip_pck_sgn", 0x08: "image_store", 0x09: "image_store_mip",
+                     0x0A: "image_store_pck", 0x0B: "image_store_mip_pck", 0x0E: "image_get_resinfo",
+                     0x10: "image_atomic_swap", 0x11: "image_atomic_cmpswap", 0x12: "image_atomic_add", 0x13: "image_atomic_sub",
+                     0x14: "image_atomic_smin", 0x15: "image_atomic_umin", 0x16: "image_atomic_smax", 0x17: "image_atomic_umax",
+                     0x18: "image_atomic_and", 0x19: "image_atomic_or", 0x1A: "image_atomic_xor", 0x1B: "image_atomic_inc",
+                     0x1C: "image_atomic_dec", 0x20: "image_sample"}
+
+
+def _gfx90a_image_ops() -> dict[int, tuple]:
+    """opcode -> (mnemonic, operand info): the data as wide as four channels (dmask and d16 decide how many are named),
+    one address VGPR (as LLVM's disassembler names it), a 256-bit resource and, for the sample, a 128-bit sampler."""
+    out = {}
+    for op, name in _GFX90A_IMAGE_OPS.items():
+        info = [("srsrc", 256, "SREG", "IMG"), ("vaddr", 32, "VGPR", "ANY"), ("vdata", 128, "VGPR_OR_ACCVGPR", "ANY")]
+        if name == "image_sample":
+            info.append(("ssamp", 128, "SREG", "SAMP"))
+        out[op] = (name, tuple(info))
+    return out
+
+
 def _gfx90a_tables() -> SimpleNamespace:
-    """The CDNA tables with gfx90a's own VOP3P matrix ops in place of gfx940/gfx950's (and no gfx950 VOP3PX2)."""
+    """The CDNA tables with gfx90a's own VOP3P matrix ops in place of gfx940/gfx950's (and no gfx950 VOP3PX2), and its
+    image instructions."""
     vop3p = {op: entry for op, entry in cdna.OPS["VOP3P"].items() if not entry[0].startswith(("v_mfma", "v_smfmac"))}
     for op, (name, shaped_like, *formats) in _GFX90A_MFMA.items():
         info = cdna.OPS["VOP3P"][shaped_like][1]
@@ -135,7 +166,8 @@ def _gfx90a_tables() -> SimpleNamespace:
     ops = {fmt: (vop3p if fmt == "VOP3P" else entries) for fmt, entries in cdna.OPS.items() if fmt != "VOP3PX2"}
     # gfx90a's name for the L2 invalidate gfx940 calls buffer_inv
     ops["MUBUF"] = {op: ("buffer_invl2", info) if name == "buffer_inv" else (name, info) for op, (name, info) in ops["MUBUF"].items()}
-    return _with_matrix_variant(ops)
+    ops["MIMG"] = _gfx90a_image_ops()
+    return _with_matrix_variant(ops, {"MIMG": _GFX90A_MIMG_FORMAT})
 
 
 ARCHS: dict[str, Arch] = {

@@ -449,6 +449,8 @@ def image_address_count(name: str, dim: int, a16: bool) -> int:
 def split_image(inst) -> Split:
     """MIMG/VIMAGE/VSAMPLE: vdata, vaddr, resource, [sampler], then dmask, dim and flags."""
     fmt, info, fields, arch = inst.fmt, inst.operand_info, inst.fields, inst.arch
+    if arch.name == "cdna":
+        return _split_image_gfx9(inst)
     if "bvh" in inst.mnemonic:
         return _split_bvh(inst) if fmt == "MIMG" and inst.variant != "NSA" else _split_bvh_list(inst)
     dmask = fields.get("dmask", 0)
@@ -544,9 +546,80 @@ def _join_bvh(draft: Draft, ops: list, mods: Mods) -> None:
     _done(draft, mods)
 
 
+def _gfx9_image_channels(dmask: int, d16: bool) -> int:
+    """Data VGPRs of a gfx90a image instruction: one per dmask channel (at least one), two 16-bit channels per VGPR
+    under d16 (packed, as on gfx9). gfx90a has no tfe (its bit selects AGPR data)."""
+    channels = max(1, dmask.bit_count())
+    return (channels + 1) // 2 if d16 else channels
+
+
+def _split_image_gfx9(inst) -> Split:
+    """gfx90a MIMG: vdata (AGPRs when the acc bit is set), vaddr, srsrc[, ssamp], then dmask, unorm, glc, slc, a16,
+    lwe, da, d16 (LLVM's order). Without a dim field the address size is unknown: LLVM's disassembler names one VGPR,
+    and its assembler takes any range there and encodes its first register."""
+    fields, arch = inst.fields, inst.arch
+    dmask = fields["dmask"]
+    ops: list = [plain_reg("a" if fields["acc"] else "v", fields["vdata"], _gfx9_image_channels(dmask, bool(fields["d16"]))),
+                 plain_reg("v", fields["vaddr"]), scalar_operand(arch, fields["srsrc"] << 2, 8)]
+    if "ssamp" in inst.operand_info:
+        ops.append(scalar_operand(arch, fields["ssamp"] << 2, 4))
+    mods: Mods = {"dmask": Sym(dmask, f"{dmask:#x}")} if dmask else {}
+    if fields["unrm"]:
+        mods["unorm"] = True
+    _cache_mods(fields, inst.layout["fields"], mods, arch, inst.mnemonic)  # glc, slc, then lwe
+    lwe = mods.pop("lwe", False)
+    if fields["a16"]:
+        mods["a16"] = True
+    if lwe:
+        mods["lwe"] = True
+    for flag in ("da", "d16"):
+        if fields[flag]:
+            mods[flag] = True
+    return inst.mnemonic, ops, mods
+
+
+def _join_image_gfx9(draft: Draft, ops: list, mods: Mods) -> None:
+    """Inverse of _split_image_gfx9; the data range must be as wide as dmask and d16 say (LLVM's rule)."""
+    fields, arch, name = draft.fields, draft.arch, draft.name
+    want = 4 if "ssamp" in draft.info else 3
+    if len(ops) != want:
+        raise EncodeError(f"{name} takes {want} operands (vdata, vaddr, srsrc{', ssamp' if want == 4 else ''}), got {len(ops)}")
+    vdata, vaddr = ops[0], ops[1]
+    fields["vdata"] = encode_vgpr(draft, "vdata", vdata)
+    if isinstance(vdata, Reg) and vdata.kind == "a":
+        fields["acc"] = 1
+    if isinstance(vaddr, Reg) and vaddr.kind == "a":
+        raise EncodeError(f"{name}: vaddr must be VGPRs, got {vaddr}")
+    fields["vaddr"] = encode_vgpr(draft, "vaddr", vaddr)
+    fields["srsrc"] = encode_scalar(arch, "srsrc", ops[2]) >> 2
+    if want == 4:
+        fields["ssamp"] = encode_scalar(arch, "ssamp", ops[3]) >> 2
+    dmask = mods.pop("dmask", 0)  # LLVM's default here (one channel is still read or written)
+    fields["dmask"] = dmask.value if isinstance(dmask, Sym) else int(dmask)  # type: ignore[call-overload]
+    if not 0 <= fields["dmask"] <= 0xF:
+        raise EncodeError(f"{name}: dmask {fields['dmask']:#x} is outside 0x0..0xf")
+    if mods.pop("unorm", False):
+        fields["unrm"] = 1
+    for flag in ("a16", "da", "d16"):
+        if mods.pop(flag, False):
+            fields[flag] = 1
+    if "tfe" in mods:
+        raise EncodeError(f"{name}: gfx90a has no tfe bit (bit 16 selects AGPR data)")
+    _join_cache(draft, arch.formats[draft.fmt]["fields"], mods)
+    _done(draft, mods)
+    d16 = bool(fields.get("d16"))
+    channels = _gfx9_image_channels(fields["dmask"], d16)
+    if isinstance(vdata, Reg) and vdata.count != channels:
+        raise EncodeError(f"{name}: image data size does not match dmask and d16: dmask {fields['dmask']:#x}"
+                          f"{' with d16' if d16 else ''} needs {channels} register(s), got {vdata}")
+
+
 def join_image(draft: Draft, ops: list, mods: Mods) -> None:
     """Inverse of split_image."""
     fmt, info, fields, arch, name = draft.fmt, draft.info, draft.fields, draft.arch, draft.name
+    if arch.name == "cdna":
+        _join_image_gfx9(draft, ops, mods)
+        return
     if "bvh" in name and fmt == "MIMG" and not isinstance(ops[1] if len(ops) > 1 else None, list):
         _join_bvh(draft, ops, mods)
         return
