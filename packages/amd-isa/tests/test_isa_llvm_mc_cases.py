@@ -58,6 +58,9 @@ ASSEMBLE = [
     ("gfx90a", "gfx90a_ldst_acc.s", "image_sample a5, v[0:3], s[8:15], s[12:15] dmask:0x1", "00 01 81 f0 00 05 62 00"),
     ("gfx90a", "mimg-gfx90a.s", "image_load_mip v5, v[0:3], s[8:15]", "00 00 04 f0 00 05 02 00"),  # dmask left out: 0
     ("gfx90a", "(llvm-mc-19)", "image_load v5, v1, s[8:15] dmask:0x1 glc slc a16 lwe da d16", "00 e1 02 f2 01 05 02 80"),
+    # CDNA's wave sync ops with a data register, AGPRs too (was: unknown DS opcode 153)
+    ("gfx90a", "gfx90a_ldst_acc.s", "ds_gws_init a2 offset:65535 gds", "ff ff 33 db 02 00 00 00"),
+    ("gfx950", "(llvm-mc-22)", "ds_gws_barrier v6 offset:8 gds", "08 00 3b d9 06 00 00 00"),
 ]
 
 
@@ -111,6 +114,7 @@ DISASSEMBLE = [
     # gfx90a's images (was: no cdna encoding matches); one address VGPR named, as LLVM cannot tell how many
     ("gfx90a", "gfx90a_mimg.txt", "00 33 44 f0 c0 04 07 00", "image_atomic_cmpswap v[4:5], v192, s[28:35] dmask:0x3 unorm glc"),
     ("gfx90a", "gfx90a_ldst_acc.txt", "00 07 01 f0 02 06 02 00", "image_load a[6:8], v2, s[8:15] dmask:0x7"),
+    ("gfx90a", "gfx90a_ldst_acc.txt", "00 00 37 db 02 00 00 00", "ds_gws_sema_br a2 gds"),
 ]
 
 # (target, a line LLVM rejects, what our error says)
@@ -152,6 +156,10 @@ REJECT = [
     ("gfx90a", "image_load v[0:1], v2, s[0:7] dmask:0x7", "image data size does not match dmask"),
     ("gfx90a", "image_load v[0:4], v2, s[0:7] dmask:0xf unorm tfe", "no tfe bit"),  # gfx90a_err.s
     ("gfx942", "image_load v[4:6], v[238:241], s[28:35] dmask:0x7 unorm", "unknown"),  # mimg-err-gfx942.s
+    # CDNA wave sync data is an even register, and gds is written (gfx90a_err.s: vgpr must be even aligned; llvm-mc-19:
+    # too few operands for instruction)
+    ("gfx90a", "ds_gws_barrier a3 offset:4 gds", "even aligned"),
+    ("gfx942", "ds_gws_sema_v", "write gds"),
 ]
 
 # (target, LLVM test file, bytes LLVM's disassembler calls invalid, what our DecodeError says). LLVM prints the operand
@@ -165,6 +173,9 @@ DECODE_REJECT = [
     ("gfx1200", "gfx12_dasm_wmma_w32.txt", "08 40 40 cc 00 09 22 18", "src2 code 8: a matrix accumulator"),
     ("gfx1200", "gfx12_dasm_vop3p_err.txt", "00 c0 24 cc 01 05 0e 1c", "clamp"),  # v_dot4_f32_fp8_bf8
     ("gfx1200", "gfx12_dasm_vop3p_err.txt", "00 40 24 cc 01 05 0e 14", "op_sel_hi bits"),
+    ("gfx90a", "(llvm-mc-19)", "00 00 3a d9 06 00 00 00", "gds bit is clear"),  # LLVM: invalid instruction encoding
+    # an odd data register: LLVM prints it, but its assembler (and ours) refuses the text (vgpr must be even aligned)
+    ("gfx942", "(llvm-mc-19)", "00 00 33 d9 01 00 00 00", "data register 1 is odd"),
 ]
 
 

@@ -104,10 +104,18 @@ _GFX90A_MFMA: dict[int, tuple] = {
 }
 
 
+# The global wave sync ops with a data VGPR, which the generated CDNA DS table leaves out (it has the three without):
+# gfx9's opcodes, the VGPR (or, with the acc bit, AGPR) in the address field. Checked with llvm-mc-19 (gfx90a, gfx942)
+# and llvm-mc-22 (gfx950).
+_CDNA_GWS = {153: ("ds_gws_init", (("addr", 32, "VGPR_OR_ACCVGPR", "B32"),)), 155: ("ds_gws_sema_br", (("addr", 32, "VGPR_OR_ACCVGPR", "B32"),)),
+             157: ("ds_gws_barrier", (("addr", 32, "VGPR_OR_ACCVGPR", "B32"),))}
+
+
 def _with_matrix_variant(ops: dict, extra_formats: dict | None = None) -> SimpleNamespace:
     """CDNA tables whose VOP3P MFMA variant (acc_cd/cbsz/abid/blgp in place of op_sel/neg bits) covers every matrix op
     of `ops`: the generated list misses gfx940's xf32 MFMAs (0x3e, 0x3f), which then decoded as plain VOP3P."""
     vop3p = dict(ops["VOP3P"])
+    ops = {**ops, "DS": {**ops["DS"], **_CDNA_GWS}}
     for op, shaped_like in _XF32_SHAPES.items():  # the generated table lists them without operands
         if op in vop3p and not vop3p[op][1]:
             vop3p[op] = (vop3p[op][0], _reformat(cdna.OPS["VOP3P"][shaped_like][1], "PK2_F32", None))

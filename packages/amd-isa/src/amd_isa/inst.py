@@ -245,7 +245,7 @@ class _OpPlan:
     """What decoding one (format, opcode) needs, worked out once: its name, whether the target lacks it, how its variant
     is chosen and, per variant, the size and field extractors; the literal rule of its base encoding."""
 
-    __slots__ = ("name", "missing", "scale", "vop", "mfma", "nsa", "layouts", "lit_sources", "vopd", "packed")
+    __slots__ = ("name", "missing", "scale", "vop", "mfma", "nsa", "layouts", "lit_sources", "vopd", "packed", "gws")
 
     def __init__(self, arch: Arch, target: str, fmt: str, opcode: int):
         self.name = arch.ops[fmt][opcode][0]
@@ -254,6 +254,8 @@ class _OpPlan:
         mfma = arch.formats.get(f"{fmt}_MFMA")
         self.mfma = mfma is not None and opcode in mfma.get("ops", ())
         self.nsa = fmt == "MIMG" and "MIMG_NSA" in arch.formats
+        # CDNA's global wave sync ops always address GDS: LLVM does not decode them with the gds bit clear
+        self.gws = arch.name == "cdna" and "_gws_" in self.name
         self.vop = fmt in VOP_SHORT + VOP_LONG
         self.vopd = fmt == "VOPD"
         self.layouts: dict[str, tuple[int, tuple[tuple[str, int, int], ...]]] = {}
@@ -380,6 +382,11 @@ def _decode_at(data: bytes, arch: str, offset: int) -> tuple[Inst, int]:
     fields = {f: (word >> lo) & mask for f, lo, mask in extractors}
     if plan.packed is not None and (problem := vop3p_word_problem(*plan.packed, fields)) is not None:
         raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: {problem}")
+    if plan.gws and not fields["gds"]:
+        raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: the gds bit is clear (CDNA's wave sync ops address GDS)")
+    if plan.gws and fields["addr"] % 2 and operand_info(arch_obj.key, fmt, opcode):
+        # LLVM prints these but its assembler refuses them (vgpr must be even aligned): printed, they would not assemble
+        raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: its data register {fields['addr']} is odd (CDNA wants it even)")
     literal = None
     if plan.vopd:
         if fields["opy"] not in arch_obj.ops["VOPD"]:

@@ -207,7 +207,8 @@ def split_ds(inst) -> Split:
     ops: list = []
     for field in ("vdst", "addr", "data0", "data1"):
         if field in info:
-            ops.append(_vreg(fields[field], info[field][0], acc and field != "addr"))
+            # the global wave sync ops carry their data in the address field (AGPRs too)
+            ops.append(_vreg(fields[field], info[field][0], acc and (field != "addr" or "_gws_" in inst.mnemonic)))
     mods: Mods = {}
     if _two_offsets(inst.mnemonic):
         for key in ("offset0", "offset1"):
@@ -230,6 +231,8 @@ def join_ds(draft: Draft, ops: list, mods: Mods) -> None:
         draft.fields[slot] = encode_vgpr(draft, slot, operand)
         if isinstance(operand, Reg) and operand.kind == "a":
             draft.fields["acc"] = 1
+        if "_gws_" in draft.name and draft.arch.name == "cdna" and draft.fields[slot] % 2:
+            raise EncodeError(f"{draft.name}: the data register must be even aligned on CDNA, got {operand}")
     if "offset" in mods:
         value = mods.pop("offset")
         offset = value.value if isinstance(value, Sym) else parse_swizzle(value) if isinstance(value, str) else int(value)  # type: ignore[call-overload]
@@ -239,8 +242,12 @@ def join_ds(draft: Draft, ops: list, mods: Mods) -> None:
     for key in ("offset0", "offset1"):
         if key in mods:
             draft.fields[key] = int(mods.pop(key)) & 0xFF  # type: ignore[call-overload]
-    # The global wave sync, ordered-count and GS-register operations always address GDS.
-    if mods.pop("gds", False) or any(part in draft.name for part in ("_gws_", "ordered_count", "gs_reg")):
+    # The global wave sync, ordered-count and GS-register operations always address GDS; CDNA's wave sync ops spell
+    # it out (LLVM: "too few operands for instruction" without it)
+    gds = mods.pop("gds", False)
+    if "_gws_" in draft.name and draft.arch.name == "cdna" and not gds:
+        raise EncodeError(f"{draft.name}: write gds (CDNA's wave sync ops address GDS)")
+    if gds or any(part in draft.name for part in ("_gws_", "ordered_count", "gs_reg")):
         draft.fields["gds"] = 1
     _done(draft, mods)
 
