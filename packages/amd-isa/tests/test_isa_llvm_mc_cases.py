@@ -61,6 +61,17 @@ ASSEMBLE = [
     # CDNA's wave sync ops with a data register, AGPRs too (was: unknown DS opcode 153)
     ("gfx90a", "gfx90a_ldst_acc.s", "ds_gws_init a2 offset:65535 gds", "ff ff 33 db 02 00 00 00"),
     ("gfx950", "(llvm-mc-22)", "ds_gws_barrier v6 offset:8 gds", "08 00 3b d9 06 00 00 00"),
+    # LLVM's short dim names and no<flag> spellings (was: "invalid literal for int()", "does not take modifier(s) noa16")
+    ("gfx1100", "gfx11_asm_mimg_features.s", "image_load v0, v[2:3], s[0:7] dmask:0x1 dim:2D", "04 01 00 f0 02 00 00 00"),
+    ("gfx1100", "gfx11_asm_mimg_features.s", "image_bvh_intersect_ray v[4:7], v[9:19], s[4:7] noa16", "80 8f 64 f0 09 04 01 00"),
+    ("gfx942", "gfx942_asm_features.s", "global_load_dword v2, v[2:3], off nosc0", "00 80 50 dc 02 00 7f 02"),
+    # gfx940+ scope the cache writeback / invalidate with sc0 sc1 (was: "does not take modifier(s) sc0")
+    ("gfx942", "gfx942_asm_features.s", "buffer_wbl2 sc0 sc1", "00 c0 a0 e0 00 00 00 00"),
+    # gfx950's bitop3 truth table sits in the neg/abs/omod bits (was: "does not take modifier(s) bitop3")
+    ("gfx950", "gfx950_asm_vop3.s", "v_bitop3_b32 v5, 0.5, m0, 0.5 bitop3:101", "05 04 34 d2 f0 f8 c0 ab"),
+    # gfx12's s_get_barrier_state writes an SGPR from a barrier id (was: "takes 0 operand(s)")
+    ("gfx1200", "gfx12_asm_sop1.s", "s_get_barrier_state s3, -1", "c1 50 83 be"),
+    ("gfx1200", "gfx12_asm_sop1.s", "s_sendmsg_rtn_b32 s0, sendmsg(MSG_RTN_GET_SE_AID_ID)", "87 4c 80 be"),
 ]
 
 
@@ -115,6 +126,18 @@ DISASSEMBLE = [
     ("gfx90a", "gfx90a_mimg.txt", "00 33 44 f0 c0 04 07 00", "image_atomic_cmpswap v[4:5], v192, s[28:35] dmask:0x3 unorm glc"),
     ("gfx90a", "gfx90a_ldst_acc.txt", "00 07 01 f0 02 06 02 00", "image_load a[6:8], v2, s[8:15] dmask:0x7"),
     ("gfx90a", "gfx90a_ldst_acc.txt", "00 00 37 db 02 00 00 00", "ds_gws_sema_br a2 gds"),
+    ("gfx942", "gfx942_features.txt", "00 c0 a0 e0 00 00 00 00", "buffer_wbl2 sc0 sc1"),  # was: buffer_wbl2
+    ("gfx950", "gfx950_dasm_vop3.txt", "05 04 34 d2 01 05 0e 30", "v_bitop3_b32 v5, v1, v2, s3 bitop3:0xa1"),  # was: -v1 ... |s3| mul:4
+    ("gfx950", "gfx950_dasm_vop3.txt", "05 00 34 d2 7c e0 f1 a1", "v_bitop3_b32 v5, m0, 0.5, m0 bitop3:5"),
+    ("gfx1200", "gfx12_dasm_sop1.txt", "c1 50 83 be", "s_get_barrier_state s3, -1"),
+    # message ids: returning messages named in s_sendmsg too, 255 and gfx11's 135 unnamed, gfx12's 135 by LLVM's name,
+    # a value beyond the id as a plain number (was: sendmsg(128, 0, 0), MSG_RTN_ILLEGAL_MSG, 0x1234)
+    ("gfx1100", "gfx11_dasm_sopp.txt", "80 00 b6 bf", "s_sendmsg sendmsg(MSG_RTN_GET_DOORBELL)"),
+    ("gfx1100", "gfx11_dasm_sop1.txt", "ff 4c 83 be", "s_sendmsg_rtn_b32 s3, sendmsg(255, 0, 0)"),
+    ("gfx1200", "gfx12_dasm_sop1.txt", "87 4c 80 be", "s_sendmsg_rtn_b32 s0, sendmsg(MSG_RTN_GET_SE_AID_ID)"),
+    ("gfx1200", "gfx12_dasm_sopp.txt", "34 12 b6 bf", "s_sendmsg 4660"),
+    ("gfx1200", "gfx12_dasm_sopp.txt", "00 00 83 bf", "s_sleep 0"),  # was: 0x0
+    ("gfx1100", "gfx11_dasm_sopk.txt", "1b f8 80 b8", "s_getreg_b32 s0, hwreg(HW_REG_PERF_SNAPSHOT_DATA)"),  # was: hwreg(27)
 ]
 
 # (target, a line LLVM rejects, what our error says)
@@ -160,6 +183,9 @@ REJECT = [
     # too few operands for instruction)
     ("gfx90a", "ds_gws_barrier a3 offset:4 gds", "even aligned"),
     ("gfx942", "ds_gws_sema_v", "write gds"),
+    ("gfx90a", "global_load_dword v2, v[2:3], off sc0", "spells the sc0 bit glc"),  # gfx942_asm_features.s run on gfx90a
+    ("gfx1100", "image_bvh_intersect_ray v[4:7], v[9:16], s[4:7] noa16", "address is 11 VGPR"),  # gfx11_asm_mimg_err.s
+    ("gfx1100", "image_bvh_intersect_ray v[4:6], v[0:15], s[4:7]", "vdata is 4 VGPRs"),
 ]
 
 # (target, LLVM test file, bytes LLVM's disassembler calls invalid, what our DecodeError says). LLVM prints the operand

@@ -69,7 +69,8 @@ class Arch:
 
 _LLVM_HWREG_GFX11 = {1: "HW_REG_MODE", 2: "HW_REG_STATUS", 3: "HW_REG_TRAPSTS", 5: "HW_REG_GPR_ALLOC", 6: "HW_REG_LDS_ALLOC",
                      7: "HW_REG_IB_STS", 15: "HW_REG_SH_MEM_BASES", 20: "HW_REG_FLAT_SCR_LO", 21: "HW_REG_FLAT_SCR_HI", 23: "HW_REG_HW_ID1",
-                     24: "HW_REG_HW_ID2", 29: "HW_REG_SHADER_CYCLES"}
+                     24: "HW_REG_HW_ID2", 29: "HW_REG_SHADER_CYCLES", 18: "HW_REG_PERF_SNAPSHOT_PC_LO", 19: "HW_REG_PERF_SNAPSHOT_PC_HI",
+                     27: "HW_REG_PERF_SNAPSHOT_DATA"}
 _LLVM_HWREG_GFX90A = {1: "HW_REG_MODE", 2: "HW_REG_STATUS", 3: "HW_REG_TRAPSTS", 4: "HW_REG_HW_ID", 5: "HW_REG_GPR_ALLOC",
                       6: "HW_REG_LDS_ALLOC", 7: "HW_REG_IB_STS", 15: "HW_REG_SH_MEM_BASES", 16: "HW_REG_TBA_LO", 17: "HW_REG_TBA_HI",
                       18: "HW_REG_TMA_LO", 19: "HW_REG_TMA_HI"}
@@ -178,9 +179,20 @@ def _gfx90a_tables() -> SimpleNamespace:
     return _with_matrix_variant(ops, {"MIMG": _GFX90A_MIMG_FORMAT})
 
 
+def _rdna4_tables() -> SimpleNamespace:
+    """The RDNA4 tables with s_get_barrier_state's operands, which the generated table leaves out (LLVM 21's
+    gfx12_asm_sop1.s: `s_get_barrier_state s3, -1`, a destination and the barrier id)."""
+    tables = {name: value for name, value in vars(rdna4).items() if name.isupper()}
+    sop1 = {**rdna4.OPS["SOP1"]}
+    for op, (name, info) in sop1.items():
+        if name == "s_get_barrier_state" and not info:
+            sop1[op] = (name, (("sdst", 32, "SDST", "B32"), ("ssrc0", 32, "SSRC", "B32")))
+    return SimpleNamespace(**{**tables, "OPS": {**rdna4.OPS, "SOP1": sop1}})
+
+
 ARCHS: dict[str, Arch] = {
     "rdna3": Arch("rdna3", rdna3, 32, 106, _GFX11_SPECIAL, 124, True, hwreg_names=_LLVM_HWREG_GFX11, short16_halves=True),
-    "rdna4": Arch("rdna4", rdna4, 32, 106, _GFX11_SPECIAL, 124, True, hwreg_names=_LLVM_HWREG_GFX12, short16_halves=True),
+    "rdna4": Arch("rdna4", _rdna4_tables(), 32, 106, _GFX11_SPECIAL, 124, True, hwreg_names=_LLVM_HWREG_GFX12, short16_halves=True),
     # gfx9 has no NULL register: an unused address SGPR is 0x7f ("off"), and VOP3 cannot carry a literal.
     "cdna": Arch("cdna", _with_matrix_variant(cdna.OPS), 64, 102, _GFX9_SPECIAL, 0x7F, False, {k: v for k, v in _WIDE_SPECIAL.items() if k != 124},
                  hwreg_names=_LLVM_HWREG_GFX940),

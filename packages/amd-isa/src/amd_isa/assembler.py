@@ -191,9 +191,16 @@ def parse_modifier(token: str) -> tuple[str, object]:
     return key, list(value) if isinstance(value, list) else value
 
 
+# single-bit modifiers LLVM also takes spelled `no<name>` (the bit explicitly clear: `noa16`, `nosc0`, `nont`)
+_NEGATABLE = frozenset(("glc", "slc", "dlc", "gds", "tfe", "lwe", "unorm", "r128", "a16", "d16", "sc0", "sc1", "nt", "lds", "da", "nv"))
+
+
 def _parse_modifier(token: str) -> tuple[str, object]:
     if ":" not in token:
-        return token.lower(), True
+        low = token.lower()
+        if low.startswith("no") and low[2:] in _NEGATABLE:
+            return low[2:], False
+        return low, True
     key, value = token.split(":", 1)
     key, value = key.strip().lower(), value.strip()
     if value.startswith("[") and value.endswith("]"):
@@ -263,7 +270,8 @@ _KEYED_AFTER_COMMA = re.compile(r",\s*[A-Za-z_]\w*:")
 
 def _is_modifier(token: str) -> bool:
     if ":" not in token:
-        return token.lower() in FLAG_MODIFIERS
+        low = token.lower()
+        return low in FLAG_MODIFIERS or (low.startswith("no") and low[2:] in _NEGATABLE)
     return _KEYED.match(token) is not None and not _RANGE.match(token.lower())
 
 

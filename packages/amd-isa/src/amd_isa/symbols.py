@@ -38,7 +38,15 @@ def _hwreg_names(arch: Arch) -> dict[int, str]:
 
 
 def _sendmsg_names(arch: Arch) -> dict[int, str]:
-    return SENDMSG_GFX9 if arch.name == "cdna" else SENDMSG_GFX11
+    """The message names LLVM prints in s_sendmsg: on gfx11/gfx12 the returning messages' names too."""
+    return SENDMSG_GFX9 if arch.name == "cdna" else {**SENDMSG_GFX11, **_rtn_names(arch)}
+
+
+def _rtn_names(arch: Arch) -> dict[int, str]:
+    """The returning messages LLVM names (read off llvm-mc-19/22's disassembler): the table's, without the illegal
+    message 255 (printed sendmsg(255, 0, 0)), with gfx12's name for 135."""
+    names = {ident: name for ident, name in getattr(arch.tables, "MSG", {}).items() if ident != 255}
+    return {**names, 135: "MSG_RTN_GET_SE_AID_ID"} if 135 in names else names
 
 
 def format_simm16(arch: Arch, optype: str, raw: int, mnemonic: str) -> str:
@@ -80,15 +88,17 @@ def format_simm16(arch: Arch, optype: str, raw: int, mnemonic: str) -> str:
         else:
             ident, op, stream = raw & 0xFF, 0, 0
             if raw >> 8:
-                return f"{raw:#x}"
+                return str(raw)  # LLVM prints a value with bits beyond the message id as a plain number
         if ident in names and op == 0 and stream == 0:
             return f"sendmsg({names[ident]})"
         return f"sendmsg({ident}, {op}, {stream})"
     if optype == "GPR_IDX":
         return f"gpr_idx({','.join(mode for i, mode in enumerate(GPR_IDX_MODES) if raw >> i & 1)})"
     if optype == "SENDMSG_RTN":
-        names = getattr(arch.tables, "MSG", {})
+        names = _rtn_names(arch)
         return f"sendmsg({names[raw]})" if raw in names else f"sendmsg({raw}, 0, 0)"
+    if optype == "SLEEP":
+        return str(raw)
     return f"{raw:#x}"
 
 
@@ -196,6 +206,7 @@ def parse_symbolic(arch: Arch, text: str) -> int:
     if head == "sendmsg":
         names = {name: ident for ident, name in _sendmsg_names(arch).items()}
         names.update({name: ident for ident, name in getattr(arch.tables, "MSG", {}).items()})
+        names.update({name: ident for ident, name in _rtn_names(arch).items()})
         first = args[0][0]
         ident = names[first] if first in names else asm_int(first)
         op = asm_int(args[0][1]) if len(args[0]) > 1 else 0

@@ -158,6 +158,8 @@ def _cache_mods(inst_fields: dict[str, int], layout_fields: dict, mods: Mods, ar
 
 def _join_cache(draft: Draft, layout_fields: dict, mods: Mods) -> None:
     for field_name, spelling in draft.arch.cache_names.items():
+        if field_name in mods:  # gfx90a: the bits are glc/slc/scc there (LLVM: invalid operand for instruction)
+            raise EncodeError(f"{draft.name}: this target spells the {field_name} bit {spelling}")
         if spelling in mods:
             mods[field_name] = mods.pop(spelling)
     for key in (*CACHE_FLAGS, *NUMERIC_POLICY, "tfe", "lwe", "nv"):
@@ -346,8 +348,8 @@ def split_buffer(inst) -> Split:
     off_f = "ioffset" if fmt == "VBUFFER" else "offset"
     acc = bool(fields.get("acc"))
     ops: list = []
-    if "vaddr" not in info and "vdata" not in info:
-        return inst.mnemonic, [], {}
+    if "vaddr" not in info and "vdata" not in info:  # cache writeback / invalidate: gfx940+ scope them with sc0 sc1
+        return inst.mnemonic, [], {flag: True for flag in _scoped_cache_ops(arch) if fields.get(flag)}
     if "vdata" in info:
         extra = 32 if fields.get("tfe") else 0
         ops.append(_vreg(fields["vdata"], info["vdata"][0] + extra, acc))
@@ -372,6 +374,12 @@ def split_buffer(inst) -> Split:
     return inst.mnemonic, ops, mods
 
 
+def _scoped_cache_ops(arch) -> tuple[str, ...]:
+    """The scope bits of the operand-less buffer cache ops (buffer_wbl2, buffer_inv): sc0 and sc1 on gfx940+ (LLVM
+    prints and takes them there); gfx90a and the RDNA targets take none."""
+    return ("sc0", "sc1") if arch.name == "cdna" and "sc0" not in arch.cache_names else ()
+
+
 def join_buffer(draft: Draft, ops: list, mods: Mods) -> None:
     """Inverse of split_buffer."""
     fmt, info, fields, arch, name = draft.fmt, draft.info, draft.fields, draft.arch, draft.name
@@ -381,6 +389,9 @@ def join_buffer(draft: Draft, ops: list, mods: Mods) -> None:
     want = 4 if "vdata" in info else 3 if "vaddr" in info else 0
     if want == 0 and not ops:
         fields["soffset"] = 0
+        for flag in _scoped_cache_ops(arch):
+            if mods.pop(flag, False):
+                fields[flag] = 1
         _done(draft, mods)
         return
     if len(ops) != want:
@@ -546,11 +557,26 @@ def _join_bvh(draft: Draft, ops: list, mods: Mods) -> None:
     if len(ops) != 3:
         raise EncodeError(f"{draft.name} takes 3 operands (vdata, vaddr, srsrc), got {len(ops)}")
     fields = draft.fields
+    a16 = bool(mods.pop("a16", False))
+    _check_bvh_widths(draft.name, ops[0], [ops[1]], [_bvh_address_count(draft.name, a16)], a16)
     fields.update(vdata=encode_vgpr(draft, "vdata", ops[0]), vaddr=encode_vgpr(draft, "vaddr", ops[1]))
     fields["srsrc"] = encode_scalar(draft.arch, "srsrc", ops[2]) >> 2
     # The hardware wants dmask 0xf, unnormalized coordinates and a 128-bit descriptor for ray queries.
-    fields.update(dmask=0xF, unrm=1, r128=1, a16=int(bool(mods.pop("a16", False))))
+    fields.update(dmask=0xF, unrm=1, r128=1, a16=int(a16))
     _done(draft, mods)
+
+
+def _check_bvh_widths(name: str, vdata: object, addresses: list, sizes: list[int], a16: bool) -> None:
+    """A ray query's result is 4 VGPRs (10 for gfx12's dual/bvh8 queries) and its addresses are as many and as wide as
+    `_bvh_address_sizes` says for its a16 setting (LLVM: invalid operand for instruction)."""
+    want = 10 if "dual" in name or "bvh8" in name else 4
+    if isinstance(vdata, Reg) and vdata.count != want:
+        raise EncodeError(f"{name}: vdata is {want} VGPRs, got {vdata}")
+    got = [reg.count if isinstance(reg, Reg) else 1 for reg in addresses]
+    if got != sizes:
+        spelled = ", ".join(str(n) for n in sizes)
+        raise EncodeError(f"{name}: the address{'es are' if len(sizes) > 1 else ' is'} {spelled} VGPR(s){' with a16' if a16 else ''}, "
+                          f"got {', '.join(str(a) for a in addresses)}")
 
 
 def _gfx9_image_channels(dmask: int, d16: bool) -> int:
@@ -621,6 +647,17 @@ def _join_image_gfx9(draft: Draft, ops: list, mods: Mods) -> None:
                           f"{' with d16' if d16 else ''} needs {channels} register(s), got {vdata}")
 
 
+def _parse_dim(name: str, dim: object) -> int:
+    """dim:SQ_RSRC_IMG_2D, LLVM's short form dim:2D, or the number."""
+    text = str(dim).upper()
+    for spelling in (text, "SQ_RSRC_IMG_" + text):
+        if spelling in MIMG_DIMS:
+            return MIMG_DIMS.index(spelling)
+    if isinstance(dim, int) and 0 <= dim < len(MIMG_DIMS):
+        return dim
+    raise EncodeError(f"{name}: unknown dim {dim!r}; use one of {', '.join(d.removeprefix('SQ_RSRC_IMG_') for d in MIMG_DIMS)} (or SQ_RSRC_IMG_*)")
+
+
 def join_image(draft: Draft, ops: list, mods: Mods) -> None:
     """Inverse of split_image."""
     fmt, info, fields, arch, name = draft.fmt, draft.info, draft.fields, draft.arch, draft.name
@@ -657,14 +694,15 @@ def join_image(draft: Draft, ops: list, mods: Mods) -> None:
         if samp:
             fields["samp"] = encode_scalar(arch, "samp", ops[3])
     if "bvh" in name:  # ray queries: the hardware wants dmask 0xf, unnormalized coordinates, a 128-bit descriptor
+        a16 = bool(mods.get("a16"))
+        _check_bvh_widths(name, ops[0], addresses, _bvh_address_sizes(name, a16), a16)
         mods.setdefault("dmask", 0xF)
         mods.setdefault("r128", True)
         if "unrm" in arch.formats[fmt]["fields"]:
             mods.setdefault("unorm", True)
     dmask = mods.pop("dmask", 1)
     fields["dmask"] = dmask.value if isinstance(dmask, Sym) else int(dmask)  # type: ignore[call-overload]
-    dim = mods.pop("dim", MIMG_DIMS[0])
-    fields["dim"] = MIMG_DIMS.index(str(dim)) if str(dim) in MIMG_DIMS else int(dim)  # type: ignore[call-overload]
+    fields["dim"] = _parse_dim(name, mods.pop("dim", MIMG_DIMS[0]))
     if mods.pop("unorm", False):
         fields["unrm"] = 1
     for flag in ("r128", "a16", "d16"):

@@ -2,6 +2,7 @@
 
 from functools import cache
 
+from .arch import get_arch
 from .errors import EncodeError
 from .operands import INLINE_FLOATS, INV_2PI_CODE, VGPR_BASE, Lit, Operand, Reg, Special, Sym, float_bits, plain_reg
 from .syntax_common import (
@@ -199,8 +200,36 @@ _VALU_PLANS: dict[tuple[str, str, int, str], _ValuPlan] = {}
 _SRC_NEG_ABS = (("src0_neg", "src0_abs"), ("src1_neg", "src1_abs"))
 
 
+def _bitop3_value(fields: dict[str, int]) -> int:
+    """gfx950's v_bitop3 truth table, held in the VOP3 modifier bits: [2:0] in neg, [5:3] in abs, [7:6] in omod."""
+    return fields.get("neg", 0) | fields.get("abs", 0) << 3 | fields.get("omod", 0) << 6
+
+
+def _split_bitop3(inst) -> Split:
+    """v_bitop3_b16/b32: a plain VOP3 whose neg/abs/omod bits are the `bitop3:N` truth table (LLVM prints N in hex
+    from 10 on)."""
+    value = _bitop3_value(inst.fields)
+    plain = type(inst)(inst.arch, inst.fmt, inst.op, {**inst.fields, "neg": 0, "abs": 0, "omod": 0}, inst.literal, inst.variant)
+    name, ops, mods = _split_valu(plain)
+    if value:
+        mods["bitop3"] = Sym(value, f"{value:#x}" if value > 9 else str(value))
+    return name, ops, mods
+
+
+@cache
+def _bitop3_opcodes(key: str, fmt: str) -> frozenset[int]:
+    arch = get_arch(key)
+    return frozenset(op for op, (name, _) in arch.ops.get(fmt, {}).items() if name.startswith("v_bitop3_")) if fmt == "VOP3" else frozenset()
+
+
 def split_valu(inst) -> Split:
     """Operands and modifiers of any vector ALU instruction."""
+    if inst.op in _bitop3_opcodes(inst.arch.key, inst.fmt):
+        return _split_bitop3(inst)
+    return _split_valu(inst)
+
+
+def _split_valu(inst) -> Split:
     fmt, variant, arch = inst.fmt, inst.variant, inst.arch
     if fmt == "VOPD":
         return _split_vopd(inst)
@@ -546,6 +575,26 @@ def _mfma_default(fmt: str, key: str) -> int:
 
 def join_valu(draft: Draft, ops: list, mods: Mods) -> None:
     """Inverse of split_valu: fill the draft's fields from operands and modifiers."""
+    if draft.name.startswith("v_bitop3_") and draft.fmt == "VOP3":
+        _join_bitop3(draft, ops, mods)
+        return
+    _join_valu(draft, ops, mods)
+
+
+def _join_bitop3(draft: Draft, ops: list, mods: Mods) -> None:
+    """v_bitop3: `bitop3:N` (0..255) in the neg/abs/omod bits; sources take no neg/abs, and there is no omod."""
+    raw = mods.pop("bitop3", 0)
+    value = raw.value if isinstance(raw, Sym) else int(raw)  # type: ignore[call-overload]
+    if not 0 <= value <= 0xFF:
+        raise EncodeError(f"{draft.name}: bitop3 {value} is outside 0..255")
+    _join_valu(draft, ops, mods)
+    fields = draft.fields
+    if fields.get("neg") or fields.get("abs") or fields.get("omod"):
+        raise EncodeError(f"{draft.name} takes no source modifiers or mul/div (their bits hold bitop3)")
+    fields.update(neg=value & 7, abs=value >> 3 & 7, omod=value >> 6)
+
+
+def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
     fmt, arch, name, fields = draft.fmt, draft.arch, draft.name, draft.fields
     if fmt == "VOPD":
         _join_vopd(draft, ops, mods)
