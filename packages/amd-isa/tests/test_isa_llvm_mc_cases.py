@@ -138,6 +138,11 @@ DISASSEMBLE = [
     ("gfx1200", "gfx12_dasm_sopp.txt", "34 12 b6 bf", "s_sendmsg 4660"),
     ("gfx1200", "gfx12_dasm_sopp.txt", "00 00 83 bf", "s_sleep 0"),  # was: 0x0
     ("gfx1100", "gfx11_dasm_sopk.txt", "1b f8 80 b8", "s_getreg_b32 s0, hwreg(HW_REG_PERF_SNAPSHOT_DATA)"),  # was: hwreg(27)
+    # RDNA's f16/bf16 dot2 in DPP form has no op_sel on src0/src1: LLVM prints the word without those bits (was: [1,1,1,1])
+    ("gfx1200", "gfx12_dasm_vop3_dpp16.txt", "00 78 66 d6 fa 04 0e 04 01 e4 04 00",
+     "v_dot2_f16_f16_e64_dpp v0, v1, v2, v3 op_sel:[0,0,1,1] quad_perm:[0,1,2,3] row_mask:0x0 bank_mask:0x0 fi:1"),
+    # gfx950's packed fp4 conversions name a src2 bit: four op_sel entries (was: three)
+    ("gfx950", "gfx950_dasm_vop3.txt", "01 60 4c d2 02 07 02 00", "v_cvt_scalef32_pk_fp4_f16 v1, v2, v3 op_sel:[0,0,1,1]"),
 ]
 
 # (target, a line LLVM rejects, what our error says)
@@ -186,6 +191,8 @@ REJECT = [
     ("gfx90a", "global_load_dword v2, v[2:3], off sc0", "spells the sc0 bit glc"),  # gfx942_asm_features.s run on gfx90a
     ("gfx1100", "image_bvh_intersect_ray v[4:7], v[9:16], s[4:7] noa16", "address is 11 VGPR"),  # gfx11_asm_mimg_err.s
     ("gfx1100", "image_bvh_intersect_ray v[4:6], v[0:15], s[4:7]", "vdata is 4 VGPRs"),
+    ("gfx1100", "v_dot2_f16_f16_e64_dpp v0, v1, v2, v3 op_sel:[1,1,0,0] quad_perm:[0,1,2,3] row_mask:0x0 bank_mask:0x0",
+     "not available in DPP form"),  # gfx11_asm_vop3_dpp16-fake16.s
 ]
 
 # (target, LLVM test file, bytes LLVM's disassembler calls invalid, what our DecodeError says). LLVM prints the operand

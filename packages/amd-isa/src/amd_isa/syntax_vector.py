@@ -154,7 +154,7 @@ class _ValuPlan:
     appear), worked out once per (tables, format, opcode, variant); the per-instruction work is reading the fields."""
 
     __slots__ = ("facts", "name", "printed", "dst", "vcc", "sdst_count", "srcs", "vop3p", "mix", "byte_sel", "two_entry",
-                 "opsel_n", "nsrc", "index_key")
+                 "opsel_n", "nsrc", "index_key", "opsel_mask")
 
     def __init__(self, inst):
         arch, fmt, variant = inst.arch, inst.fmt, inst.variant
@@ -194,6 +194,7 @@ class _ValuPlan:
         self.byte_sel = _byte_sel_bits(arch, name)
         self.two_entry = _two_entry_opsel(name)
         self.opsel_n = opsel_sources(arch, name, len(srcs))
+        self.opsel_mask = 0b1100 if _dpp_dot2_f16(arch, name, variant) else 0b1111
 
 
 _VALU_PLANS: dict[tuple[str, str, int, str], _ValuPlan] = {}
@@ -409,7 +410,7 @@ def _split_long_mods(plan: _ValuPlan, fields: dict, mods: Mods) -> None:
         if fields.get("clmp"):
             mods["clamp"] = True
         return
-    opsel = fields.get("opsel", 0)
+    opsel = fields.get("opsel", 0) & plan.opsel_mask
     byte_sel = plan.byte_sel
     if byte_sel and opsel and not opsel & ~(1 << byte_sel[0] | 1 << byte_sel[1]):
         mods["byte_sel"] = (opsel >> byte_sel[0] & 1) << 1 | (opsel >> byte_sel[1] & 1)
@@ -429,7 +430,8 @@ def opsel_sources(arch, name: str, nsrc: int) -> int:
     """Sources an RDNA VOP3 op_sel list names before the destination's entry: the multiply-accumulates (v_fmac_f16_e64)
     count their tied accumulator as a third source, so LLVM 19 spells op_sel:[src0,src1,src2,dst] (LLVM 15 rejects it);
     gfx940's stochastic-rounding fp8 conversions use the src2 bit as a byte select, op_sel:[0,0,1,1]."""
-    if nsrc == 2 and ("mac_" in name if arch.name != "cdna" else name.startswith(("v_cvt_sr_fp8_f32", "v_cvt_sr_bf8_f32"))):
+    if nsrc == 2 and ("mac_" in name if arch.name != "cdna" else
+                      name.startswith(("v_cvt_sr_fp8_f32", "v_cvt_sr_bf8_f32", "v_cvt_scalef32_pk_fp4_f16", "v_cvt_scalef32_pk_fp4_bf16"))):
         return 3
     return nsrc
 
@@ -444,6 +446,12 @@ def _byte_sel_bits(arch, name: str) -> tuple[int, int] | None:
     if name.startswith(("v_cvt_sr_fp8_f32", "v_cvt_sr_bf8_f32")):
         return (3, 2)
     return None
+
+
+def _dpp_dot2_f16(arch, name: str, variant: str) -> bool:
+    """RDNA's v_dot2_f16_f16 / v_dot2_bf16_bf16 in DPP form: sources VGPRs only, no op_sel on them (only on src2 and the
+    result). LLVM refuses such text and prints such words without those bits, as ours does."""
+    return arch.name != "cdna" and variant.startswith("DPP") and name.startswith(("v_dot2_f16_f16", "v_dot2_bf16_bf16"))
 
 
 def _two_entry_opsel(name: str) -> bool:
@@ -793,6 +801,8 @@ def _join_long_mods(draft: Draft, nsrc: int, neg: int, abs_: int, mods: Mods) ->
             raise EncodeError(f"{name}: op_sel needs {nsel + 1} entries (sources, then destination), got {len(flags)}")
         else:
             fields["opsel"] = list_flags(flags[:-1]) | int(flags[-1]) << 3
+            if fields["opsel"] & 3 and _dpp_dot2_f16(draft.arch, name, draft.variant):
+                raise EncodeError(f"{name}: op_sel on src0/src1 is not available in DPP form")
     fields["clmp"] = int(bool(mods.pop("clamp", False)))
     omod = 0
     if "mul" in mods:
