@@ -407,6 +407,19 @@ def _skipped_dpp_word(case: Case, config: Config, body: str, data: bytes) -> str
     return None if real is None else re.sub(r"(v\d+)\.l\b", r"\1", _normalize(real))
 
 
+def _r128_descriptor(e: str, g: str, config: Config) -> tuple[str, str]:
+    if " r128" not in e:
+        return e, g
+    return re.sub(r"s\[(\d+):(\d+)\]", lambda m: m.group(0) if int(m.group(2)) - int(m.group(1)) != 7 or
+                  f"s[{m.group(1)}:{int(m.group(1)) + 3}]" not in g else f"s[{m.group(1)}:{int(m.group(1)) + 3}]", e, count=1), g
+
+
+def _untyped_format(e: str, g: str, config: Config) -> tuple[str, str]:
+    if not e.startswith("buffer_") or " format:" in e:
+        return e, g
+    return e, re.sub(r" format:\[[^\]]*\]", "", g)
+
+
 # Differences with a reason: LLVM's text is lossy or not re-assemblable there, ours names the same bits and
 # re-assembles to the same bytes. Each rewrites LLVM's text or ours; a line counts as explained only if the rewritten
 # texts then agree.
@@ -415,6 +428,10 @@ EXPLAINED = [
     ("LLVM's fake16 printer drops op_sel on 16-bit operands (ours prints it; the bits are in the encoding)", _dropped_op_sel),
     ("LLVM prints an f16 inline constant of a 16-bit integer operand as its bits (0x3800), which its assembler then "
      "encodes as a literal; ours prints 0.5, which re-assembles to the same bytes", _f16_bits),
+    ("LLVM prints an r128 image's resource as 8 SGPRs (its own test says FIXME: r128 assumes a 128-bit RSRC); ours names "
+     "the 4 it reads, and both assemble to the same bytes", _r128_descriptor),
+    ("LLVM leaves out the format field of an untyped gfx12 buffer op (its assembler writes format 1 there); ours prints it "
+     "when it is not 1, so the text re-assembles to the same bytes", _untyped_format),
 ]
 
 

@@ -178,7 +178,7 @@ def test_buffer_load_to_lds_and_add_tid() -> None:
     state.s[124] = 64  # M0: LDS base
     st = run_program(assemble_insts("""
         buffer_load_dword v1, off, s[0:3], 0 offset:8
-        buffer_load_dword v2, off, s[0:3], 0 offset:4 lds
+        buffer_load_dword off, s[0:3], 0 offset:4 lds
     """, "cdna"), 64, "cdna", state=state, memory=mem)
     np.testing.assert_array_equal(st.v[1], data[2:66])
     # LDS gets lane l's dword at M0 + inst_offset + 4*l.

@@ -72,6 +72,20 @@ ASSEMBLE = [
     # gfx12's s_get_barrier_state writes an SGPR from a barrier id (was: "takes 0 operand(s)")
     ("gfx1200", "gfx12_asm_sop1.s", "s_get_barrier_state s3, -1", "c1 50 83 be"),
     ("gfx1200", "gfx12_asm_sop1.s", "s_sendmsg_rtn_b32 s0, sendmsg(MSG_RTN_GET_SE_AID_ID)", "87 4c 80 be"),
+    # gfx9 SDWA (was: only VGPRs and SGPRs as sources, no clamp/omod, dst_unused defaulting to UNUSED_PAD, the _sdwa
+    # suffix alone ignored, VOPC writing only vcc): LLVM's and llvm-mc-15/19's bytes
+    ("gfx90a", "(llvm-mc-19)", "v_add_f32_sdwa v1, v2, v3", "f9 06 02 02 02 16 06 06"),
+    ("gfx90a", "(llvm-mc-19)", "v_add_f16_sdwa v5, ttmp15, v2 dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:DWORD src1_sel:DWORD",
+     "f9 04 0a 3e 7b 06 86 06"),
+    ("gfx90a", "(llvm-mc-19)", "v_add_f32_sdwa v5, v1, s2 clamp dst_sel:DWORD dst_unused:UNUSED_PAD src0_sel:DWORD src1_sel:DWORD",
+     "f9 04 0a 02 01 26 06 86"),
+    ("gfx942", "gfx942_asm_features.s", "v_cvt_f32_fp8 v1, 3 src0_sel:BYTE_1", "f9 a8 02 7e 83 06 81 00"),
+    ("gfx942", "gfx942_asm_features.s", "v_cvt_pk_f32_bf8 v[2:3], s3 clamp mul:2 src0_sel:WORD_1", "f9 ae 04 7e 03 66 85 00"),
+    ("gfx90a", "(llvm-mc-19)", "v_cmp_eq_f32_sdwa s[4:5], -v1, 0.5 src0_sel:WORD_1", "f9 e0 85 7c 01 84 15 86"),
+    # gfx950's permlane swaps spell op_sel bits 0 and 1 as fi and bound_ctrl, in the e64 form (was: op_sel / DPP)
+    ("gfx950", "gfx950_asm_features.s", "v_permlane16_swap_b32 v1, v2 bound_ctrl:0", "01 10 99 d1 02 01 00 00"),
+    # a CDNA buffer load to LDS names no data register (was: vdata printed and required)
+    ("gfx950", "gfx950.txt", "buffer_load_dwordx3 off, s[8:11], s3 lds", "00 00 59 e0 00 00 02 03"),
 ]
 
 
@@ -143,6 +157,13 @@ DISASSEMBLE = [
      "v_dot2_f16_f16_e64_dpp v0, v1, v2, v3 op_sel:[0,0,1,1] quad_perm:[0,1,2,3] row_mask:0x0 bank_mask:0x0 fi:1"),
     # gfx950's packed fp4 conversions name a src2 bit: four op_sel entries (was: three)
     ("gfx950", "gfx950_dasm_vop3.txt", "01 60 4c d2 02 07 02 00", "v_cvt_scalef32_pk_fp4_f16 v1, v2, v3 op_sel:[0,0,1,1]"),
+    ("gfx942", "gfx942_features.txt", "f9 a8 02 7e 83 06 81 00", "v_cvt_f32_fp8_sdwa v1, 3 src0_sel:BYTE_1"),  # was: src_131 dst_sel:...
+    ("gfx942", "gfx942_features.txt", "f9 aa 02 7e 03 66 81 00", "v_cvt_f32_bf8_sdwa v1, s3 clamp mul:2 src0_sel:BYTE_1"),
+    ("gfx90a", "(llvm-mc-19)", "f9 e0 85 7c 01 84 15 86", "v_cmp_eq_f32_sdwa s[4:5], -v1, 0.5 src0_sel:WORD_1 src1_sel:DWORD"),  # was: vcc
+    ("gfx950", "gfx950.txt", "01 18 9a d1 02 01 00 00", "v_permlane32_swap_b32_e64 v1, v2 bound_ctrl:1 fi:1"),
+    ("gfx950", "gfx950.txt", "00 10 59 e0 00 00 02 65", "buffer_load_dwordx3 v0, s[8:11], s101 offen lds"),
+    ("gfx1200", "gfx12_dasm_vimage.txt", "00 00 40 d0 00 00 70 00 00 00 00 00", "image_load v0, v0, s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_1D th:0x7"),
+    ("gfx1200", "gfx12_dasm_sopp.txt", "34 12 83 bf", "s_sleep 0x1234"),  # beyond the inline range: hex
 ]
 
 # (target, a line LLVM rejects, what our error says)
@@ -193,6 +214,15 @@ REJECT = [
     ("gfx1100", "image_bvh_intersect_ray v[4:6], v[0:15], s[4:7]", "vdata is 4 VGPRs"),
     ("gfx1100", "v_dot2_f16_f16_e64_dpp v0, v1, v2, v3 op_sel:[1,1,0,0] quad_perm:[0,1,2,3] row_mask:0x0 bank_mask:0x0",
      "not available in DPP form"),  # gfx11_asm_vop3_dpp16-fake16.s
+    # the constant bus: one scalar value per VALU instruction on gfx9/CDNA, two on gfx10+ (one for the 64-bit shifts);
+    # implicit vcc counts, inline constants do not (LLVM: invalid operand (violates constant bus restrictions))
+    ("gfx90a", "v_add_f32_e64 v5, s1, s2", "reads 2 scalar values"),
+    ("gfx90a", "v_cndmask_b32 v5, s1, v2, vcc", "reads 2 scalar values"),
+    ("gfx942", "v_add_f32_sdwa v5, vcc_lo, src_execz dst_sel:DWORD", "reads 2 scalar values"),
+    ("gfx1100", "v_fma_f32 v5, s1, s2, s3", "reads 3 scalar values"),
+    ("gfx1200", "v_lshlrev_b64 v[4:5], s1, s[2:3]", "allows 1 per instruction"),
+    ("gfx950", "buffer_load_dword v5, off, s[8:11], s3 lds", "names no data register"),
+    ("gfx942", "v_cvt_f32_fp8_sdwa v1, v3 dst_sel:DWORD src0_sel:BYTE_1", "no dst_sel"),
 ]
 
 # (target, LLVM test file, bytes LLVM's disassembler calls invalid, what our DecodeError says). LLVM prints the operand
@@ -209,6 +239,9 @@ DECODE_REJECT = [
     ("gfx90a", "(llvm-mc-19)", "00 00 3a d9 06 00 00 00", "gds bit is clear"),  # LLVM: invalid instruction encoding
     # an odd data register: LLVM prints it, but its assembler (and ours) refuses the text (vgpr must be even aligned)
     ("gfx942", "(llvm-mc-19)", "00 00 33 d9 01 00 00 00", "data register 1 is odd"),
+    # words whose sources break the constant bus: LLVM prints them, but neither assembler takes the text
+    ("gfx90a", "(llvm-mc-19)", "00 00 00 00", "reads 2 scalar values"),  # v_cndmask_b32_e32 v0, s0, v0, vcc
+    ("gfx1100", "(llvm-mc-19)", "05 00 13 d6 01 04 0c 00", "reads 3 scalar values"),  # v_fma_f32 v5, s1, s2, s3
 ]
 
 

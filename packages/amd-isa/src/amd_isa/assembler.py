@@ -316,7 +316,12 @@ def assemble_one(arch_name: str, text: str) -> Inst:
     return _build_any(arch_name, mnemonic, operands, modifiers)
 
 
+_SDWA_KEYS = ("dst_sel", "dst_unused", "src0_sel", "src1_sel")
+
+
 def _build_any(arch_name: str, mnemonic: str, operands: list, modifiers: dict) -> Inst:
+    if mnemonic.endswith("_sdwa") and not any(key in modifiers for key in _SDWA_KEYS):
+        modifiers = {**modifiers, "src0_sel": "DWORD"}  # the suffix alone asks for the SDWA form, every select at its default
     names = _candidates(arch_name, mnemonic)
     if not names:
         raise EncodeError(f"unknown {get_arch(arch_name).name} instruction {mnemonic!r}")
@@ -324,14 +329,16 @@ def _build_any(arch_name: str, mnemonic: str, operands: list, modifiers: dict) -
         names = [name for name in names if name not in missing]
         if not names:
             raise EncodeError(f"{mnemonic} is not an instruction of {arch_name} (other {get_arch(arch_name).name} targets have it)")
-    first_error: EncodeError | None = None
+    errors: list[EncodeError] = []
     for name in names:
         try:
             return build(arch_name, name, operands, modifiers)
         except EncodeError as err:
-            first_error = first_error or err
-    assert first_error is not None
-    raise first_error
+            errors.append(err)
+    # the short encoding's complaint ("use the _e64 form") is no help once the long one failed too: say why that did
+    if len(errors) > 1 and "_e64 form" in str(errors[0]):
+        raise errors[-1]
+    raise errors[0]
 
 
 def assemble(text: str, arch: str) -> bytes:

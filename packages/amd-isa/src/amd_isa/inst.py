@@ -11,7 +11,7 @@ from .arch import Arch, get_arch
 from .availability import missing_on
 from .errors import DecodeError
 from .syntax_common import SCALE_LOAD
-from .syntax_vector import vop3p_word_problem
+from .syntax_vector import _op_facts, constant_bus_problem, vop3p_word_problem
 
 # Source fields that may hold the literal code 255 or the DPP/SDWA codes.
 SRC_FIELDS = ("ssrc0", "ssrc1", "src0", "src1", "src2", "srcx0", "srcy0")
@@ -245,7 +245,7 @@ class _OpPlan:
     """What decoding one (format, opcode) needs, worked out once: its name, whether the target lacks it, how its variant
     is chosen and, per variant, the size and field extractors; the literal rule of its base encoding."""
 
-    __slots__ = ("name", "missing", "scale", "vop", "mfma", "nsa", "layouts", "lit_sources", "vopd", "packed", "gws")
+    __slots__ = ("name", "missing", "scale", "vop", "mfma", "nsa", "layouts", "lit_sources", "vopd", "packed", "gws", "bus")
 
     def __init__(self, arch: Arch, target: str, fmt: str, opcode: int):
         self.name = arch.ops[fmt][opcode][0]
@@ -262,6 +262,9 @@ class _OpPlan:
         self.lit_sources = _literal_sources(arch.key, fmt, opcode) if not self.vopd else ()
         # an RDNA packed-math op: its modifier bits and matrix operands are checked against what LLVM accepts
         self.packed = (arch, self.name, operand_info(arch.key, fmt, opcode)) if fmt == "VOP3P" and arch.name in ("rdna3", "rdna4") else None
+        # the constant bus: words whose sources read more scalar values than the target allows do not assemble
+        info = operand_info(arch.key, fmt, opcode)
+        self.bus = (_op_facts(arch, fmt, opcode, self.name, info), info) if fmt in VOP_SHORT + VOP_LONG and not self.mfma else None
 
 
 class _FormatPlan:
@@ -382,6 +385,16 @@ def _decode_at(data: bytes, arch: str, offset: int) -> tuple[Inst, int]:
     fields = {f: (word >> lo) & mask for f, lo, mask in extractors}
     if plan.packed is not None and (problem := vop3p_word_problem(*plan.packed, fields)) is not None:
         raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: {problem}")
+    if plan.bus is not None:
+        # most words read few scalar sources: count the 9-bit source fields below the VGPRs before anything else
+        facts = plan.bus[0]
+        scalars = 0
+        for f in facts.bus_fields:
+            if fields[f] < 256:
+                scalars += 1
+        if (scalars > facts.bus_room if not variant else variant[0] == "S") and \
+                (problem := constant_bus_problem(arch_obj, plan.name, *plan.bus, fields, variant, None)) is not None:
+            raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: it {problem}")
     if plan.gws and not fields["gds"]:
         raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: the gds bit is clear (CDNA's wave sync ops address GDS)")
     if plan.gws and fields["addr"] % 2 and operand_info(arch_obj.key, fmt, opcode):

@@ -11,7 +11,7 @@ from .availability import missing_on
 from .inst import ALWAYS_LITERAL, SRC_FIELDS, Inst
 from .syntax_common import reg_count, x2_prefix
 from .syntax_memory import UFMT_DEFAULT, image_address_count
-from .syntax_vector import is_half_operand, vop3p_rules
+from .syntax_vector import _NOT_REGISTER, _op_facts, constant_bus_problem, is_half_operand, vop3p_rules
 
 # Variant kinds, cycled per opcode: plain registers, scalar/constant sources, modifiers and literals, then DPP forms.
 KINDS = ("vgpr", "scalar", "mods", "dpp16", "dpp8")
@@ -203,6 +203,8 @@ def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Rand
         for field in ("src1", "src2"):
             if fields.get(field) == 255:
                 fields[field] = 256
+    if fmt in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P") and not variant:
+        literal = _within_constant_bus(arch, fmt, opcode, name, info, fields, literal, rng)
     if fmt in ("VOP1", "VOP2", "VOPC"):
         _low_halves(arch, fmt, info, fields, variant)
     if fmt == "VOP3P" and not variant:
@@ -221,6 +223,26 @@ def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Rand
     if any(part in name for part in ALWAYS_LITERAL):
         literal = rng.getrandbits(16 if info.get("vdst", (32,))[0] == 16 else 32)
     return fields, literal, variant
+
+
+def _within_constant_bus(arch: Arch, fmt: str, opcode: int, name: str, info: dict, fields: dict[str, int], literal: int | None,
+                         rng: random.Random) -> int | None:
+    """Keep a VALU sample within the constant bus (syntax_vector.constant_bus_problem): scalar sources are replaced, last
+    first, by VGPRs (by the inline constant 0 where only scalars go or for a literal) until it fits. Lane masks stay.
+    Returns the literal (None once no source uses it)."""
+    facts = _op_facts(arch, fmt, opcode, name, info)
+    for field, _, _ in reversed(facts.srcs):
+        if constant_bus_problem(arch, name, facts, info, fields, "", literal) is None:
+            break
+        code = fields.get(field, 256)
+        optype, dfmt = info.get(field, (32, "", ""))[1:3]
+        if field == "vsrc1" or code >= 256 or (code in _NOT_REGISTER and code != 255) or dfmt == "M64" or optype == "SREG":
+            continue
+        scalar_only = optype in ("SSRC", "SREG_LITERAL", "SSRC_LANESEL")
+        fields[field] = 128 if code == 255 or scalar_only else 256 + _even(rng, 200, reg_count(info[field][0]) if field in info else 1)
+    if literal is not None and not any(fields.get(f) == 255 for f in ("src0", "src1", "src2")) and not any(p in name for p in ALWAYS_LITERAL):
+        literal = None
+    return literal
 
 
 def _low_halves(arch: Arch, fmt: str, info: dict, fields: dict[str, int], variant: str) -> None:

@@ -97,8 +97,6 @@ def format_simm16(arch: Arch, optype: str, raw: int, mnemonic: str) -> str:
     if optype == "SENDMSG_RTN":
         names = _rtn_names(arch)
         return f"sendmsg({names[raw]})" if raw in names else f"sendmsg({raw}, 0, 0)"
-    if optype == "SLEEP":
-        return str(raw)
     return f"{raw:#x}"
 
 

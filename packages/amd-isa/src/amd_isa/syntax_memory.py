@@ -126,10 +126,10 @@ def th_text(name: str, th: int, scope: int) -> object:
     3 at system scope is BYPASS), else the number."""
     kind = _th_kind(name)
     if kind == "ATOMIC":
-        return TH_ATOMIC_NAMES.get(th, th)
+        return TH_ATOMIC_NAMES.get(th, f"{th:#x}")
     if th == 3 and scope == 3:
         return f"TH_{kind}_BYPASS"
-    return (TH_STORE_NAMES if kind == "STORE" else TH_LOAD_NAMES).get(th, th)
+    return (TH_STORE_NAMES if kind == "STORE" else TH_LOAD_NAMES).get(th, f"{th:#x}")  # LLVM: unnamed hints in hex
 
 
 def parse_policy(key: str, value: object, name: str) -> int:
@@ -350,7 +350,7 @@ def split_buffer(inst) -> Split:
     ops: list = []
     if "vaddr" not in info and "vdata" not in info:  # cache writeback / invalidate: gfx940+ scope them with sc0 sc1
         return inst.mnemonic, [], {flag: True for flag in _scoped_cache_ops(arch) if fields.get(flag)}
-    if "vdata" in info:
+    if "vdata" in info and not _loads_to_lds(arch, fields):
         extra = 32 if fields.get("tfe") else 0
         ops.append(_vreg(fields["vdata"], info["vdata"][0] + extra, acc))
     addresses = fields.get("idxen", 0) + fields.get("offen", 0)
@@ -374,6 +374,11 @@ def split_buffer(inst) -> Split:
     return inst.mnemonic, ops, mods
 
 
+def _loads_to_lds(arch, fields: dict[str, int]) -> bool:
+    """A CDNA buffer load with the lds bit writes LDS, not VGPRs: LLVM names no data register (and refuses one)."""
+    return arch.name == "cdna" and bool(fields.get("lds"))
+
+
 def _scoped_cache_ops(arch) -> tuple[str, ...]:
     """The scope bits of the operand-less buffer cache ops (buffer_wbl2, buffer_inv): sc0 and sc1 on gfx940+ (LLVM
     prints and takes them there); gfx90a and the RDNA targets take none."""
@@ -386,7 +391,8 @@ def join_buffer(draft: Draft, ops: list, mods: Mods) -> None:
     layout = arch.formats[fmt]["fields"]
     rsrc_f = "rsrc" if fmt == "VBUFFER" else "srsrc"
     off_f = "ioffset" if fmt == "VBUFFER" else "offset"
-    want = 4 if "vdata" in info else 3 if "vaddr" in info else 0
+    to_lds = _loads_to_lds(arch, {"lds": int(bool(mods.get("lds")))})
+    want = 4 if "vdata" in info and not to_lds else 3 if "vaddr" in info else 0
     if want == 0 and not ops:
         fields["soffset"] = 0
         for flag in _scoped_cache_ops(arch):
@@ -395,9 +401,10 @@ def join_buffer(draft: Draft, ops: list, mods: Mods) -> None:
         _done(draft, mods)
         return
     if len(ops) != want:
-        raise EncodeError(f"{name} takes {want} operands (vdata, vaddr, srsrc, soffset), got {len(ops)}")
+        names = "vaddr, srsrc, soffset: a load to LDS names no data register" if to_lds else "vdata, vaddr, srsrc, soffset"
+        raise EncodeError(f"{name} takes {want} operands ({names}), got {len(ops)}")
     ops = list(ops)
-    if "vdata" in info:
+    if "vdata" in info and not to_lds:
         vdata = ops.pop(0)
         fields["vdata"] = encode_vgpr(draft, "vdata", vdata)
         if isinstance(vdata, Reg) and vdata.kind == "a":

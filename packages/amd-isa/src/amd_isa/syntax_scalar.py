@@ -103,7 +103,7 @@ def split_sopp(inst) -> Split:
     if optype == "WAIT_ALU":
         return name, [Sym(raw, format_simm16(inst.arch, "WAITCNT_DEPCTR", raw, name))], {}
     hex_text = name in HEX_SIMM16_OPS or name.startswith("s_wait_")  # gfx12's s_wait_*cnt print their count in hex
-    if optype in ("SIMM16",) and not hex_text:
+    if optype in ("SIMM16", "SLEEP") and not hex_text:
         return name, [Sym(raw, _imm_text(raw))], {}
     if optype in ("SIMM16", "CLAUSE", "WAIT_EVENT") or hex_text:
         return name, [Sym(raw, f"{raw:#x}")], {}

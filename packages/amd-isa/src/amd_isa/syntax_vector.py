@@ -3,7 +3,7 @@
 from functools import cache
 
 from .arch import get_arch
-from .errors import EncodeError
+from .errors import DecodeError, EncodeError
 from .operands import INLINE_FLOATS, INV_2PI_CODE, VGPR_BASE, Lit, Operand, Reg, Special, Sym, float_bits, plain_reg
 from .syntax_common import (
     Draft,
@@ -119,7 +119,7 @@ class _OpFacts:
     its encoding length, implicit VCC operands, K constant, destination kind and sources. Name-derived facts read
     substrings every spelling of the opcode shares (table name, LLVM name)."""
 
-    __slots__ = ("long", "writes_vcc", "reads_vcc", "k_at", "k_mask", "dst", "srcs")
+    __slots__ = ("long", "writes_vcc", "reads_vcc", "k_at", "k_mask", "dst", "srcs", "bus_fields", "bus_room")
 
     def __init__(self, arch, fmt: str, name: str, info: dict):
         self.long = long = fmt in ("VOP3", "VOP3SD", "VOP3P")
@@ -136,6 +136,10 @@ class _OpFacts:
         # (field, a lane-mask operand, a 16-bit register half in this encoding)
         self.srcs = tuple((field, info[field][2] == "M64", is_half_operand(arch, fmt, info[field]))
                           for field in _src_list(info, ("src0", "src1", "src2") if long else ("src0", "vsrc1")))
+        # the constant bus (constant_bus_problem): the 9-bit source fields, and how many of them may hold no VGPR
+        # before distinct registers and constants need counting (the limit less an implicit vcc read)
+        self.bus_fields = tuple(field for field, _, _ in self.srcs if field != "vsrc1")
+        self.bus_room = (1 if arch.name == "cdna" or name.startswith(_ONE_SCALAR_SHIFTS) else 2) - int(self.reads_vcc)
 
 
 _OP_FACTS: dict[tuple[str, str, int], _OpFacts] = {}
@@ -217,16 +221,44 @@ def _split_bitop3(inst) -> Split:
     return name, ops, mods
 
 
+# VOP3 opcodes whose modifier bits mean something else: gfx950's v_bitop3 (a truth table in neg/abs/omod) and
+# v_permlane16/32_swap (fi and bound_ctrl in op_sel bits 0 and 1)
+_REPURPOSED = ("v_bitop3_", "v_permlane16_swap_", "v_permlane32_swap_")
+
+
 @cache
 def _bitop3_opcodes(key: str, fmt: str) -> frozenset[int]:
     arch = get_arch(key)
-    return frozenset(op for op, (name, _) in arch.ops.get(fmt, {}).items() if name.startswith("v_bitop3_")) if fmt == "VOP3" else frozenset()
+    return frozenset(op for op, (name, _) in arch.ops.get(fmt, {}).items() if name.startswith(_REPURPOSED)) if fmt == "VOP3" else frozenset()
+
+
+def _split_permlane_swap(inst) -> Split:
+    """v_permlane16_swap_b32_e64 / v_permlane32_swap_b32_e64: op_sel bit 0 is fi, bit 1 bound_ctrl (LLVM's spelling)."""
+    opsel = inst.fields.get("opsel", 0)
+    plain = type(inst)(inst.arch, inst.fmt, inst.op, {**inst.fields, "opsel": 0}, inst.literal, inst.variant)
+    name, ops, mods = _split_valu(plain)
+    if opsel & 2:
+        mods["bound_ctrl"] = 1
+    if opsel & 1:
+        mods["fi"] = 1
+    return name, ops, mods
+
+
+def _join_permlane_swap(draft: Draft, ops: list, mods: Mods) -> None:
+    """Inverse of _split_permlane_swap. As in DPP, LLVM sets the bound_ctrl bit for bound_ctrl:0 and bound_ctrl:1."""
+    bound = "bound_ctrl" in mods
+    mods.pop("bound_ctrl", None)
+    fi = int(mods.pop("fi", 0))  # type: ignore[call-overload]
+    if "op_sel" in mods:
+        raise EncodeError(f"{draft.name}: write its op_sel bits as fi:1 and bound_ctrl:1")
+    _join_valu(draft, ops, mods)
+    draft.fields["opsel"] = int(bool(fi)) | int(bound) << 1
 
 
 def split_valu(inst) -> Split:
     """Operands and modifiers of any vector ALU instruction."""
     if inst.op in _bitop3_opcodes(inst.arch.key, inst.fmt):
-        return _split_bitop3(inst)
+        return _split_bitop3(inst) if inst.mnemonic.startswith("v_bitop3_") else _split_permlane_swap(inst)
     return _split_valu(inst)
 
 
@@ -249,7 +281,8 @@ def _split_valu(inst) -> Split:
         dst = scalar_operand(arch, fields["vdst"], count) if scalar else plain_reg(kind, fields["vdst"], count)
         ops.append(_as_half(dst, name) if half else dst)
     elif facts.dst == 3:
-        ops.append(plan.vcc)
+        # gfx9's VOPC SDWA writes any lane mask: the sd bit selects the sdst field over vcc
+        ops.append(scalar_operand(arch, fields["sdst"], arch.wave // 32) if variant == "SDWA_SDST" and fields.get("sd") else plan.vcc)
     if plan.sdst_count:
         ops.append(scalar_operand(arch, fields["sdst"], plan.sdst_count))
     if facts.writes_vcc:
@@ -258,10 +291,12 @@ def _split_valu(inst) -> Split:
         raw = fields[field]
         if how == 0:
             operand: Operand = plain_reg("v", fields["vsrc0"], count)
-            if fields.get("s0") and variant.startswith("SDWA"):
-                operand = scalar_operand(arch, fields["vsrc0"], 1)
+            if fields.get("s0") and variant.startswith("SDWA"):  # an SGPR, special register or inline constant
+                operand = _sdwa_scalar(arch, fields["vsrc0"], bits)
         elif how == 1:
             operand = plain_reg("v", raw, count)
+            if fields.get("s1") and variant.startswith("SDWA"):
+                operand = _sdwa_scalar(arch, raw, bits)
         elif m64 and raw < 256:
             operand = scalar_operand(arch, raw, arch.wave // 32)
         elif acc or (acc_if_vgpr and raw >= 256):
@@ -289,6 +324,19 @@ def _split_valu(inst) -> Split:
     if variant:
         _split_variant_mods(inst, mods)
     return plan.printed, ops, mods
+
+
+def _sdwa_scalar(arch, code: int, bits: int) -> Operand:
+    """A non-VGPR SDWA source (its S bit set): the 8-bit code of an SGPR, special register or inline constant."""
+    if code == 255:
+        raise DecodeError("an SDWA source cannot be a literal constant (code 255)")
+    return decode_src(arch, code, bits, None)
+
+
+def _fixed_sdwa_dst(name: str) -> bool:
+    """gfx940+'s fp8/bf8 -> f32 conversions write whole dwords: their SDWA form has no dst_sel/dst_unused (LLVM neither
+    prints nor takes them; the bits hold DWORD and UNUSED_PAD)."""
+    return name.startswith(("v_cvt_f32_fp8", "v_cvt_f32_bf8", "v_cvt_pk_f32_fp8", "v_cvt_pk_f32_bf8"))
 
 
 def _is_mix(name: str) -> bool:
@@ -468,7 +516,12 @@ def _split_variant_mods(inst, mods: Mods) -> None:
             mods["fi"] = 1
         return
     if variant.startswith("SDWA"):
-        if "dst_sel" in fields:
+        if fields.get("clmp"):
+            mods["clamp"] = True
+        if fields.get("omod"):
+            key, value = OMOD[fields["omod"]]
+            mods[key] = value
+        if "dst_sel" in fields and not _fixed_sdwa_dst(inst.mnemonic):
             mods["dst_sel"] = SDWA_SEL[min(fields["dst_sel"], 6)]
             mods["dst_unused"] = SDWA_UNUSED[min(fields["dst_unused"], 2)]
         for i in range(2):
@@ -583,8 +636,8 @@ def _mfma_default(fmt: str, key: str) -> int:
 
 def join_valu(draft: Draft, ops: list, mods: Mods) -> None:
     """Inverse of split_valu: fill the draft's fields from operands and modifiers."""
-    if draft.name.startswith("v_bitop3_") and draft.fmt == "VOP3":
-        _join_bitop3(draft, ops, mods)
+    if draft.fmt == "VOP3" and draft.name.startswith(_REPURPOSED):
+        (_join_bitop3 if draft.name.startswith("v_bitop3_") else _join_permlane_swap)(draft, ops, mods)
         return
     _join_valu(draft, ops, mods)
 
@@ -628,6 +681,10 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
         fields["vdst"] = 126  # v_cmpx_*_e64 writes EXEC: the destination field names exec_lo
     elif facts.dst == 2:
         fields["vdst"] = _encode_dst(draft, ops, "vdst")
+    elif facts.dst == 3 and draft.variant == "SDWA_SDST" and ops and not (isinstance(ops[0], Special) and ops[0].code == 106):
+        sdst = _pop(draft, ops, "sdst")
+        _lane_mask(draft, "sdst", sdst)
+        fields.update(sd=1, sdst=encode_scalar(arch, f"{name} sdst", sdst))
     elif facts.dst == 3:
         _take_implicit(draft, ops, "vcc")
     if fmt == "VOP3SD":  # the carry-out / div_scale condition: a lane mask
@@ -656,12 +713,15 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
         neg |= n << i
         abs_ |= a << i
         if i == 0 and draft.variant:
-            if draft.variant.startswith("SDWA") and isinstance(value, Reg) and value.kind == "s":
+            if draft.variant.startswith("SDWA") and not (isinstance(value, Reg) and value.kind == "v"):
                 fields["s0"] = 1
-                fields["vsrc0"] = value.index
+                fields["vsrc0"] = _sdwa_scalar_code(draft, "src0", value)
             else:
                 fields["vsrc0"] = encode_vgpr(draft, "src0", value)
             fields["src0"] = {"DPP16": 250, "DPP8": 234 if mods.get("fi") else 233}.get(draft.variant, 249)
+        elif field == "vsrc1" and draft.variant.startswith("SDWA") and not (isinstance(value, Reg) and value.kind == "v"):
+            fields["s1"] = 1
+            fields["vsrc1"] = _sdwa_scalar_code(draft, "src1", value)
         elif field == "vsrc1":
             if not (isinstance(value, Reg) and value.kind == "v"):
                 raise EncodeError(f"{name}: src1 of the e32 form must be a VGPR, got {value}; use the _e64 form")
@@ -696,6 +756,73 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
         _join_variant_mods(draft, mods)
     if mods:
         raise EncodeError(f"{name} does not take modifier(s) {', '.join(sorted(mods))}")
+    _check_constant_bus(draft, facts)
+
+
+# the 64-bit shifts read one scalar value on gfx10+ too (LLVM: violates constant bus restrictions)
+_ONE_SCALAR_SHIFTS = ("v_lshlrev_b64", "v_lshrrev_b64", "v_ashrrev_i64")
+# source codes that are no register: inline integers and floats (and 1/(2pi)), the literal marker, DPP/SDWA markers
+_NOT_REGISTER = frozenset((*range(128, 209), *range(240, 249), 233, 234, 249, 250, 255))
+
+
+def _check_constant_bus(draft: Draft, facts) -> None:
+    """A VALU instruction reads at most one scalar value on gfx9/CDNA and two on gfx10+ (one for the 64-bit shifts): the
+    distinct SGPRs and special registers its sources and implicit VCC read, plus its literal (one, however often it is
+    used). Inline constants are free; null is no read; gfx9's v_writelane may take m0 as its lane select besides."""
+    problem = constant_bus_problem(draft.arch, draft.name, facts, draft.info, draft.fields, draft.variant, draft.literal)
+    if problem is not None:
+        raise EncodeError(f"{draft.name}: {problem}")
+
+
+def constant_bus_problem(arch, name: str, facts, info: dict, fields: dict[str, int], variant: str, literal: int | None) -> str | None:
+    """Why an instruction's sources break the constant bus limit (see _check_constant_bus), or None."""
+    if variant:
+        if variant[0] != "S":
+            return None  # DPP: src0 is a VGPR; gfx11's VOP3 DPP reads at most two other sources
+    else:
+        scalars = 0
+        for f in facts.bus_fields:
+            if fields.get(f, VGPR_BASE) < VGPR_BASE:
+                scalars += 1
+        if scalars <= facts.bus_room:
+            return None  # few enough non-VGPR sources, whatever they are
+    used: set = set()
+    for i, (field, _, _) in enumerate(facts.srcs):
+        if i == 0 and variant:
+            if not (variant.startswith("SDWA") and fields.get("s0")):
+                continue
+            code = fields.get("vsrc0", 0)
+        elif field == "vsrc1":
+            if not (variant.startswith("SDWA") and fields.get("s1")):
+                continue
+            code = fields.get("vsrc1", 0)
+        else:
+            code = fields.get(field, VGPR_BASE)
+        if code >= VGPR_BASE or code in _NOT_REGISTER:
+            if code == 255 and not variant:
+                used.add(("literal", literal))
+            continue
+        if code == arch.null_code and arch.name != "cdna":
+            continue
+        if code == 124 and arch.name == "cdna" and name.startswith("v_writelane_b32"):
+            continue
+        # SGPR ranges of other widths are other registers (s0, s[0:1]); src_scc and the other src_* registers are one
+        used.add(code if code >= 235 else (code, reg_count(info[field][0]) if field in info else 1))
+    if facts.reads_vcc:
+        used.add((106, arch.wave // 32))
+    limit = 1 if arch.name == "cdna" or name.startswith(_ONE_SCALAR_SHIFTS) else 2
+    if len(used) > limit:
+        return (f"reads {len(used)} scalar values (SGPRs, special registers, literals, implicit vcc); {arch.name} allows {limit} "
+                "per instruction (constant bus)")
+    return None
+
+
+def _sdwa_scalar_code(draft: Draft, what: str, value: Operand) -> int:
+    """The 8-bit code of an SGPR, special register or inline constant as an SDWA source (no literals there)."""
+    code = encode_src(draft, what, value, allow_literal=False)
+    if code >= VGPR_BASE:
+        raise EncodeError(f"{draft.name}: {what} must be a VGPR, an SGPR, a special register or an inline constant, got {value}")
+    return code
 
 
 def _literal_of(draft: Draft, operand: object) -> int:
@@ -828,12 +955,29 @@ def _join_variant_mods(draft: Draft, mods: Mods) -> None:
         mods.pop("fi", None)
         return
     if draft.variant.startswith("SDWA"):
+        layout = draft.arch.formats[f"{draft.fmt}_{draft.variant}"]["fields"]
+        fixed_dst = _fixed_sdwa_dst(draft.name)
+        if fixed_dst and ("dst_sel" in mods or "dst_unused" in mods):
+            raise EncodeError(f"{draft.name}: its SDWA form writes whole dwords (no dst_sel/dst_unused)")
         for key, names in (("dst_sel", SDWA_SEL), ("dst_unused", SDWA_UNUSED), ("src0_sel", SDWA_SEL), ("src1_sel", SDWA_SEL)):
-            # VOP1 has no second source: its src1_sel bits stay zero.
-            default = 0 if key == "dst_unused" or (key == "src1_sel" and draft.fmt == "VOP1") else 6
+            # VOP1 has no second source: its src1_sel bits stay zero. LLVM's default dst_unused is UNUSED_PRESERVE
+            # (UNUSED_PAD where the form has no dst_unused operand)
+            default = (0 if fixed_dst else 2) if key == "dst_unused" else 0 if key == "src1_sel" and draft.fmt == "VOP1" else 6
             value = mods.pop(key, None)
-            if key in draft.arch.formats[f"{draft.fmt}_{draft.variant}"]["fields"]:
+            if key in layout:
                 fields[key] = default if value is None else names.index(str(value)) if str(value) in names else int(value)  # type: ignore[call-overload]
+        if mods.pop("clamp", False):
+            if "clmp" not in layout:
+                raise EncodeError(f"{draft.name}: its SDWA form has no clamp bit")
+            fields["clmp"] = 1
+        omod = {("mul", 2): 1, ("mul", 4): 2, ("div", 2): 3}
+        for key in ("mul", "div"):
+            if key in mods:
+                value = omod.get((key, int(mods.pop(key))))  # type: ignore[call-overload]
+                if value is None or "omod" not in layout:
+                    raise EncodeError(f"{draft.name}: its SDWA form takes mul:2, mul:4 or div:2" if "omod" in layout else
+                                      f"{draft.name}: its SDWA form has no output modifier")
+                fields["omod"] = value
         return
     ctrl = None
     if "quad_perm" in mods:
