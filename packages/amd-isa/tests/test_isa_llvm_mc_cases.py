@@ -86,6 +86,9 @@ ASSEMBLE = [
     ("gfx950", "gfx950_asm_features.s", "v_permlane16_swap_b32 v1, v2 bound_ctrl:0", "01 10 99 d1 02 01 00 00"),
     # a CDNA buffer load to LDS names no data register (was: vdata printed and required)
     ("gfx950", "gfx950.txt", "buffer_load_dwordx3 off, s[8:11], s3 lds", "00 00 59 e0 00 00 02 03"),
+    # +0.0 is the inline constant 0 (was: "not an inline constant"); s_version's | with spaces is one operand
+    ("gfx950", "gfx950_asm_features.s", "v_maximum3_f32 v1, 0.0, 1.0, v3", "01 00 a9 d2 80 e4 0d 04"),
+    ("gfx1200", "gfx12_asm_sopk.s", "s_version UC_VERSION_GFX12 | UC_VERSION_W64_BIT | UC_VERSION_MDP_BIT", "09 a0 80 b0"),
 ]
 
 
@@ -164,6 +167,8 @@ DISASSEMBLE = [
     ("gfx950", "gfx950.txt", "00 10 59 e0 00 00 02 65", "buffer_load_dwordx3 v0, s[8:11], s101 offen lds"),
     ("gfx1200", "gfx12_dasm_vimage.txt", "00 00 40 d0 00 00 70 00 00 00 00 00", "image_load v0, v0, s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_1D th:0x7"),
     ("gfx1200", "gfx12_dasm_sopp.txt", "34 12 83 bf", "s_sleep 0x1234"),  # beyond the inline range: hex
+    # a scale load and an MFMA pair up only when the MFMA word has abid bit 0 set (was: always)
+    ("gfx950", "gfx950_vop3px2.txt", "00 00 ac d3 14 2b 02 00 00 80 ad d3 00 11 02 04", "v_mfma_ld_scale_b32 v20, v21 op_sel_hi:[0,0]"),
 ]
 
 # (target, a line LLVM rejects, what our error says)
@@ -223,6 +228,7 @@ REJECT = [
     ("gfx1200", "v_lshlrev_b64 v[4:5], s1, s[2:3]", "allows 1 per instruction"),
     ("gfx950", "buffer_load_dword v5, off, s[8:11], s3 lds", "names no data register"),
     ("gfx942", "v_cvt_f32_fp8_sdwa v1, v3 dst_sel:DWORD src0_sel:BYTE_1", "no dst_sel"),
+    ("gfx90a", "s_movrels_b32 s1, 5", "must be a scalar register"),
 ]
 
 # (target, LLVM test file, bytes LLVM's disassembler calls invalid, what our DecodeError says). LLVM prints the operand
@@ -242,6 +248,7 @@ DECODE_REJECT = [
     # words whose sources break the constant bus: LLVM prints them, but neither assembler takes the text
     ("gfx90a", "(llvm-mc-19)", "00 00 00 00", "reads 2 scalar values"),  # v_cndmask_b32_e32 v0, s0, v0, vcc
     ("gfx1100", "(llvm-mc-19)", "05 00 13 d6 01 04 0c 00", "reads 3 scalar values"),  # v_fma_f32 v5, s1, s2, s3
+    ("gfx1100", "gfx11_dasm_sop1.txt", "cb 48 f5 be", "must be a scalar register"),  # s_setpc_b64 -11 (LLVM: invalid)
 ]
 
 

@@ -235,6 +235,8 @@ def _parse_half(arch, text: str) -> tuple[str, list, dict[str, object]]:
         return mnemonic, [], {}
     index = op_index(arch.key)
     entry = index.get(mnemonic) or index.get(mnemonic + "_e32")
+    if entry is not None and entry[0] == "SOPK" and "|" in rest:  # `UC_VERSION_GFX12 | UC_VERSION_W32_BIT`: one operand
+        rest = re.sub(r"\s*\|\s*", "|", rest)
     if entry is not None and entry[0] == "SOPP":
         return mnemonic, [Sym(parse_symbolic(arch, rest), rest) if is_symbolic(rest) else parse_operand(arch, rest)], {}
     leading: list = []

@@ -11,6 +11,7 @@ from .arch import Arch, get_arch
 from .availability import missing_on
 from .errors import DecodeError
 from .syntax_common import SCALE_LOAD
+from .syntax_scalar import register_only
 from .syntax_vector import _op_facts, constant_bus_problem, vop3p_word_problem
 
 # Source fields that may hold the literal code 255 or the DPP/SDWA codes.
@@ -245,7 +246,7 @@ class _OpPlan:
     """What decoding one (format, opcode) needs, worked out once: its name, whether the target lacks it, how its variant
     is chosen and, per variant, the size and field extractors; the literal rule of its base encoding."""
 
-    __slots__ = ("name", "missing", "scale", "vop", "mfma", "nsa", "layouts", "lit_sources", "vopd", "packed", "gws", "bus")
+    __slots__ = ("name", "missing", "scale", "vop", "mfma", "nsa", "layouts", "lit_sources", "vopd", "packed", "gws", "bus", "sreg")
 
     def __init__(self, arch: Arch, target: str, fmt: str, opcode: int):
         self.name = arch.ops[fmt][opcode][0]
@@ -256,6 +257,9 @@ class _OpPlan:
         self.nsa = fmt == "MIMG" and "MIMG_NSA" in arch.formats
         # CDNA's global wave sync ops always address GDS: LLVM does not decode them with the gds bit clear
         self.gws = arch.name == "cdna" and "_gws_" in self.name
+        # scalar sources that are registers only (syntax_scalar.register_only): a constant there is an invalid word
+        self.sreg = tuple(f for f, _, optype, _ in arch.ops[fmt][opcode][1]
+                          if fmt.startswith("SOP") and f.startswith("ssrc") and register_only(self.name, optype))
         self.vop = fmt in VOP_SHORT + VOP_LONG
         self.vopd = fmt == "VOPD"
         self.layouts: dict[str, tuple[int, tuple[tuple[str, int, int], ...]]] = {}
@@ -395,6 +399,8 @@ def _decode_at(data: bytes, arch: str, offset: int) -> tuple[Inst, int]:
         if (scalars > facts.bus_room if not variant else variant[0] == "S") and \
                 (problem := constant_bus_problem(arch_obj, plan.name, *plan.bus, fields, variant, None)) is not None:
             raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: it {problem}")
+    if plan.sreg and any(128 <= fields[f] <= 208 or 240 <= fields[f] <= 255 for f in plan.sreg):
+        raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: its source must be a scalar register, not a constant")
     if plan.gws and not fields["gds"]:
         raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: the gds bit is clear (CDNA's wave sync ops address GDS)")
     if plan.gws and fields["addr"] % 2 and operand_info(arch_obj.key, fmt, opcode):
@@ -430,8 +436,8 @@ def _scaled_mfma(arch: Arch, data: bytes, offset: int) -> Inst | None:
     if _extract(word, layout["encoding"]) != layout["encoding"][2]:
         return None
     opcode = _extract(word, layout["fields"]["op"])
-    if opcode not in arch.ops["VOP3PX2"] or word & X2_HIDDEN_BITS:
-        return None
+    if opcode not in arch.ops["VOP3PX2"] or word & X2_HIDDEN_BITS or not word >> 75 & 1:
+        return None  # LLVM pairs them only when the MFMA word has abid bit 0 set (its scaled form's marker)
     fields = {f: _extract(word, spec) for f, spec in layout["fields"].items() if f != "op"}
     return Inst(arch, "VOP3PX2", opcode, fields)
 

@@ -198,7 +198,10 @@ def inline_int_code(value: int) -> int | None:
 
 
 def inline_float_code(value: float) -> int | None:
-    """The inline-constant source code of a float, or None if it needs a literal."""
+    """The inline-constant source code of a float, or None if it needs a literal. +0.0 is the integer constant 0 (as
+    in LLVM); -0.0 is not inline."""
+    if value == 0.0 and math.copysign(1.0, value) > 0:
+        return 128
     for code, inline in INLINE_FLOATS.items():
         if value == inline:
             return code

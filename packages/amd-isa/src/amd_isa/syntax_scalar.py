@@ -85,8 +85,16 @@ def join_salu(draft: Draft, ops: list, mods: Mods) -> None:
         elif info[slot][1] in ("SENDMSG_RTN", "SIMM4"):
             draft.fields[slot] = parse_simm16_operand(draft.arch, operand) & 0xFF
         else:
+            if register_only(name, info[slot][1]) and not isinstance(operand, Reg | Special):
+                raise EncodeError(f"{name}: {slot} must be a scalar register, got {operand!r} (no constants here)")
             draft.fields[slot] = encode_src(draft, slot, operand)
     _no_mods(draft, mods)
+
+
+def register_only(name: str, optype: str) -> bool:
+    """Scalar sources that take registers alone, no constants (LLVM: invalid operand; its disassembler marks one
+    /*Invalid immediate*/): s_setpc_b64, s_rfe_b64, s_movrels*, s_cbranch_join (s_swappc_b64 takes constants)."""
+    return optype == "SREG" and not name.startswith("s_swappc")
 
 
 def split_sopp(inst) -> Split:
