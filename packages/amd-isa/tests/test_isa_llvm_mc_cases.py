@@ -229,6 +229,8 @@ REJECT = [
     ("gfx950", "buffer_load_dword v5, off, s[8:11], s3 lds", "names no data register"),
     ("gfx942", "v_cvt_f32_fp8_sdwa v1, v3 dst_sel:DWORD src0_sel:BYTE_1", "no dst_sel"),
     ("gfx90a", "s_movrels_b32 s1, 5", "must be a scalar register"),
+    ("gfx90a", "v_mfma_f32_32x32x2bf16 a[32:63], s47, v32, a[0:31]", "src0 must be a VGPR or AGPR range"),
+    ("gfx90a", "v_mfma_f32_32x32x2bf16 a[32:63], v47, v32, s[0:31]", "src2 must be a VGPR or AGPR range or an inline constant"),
 ]
 
 # (target, LLVM test file, bytes LLVM's disassembler calls invalid, what our DecodeError says). LLVM prints the operand
@@ -249,6 +251,14 @@ DECODE_REJECT = [
     ("gfx90a", "(llvm-mc-19)", "00 00 00 00", "reads 2 scalar values"),  # v_cndmask_b32_e32 v0, s0, v0, vcc
     ("gfx1100", "(llvm-mc-19)", "05 00 13 d6 01 04 0c 00", "reads 3 scalar values"),  # v_fma_f32 v5, s1, s2, s3
     ("gfx1100", "gfx11_dasm_sop1.txt", "cb 48 f5 be", "must be a scalar register"),  # s_setpc_b64 -11 (LLVM: invalid)
+    # operand classes LLVM's disassembler checks (it marks them /*Invalid register, operand has ...*/): a VGPR as a lane
+    # mask, an SGPR or constant as a matrix operand, a resource running past the SGPR file; a gfx11 FLAT offset of 4096
+    # and up, which LLVM prints but does not assemble (was: printed, text our assembler refused)
+    ("gfx1100", "(llvm-mc-19)", "06 51 21 d5 5a 77 7a 04", "lane mask"),  # v_sub_co_ci_u32_e64 ..., v30
+    ("gfx90a", "(llvm-mc-19)", "20 80 e8 d3 2f 40 02 04", r"src0 \(code 47\) must be a VGPR or AGPR"),
+    ("gfx90a", "(llvm-mc-19)", "20 80 e8 d3 2f 41 72 01", r"src2 \(code 92\) must be a VGPR, an AGPR or an inline constant"),
+    ("gfx1100", "(llvm-mc-19)", "b7 2b b8 e9 a3 5c da b0", "past the 106 SGPRs"),  # tbuffer ... s[104:107]
+    ("gfx1100", "(llvm-mc-19)", "a0 1f 58 dc 3e 00 7c 9e", "does not fit a FLAT offset"),  # LLVM prints offset:8096
 ]
 
 

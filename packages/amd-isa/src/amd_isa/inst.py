@@ -10,7 +10,7 @@ from . import printer
 from .arch import Arch, get_arch
 from .availability import missing_on
 from .errors import DecodeError
-from .syntax_common import SCALE_LOAD
+from .syntax_common import SCALE_LOAD, reg_count
 from .syntax_scalar import register_only
 from .syntax_vector import _op_facts, constant_bus_problem, vop3p_word_problem
 
@@ -246,7 +246,8 @@ class _OpPlan:
     """What decoding one (format, opcode) needs, worked out once: its name, whether the target lacks it, how its variant
     is chosen and, per variant, the size and field extractors; the literal rule of its base encoding."""
 
-    __slots__ = ("name", "missing", "scale", "vop", "mfma", "nsa", "layouts", "lit_sources", "vopd", "packed", "gws", "bus", "sreg")
+    __slots__ = ("name", "missing", "scale", "vop", "mfma", "nsa", "layouts", "lit_sources", "vopd", "packed", "gws", "bus", "sreg",
+                 "operands")
 
     def __init__(self, arch: Arch, target: str, fmt: str, opcode: int):
         self.name = arch.ops[fmt][opcode][0]
@@ -269,6 +270,59 @@ class _OpPlan:
         # the constant bus: words whose sources read more scalar values than the target allows do not assemble
         info = operand_info(arch.key, fmt, opcode)
         self.bus = (_op_facts(arch, fmt, opcode, self.name, info), info) if fmt in VOP_SHORT + VOP_LONG and not self.mfma else None
+        self.operands = _operand_checks(arch, fmt, self.name, info, self.bus[0] if self.bus else None, self.mfma)
+
+
+# the inline constants a source code may hold where registers of one class or constants are allowed
+_INLINE = frozenset((*range(128, 209), *range(240, 249)))
+
+
+def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bool) -> tuple[tuple[str, str, int, int], ...]:
+    """(field, kind, scale, registers) of each operand field whose register class LLVM's disassembler checks (it marks a
+    word breaking one `/*Invalid register, operand has ...*/` or refuses it): text neither assembler takes.
+    kinds: "vgpr" a VGPR/AGPR source, "vgpr_or_inline" one or an inline constant, "lane_mask" an SGPR lane mask,
+    "sgprs" a range of `registers` SGPRs at `scale` times the field that must not run past the SGPR file, "flat12" a
+    12-bit unsigned FLAT offset (gfx11's field has 13 bits)."""
+    checks: list[tuple[str, str, int, int]] = []
+    if mfma:  # CDNA matrix ops: A and B are VGPRs or AGPRs, C one or an inline constant (a sparse op's index a VGPR)
+        checks += [("src0", "vgpr", 0, 0), ("src1", "vgpr", 0, 0),
+                   ("src2", "vgpr" if name.startswith("v_smfmac") else "vgpr_or_inline", 0, 0)]
+    if facts is not None and facts.long:
+        checks += [(field, "lane_mask", 0, 0) for field, m64, _ in facts.srcs if m64]
+        if fmt == "VOP3SD":
+            checks.append(("sdst", "lane_mask", 0, 0))
+    fields = arch.formats[fmt]["fields"]
+    for field, scale, regs in (("srsrc", 4, 4), ("ssamp", 4, 4), ("rsrc", 1, 4), ("samp", 1, 4), ("sbase", 2, 0)):
+        if field in fields and field in {*info, "srsrc", "ssamp", "rsrc", "samp"} & {*info, *fields}:
+            count = regs or (reg_count(info[field][0]) if field in info else 2)
+            checks.append((field, "sgprs", scale, count))
+    if fmt == "FLAT" and arch.name == "rdna3":
+        checks.append(("offset", "flat12", 0, 0))
+    if fmt in ("FLAT", "VFLAT") and not name.startswith("flat_"):  # the *_addtid ops the FLAT table shares with GLOBAL
+        checks.append(("op", "never", 0, 0))
+    return tuple(checks)
+
+
+def _operand_problem(arch: Arch, checks: tuple, fields: dict[str, int]) -> str | None:
+    for field, kind, scale, regs in checks:
+        code = fields.get(field, 0)
+        if kind == "vgpr" and code < 256:
+            return f"{field} (code {code}) must be a VGPR or AGPR"
+        if kind == "vgpr_or_inline" and code < 256 and code not in _INLINE:
+            return f"{field} (code {code}) must be a VGPR, an AGPR or an inline constant"
+        if kind == "lane_mask" and (code >= 126 or (arch.wave == 64 and code & 1)):
+            # SGPRs, vcc or TTMPs: no VGPR, constant, exec or src_* register, and in wave64 an even-aligned pair
+            what = f"SGPRs, not v{code - 256}" if code >= 256 else f"code {code} names no SGPR pair" if code < 126 else f"code {code} is no SGPR"
+            return f"{field} is a lane mask: {what}"
+        if kind == "sgprs" and code * scale < arch.num_sgprs < code * scale + regs:
+            return f"{field} names s[{code * scale}:{code * scale + regs - 1}], past the {arch.num_sgprs} SGPRs"
+        if kind == "sgprs" and field != "sbase" and arch.num_sgprs <= code * scale < 108:  # vcc or xnack_mask as a resource
+            return f"{field} (s{code * scale}) is not a range of SGPRs or TTMPs"
+        if kind == "never":
+            return "a GLOBAL-segment opcode in the FLAT segment"
+        if kind == "flat12" and code >= 4096:
+            return f"{field} {code} does not fit a FLAT offset's 12 unsigned bits"
+    return None
 
 
 class _FormatPlan:
@@ -401,6 +455,8 @@ def _decode_at(data: bytes, arch: str, offset: int) -> tuple[Inst, int]:
             raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: it {problem}")
     if plan.sreg and any(128 <= fields[f] <= 208 or 240 <= fields[f] <= 255 for f in plan.sreg):
         raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: its source must be a scalar register, not a constant")
+    if plan.operands and (problem := _operand_problem(arch_obj, plan.operands, fields)) is not None:
+        raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: {problem}")
     if plan.gws and not fields["gds"]:
         raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: the gds bit is clear (CDNA's wave sync ops address GDS)")
     if plan.gws and fields["addr"] % 2 and operand_info(arch_obj.key, fmt, opcode):

@@ -125,6 +125,8 @@ class Special:
 
     def __str__(self) -> str:
         text = f"|{self.name}|" if self.abs else self.name
+        if self.neg and not self.abs and self.name[0].isdigit():  # 1/(2pi): "-0.159..." would read as a literal
+            return f"neg({text})"
         return f"-{text}" if self.neg else text
 
     def __repr__(self) -> str:

@@ -759,6 +759,7 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
     _check_constant_bus(draft, facts)
 
 
+_INLINE_CODES = frozenset((*range(128, 209), *range(240, 249)))
 # the 64-bit shifts read one scalar value on gfx10+ too (LLVM: violates constant bus restrictions)
 _ONE_SCALAR_SHIFTS = ("v_lshlrev_b64", "v_lshrrev_b64", "v_ashrrev_i64")
 # source codes that are no register: inline integers and floats (and 1/(2pi)), the literal marker, DPP/SDWA markers
@@ -1053,9 +1054,13 @@ def _join_mfma(draft: Draft, ops: list, mods: Mods) -> None:
     fields["acc_cd"] = int(acc_cd)
     acc = 0
     for i, (field, operand) in enumerate(zip(srcs, ops[1:], strict=True)):
-        fields[field] = encode_src(draft, field, operand, allow_literal=False)
+        fields[field] = code = encode_src(draft, field, operand, allow_literal=False)
         if i < 2 and isinstance(operand, Reg) and operand.kind == "a":
             acc |= 1 << i
+        # A and B are VGPRs or AGPRs; C one or an inline constant (a sparse op's index a VGPR), as LLVM requires
+        if code < VGPR_BASE and (i < 2 or draft.name.startswith("v_smfmac") or code not in _INLINE_CODES):
+            what = "a VGPR or AGPR range" if i < 2 or draft.name.startswith("v_smfmac") else "a VGPR or AGPR range or an inline constant"
+            raise EncodeError(f"{draft.name}: {field} must be {what}, got {operand}")
     fields["acc"] = acc
     if _blgp_is_neg(draft.arch, draft.name) and "neg" in mods:
         if "blgp" in mods:
