@@ -434,7 +434,7 @@ def test_lds_append_consume_addtid_and_exchange() -> None:
         state.v[2], state.v[20], state.v[21] = 1024 + 16 * lane, 1000 + lane, 2000 + lane
         state.v[9], state.v[23] = 4096 + 8 * lane + 3, 4096 + 8 * lane
         state.v[24], state.v[25] = 111, 222
-        state.v[3], state.v[4] = 0x8000_0005, 0x0000_0007  # condxchg: only the low dword's data has its top bit set
+        state.v[26], state.v[27] = 0x8000_0005, 0x0000_0007  # condxchg: only the low dword's data has its top bit set
         state.set_exec((1 << 40) - 1)
     st_ = _run("""
         ds_write_addtid_b32 v1 offset:16
@@ -445,7 +445,7 @@ def test_lds_append_consume_addtid_and_exchange() -> None:
         ds_write2_b32 v2, v20, v21 offset0:1 offset1:2
         ds_wrxchg2_rtn_b32 v[10:11], v2, v1, v22 offset0:1 offset1:2
         ds_write_b64 v23, v[24:25]
-        ds_condxchg32_rtn_b64 v[12:13], v9, v[3:4]
+        ds_condxchg32_rtn_b64 v[12:13], v9, v[26:27]
     """, "cdna", setup)
     active = lane[:40]
     # addtid: lane l at M0 + 16 + 4l.

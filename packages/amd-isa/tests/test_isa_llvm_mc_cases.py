@@ -231,6 +231,15 @@ REJECT = [
     ("gfx90a", "s_movrels_b32 s1, 5", "must be a scalar register"),
     ("gfx90a", "v_mfma_f32_32x32x2bf16 a[32:63], s47, v32, a[0:31]", "src0 must be a VGPR or AGPR range"),
     ("gfx90a", "v_mfma_f32_32x32x2bf16 a[32:63], v47, v32, s[0:31]", "src2 must be a VGPR or AGPR range or an inline constant"),
+    # gfx10+ images name their dimension; gathers read one channel; null is no buffer resource or global saddr
+    # (gfx11_asm_mimg_err.s: missing dim operand; gfx11_asm_mubuf_err.s, gfx11_flat_instructions_err.s)
+    ("gfx1100", "image_atomic_add v5, v1, s[8:15] dmask:0x1 unorm glc", "missing dim operand"),
+    ("gfx1100", "image_msaa_load v[1:4], v[5:7], s[8:15] dmask:0xf dim:SQ_RSRC_IMG_2D_MSAA", "only one bit must be set"),
+    ("gfx1100", "buffer_atomic_add_u32 v5, v0, null, s3 idxen", "not null"),
+    ("gfx1100", "global_atomic_add_u32 v0, v2, null", "saddr cannot be null"),
+    # gfx90a+: VGPR and AGPR tuples start at even registers (LLVM: vgpr tuples must be 64 bit aligned)
+    ("gfx90a", "v_add_f64 v[1:2], v[3:4], v[5:6]", "starts at an odd register"),
+    ("gfx942", "global_load_dwordx2 v[1:2], v[2:3], off", "starts at an odd register"),
 ]
 
 # (target, LLVM test file, bytes LLVM's disassembler calls invalid, what our DecodeError says). LLVM prints the operand
@@ -259,6 +268,7 @@ DECODE_REJECT = [
     ("gfx90a", "(llvm-mc-19)", "20 80 e8 d3 2f 41 72 01", r"src2 \(code 92\) must be a VGPR, an AGPR or an inline constant"),
     ("gfx1100", "(llvm-mc-19)", "b7 2b b8 e9 a3 5c da b0", "past the 106 SGPRs"),  # tbuffer ... s[104:107]
     ("gfx1100", "(llvm-mc-19)", "a0 1f 58 dc 3e 00 7c 9e", "does not fit a FLAT offset"),  # LLVM prints offset:8096
+    ("gfx90a", "(llvm-mc-22)", "01 00 80 d2 04 0d 02 00", "an odd register"),  # LLVM 22: v[1:2]/*Invalid register ... Align2*/
 ]
 
 

@@ -296,6 +296,19 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
         if field in fields and field in {*info, "srsrc", "ssamp", "rsrc", "samp"} & {*info, *fields}:
             count = regs or (reg_count(info[field][0]) if field in info else 2)
             checks.append((field, "sgprs", scale, count))
+    if arch.name == "cdna" and fmt not in ("MIMG", "VOP3PX2"):  # gfx90a+: VGPR/AGPR tuples start at even registers
+        for field, (bits, optype, _) in info.items():
+            if bits < 64 or optype in ("SREG", "SDST", "SSRC", "SREG_NOVCC", "SREG_LITERAL", "SSRC_LANESEL", "EXEC") \
+                    or optype.startswith(("IMM", "SIMM")) or "_tr_b6" in name:
+                continue
+            if field in ("src0", "src1", "src2"):
+                checks.append((field, "src_tuple", 0, 0))
+            elif field in ("addr", "vaddr") and fmt in ("GLOBAL", "SCRATCH"):
+                checks.append((field, "global_addr", 0, 0))  # 64 bits only without a scalar address
+            elif field == "vaddr" and fmt in ("MUBUF", "MTBUF"):
+                checks.append((field, "buffer_addr", 0, 0))  # two VGPRs only with both idxen and offen
+            elif field in ("vdst", "vsrc1", "vdata", "data", "data0", "data1", "addr", "vaddr"):
+                checks.append((field, "vgpr_tuple", 0, 0))
     if fmt == "FLAT" and arch.name == "rdna3":
         checks.append(("offset", "flat12", 0, 0))
     if fmt in ("FLAT", "VFLAT") and not name.startswith("flat_"):  # the *_addtid ops the FLAT table shares with GLOBAL
@@ -318,6 +331,14 @@ def _operand_problem(arch: Arch, checks: tuple, fields: dict[str, int]) -> str |
             return f"{field} names s[{code * scale}:{code * scale + regs - 1}], past the {arch.num_sgprs} SGPRs"
         if kind == "sgprs" and field != "sbase" and arch.num_sgprs <= code * scale < 108:  # vcc or xnack_mask as a resource
             return f"{field} (s{code * scale}) is not a range of SGPRs or TTMPs"
+        if kind == "src_tuple" and code >= 256 and code & 1:
+            return f"{field} v{code - 256} starts a 64-bit or wider tuple at an odd register (gfx90a+ want it even)"
+        if kind == "vgpr_tuple" and code & 1:
+            return f"{field} {code} starts a 64-bit or wider tuple at an odd register (gfx90a+ want it even)"
+        if kind == "buffer_addr" and code & 1 and fields.get("idxen") and fields.get("offen"):
+            return f"{field} v[{code}:{code + 1}] (index and offset) starts at an odd register (gfx90a+ want it even)"
+        if kind == "global_addr" and code & 1 and fields.get("saddr", 0) == arch.null_code:
+            return f"{field} v[{code}:{code + 1}] is a 64-bit address at an odd register (gfx90a+ want it even)"
         if kind == "never":
             return "a GLOBAL-segment opcode in the FLAT segment"
         if kind == "flat12" and code >= 4096:

@@ -199,6 +199,9 @@ def encode_vgpr(draft: Draft, what: str, operand: Operand) -> int:
         check_width(draft, what, operand)
         if operand.half == "h":
             raise EncodeError(f"{draft.name}: {what} cannot name the 16-bit half {operand} in this encoding")
+        if operand.count > 1 and operand.index & 1 and draft.arch.name == "cdna" and "_tr_b6" not in draft.name:
+            # gfx90a and later read VGPR and AGPR tuples from even registers (LLVM: vgpr tuples must be 64 bit aligned)
+            raise EncodeError(f"{draft.name}: {what} {operand} starts at an odd register; {draft.arch.name} tuples are even-aligned")
         return operand.index
     raise EncodeError(f"{draft.name}: {what} must be a vector register, got {operand!r}")
 

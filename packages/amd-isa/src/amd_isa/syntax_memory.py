@@ -312,6 +312,8 @@ def join_flat(draft: Draft, ops: list, mods: Mods) -> None:
         raise EncodeError(f"{name} takes {len(slots)} operand(s) ({', '.join(slots)}), got {len(ops)}")
     for slot, operand in zip(slots, ops, strict=True):
         if slot == "saddr":
+            if _is_null(operand) and kind == "GLOBAL" and "addtid" not in name:  # LLVM: invalid operand (spelled off)
+                raise EncodeError(f"{name}: saddr cannot be null; write off for no scalar address")
             fields["saddr"] = arch.null_code if _is_off(operand) else encode_scalar(arch, f"{name} saddr", operand)
         elif slot == addr_f and _is_off(operand):
             fields[addr_f] = 0
@@ -332,6 +334,10 @@ def join_flat(draft: Draft, ops: list, mods: Mods) -> None:
         raise EncodeError(f"{name}: offset {offset} is outside {-(1 << (width - 1))}..{(1 << (width - 1)) - 1} (a {width}-bit signed offset)")
     fields[off_f] = offset & ((1 << width) - 1)
     _done(draft, mods)
+
+
+def _is_null(operand: object) -> bool:
+    return isinstance(operand, Special) and operand.name == "null"
 
 
 def _is_off(operand: object) -> bool:
@@ -411,6 +417,8 @@ def join_buffer(draft: Draft, ops: list, mods: Mods) -> None:
             fields["acc"] = 1
     vaddr, rsrc, soffset = ops
     fields["vaddr"] = 0 if _is_off(vaddr) else encode_vgpr(draft, "vaddr", vaddr)
+    if _is_null(rsrc):
+        raise EncodeError(f"{name}: the buffer resource must be 4 SGPRs, not null")
     code = encode_scalar(arch, f"{name} srsrc", rsrc)
     fields[rsrc_f] = code if fmt == "VBUFFER" else code >> 2
     fields["soffset"] = encode_src(draft, "soffset", soffset, allow_literal=False)
@@ -709,6 +717,11 @@ def join_image(draft: Draft, ops: list, mods: Mods) -> None:
             mods.setdefault("unorm", True)
     dmask = mods.pop("dmask", 1)
     fields["dmask"] = dmask.value if isinstance(dmask, Sym) else int(dmask)  # type: ignore[call-overload]
+    if "dim" not in mods and "bvh" not in name:  # LLVM: missing dim operand (gfx10+ images name their dimensions)
+        raise EncodeError(f"{name}: missing dim operand (dim:1D, dim:2D, dim:3D, dim:CUBE, dim:1D_ARRAY, dim:2D_ARRAY, "
+                          "dim:2D_MSAA or dim:2D_MSAA_ARRAY)")
+    if ("gather4" in name or "msaa_load" in name) and fields["dmask"].bit_count() != 1:
+        raise EncodeError(f"{name}: invalid image_gather dmask {fields['dmask']:#x}: only one bit must be set")
     fields["dim"] = _parse_dim(name, mods.pop("dim", MIMG_DIMS[0]))
     if mods.pop("unorm", False):
         fields["unrm"] = 1
