@@ -240,6 +240,11 @@ REJECT = [
     # gfx90a+: VGPR and AGPR tuples start at even registers (LLVM: vgpr tuples must be 64 bit aligned)
     ("gfx90a", "v_add_f64 v[1:2], v[3:4], v[5:6]", "starts at an odd register"),
     ("gfx942", "global_load_dwordx2 v[1:2], v[2:3], off", "starts at an odd register"),
+    # CDNA's 8/4-bit integer dots take no op_sel (gfx90a_err.s, LLVM 21/22); gfx950's scaled conversions and the other
+    # new conversions take no clamp or output modifier (gfx950_err.s, llvm-mc-22)
+    ("gfx90a", "v_dot4_i32_i8 v0, v1, v2, v3 op_sel:[1,0,0]", "takes no op_sel/op_sel_hi"),
+    ("gfx950", "v_cvt_scalef32_pk_fp8_f16 v1, v2, v3 clamp", "takes no clamp or mul/div"),
+    ("gfx950", "v_cvt_scalef32_pk32_f32_fp6 v[2:33], v[2:7], v6 mul:2", "takes no clamp or mul/div"),
 ]
 
 # (target, LLVM test file, bytes LLVM's disassembler calls invalid, what our DecodeError says). LLVM prints the operand
@@ -269,6 +274,8 @@ DECODE_REJECT = [
     ("gfx1100", "(llvm-mc-19)", "b7 2b b8 e9 a3 5c da b0", "past the 106 SGPRs"),  # tbuffer ... s[104:107]
     ("gfx1100", "(llvm-mc-19)", "a0 1f 58 dc 3e 00 7c 9e", "does not fit a FLAT offset"),  # LLVM prints offset:8096
     ("gfx90a", "(llvm-mc-22)", "01 00 80 d2 04 0d 02 00", "an odd register"),  # LLVM 22: v[1:2]/*Invalid register ... Align2*/
+    ("gfx90a", "(llvm-mc-22)", "00 48 a8 d3 01 05 0e 1c", "no 16-bit halves"),  # v_dot4_i32_i8 with an op_sel bit
+    ("gfx950", "(llvm-mc-22)", "01 00 40 d2 02 07 02 08", "no output modifier"),  # v_cvt_scalef32_pk_fp8_f16 mul:2
 ]
 
 

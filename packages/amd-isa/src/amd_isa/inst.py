@@ -12,7 +12,7 @@ from .availability import missing_on
 from .errors import DecodeError
 from .syntax_common import SCALE_LOAD, reg_count
 from .syntax_scalar import register_only
-from .syntax_vector import _op_facts, constant_bus_problem, vop3p_word_problem
+from .syntax_vector import NO_CLAMP_OMOD, _op_facts, constant_bus_problem, vop3p_word_problem
 
 # Source fields that may hold the literal code 255 or the DPP/SDWA codes.
 SRC_FIELDS = ("ssrc0", "ssrc1", "src0", "src1", "src2", "srcx0", "srcy0")
@@ -296,6 +296,10 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
         if field in fields and field in {*info, "srsrc", "ssamp", "rsrc", "samp"} & {*info, *fields}:
             count = regs or (reg_count(info[field][0]) if field in info else 2)
             checks.append((field, "sgprs", scale, count))
+    if arch.name == "cdna" and fmt == "VOP3P" and not mfma and any(info[f][2].startswith(("PK4_", "PK8_")) for f in info if f.startswith("src")):
+        checks.append(("opsel", "zero", 0, 0))  # the 8/4-bit integer dots: LLVM 22 calls op_sel bits invalid
+    if arch.name == "cdna" and fmt in ("VOP3", "VOP3SD") and name.startswith(NO_CLAMP_OMOD):
+        checks += [("clmp", "zero", 0, 0), ("omod", "zero", 0, 0)]
     if arch.name == "cdna" and fmt not in ("MIMG", "VOP3PX2"):  # gfx90a+: VGPR/AGPR tuples start at even registers
         for field, (bits, optype, _) in info.items():
             if bits < 64 or optype in ("SREG", "SDST", "SSRC", "SREG_NOVCC", "SREG_LITERAL", "SSRC_LANESEL", "EXEC") \
@@ -311,9 +315,14 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
                 checks.append((field, "vgpr_tuple", 0, 0))
     if fmt == "FLAT" and arch.name == "rdna3":
         checks.append(("offset", "flat12", 0, 0))
+    if fmt in ("MIMG", "VIMAGE", "VSAMPLE") and arch.name != "cdna" and ("gather4" in name or "msaa_load" in name):
+        checks.append(("dmask", "one_bit", 0, 0))  # gathers and MSAA loads read one channel
     if fmt in ("FLAT", "VFLAT") and not name.startswith("flat_"):  # the *_addtid ops the FLAT table shares with GLOBAL
         checks.append(("op", "never", 0, 0))
     return tuple(checks)
+
+
+_ZERO_WHAT = {"opsel": "16-bit halves to select", "clmp": "clamp", "omod": "output modifier"}
 
 
 def _operand_problem(arch: Arch, checks: tuple, fields: dict[str, int]) -> str | None:
@@ -329,8 +338,8 @@ def _operand_problem(arch: Arch, checks: tuple, fields: dict[str, int]) -> str |
             return f"{field} is a lane mask: {what}"
         if kind == "sgprs" and code * scale < arch.num_sgprs < code * scale + regs:
             return f"{field} names s[{code * scale}:{code * scale + regs - 1}], past the {arch.num_sgprs} SGPRs"
-        if kind == "sgprs" and field != "sbase" and arch.num_sgprs <= code * scale < 108:  # vcc or xnack_mask as a resource
-            return f"{field} (s{code * scale}) is not a range of SGPRs or TTMPs"
+        if kind == "sgprs" and field != "sbase" and (arch.num_sgprs <= code * scale < 108 or code * scale + regs > 124):
+            return f"{field} (code {code * scale}) is not a range of SGPRs or TTMPs"  # vcc, null, exec, a constant
         if kind == "src_tuple" and code >= 256 and code & 1:
             return f"{field} v{code - 256} starts a 64-bit or wider tuple at an odd register (gfx90a+ want it even)"
         if kind == "vgpr_tuple" and code & 1:
@@ -339,6 +348,10 @@ def _operand_problem(arch: Arch, checks: tuple, fields: dict[str, int]) -> str |
             return f"{field} v[{code}:{code + 1}] (index and offset) starts at an odd register (gfx90a+ want it even)"
         if kind == "global_addr" and code & 1 and fields.get("saddr", 0) == arch.null_code:
             return f"{field} v[{code}:{code + 1}] is a 64-bit address at an odd register (gfx90a+ want it even)"
+        if kind == "zero" and code:
+            return f"{field} bits {code:#05b} set: the instruction has no {_ZERO_WHAT.get(field, field)}"
+        if kind == "one_bit" and code.bit_count() != 1:
+            return f"dmask {code:#x}: a gather reads one channel (one bit)"
         if kind == "never":
             return "a GLOBAL-segment opcode in the FLAT segment"
         if kind == "flat12" and code >= 4096:

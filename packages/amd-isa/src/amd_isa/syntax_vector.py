@@ -158,7 +158,7 @@ class _ValuPlan:
     appear), worked out once per (tables, format, opcode, variant); the per-instruction work is reading the fields."""
 
     __slots__ = ("facts", "name", "printed", "dst", "vcc", "sdst_count", "srcs", "vop3p", "mix", "byte_sel", "two_entry",
-                 "opsel_n", "nsrc", "index_key", "opsel_mask")
+                 "opsel_n", "nsrc", "index_key", "opsel_mask", "hi_ignored")
 
     def __init__(self, inst):
         arch, fmt, variant = inst.arch, inst.fmt, inst.variant
@@ -195,6 +195,8 @@ class _ValuPlan:
         self.nsrc = len(srcs)
         self.vop3p, self.mix = fmt == "VOP3P", mix
         self.index_key = fmt == "VOP3P" and vop3p_rules(arch, name, info).index_key >= 0
+        # CDNA ops without halves ignore op_sel_hi (LLVM 22 prints such words without it; RDNA's decoder refuses them)
+        self.hi_ignored = fmt == "VOP3P" and arch.name == "cdna" and not vop3p_rules(arch, name, info).op_sel
         self.byte_sel = _byte_sel_bits(arch, name)
         self.two_entry = _two_entry_opsel(name)
         self.opsel_n = opsel_sources(arch, name, len(srcs))
@@ -360,7 +362,9 @@ class Vop3pRules:
         dfmts = [info[f][2] for f in ("src0", "src1", "src2") if f in info]
         rdna = arch.name in ("rdna3", "rdna4")
         matrix = any(d.startswith("WMMA") for d in dfmts)
-        self.op_sel = not rdna or _is_mix(name) or any(d.startswith("PK2_") for d in dfmts)
+        # CDNA's 8-bit and 4-bit integer dots have no halves either (LLVM 21/22 refuse op_sel there; 19 took it)
+        self.op_sel = (not rdna and not any(d.startswith(("PK4_", "PK8_")) for d in dfmts)) or _is_mix(name) or \
+            any(d.startswith("PK2_") for d in dfmts)
         # gfx11 WMMA with a 16-bit result: op_sel:[0,0,1] writes the high halves
         result = info.get("vdst", (0, "", ""))[2]
         self.dst_half = rdna and arch.name == "rdna3" and matrix and result.startswith("WMMA_DC") and result.endswith(("_F16", "_BF16"))
@@ -449,7 +453,7 @@ def _split_long_mods(plan: _ValuPlan, fields: dict, mods: Mods) -> None:
             mods["index_key"] = opsel & 3  # SWMMAC: which slice of the sparsity index
         elif opsel & ((1 << nsrc) - 1):
             mods["op_sel"] = flag_list(opsel, nsrc)
-        if opsel_hi & ((1 << nsrc) - 1) != default_hi:
+        if opsel_hi & ((1 << nsrc) - 1) != default_hi and not plan.hi_ignored:
             mods["op_sel_hi"] = flag_list(opsel_hi, nsrc)
         if fields.get("neg", 0) & ((1 << nsrc) - 1) and not mix:
             mods["neg_lo"] = flag_list(fields["neg"], nsrc)
@@ -756,10 +760,15 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
         _join_variant_mods(draft, mods)
     if mods:
         raise EncodeError(f"{name} does not take modifier(s) {', '.join(sorted(mods))}")
+    if arch.name == "cdna" and long and name.startswith(NO_CLAMP_OMOD) and (fields.get("clmp") or fields.get("omod")):
+        raise EncodeError(f"{name} takes no clamp or mul/div")
     _check_constant_bus(draft, facts)
 
 
 _INLINE_CODES = frozenset((*range(128, 209), *range(240, 249)))
+# CDNA VOP3 ops without clamp or an output modifier (llvm-mc-22 refuses both and calls such words invalid)
+NO_CLAMP_OMOD = ("v_cvt_scalef32_", "v_cvt_pk_fp8_f32", "v_cvt_pk_bf8_f32", "v_cvt_sr_", "v_ashr_pk_", "v_prng_b32",
+                 "v_permlane16_swap", "v_permlane32_swap")
 # the 64-bit shifts read one scalar value on gfx10+ too (LLVM: violates constant bus restrictions)
 _ONE_SCALAR_SHIFTS = ("v_lshlrev_b64", "v_lshrrev_b64", "v_ashrrev_i64")
 # source codes that are no register: inline integers and floats (and 1/(2pi)), the literal marker, DPP/SDWA markers
