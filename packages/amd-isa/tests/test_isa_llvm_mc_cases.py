@@ -245,6 +245,12 @@ REJECT = [
     ("gfx90a", "v_dot4_i32_i8 v0, v1, v2, v3 op_sel:[1,0,0]", "takes no op_sel/op_sel_hi"),
     ("gfx950", "v_cvt_scalef32_pk_fp8_f16 v1, v2, v3 clamp", "takes no clamp or mul/div"),
     ("gfx950", "v_cvt_scalef32_pk32_f32_fp6 v[2:33], v[2:7], v6 mul:2", "takes no clamp or mul/div"),
+    # gfx11+ have no src_vccz, src_execz, src_pops_exiting_wave_id or lds_direct sources (gfx11_asm_operands.s);
+    # interpolation sources are VGPRs (gfx11_asm_vinterp_err-fake16.s); a global saddr is an SGPR pair
+    ("gfx1100", "s_add_i32 s0, src_execz, s2", "not available on rdna3"),
+    ("gfx1200", "v_readfirstlane_b32 s0, lds_direct", "not available on rdna4"),
+    ("gfx1100", "v_interp_p10_f32 v0, s1, v2, v3", "src0 must be a VGPR"),
+    ("gfx1100", "global_load_b32 v1, v[3:4], s0", "saddr is 2 SGPR"),
 ]
 
 # (target, LLVM test file, bytes LLVM's disassembler calls invalid, what our DecodeError says). LLVM prints the operand
@@ -276,6 +282,7 @@ DECODE_REJECT = [
     ("gfx90a", "(llvm-mc-22)", "01 00 80 d2 04 0d 02 00", "an odd register"),  # LLVM 22: v[1:2]/*Invalid register ... Align2*/
     ("gfx90a", "(llvm-mc-22)", "00 48 a8 d3 01 05 0e 1c", "no 16-bit halves"),  # v_dot4_i32_i8 with an op_sel bit
     ("gfx950", "(llvm-mc-22)", "01 00 40 d2 02 07 02 08", "no output modifier"),  # v_cvt_scalef32_pk_fp8_f16 mul:2
+    ("gfx1100", "(llvm-mc-19)", "fc 02 00 81", "not available on rdna3"),  # LLVM prints src_execz, refuses to assemble it
 ]
 
 

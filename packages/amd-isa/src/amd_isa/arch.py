@@ -22,6 +22,7 @@ _COMMON_SPECIAL = {
     239: "src_pops_exiting_wave_id", 251: "src_vccz", 252: "src_execz", 253: "src_scc", 254: "src_lds_direct",
 }
 _GFX11_SPECIAL = {**_COMMON_SPECIAL, 124: "null", 125: "m0"}
+_GFX11_UNAVAILABLE = frozenset((239, 251, 252, 254))
 _GFX9_SPECIAL = {**_COMMON_SPECIAL, 102: "flat_scratch_lo", 103: "flat_scratch_hi", 104: "xnack_mask_lo", 105: "xnack_mask_hi", 124: "m0"}
 # Codes whose name changes when the operand is 64 bits wide.
 _WIDE_SPECIAL = {106: "vcc", 126: "exec", 102: "flat_scratch", 104: "xnack_mask", 235: "src_shared_base", 236: "src_shared_limit",
@@ -51,6 +52,9 @@ class Arch:
     short16_halves: bool = False
     # The name the tables and their caches are looked up by: the family's, or a target's whose opcodes differ (gfx90a).
     key: str = ""
+    # Source codes this target does not have although the tables name them (gfx11+: src_vccz, src_execz,
+    # src_pops_exiting_wave_id, src_lds_direct; LLVM: "... register not available on this GPU")
+    unavailable: frozenset = frozenset()
 
     def __post_init__(self):
         if not self.key:
@@ -191,8 +195,10 @@ def _rdna4_tables() -> SimpleNamespace:
 
 
 ARCHS: dict[str, Arch] = {
-    "rdna3": Arch("rdna3", rdna3, 32, 106, _GFX11_SPECIAL, 124, True, hwreg_names=_LLVM_HWREG_GFX11, short16_halves=True),
-    "rdna4": Arch("rdna4", _rdna4_tables(), 32, 106, _GFX11_SPECIAL, 124, True, hwreg_names=_LLVM_HWREG_GFX12, short16_halves=True),
+    "rdna3": Arch("rdna3", rdna3, 32, 106, _GFX11_SPECIAL, 124, True, hwreg_names=_LLVM_HWREG_GFX11, short16_halves=True,
+                  unavailable=_GFX11_UNAVAILABLE),
+    "rdna4": Arch("rdna4", _rdna4_tables(), 32, 106, _GFX11_SPECIAL, 124, True, hwreg_names=_LLVM_HWREG_GFX12, short16_halves=True,
+                  unavailable=_GFX11_UNAVAILABLE),
     # gfx9 has no NULL register: an unused address SGPR is 0x7f ("off"), and VOP3 cannot carry a literal.
     "cdna": Arch("cdna", _with_matrix_variant(cdna.OPS), 64, 102, _GFX9_SPECIAL, 0x7F, False, {k: v for k, v in _WIDE_SPECIAL.items() if k != 124},
                  hwreg_names=_LLVM_HWREG_GFX940),

@@ -140,7 +140,10 @@ def _parse_operand(arch, token: str) -> object:
         return Reg(kind, first, last - first + 1)
     specials = _specials(arch)
     if low in specials or _ALIASES.get(low) in specials:
-        return specials.get(low) or specials[_ALIASES[low]]
+        special = specials.get(low) or specials[_ALIASES[low]]
+        if special.code in arch.unavailable:
+            raise EncodeError(f"{special.name} register not available on {arch.name}")
+        return special
     if (match := re.match(r"^src_(\d+)$", low)) is not None:
         return Special(low, int(match.group(1)))  # a register code with no name on this target, as printed by scalar_operand
     if _NUMBER.match(low):

@@ -313,6 +313,10 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
                 checks.append((field, "buffer_addr", 0, 0))  # two VGPRs only with both idxen and offen
             elif field in ("vdst", "vsrc1", "vdata", "data", "data0", "data1", "addr", "vaddr"):
                 checks.append((field, "vgpr_tuple", 0, 0))
+    if fmt == "VINTERP":  # interpolation sources are VGPRs
+        checks += [(field, "vgpr", 0, 0) for field in ("src0", "src1", "src2") if field in fields]
+    if arch.unavailable:
+        checks += [(field, "unavailable", 0, 0) for field in ("ssrc0", "ssrc1", "src0", "src1", "src2", "soffset") if field in fields]
     if fmt == "FLAT" and arch.name == "rdna3":
         checks.append(("offset", "flat12", 0, 0))
     if fmt in ("MIMG", "VIMAGE", "VSAMPLE") and arch.name != "cdna" and ("gather4" in name or "msaa_load" in name):
@@ -350,6 +354,8 @@ def _operand_problem(arch: Arch, checks: tuple, fields: dict[str, int]) -> str |
             return f"{field} v[{code}:{code + 1}] is a 64-bit address at an odd register (gfx90a+ want it even)"
         if kind == "zero" and code:
             return f"{field} bits {code:#05b} set: the instruction has no {_ZERO_WHAT.get(field, field)}"
+        if kind == "unavailable" and code in arch.unavailable:
+            return f"{field} code {code} ({arch.special[code]}) is not available on {arch.name}"
         if kind == "one_bit" and code.bit_count() != 1:
             return f"dmask {code:#x}: a gather reads one channel (one bit)"
         if kind == "never":

@@ -314,6 +314,9 @@ def join_flat(draft: Draft, ops: list, mods: Mods) -> None:
         if slot == "saddr":
             if _is_null(operand) and kind == "GLOBAL" and "addtid" not in name:  # LLVM: invalid operand (spelled off)
                 raise EncodeError(f"{name}: saddr cannot be null; write off for no scalar address")
+            want = 2 if kind == "GLOBAL" else 1
+            if isinstance(operand, Reg) and operand.count != want:
+                raise EncodeError(f"{name}: saddr is {want} SGPR(s) ({'a 64-bit base such as s[0:1]' if want == 2 else 'such as s0'}), got {operand}")
             fields["saddr"] = arch.null_code if _is_off(operand) else encode_scalar(arch, f"{name} saddr", operand)
         elif slot == addr_f and _is_off(operand):
             fields[addr_f] = 0
@@ -774,7 +777,11 @@ def split_vinterp(inst) -> Split:
 
 
 def join_vinterp(draft: Draft, ops: list, mods: Mods) -> None:
-    """Inverse of split_vinterp."""
+    """Inverse of split_vinterp. Its sources are VGPRs (LLVM: invalid operand for instruction)."""
+    for i, operand in enumerate(ops[1:4]):
+        value = operand.value if hasattr(operand, "value") and not isinstance(operand, Reg | Special) else operand
+        if not (isinstance(value, Reg) and value.kind == "v"):
+            raise EncodeError(f"{draft.name}: src{i} must be a VGPR, got {operand}")
     if len(ops) != 4:
         raise EncodeError(f"{draft.name} takes 4 operands, got {len(ops)}")
     draft.fields["vdst"] = encode_vgpr(draft, "vdst", ops[0])
