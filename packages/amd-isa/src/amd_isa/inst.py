@@ -316,7 +316,10 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
     if fmt == "VINTERP":  # interpolation sources are VGPRs
         checks += [(field, "vgpr", 0, 0) for field in ("src0", "src1", "src2") if field in fields]
     if arch.unavailable:
-        checks += [(field, "unavailable", 0, 0) for field in ("ssrc0", "ssrc1", "src0", "src1", "src2", "soffset") if field in fields]
+        checks += [(field, "unavailable", 0, 0) for field in ("ssrc0", "ssrc1", "src0", "src1", "src2", "soffset", "srcx0", "srcy0", "sdst")
+                   if field in fields]
+        if "vdst" in info and info["vdst"][1] in ("SREG", "SDST"):  # VOPC e64 writes an SGPR lane mask there
+            checks.append(("vdst", "unavailable", 0, 0))
     if fmt == "FLAT" and arch.name == "rdna3":
         checks.append(("offset", "flat12", 0, 0))
     if fmt in ("MIMG", "VIMAGE", "VSAMPLE") and arch.name != "cdna" and ("gather4" in name or "msaa_load" in name):
