@@ -251,6 +251,9 @@ REJECT = [
     ("gfx1200", "v_readfirstlane_b32 s0, lds_direct", "not available on rdna4"),
     ("gfx1100", "v_interp_p10_f32 v0, s1, v2, v3", "src0 must be a VGPR"),
     ("gfx1100", "global_load_b32 v1, v[3:4], s0", "saddr is 2 SGPR"),
+    # `_dpp`/`_sdwa` name the short forms: no promotion to VOP3 (gfx11_asm_vop2_fake16_err.s: v255 needs _e64_dpp)
+    ("gfx1100", "v_add_f16_dpp v255, v1, v2 dpp8:[7,6,5,4,3,2,1,0]", "reaches v0-v127"),
+    ("gfx1200", "v_add3_u32_dpp v5, v1, v2, v3 quad_perm:[0,1,2,3]", "its DPP form is v_add3_u32_e64_dpp"),
 ]
 
 # (target, LLVM test file, bytes LLVM's disassembler calls invalid, what our DecodeError says). LLVM prints the operand

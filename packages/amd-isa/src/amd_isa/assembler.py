@@ -295,13 +295,18 @@ def _candidates(arch_name: str, mnemonic: str) -> list[str]:
 def _table_candidates(arch_name: str, mnemonic: str) -> list[str]:
     index = op_index(arch_name)
     base = mnemonic
+    short_only = False
     for suffix in ("_e64_dpp", "_dpp", "_sdwa"):
         if base.endswith(suffix):
             base = base.removesuffix(suffix) + ("_e64" if suffix == "_e64_dpp" else "")
+            short_only = suffix != "_e64_dpp"  # `_dpp`/`_sdwa` name the VOP1/VOP2/VOPC forms: no promotion to VOP3
             break
     # Like LLVM, an unsuffixed mnemonic takes the short encoding when its operands fit.
-    names = [base + "_e32", base, base + "_e64", base.removesuffix("_e64")]
-    return [name for name in dict.fromkeys(names) if name in index]
+    names = [base + "_e32", base] if short_only else [base + "_e32", base, base + "_e64", base.removesuffix("_e64")]
+    found = [name for name in dict.fromkeys(names) if name in index]
+    if short_only and found and index[found[0]][0] not in ("VOP1", "VOP2", "VOPC"):
+        return []  # a VOP3-only op: its DPP form is spelled _e64_dpp
+    return found
 
 
 _SUFFIXES = ("_e64_dpp", "_dpp", "_sdwa", "_e32", "_e64")
@@ -329,6 +334,10 @@ def _build_any(arch_name: str, mnemonic: str, operands: list, modifiers: dict) -
         modifiers = {**modifiers, "src0_sel": "DWORD"}  # the suffix alone asks for the SDWA form, every select at its default
     names = _candidates(arch_name, mnemonic)
     if not names:
+        base, suffix = _split_suffix(mnemonic)
+        if suffix in ("_dpp", "_sdwa") and _table_candidates(arch_name, base):
+            raise EncodeError(f"{mnemonic}: {base} has no VOP1/VOP2/VOPC form; its DPP form is {base}_e64_dpp" if suffix == "_dpp"
+                              else f"{mnemonic}: {base} has no VOP1/VOP2/VOPC form to take SDWA")
         raise EncodeError(f"unknown {get_arch(arch_name).name} instruction {mnemonic!r}")
     if (missing := missing_on(arch_name)) and not missing.isdisjoint(names):
         names = [name for name in names if name not in missing]
