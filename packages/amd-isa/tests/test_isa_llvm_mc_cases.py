@@ -72,6 +72,7 @@ ASSEMBLE = [
     # gfx12's s_get_barrier_state writes an SGPR from a barrier id (was: "takes 0 operand(s)")
     ("gfx1200", "gfx12_asm_sop1.s", "s_get_barrier_state s3, -1", "c1 50 83 be"),
     ("gfx1200", "gfx12_asm_sop1.s", "s_sendmsg_rtn_b32 s0, sendmsg(MSG_RTN_GET_SE_AID_ID)", "87 4c 80 be"),
+    ("gfx1200", "(llvm-mc-22)", "v_add3_u32_e64_dpp v5, v1, s1, v0 dpp8:[7,6,5,4,3,2,1,0]", "05 00 55 d6 e9 02 00 04 01 77 39 05"),
     # gfx9 SDWA (was: only VGPRs and SGPRs as sources, no clamp/omod, dst_unused defaulting to UNUSED_PAD, the _sdwa
     # suffix alone ignored, VOPC writing only vcc): LLVM's and llvm-mc-15/19's bytes
     ("gfx90a", "(llvm-mc-19)", "v_add_f32_sdwa v1, v2, v3", "f9 06 02 02 02 16 06 06"),
@@ -254,6 +255,12 @@ REJECT = [
     # `_dpp`/`_sdwa` name the short forms: no promotion to VOP3 (gfx11_asm_vop2_fake16_err.s: v255 needs _e64_dpp)
     ("gfx1100", "v_add_f16_dpp v255, v1, v2 dpp8:[7,6,5,4,3,2,1,0]", "reaches v0-v127"),
     ("gfx1200", "v_add3_u32_dpp v5, v1, v2, v3 quad_perm:[0,1,2,3]", "its DPP form is v_add3_u32_e64_dpp"),
+    # VOP3 DPP: no literal; src1 a VGPR on gfx11 (gfx12 takes SGPRs and inline constants, not in the mix ops); no DPP
+    # form for ops with scalar-only sources (gfx11_asm_err.s, gfx12_err.s, llvm-mc-22)
+    ("gfx1100", "v_add3_u32_e64_dpp v5, v1, s1, v0 dpp8:[7,6,5,4,3,2,1,0]", "src1 of this DPP form must be a VGPR"),
+    ("gfx1200", "v_add3_u32_e64_dpp v5, v1, v2, 49812340 dpp8:[7,6,5,4,3,2,1,0]", "no literal"),
+    ("gfx1200", "v_fma_mix_f32_e64_dpp v5, v1, s3, v4 quad_perm:[3,2,1,0]", "src1 of this DPP form must be a VGPR"),
+    ("gfx1100", "v_permlane16_b32_e64_dpp v5, v1, s2, s3 quad_perm:[0,1,2,3]", "no DPP form"),
 ]
 
 # (target, LLVM test file, bytes LLVM's disassembler calls invalid, what our DecodeError says). LLVM prints the operand

@@ -12,7 +12,7 @@ from .availability import missing_on
 from .errors import DecodeError
 from .syntax_common import SCALE_LOAD, reg_count
 from .syntax_scalar import register_only
-from .syntax_vector import NO_CLAMP_OMOD, _op_facts, constant_bus_problem, vop3p_word_problem
+from .syntax_vector import NO_CLAMP_OMOD, _op_facts, constant_bus_problem, vop3_dpp_problem, vop3p_word_problem
 
 # Source fields that may hold the literal code 255 or the DPP/SDWA codes.
 SRC_FIELDS = ("ssrc0", "ssrc1", "src0", "src1", "src2", "srcx0", "srcy0")
@@ -499,6 +499,9 @@ def _decode_at(data: bytes, arch: str, offset: int) -> tuple[Inst, int]:
     if plan.sreg and any(128 <= fields[f] <= 208 or 240 <= fields[f] <= 255 for f in plan.sreg):
         raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: its source must be a scalar register, not a constant")
     if plan.operands and (problem := _operand_problem(arch_obj, plan.operands, fields)) is not None:
+        raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: {problem}")
+    if variant[:3] == "DPP" and fmt in VOP_LONG and \
+            (problem := vop3_dpp_problem(arch_obj, fmt, fields, operand_info(arch_obj.key, fmt, opcode))) is not None:
         raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: {problem}")
     if plan.gws and not fields["gds"]:
         raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: the gds bit is clear (CDNA's wave sync ops address GDS)")

@@ -11,7 +11,7 @@ from .availability import missing_on
 from .inst import ALWAYS_LITERAL, SRC_FIELDS, Inst
 from .syntax_common import reg_count, x2_prefix
 from .syntax_memory import UFMT_DEFAULT, image_address_count
-from .syntax_vector import _NOT_REGISTER, NO_CLAMP_OMOD, _op_facts, constant_bus_problem, is_half_operand, vop3p_rules
+from .syntax_vector import _NOT_REGISTER, NO_CLAMP_OMOD, _op_facts, constant_bus_problem, is_half_operand, no_dpp, vop3p_rules
 
 # Variant kinds, cycled per opcode: plain registers, scalar/constant sources, modifiers and literals, then DPP forms.
 KINDS = ("vgpr", "scalar", "mods", "dpp16", "dpp8")
@@ -75,7 +75,8 @@ def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Rand
     mfma = arch.formats.get(f"{fmt}_MFMA")
     if mfma is not None and opcode in mfma.get("ops", ()):
         variant = "MFMA"
-    elif kind in ("dpp16", "dpp8") and fmt in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD") and not any(p in name for p in ALWAYS_LITERAL):
+    elif kind in ("dpp16", "dpp8") and fmt in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD") and not any(p in name for p in ALWAYS_LITERAL) \
+            and not no_dpp(info):
         # gfx9 has no DPP8: its second extended form is SDWA.
         wanted = kind.upper() if f"{fmt}_{kind.upper()}" in arch.formats else next(
             (v for v in ("SDWA", "SDWA_SDST") if kind == "dpp8" and f"{fmt}_{v}" in arch.formats), "")

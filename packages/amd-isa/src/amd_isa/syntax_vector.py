@@ -762,10 +762,30 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
         raise EncodeError(f"{name} does not take modifier(s) {', '.join(sorted(mods))}")
     if arch.name == "cdna" and long and name.startswith(NO_CLAMP_OMOD) and (fields.get("clmp") or fields.get("omod")):
         raise EncodeError(f"{name} takes no clamp or mul/div")
+    if long and draft.variant in ("DPP16", "DPP8") and (problem := vop3_dpp_problem(arch, fmt, fields, draft.info)) is not None:
+        raise EncodeError(f"{name}: {problem}")
     _check_constant_bus(draft, facts)
 
 
 _INLINE_CODES = frozenset((*range(128, 209), *range(240, 249)))
+def no_dpp(info: dict) -> bool:
+    """Ops with a scalar-only source (v_permlane16_b32's lane selects, v_readlane/v_writelane's lane, the v_s_* scalar
+    floats) have no DPP form (LLVM: e64_dpp variant of this instruction is not supported)."""
+    return any(info[f][1] in ("SSRC", "SSRC_LANESEL", "SREG") and info[f][2] != "M64" for f in ("src0", "src1", "src2") if f in info)
+
+
+def vop3_dpp_problem(arch, fmt: str, fields: dict[str, int], info: dict) -> str | None:
+    """What LLVM refuses in a VOP3/VOP3P DPP form's sources: a literal anywhere, and in src1 anything but a VGPR on gfx11
+    (gfx12 takes SGPRs and inline constants there, except in the mixed-precision VOP3P ops)."""
+    if no_dpp(info):
+        return "this instruction has no DPP form"
+    if any(fields.get(f) == 255 for f in ("src1", "src2") if f in info):
+        return "a DPP form takes no literal constant"
+    if (arch.name == "rdna3" or fmt == "VOP3P") and "src1" in info and fields.get("src1", VGPR_BASE) < VGPR_BASE:
+        return "src1 of this DPP form must be a VGPR"
+    return None
+
+
 # CDNA VOP3 ops without clamp or an output modifier (llvm-mc-22 refuses both and calls such words invalid)
 NO_CLAMP_OMOD = ("v_cvt_scalef32_", "v_cvt_pk_fp8_f32", "v_cvt_pk_bf8_f32", "v_cvt_sr_", "v_ashr_pk_", "v_prng_b32",
                  "v_permlane16_swap", "v_permlane32_swap")
