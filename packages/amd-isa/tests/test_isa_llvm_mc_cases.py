@@ -261,6 +261,8 @@ REJECT = [
     ("gfx1200", "v_add3_u32_e64_dpp v5, v1, v2, 49812340 dpp8:[7,6,5,4,3,2,1,0]", "no literal"),
     ("gfx1200", "v_fma_mix_f32_e64_dpp v5, v1, s3, v4 quad_perm:[3,2,1,0]", "src1 of this DPP form must be a VGPR"),
     ("gfx1100", "v_permlane16_b32_e64_dpp v5, v1, s2, s3 quad_perm:[0,1,2,3]", "no DPP form"),
+    ("gfx1100", "image_atomic_and v1, v[10:11], null dmask:0x1 dim:SQ_RSRC_IMG_2D", "not null"),  # gfx11_asm_mimg_err.s
+    ("gfx1200", "s_buffer_load_b64 s4, null, s101", "not null"),  # gfx12_asm_smem_err.s
 ]
 
 # (target, LLVM test file, bytes LLVM's disassembler calls invalid, what our DecodeError says). LLVM prints the operand

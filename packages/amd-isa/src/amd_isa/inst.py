@@ -315,6 +315,8 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
                 checks.append((field, "vgpr_tuple", 0, 0))
     if fmt == "VINTERP":  # interpolation sources are VGPRs
         checks += [(field, "vgpr", 0, 0) for field in ("src0", "src1", "src2") if field in fields]
+    if fmt == "SMEM" and "buffer" in name and arch.name != "cdna":
+        checks.append(("sbase", "not_null", 2, 0))  # a buffer resource, never null
     if arch.unavailable:
         checks += [(field, "unavailable", 0, 0) for field in ("ssrc0", "ssrc1", "src0", "src1", "src2", "soffset", "srcx0", "srcy0", "sdst")
                    if field in fields]
@@ -359,6 +361,8 @@ def _operand_problem(arch: Arch, checks: tuple, fields: dict[str, int]) -> str |
             return f"{field} bits {code:#05b} set: the instruction has no {_ZERO_WHAT.get(field, field)}"
         if kind == "unavailable" and code in arch.unavailable:
             return f"{field} code {code} ({arch.special[code]}) is not available on {arch.name}"
+        if kind == "not_null" and code * scale == arch.null_code:
+            return f"{field} is null, not a buffer resource"
         if kind == "one_bit" and code.bit_count() != 1:
             return f"dmask {code:#x}: a gather reads one channel (one bit)"
         if kind == "never":

@@ -689,6 +689,8 @@ def join_image(draft: Draft, ops: list, mods: Mods) -> None:
     if len(ops) != 3 + samp:
         raise EncodeError(f"{name} takes {3 + samp} operands, got {len(ops)}")
     fields["vdata"] = encode_vgpr(draft, "vdata", ops[0])
+    if _is_null(ops[2]):  # LLVM: invalid operand for instruction
+        raise EncodeError(f"{name}: the image resource must be SGPRs, not null")
     addresses = list(ops[1]) if isinstance(ops[1], list) else [ops[1]]
     if fmt == "MIMG":
         if len(addresses) > 1:

@@ -215,6 +215,8 @@ def join_smem(draft: Draft, ops: list, mods: Mods) -> None:
         _no_mods(draft, mods)
         return
     base = ops[len(slots) - 1]
+    if isinstance(base, Special) and base.name == "null" and "buffer" in name:  # LLVM: invalid operand for instruction
+        raise EncodeError(f"{name}: sbase is a buffer resource (4 SGPRs), not null")
     fields["sbase"] = encode_scalar(arch, f"{name} sbase", base) >> 1
     where = ops[-1]
     extra = int(mods.pop("offset", 0))  # type: ignore[call-overload]
