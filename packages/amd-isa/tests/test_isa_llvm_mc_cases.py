@@ -72,6 +72,7 @@ ASSEMBLE = [
     # gfx12's s_get_barrier_state writes an SGPR from a barrier id (was: "takes 0 operand(s)")
     ("gfx1200", "gfx12_asm_sop1.s", "s_get_barrier_state s3, -1", "c1 50 83 be"),
     ("gfx1200", "gfx12_asm_sop1.s", "s_sendmsg_rtn_b32 s0, sendmsg(MSG_RTN_GET_SE_AID_ID)", "87 4c 80 be"),
+    ("gfx1200", "gfx12_asm_vopd_features.s", "v_dual_mov_b32 v2, v5 :: v_dual_mov_b32 v3, v1", "05 01 10 ca 01 01 02 02"),
     ("gfx1200", "(llvm-mc-22)", "v_add3_u32_e64_dpp v5, v1, s1, v0 dpp8:[7,6,5,4,3,2,1,0]", "05 00 55 d6 e9 02 00 04 01 77 39 05"),
     # gfx9 SDWA (was: only VGPRs and SGPRs as sources, no clamp/omod, dst_unused defaulting to UNUSED_PAD, the _sdwa
     # suffix alone ignored, VOPC writing only vcc): LLVM's and llvm-mc-15/19's bytes
@@ -263,6 +264,10 @@ REJECT = [
     ("gfx1100", "v_permlane16_b32_e64_dpp v5, v1, s2, s3 quad_perm:[0,1,2,3]", "no DPP form"),
     ("gfx1100", "image_atomic_and v1, v[10:11], null dmask:0x1 dim:SQ_RSRC_IMG_2D", "not null"),  # gfx11_asm_mimg_err.s
     ("gfx1200", "s_buffer_load_b64 s4, null, s101", "not null"),  # gfx12_asm_smem_err.s
+    # VOPD: X's and Y's first sources in different VGPR banks, two scalar values for the pair (gfx11_asm_vopd_err.s)
+    ("gfx1100", "v_dual_mov_b32 v1, v2 :: v_dual_add_f32 v2, v6, v6", "src0 operands must use different VGPR banks"),
+    ("gfx1100", "v_dual_fmaak_f32 v122, s74, v161, 2.741 :: v_dual_and_b32 v247, s75, v98", "reads 3 scalar values"),
+    ("gfx1200", "v_dual_add_f32 v255, vcc_lo, v2 :: v_dual_cndmask_b32 v6, s1, v3", "reads 3 scalar values"),
 ]
 
 # (target, LLVM test file, bytes LLVM's disassembler calls invalid, what our DecodeError says). LLVM prints the operand

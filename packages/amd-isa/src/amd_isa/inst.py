@@ -12,7 +12,7 @@ from .availability import missing_on
 from .errors import DecodeError
 from .syntax_common import SCALE_LOAD, reg_count
 from .syntax_scalar import register_only
-from .syntax_vector import NO_CLAMP_OMOD, _op_facts, constant_bus_problem, vop3_dpp_problem, vop3p_word_problem
+from .syntax_vector import NO_CLAMP_OMOD, _op_facts, constant_bus_problem, vop3_dpp_problem, vop3p_word_problem, vopd_problem
 
 # Source fields that may hold the literal code 255 or the DPP/SDWA codes.
 SRC_FIELDS = ("ssrc0", "ssrc1", "src0", "src1", "src2", "srcx0", "srcy0")
@@ -516,6 +516,8 @@ def _decode_at(data: bytes, arch: str, offset: int) -> tuple[Inst, int]:
     if plan.vopd:
         if fields["opy"] not in arch_obj.ops["VOPD"]:
             raise DecodeError(f"unknown VOPD Y opcode {fields['opy']} at offset {offset:#x}")
+        if (problem := vopd_problem(arch_obj, opcode, fields["opy"], fields)) is not None:
+            raise DecodeError(f"invalid {plan.name} pair at offset {offset:#x}: {problem}")
         needs_literal = _needs_literal(arch_obj, fmt, opcode, fields)
     else:
         sources = plan.lit_sources

@@ -11,7 +11,7 @@ from .availability import missing_on
 from .inst import ALWAYS_LITERAL, SRC_FIELDS, Inst
 from .syntax_common import reg_count, x2_prefix
 from .syntax_memory import UFMT_DEFAULT, image_address_count
-from .syntax_vector import _NOT_REGISTER, NO_CLAMP_OMOD, _op_facts, constant_bus_problem, is_half_operand, no_dpp, vop3p_rules
+from .syntax_vector import _NOT_REGISTER, NO_CLAMP_OMOD, _op_facts, constant_bus_problem, is_half_operand, no_dpp, vop3p_rules, vopd_problem
 
 # Variant kinds, cycled per opcode: plain registers, scalar/constant sources, modifiers and literals, then DPP forms.
 KINDS = ("vgpr", "scalar", "mods", "dpp16", "dpp8")
@@ -219,6 +219,8 @@ def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Rand
             if fields.get(field) == 255:
                 fields[field] = 129
         fields["vdstx"] &= ~1
+        if vopd_problem(arch, opcode, opcode, fields) is not None:  # keep the pair within LLVM's bank and bus rules
+            fields["srcx0"], fields["srcy0"] = 256 + 4 * rng.randrange(60), 257 + 4 * rng.randrange(60)
     if fmt == "DS" and any(part in name for part in ("_gws_", "ordered_count", "gs_reg")):
         fields["gds"] = 1
     if any(part in name for part in ALWAYS_LITERAL):

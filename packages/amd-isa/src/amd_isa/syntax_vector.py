@@ -1070,6 +1070,33 @@ def _join_vopd(draft: Draft, ops: list, mods: Mods) -> None:
             raise EncodeError(f"{draft.name}: the X and Y destinations of a VOPD pair must differ in parity (one even, one odd)")
     if mods:
         raise EncodeError(f"VOPD instructions take no modifiers, got {', '.join(sorted(mods))}")
+    if (problem := vopd_problem(arch, draft.op, y_op, fields)) is not None:
+        raise EncodeError(f"{draft.name} :: {y_name}: {problem}")
+
+
+def vopd_problem(arch, x_op: int, y_op: int, fields: dict[str, int]) -> str | None:
+    """LLVM's VOPD pairing rules beyond the destinations' parity: X's and Y's first sources in different VGPR banks
+    (register number mod 4); at most two scalar values for the pair (SGPRs, one literal, v_dual_cndmask_b32's implicit
+    vcc_lo). (LLVM's rules for the second and third sources, which depend on how each op maps its operands to the
+    banked slots, are not modelled yet.)"""
+    names = (arch.ops["VOPD"][x_op][0], arch.ops["VOPD"][y_op][0])
+    x0, y0 = fields.get("srcx0", 0), fields.get("srcy0", 0)
+    # (a mov_b32 Y after a mov_b32 X reads through the src2 cache: no conflict, gfx12_asm_vopd_features.s)
+    if x0 >= VGPR_BASE and y0 >= VGPR_BASE and x0 % 4 == y0 % 4 and names != ("v_dual_mov_b32", "v_dual_mov_b32"):
+        return f"src0 operands must use different VGPR banks (v{x0 - VGPR_BASE} and v{y0 - VGPR_BASE})"
+    scalars: set = set()
+    for code in (x0, y0):
+        if code == 255:
+            scalars.add("literal")
+        elif code < VGPR_BASE and code not in _INLINE_CODES and code != arch.null_code:
+            scalars.add(code)
+    if any("fmaak" in n or "fmamk" in n for n in names):
+        scalars.add("literal")
+    if any("cndmask" in n for n in names):
+        scalars.add(106)  # vcc_lo
+    if len(scalars) > 2:
+        return f"reads {len(scalars)} scalar values (SGPRs, a literal, cndmask's vcc_lo); a VOPD pair allows 2 (constant bus)"
+    return None
 
 
 def _join_mfma(draft: Draft, ops: list, mods: Mods) -> None:
