@@ -267,7 +267,7 @@ REJECT = [
     # VOPD: X's and Y's first sources in different VGPR banks, two scalar values for the pair (gfx11_asm_vopd_err.s)
     ("gfx1100", "v_dual_mov_b32 v1, v2 :: v_dual_add_f32 v2, v6, v6", "src0 operands must use different VGPR banks"),
     ("gfx1100", "v_dual_fmaak_f32 v122, s74, v161, 2.741 :: v_dual_and_b32 v247, s75, v98", "reads 3 scalar values"),
-    ("gfx1200", "v_dual_add_f32 v255, vcc_lo, v2 :: v_dual_cndmask_b32 v6, s1, v3", "reads 3 scalar values"),
+    ("gfx1200", "v_dual_add_f32 v255, s2, v2 :: v_dual_cndmask_b32 v6, s1, v3", "reads 3 scalar values"),
 ]
 
 # (target, LLVM test file, bytes LLVM's disassembler calls invalid, what our DecodeError says). LLVM prints the operand
