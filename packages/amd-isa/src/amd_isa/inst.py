@@ -12,7 +12,7 @@ from .availability import missing_on
 from .errors import DecodeError
 from .syntax_common import SCALE_LOAD, reg_count
 from .syntax_scalar import register_only
-from .syntax_vector import NO_CLAMP_OMOD, _op_facts, constant_bus_problem, vop3_dpp_problem, vop3p_word_problem, vopd_problem
+from .syntax_vector import _INLINE_CODES, NO_CLAMP_OMOD, _op_facts, constant_bus_problem, vop3_dpp_problem, vop3p_word_problem, vopd_problem
 
 # Source fields that may hold the literal code 255 or the DPP/SDWA codes.
 SRC_FIELDS = ("ssrc0", "ssrc1", "src0", "src1", "src2", "srcx0", "srcy0")
@@ -246,8 +246,7 @@ class _OpPlan:
     """What decoding one (format, opcode) needs, worked out once: its name, whether the target lacks it, how its variant
     is chosen and, per variant, the size and field extractors; the literal rule of its base encoding."""
 
-    __slots__ = ("name", "missing", "scale", "vop", "mfma", "nsa", "layouts", "lit_sources", "vopd", "packed", "gws", "bus", "sreg",
-                 "operands")
+    __slots__ = ("name", "missing", "scale", "vop", "mfma", "nsa", "layouts", "lit_sources", "vopd", "packed", "bus", "operands")
 
     def __init__(self, arch: Arch, target: str, fmt: str, opcode: int):
         self.name = arch.ops[fmt][opcode][0]
@@ -256,11 +255,6 @@ class _OpPlan:
         mfma = arch.formats.get(f"{fmt}_MFMA")
         self.mfma = mfma is not None and opcode in mfma.get("ops", ())
         self.nsa = fmt == "MIMG" and "MIMG_NSA" in arch.formats
-        # CDNA's global wave sync ops always address GDS: LLVM does not decode them with the gds bit clear
-        self.gws = arch.name == "cdna" and "_gws_" in self.name
-        # scalar sources that are registers only (syntax_scalar.register_only): a constant there is an invalid word
-        self.sreg = tuple(f for f, _, optype, _ in arch.ops[fmt][opcode][1]
-                          if fmt.startswith("SOP") and f.startswith("ssrc") and register_only(self.name, optype))
         self.vop = fmt in VOP_SHORT + VOP_LONG
         self.vopd = fmt == "VOPD"
         self.layouts: dict[str, tuple[int, tuple[tuple[str, int, int], ...]]] = {}
@@ -273,17 +267,15 @@ class _OpPlan:
         self.operands = _operand_checks(arch, fmt, self.name, info, self.bus[0] if self.bus else None, self.mfma)
 
 
-# the inline constants a source code may hold where registers of one class or constants are allowed
-_INLINE = frozenset((*range(128, 209), *range(240, 249)))
-
-
 def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bool) -> tuple[tuple[str, str, int, int], ...]:
-    """(field, kind, scale, registers) of each operand field whose register class LLVM's disassembler checks (it marks a
-    word breaking one `/*Invalid register, operand has ...*/` or refuses it): text neither assembler takes.
-    kinds: "vgpr" a VGPR/AGPR source, "vgpr_or_inline" one or an inline constant, "lane_mask" an SGPR lane mask,
-    "sgprs" a range of `registers` SGPRs at `scale` times the field that must not run past the SGPR file, "flat12" a
-    12-bit unsigned FLAT offset (gfx11's field has 13 bits)."""
+    """(field, kind, scale, registers) of each field whose value LLVM refuses in text (its disassembler marks such a word
+    `/*Invalid register, operand has ...*/`, calls it invalid, or prints text its assembler refuses): the decoder refuses
+    those words, so every word it decodes prints text both assemblers take. See _operand_problem for each kind."""
     checks: list[tuple[str, str, int, int]] = []
+    if arch.name == "cdna" and "_gws_" in name:  # CDNA's wave sync ops address GDS and take an even data register
+        checks += [("gds", "set", 0, 0)] + ([("addr", "even", 0, 0)] if info else [])
+    if fmt.startswith("SOP"):  # scalar sources that take registers only (syntax_scalar.register_only)
+        checks += [(f, "register", 0, 0) for f, (_, optype, _) in info.items() if f.startswith("ssrc") and register_only(name, optype)]
     if mfma:  # CDNA matrix ops: A and B are VGPRs or AGPRs, C one or an inline constant (a sparse op's index a VGPR)
         checks += [("src0", "vgpr", 0, 0), ("src1", "vgpr", 0, 0),
                    ("src2", "vgpr" if name.startswith("v_smfmac") else "vgpr_or_inline", 0, 0)]
@@ -293,7 +285,7 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
             checks.append(("sdst", "lane_mask", 0, 0))
     fields = arch.formats[fmt]["fields"]
     for field, scale, regs in (("srsrc", 4, 4), ("ssamp", 4, 4), ("rsrc", 1, 4), ("samp", 1, 4), ("sbase", 2, 0)):
-        if field in fields and field in {*info, "srsrc", "ssamp", "rsrc", "samp"} & {*info, *fields}:
+        if field in fields:
             count = regs or (reg_count(info[field][0]) if field in info else 2)
             checks.append((field, "sgprs", scale, count))
     if arch.name == "cdna" and fmt == "VOP3P" and not mfma and any(info[f][2].startswith(("PK4_", "PK8_")) for f in info if f.startswith("src")):
@@ -335,11 +327,18 @@ _ZERO_WHAT = {"opsel": "16-bit halves to select", "clmp": "clamp", "omod": "outp
 
 
 def _operand_problem(arch: Arch, checks: tuple, fields: dict[str, int]) -> str | None:
+    """Why a decoded word breaks one of `checks` (see _operand_checks), or None."""
     for field, kind, scale, regs in checks:
         code = fields.get(field, 0)
+        if kind == "set" and not code:
+            return f"the {field} bit is clear (CDNA's wave sync ops address GDS; LLVM decodes no such op here)"
+        if kind == "even" and code & 1:
+            return f"its data register {code} is odd (CDNA wants it even; LLVM prints it but does not assemble it)"
+        if kind == "register" and code in _INLINE_CODES | {255}:
+            return f"its source {field} must be a scalar register, not a constant"
         if kind == "vgpr" and code < 256:
             return f"{field} (code {code}) must be a VGPR or AGPR"
-        if kind == "vgpr_or_inline" and code < 256 and code not in _INLINE:
+        if kind == "vgpr_or_inline" and code < 256 and code not in _INLINE_CODES:
             return f"{field} (code {code}) must be a VGPR, an AGPR or an inline constant"
         if kind == "lane_mask" and (code >= 126 or (arch.wave == 64 and code & 1)):
             # SGPRs, vcc or TTMPs: no VGPR, constant, exec or src_* register, and in wave64 an even-aligned pair
@@ -500,18 +499,11 @@ def _decode_at(data: bytes, arch: str, offset: int) -> tuple[Inst, int]:
         if (scalars > facts.bus_room if not variant else variant[0] == "S") and \
                 (problem := constant_bus_problem(arch_obj, plan.name, *plan.bus, fields, variant, None)) is not None:
             raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: it {problem}")
-    if plan.sreg and any(128 <= fields[f] <= 208 or 240 <= fields[f] <= 255 for f in plan.sreg):
-        raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: its source must be a scalar register, not a constant")
     if plan.operands and (problem := _operand_problem(arch_obj, plan.operands, fields)) is not None:
         raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: {problem}")
     if variant[:3] == "DPP" and fmt in VOP_LONG and \
             (problem := vop3_dpp_problem(arch_obj, fmt, fields, operand_info(arch_obj.key, fmt, opcode))) is not None:
         raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: {problem}")
-    if plan.gws and not fields["gds"]:
-        raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: the gds bit is clear (CDNA's wave sync ops address GDS)")
-    if plan.gws and fields["addr"] % 2 and operand_info(arch_obj.key, fmt, opcode):
-        # LLVM prints these but its assembler refuses them (vgpr must be even aligned): printed, they would not assemble
-        raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: its data register {fields['addr']} is odd (CDNA wants it even)")
     literal = None
     if plan.vopd:
         if fields["opy"] not in arch_obj.ops["VOPD"]:

@@ -792,7 +792,7 @@ NO_CLAMP_OMOD = ("v_cvt_scalef32_", "v_cvt_pk_fp8_f32", "v_cvt_pk_bf8_f32", "v_c
 # the 64-bit shifts read one scalar value on gfx10+ too (LLVM: violates constant bus restrictions)
 _ONE_SCALAR_SHIFTS = ("v_lshlrev_b64", "v_lshrrev_b64", "v_ashrrev_i64")
 # source codes that are no register: inline integers and floats (and 1/(2pi)), the literal marker, DPP/SDWA markers
-_NOT_REGISTER = frozenset((*range(128, 209), *range(240, 249), 233, 234, 249, 250, 255))
+_NOT_REGISTER = _INLINE_CODES | {233, 234, 249, 250, 255}
 
 
 def _check_constant_bus(draft: Draft, facts) -> None:
