@@ -254,7 +254,7 @@ REJECT = [
     ("gfx1100", "v_interp_p10_f32 v0, s1, v2, v3", "src0 must be a VGPR"),
     ("gfx1100", "global_load_b32 v1, v[3:4], s0", "saddr is 2 SGPR"),
     # `_dpp`/`_sdwa` name the short forms: no promotion to VOP3 (gfx11_asm_vop2_fake16_err.s: v255 needs _e64_dpp)
-    ("gfx1100", "v_add_f16_dpp v255, v1, v2 dpp8:[7,6,5,4,3,2,1,0]", "reaches v0-v127"),
+    ("gfx1100", "v_add_f16_dpp v255, v1, v2 dpp8:[7,6,5,4,3,2,1,0]", "reaches v0-v127.*use _e64_dpp"),
     ("gfx1200", "v_add3_u32_dpp v5, v1, v2, v3 quad_perm:[0,1,2,3]", "its DPP form is v_add3_u32_e64_dpp"),
     # VOP3 DPP: no literal; src1 a VGPR on gfx11 (gfx12 takes SGPRs and inline constants, not in the mix ops); no DPP
     # form for ops with scalar-only sources (gfx11_asm_err.s, gfx12_err.s, llvm-mc-22)

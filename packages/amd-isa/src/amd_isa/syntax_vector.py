@@ -97,7 +97,8 @@ def _from_half(draft: Draft, field: str, operand: object) -> object:
     if not (isinstance(operand, Reg) and operand.kind == "v" and field in draft.info and is_half_operand(draft.arch, draft.fmt, draft.info[field])):
         return operand
     if operand.index >= 128:
-        raise EncodeError(f"{draft.name}: a 16-bit {field} of this encoding reaches v0-v127 and their .h halves, got {operand}; use _e64")
+        form = "_e64_dpp" if draft.variant.startswith("DPP") else "_e64"
+        raise EncodeError(f"{draft.name}: a 16-bit {field} of this encoding reaches v0-v127 and their .h halves, got {operand}; use {form}")
     return Reg("v", operand.index + (128 if operand.hi else 0), neg=operand.neg, abs=operand.abs)
 
 
