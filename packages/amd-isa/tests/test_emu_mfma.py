@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from amd_isa import assemble_insts
 from amd_isa.emu import WaveState, run_program
+from amd_isa.syntax_vector import F8F6F4_REGS
 
 # (matrix, block, row, col, first register, low bit, lane) for A[i][k] / B[k][j] / D[i][j], printed by AMD's matrix
 # instruction calculator (cdna3). Sparse A (smfmac) entries name the register only (bit None).
@@ -243,7 +244,8 @@ def test_f8f6f4_mfma_scaled_and_unscaled(shape: str, cbsz: int, blgp: int) -> No
     b_codes, b = _random_codes(form.b_type, (1, form.n, form.k), rng)
     c = rng.integers(-100, 100, (1, form.m, form.n)).astype(np.float64)
     d_regs = form.n_d_regs()
-    plain = f"v_mfma_f32_{shape}_f8f6f4 {_regs(64, d_regs)}, v[0:7], v[32:39], {_regs(128, d_regs)} cbsz:{cbsz} blgp:{blgp}"
+    a_regs, b_regs = _regs(0, F8F6F4_REGS[cbsz]), _regs(32, F8F6F4_REGS[blgp])  # each matrix as wide as its format needs
+    plain = f"v_mfma_f32_{shape}_f8f6f4 {_regs(64, d_regs)}, {a_regs}, {b_regs}, {_regs(128, d_regs)} cbsz:{cbsz} blgp:{blgp}"
     d, _ = _run(form, plain, a_codes, b_codes, c)
     np.testing.assert_array_equal(d, (a @ np.swapaxes(b, 1, 2) + c).astype(np.float32))
     # Scaled: E8M0 exponents per lane (one per 32 k values of a row / column); op_sel:[1,0] op_sel_hi:[0,1] read byte 1
@@ -254,7 +256,7 @@ def test_f8f6f4_mfma_scaled_and_unscaled(shape: str, cbsz: int, blgp: int) -> No
         state.v[100] = (exp_a << 8).astype(np.uint32) | 0xFF
         state.v[101] = (exp_b << 16).astype(np.uint32) | 0xFF0000FF
 
-    d, _ = _run(form, f"v_mfma_scale_f32_{shape}_f8f6f4 {_regs(64, d_regs)}, v[0:7], v[32:39], {_regs(128, d_regs)}, v100, v101 "
+    d, _ = _run(form, f"v_mfma_scale_f32_{shape}_f8f6f4 {_regs(64, d_regs)}, {a_regs}, {b_regs}, {_regs(128, d_regs)}, v100, v101 "
                       f"op_sel:[1,0] op_sel_hi:[0,1] cbsz:{cbsz} blgp:{blgp}", a_codes, b_codes, c, scales)
     lane_a = [[form.input_position("a", 0, i, k)[2] for k in range(form.k)] for i in range(form.m)]
     lane_b = [[form.input_position("b", 0, j, k)[2] for k in range(form.k)] for j in range(form.n)]

@@ -266,6 +266,8 @@ REJECT = [
     ("gfx1200", "s_buffer_load_b64 s4, null, s101", "not null"),  # gfx12_asm_smem_err.s
     # VOPD: X's and Y's first sources in different VGPR banks, two scalar values for the pair (gfx11_asm_vopd_err.s)
     ("gfx1100", "v_dual_mov_b32 v1, v2 :: v_dual_add_f32 v2, v6, v6", "src0 operands must use different VGPR banks"),
+    # f8f6f4 MFMA matrices as wide as cbsz/blgp's element format (mai-gfx950-err.s: wrong register tuple size)
+    ("gfx950", "v_mfma_f32_16x16x128_f8f6f4 v[0:3], v[4:11], v[12:19], v[0:3] cbsz:2 blgp:2", "src0 is 6 VGPRs for cbsz:2"),
     ("gfx1100", "v_dual_fmaak_f32 v122, s74, v161, 2.741 :: v_dual_and_b32 v247, s75, v98", "reads 3 scalar values"),
     ("gfx1200", "v_dual_add_f32 v255, s2, v2 :: v_dual_cndmask_b32 v6, s1, v3", "reads 3 scalar values"),
 ]

@@ -1127,6 +1127,13 @@ def _join_mfma(draft: Draft, ops: list, mods: Mods) -> None:
         fields[key] = int(mods.pop(key, _mfma_default(draft.fmt, key)))  # type: ignore[call-overload]
     if mods:
         raise EncodeError(f"{draft.name} does not take modifier(s) {', '.join(sorted(mods))}")
+    if "f8f6f4" in draft.name:  # each matrix spans as many VGPRs as its element format needs (LLVM: wrong tuple size)
+        for i, key in enumerate(("cbsz", "blgp")):
+            operand, code = ops[1 + i], fields[key]
+            want = F8F6F4_REGS[code] if code < len(F8F6F4_REGS) else None
+            if want is not None and isinstance(operand, Reg) and operand.count != want:
+                raise EncodeError(f"{draft.name}: src{i} is {want} VGPRs for {key}:{code} ({('fp8', 'bf8', 'fp6', 'bf6', 'fp4')[code]}), "
+                                  f"got {operand}")
 
 
 def _join_scaled_mfma(draft: Draft, ops: list, mods: Mods) -> None:
