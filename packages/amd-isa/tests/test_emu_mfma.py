@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 from amd_isa import assemble_insts
 from amd_isa.emu import WaveState, run_program
-from amd_isa.syntax_vector import F8F6F4_REGS
 
 # (matrix, block, row, col, first register, low bit, lane) for A[i][k] / B[k][j] / D[i][j], printed by AMD's matrix
 # instruction calculator (cdna3). Sparse A (smfmac) entries name the register only (bit None).
@@ -244,7 +243,8 @@ def test_f8f6f4_mfma_scaled_and_unscaled(shape: str, cbsz: int, blgp: int) -> No
     b_codes, b = _random_codes(form.b_type, (1, form.n, form.k), rng)
     c = rng.integers(-100, 100, (1, form.m, form.n)).astype(np.float64)
     d_regs = form.n_d_regs()
-    a_regs, b_regs = _regs(0, F8F6F4_REGS[cbsz]), _regs(32, F8F6F4_REGS[blgp])  # each matrix as wide as its format needs
+    widths = (8, 8, 6, 6, 4)  # VGPRs of a matrix of fp8, bf8, fp6, bf6, fp4 elements
+    a_regs, b_regs = _regs(0, widths[cbsz]), _regs(32, widths[blgp])
     plain = f"v_mfma_f32_{shape}_f8f6f4 {_regs(64, d_regs)}, {a_regs}, {b_regs}, {_regs(128, d_regs)} cbsz:{cbsz} blgp:{blgp}"
     d, _ = _run(form, plain, a_codes, b_codes, c)
     np.testing.assert_array_equal(d, (a @ np.swapaxes(b, 1, 2) + c).astype(np.float32))

@@ -12,7 +12,16 @@ from .availability import missing_on
 from .errors import DecodeError
 from .syntax_common import SCALE_LOAD, reg_count
 from .syntax_scalar import register_only
-from .syntax_vector import _INLINE_CODES, NO_CLAMP_OMOD, _op_facts, constant_bus_problem, vop3_dpp_problem, vop3p_word_problem, vopd_problem
+from .syntax_vector import (
+    _INLINE_CODES,
+    NO_CLAMP_OMOD,
+    _op_facts,
+    constant_bus_problem,
+    vop3_dpp_problem,
+    vop3p_rules,
+    vop3p_word_problem,
+    vopd_problem,
+)
 
 # Source fields that may hold the literal code 255 or the DPP/SDWA codes.
 SRC_FIELDS = ("ssrc0", "ssrc1", "src0", "src1", "src2", "srcx0", "srcy0")
@@ -288,8 +297,8 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
         if field in fields:
             count = regs or (reg_count(info[field][0]) if field in info else 2)
             checks.append((field, "sgprs", scale, count))
-    if arch.name == "cdna" and fmt == "VOP3P" and not mfma and any(info[f][2].startswith(("PK4_", "PK8_")) for f in info if f.startswith("src")):
-        checks.append(("opsel", "zero", 0, 0))  # the 8/4-bit integer dots: LLVM 22 calls op_sel bits invalid
+    if arch.name == "cdna" and fmt == "VOP3P" and not mfma and not vop3p_rules(arch, name, info).op_sel:
+        checks.append(("opsel", "zero", 0, 0))  # ops without 16-bit halves (the 8/4-bit integer dots): LLVM 22 calls op_sel invalid
     if arch.name == "cdna" and fmt in ("VOP3", "VOP3SD") and name.startswith(NO_CLAMP_OMOD):
         checks += [("clmp", "zero", 0, 0), ("omod", "zero", 0, 0)]
     if arch.name == "cdna" and fmt not in ("MIMG", "VOP3PX2"):  # gfx90a+: VGPR/AGPR tuples start at even registers

@@ -5,7 +5,7 @@ from functools import cache
 from .errors import EncodeError
 from .operands import OFF, Operand, Reg, Special, Sym, plain_reg
 from .symbols import parse_swizzle, swizzle_text
-from .syntax_common import Draft, decode_src, encode_scalar, encode_src, encode_vgpr, reg_count, scalar_operand
+from .syntax_common import Draft, decode_src, encode_scalar, encode_src, encode_vgpr, reg_count, scalar_operand, split_mod_const
 
 Mods = dict[str, object]
 Split = tuple[str, list, Mods]
@@ -781,7 +781,7 @@ def split_vinterp(inst) -> Split:
 def join_vinterp(draft: Draft, ops: list, mods: Mods) -> None:
     """Inverse of split_vinterp. Its sources are VGPRs (LLVM: invalid operand for instruction)."""
     for i, operand in enumerate(ops[1:4]):
-        value = operand.value if hasattr(operand, "value") and not isinstance(operand, Reg | Special) else operand
+        value = split_mod_const(operand)[0]
         if not (isinstance(value, Reg) and value.kind == "v"):
             raise EncodeError(f"{draft.name}: src{i} must be a VGPR, got {operand}")
     if len(ops) != 4:

@@ -230,7 +230,7 @@ _REPURPOSED = ("v_bitop3_", "v_permlane16_swap_", "v_permlane32_swap_")
 
 
 @cache
-def _bitop3_opcodes(key: str, fmt: str) -> frozenset[int]:
+def _repurposed_opcodes(key: str, fmt: str) -> frozenset[int]:
     arch = get_arch(key)
     return frozenset(op for op, (name, _) in arch.ops.get(fmt, {}).items() if name.startswith(_REPURPOSED)) if fmt == "VOP3" else frozenset()
 
@@ -260,7 +260,7 @@ def _join_permlane_swap(draft: Draft, ops: list, mods: Mods) -> None:
 
 def split_valu(inst) -> Split:
     """Operands and modifiers of any vector ALU instruction."""
-    if inst.op in _bitop3_opcodes(inst.arch.key, inst.fmt):
+    if inst.op in _repurposed_opcodes(inst.arch.key, inst.fmt):
         return _split_bitop3(inst) if inst.mnemonic.startswith("v_bitop3_") else _split_permlane_swap(inst)
     return _split_valu(inst)
 
@@ -406,9 +406,13 @@ def _vgpr_code(code: int) -> bool:
     return code >= VGPR_BASE
 
 
+# the inline constants of a 9-bit source code: integers (128..208), floats (INLINE_FLOATS) and 1/(2*pi) at 248
+_INLINE_CODES = frozenset(code for code in range(256) if 128 <= code <= 208 or code in INLINE_FLOATS or code == INV_2PI_CODE)
+
+
 def _inline_code(code: int) -> bool:
-    """An inline integer (128..208) or float constant (INLINE_FLOATS, 1/(2*pi) at 248) of a 9-bit RDNA source code."""
-    return 128 <= code <= 208 or code in INLINE_FLOATS or code == INV_2PI_CODE
+    """An inline integer or float constant of a 9-bit source code (_INLINE_CODES)."""
+    return code in _INLINE_CODES
 
 
 def vop3p_word_problem(arch, name: str, info: dict, fields: dict) -> str | None:
@@ -768,7 +772,6 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
     _check_constant_bus(draft, facts)
 
 
-_INLINE_CODES = frozenset((*range(128, 209), *range(240, 249)))
 def no_dpp(info: dict) -> bool:
     """Ops with a scalar-only source (v_permlane16_b32's lane selects, v_readlane/v_writelane's lane, the v_s_* scalar
     floats) have no DPP form (LLVM: e64_dpp variant of this instruction is not supported)."""
