@@ -47,6 +47,32 @@ def test_linked_result_equals_run_linear():
     np.testing.assert_array_equal(buffer_for(out).numpy(), eager)
 
 
+def test_a_batch_linked_while_profiling_times_each_step(monkeypatch, capsys):
+    # PROFILE=1 (or DEBUG>=2) when linking: each run records the host clock after every step; profile() gives the last
+    # run's steps by name in order, and DEBUG=2 prints them after each run as eager launches are printed
+    n = 64
+    x_in, tmp, out = (UOp.new_buffer("CPU", n, dtypes.float32) for _ in range(3))
+    linear = UOp(Ops.LINEAR, dtypes.void, (call(scale_add(n, 2.0), tmp, x_in, x_in), call(scale_add(n, 3.0), out, tmp, x_in)))
+    plain = link_linear(linear, inputs=[x_in]).parts[0]
+    assert isinstance(plain, HostBatch) and not plain.profiled and plain.profile() == []
+    monkeypatch.setenv("PROFILE", "1")
+    linked = link_linear(linear, inputs=[x_in])
+    batch = linked.parts[0]
+    assert isinstance(batch, HostBatch) and batch.profiled and batch.profile() == []  # not run yet
+    x = np.arange(n, dtype=np.float32)
+    linked([buffer_for(UOp.new_buffer("CPU", n, dtypes.float32)).copyin(x)], {})
+    np.testing.assert_allclose(buffer_for(out).numpy(), 3 * (2 * x + x) + x)
+    events = batch.profile()
+    assert len(events) == 2 and all(e.device == "CPU" and e.duration_us >= 0 for e in events)
+    assert events[0].end_us == events[1].start_us  # consecutive stamps of one clock
+    assert all(isinstance(e.name, str) and e.name for e in events)  # the kernels' function names
+    assert capsys.readouterr().out == ""  # PROFILE alone prints nothing
+    monkeypatch.setenv("DEBUG", "2")
+    linked([buffer_for(UOp.new_buffer("CPU", n, dtypes.float32)).copyin(x)], {})
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.endswith("(linked)")]
+    assert [line.split()[1] for line in printed] == [e.name for e in batch.profile()]
+
+
 def test_linked_program_checks_its_arguments():
     n = 8
     a, out = UOp.new_buffer("CPU", n, dtypes.float32), UOp.new_buffer("CPU", n, dtypes.float32)

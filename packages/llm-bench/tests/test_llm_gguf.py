@@ -121,6 +121,39 @@ def test_released_pages_read_back_the_same_values(tmp_path):
     np.testing.assert_array_equal(data, values)
 
 
+def test_rows_are_read_from_the_file_without_mapping_it(tmp_path):
+    """GGUFTensor.rows copies rows by pread (none of the mapping becomes resident), in the order asked, for plain and
+    block-quantized tensors alike; a file replaced since it was mapped, and tensors that are not file views, are read
+    through `data` instead; a row outside the table is a GGUFError."""
+    path = tmp_path / "rows.gguf"
+    writer = GGUFWriter()
+    values = np.arange(512 * 1024, dtype=np.float32).reshape(512, 1024)
+    quantized = np.random.default_rng(0).integers(0, 256, (64, 34 * 4), dtype=np.uint8)  # 64 Q8_0 rows of 128 values
+    writer.add_tensor("w", values)
+    writer.add_tensor("q", quantized, ggml_type=GGMLType.Q8_0, shape=(64, 128))
+    writer.write(path)
+    f = read_gguf(path)
+    ids = np.array([7, 0, 511, 7, 300])
+    rows = f.tensor("w").rows(ids)
+    assert rows.flags.owndata and rows.dtype == np.float32
+    np.testing.assert_array_equal(rows, values[ids])
+    np.testing.assert_array_equal(f.tensor("q").rows(np.array([63, 2])), quantized[[63, 2]])
+    assert f.tensor("w").rows(np.array([], dtype=np.int64)).shape == (0, 1024)
+    if _resident_kb(path):  # (smaps may not name the file in a sandbox)
+        pytest.fail("reading rows made pages of the file resident")
+    with pytest.raises(GGUFError, match="row 512 is outside 0..511"):
+        f.tensor("w").rows(np.array([512]))
+    with pytest.raises(GGUFError, match="row -1 is outside"):
+        f.tensor("w").rows(np.array([-1]))
+    # replaced: the mapping still holds the old bytes, and those are what the rows are
+    path.rename(tmp_path / "old.gguf")
+    writer = GGUFWriter()
+    writer.add_tensor("w", values + 1)
+    writer.add_tensor("q", quantized, ggml_type=GGMLType.Q8_0, shape=(64, 128))
+    writer.write(path)
+    np.testing.assert_array_equal(f.tensor("w").rows(ids), values[ids])
+
+
 def test_independent_header_parse(tmp_path):
     """Check the writer's bytes against the GGUF layout directly, not through our reader."""
     path = tmp_path / "m.gguf"

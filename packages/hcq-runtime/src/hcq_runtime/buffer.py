@@ -148,7 +148,12 @@ class Buffer:
 
     def numpy(self) -> np.ndarray:
         """A host copy of the contents as a 1-D numpy array (bf16 and fp8 come back as their raw bits)."""
-        return np.frombuffer(self.as_bytes(), dtype=numpy_dtype(self.dtype))
+        # copied into an uninitialized array: the bytearray of as_bytes is zero-filled first (a decode step's logits,
+        # 196 KB, took 65 us to read with it)
+        out = np.empty(self.nbytes // numpy_dtype(self.dtype).itemsize, dtype=numpy_dtype(self.dtype))
+        if self.nbytes:
+            self.allocator.copyout(memoryview(out).cast("B"), self.opaque)
+        return out
 
     def __del__(self) -> None:
         if self._base is None and self._opaque is not None and not self.external:

@@ -9,7 +9,9 @@ copy's size) with every buffer address and constant the step owns filled in once
 once per device and the same for every batch, patches the input addresses and variable values into the table and
 calls the steps in order. A replay is therefore one ctypes call plus the kernels' own work: no per-kernel Python
 dispatch, and linking compiles nothing but kernels (a program with the addresses written in would be compiled at every
-link).
+link). A batch linked while profiling is on (`PROFILE=1` or `DEBUG>=2`, as for queue batches) runs through the timed
+entry of the same runner, which reads the monotonic clock after every step: `batch.profile()` returns the last run's
+steps as `ProfileEvent`s, and `DEBUG>=2` prints each step's time after each run, as eager launches do.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from .cpu import CPUDevice, load_shared_object
 from .debug import counters, debug_level
 from .device import Device
 from .errors import DeviceError
+from .hcq2.profile import ProfileEvent, profiling
 from .kernel_cache import check_devices, compile_body
 from .lanes import LANE_VARIABLE
 from .runner import LinkedPart, Runner
@@ -36,20 +39,39 @@ _KERNEL, _COPY = 0, 1
 _RUNNER_SRC = r"""
 typedef void (*uop_kernel)(void **, const long long *, int, int);
 typedef int (*uop_launch)(void *, void **, const long long *, int);
+#include <time.h>
 /* steps: n rows of (kind, entry, cores, first buffer slot, first value slot, extra); kind 0 runs a kernel on
    bufs + slot and vals + slot (on `cores` cores through the launcher at `extra` when more than one), kind 1 copies
    `extra` bytes from bufs[slot + 1] to bufs[slot]. Before the steps, the input addresses and variable values are
    patched in: bufs[in_patch[2i]] = ins[in_patch[2i + 1]], and likewise vals. */
-void uop_batch_run(const long long *steps, long long n, void **bufs, long long *vals, const long long *in_patch, long long n_in,
-                   void **ins, const long long *var_patch, long long n_var, const long long *vars) {
+static inline void uop_step(const long long *s, void **bufs, long long *vals) {
+  void **b = bufs + s[3];
+  if (s[0] == 1) { __builtin_memcpy(b[0], b[1], (unsigned long)s[5]); return; }
+  if (s[2] > 1) ((uop_launch)s[5])((void *)s[1], b, vals + s[4], (int)s[2]);
+  else ((uop_kernel)s[1])(b, vals + s[4], 0, 1);
+}
+static void uop_patch(void **bufs, long long *vals, const long long *in_patch, long long n_in, void **ins,
+                      const long long *var_patch, long long n_var, const long long *vars) {
   for (long long i = 0; i < n_in; i++) bufs[in_patch[2 * i]] = ins[in_patch[2 * i + 1]];
   for (long long i = 0; i < n_var; i++) vals[var_patch[2 * i]] = vars[var_patch[2 * i + 1]];
+}
+void uop_batch_run(const long long *steps, long long n, void **bufs, long long *vals, const long long *in_patch, long long n_in,
+                   void **ins, const long long *var_patch, long long n_var, const long long *vars) {
+  uop_patch(bufs, vals, in_patch, n_in, ins, var_patch, n_var, vars);
+  for (long long i = 0; i < n; i++) uop_step(steps + 6 * i, bufs, vals);
+}
+/* The same run, writing the monotonic clock (ns) before the first step to stamps[0] and after step i to stamps[i + 1]. */
+void uop_batch_run_timed(const long long *steps, long long n, void **bufs, long long *vals, const long long *in_patch,
+                         long long n_in, void **ins, const long long *var_patch, long long n_var, const long long *vars,
+                         long long *stamps) {
+  struct timespec t;
+  uop_patch(bufs, vals, in_patch, n_in, ins, var_patch, n_var, vars);
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  stamps[0] = t.tv_sec * 1000000000LL + t.tv_nsec;
   for (long long i = 0; i < n; i++) {
-    const long long *s = steps + 6 * i;
-    void **b = bufs + s[3];
-    if (s[0] == 1) { __builtin_memcpy(b[0], b[1], (unsigned long)s[5]); continue; }
-    if (s[2] > 1) ((uop_launch)s[5])((void *)s[1], b, vals + s[4], (int)s[2]);
-    else ((uop_kernel)s[1])(b, vals + s[4], 0, 1);
+    uop_step(steps + 6 * i, bufs, vals);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    stamps[i + 1] = t.tv_sec * 1000000000LL + t.tv_nsec;
   }
 }
 """
@@ -61,17 +83,18 @@ _runner_builds: dict[str, threading.Thread] = {}
 _builds_lock = threading.Lock()  # only for starting builds: `runner_ready` never waits for a compile
 
 
-def _runner(device: str) -> Any:
-    """The batch runner for a CPU device (compiled once; its source never changes, so the compile cache keeps it).
-    Waits for a build `runner_ready` started."""
+def _runner(device: str, timed: bool = False) -> Any:
+    """The batch runner for a CPU device (compiled once; its source never changes, so the compile cache keeps it), or
+    its timed entry. Waits for a build `runner_ready` started."""
     with _runners_lock:
-        if (fn := _runners.get(device)) is None:
-            fn = load_shared_object(Device[device].compiler.compile(_RUNNER_SRC)).uop_batch_run
-            fn.argtypes = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong,
-                           ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p]
-            fn.restype = None
-            _runners[device] = fn
-    return fn
+        if (lib := _runners.get(device)) is None:
+            lib = load_shared_object(Device[device].compiler.compile(_RUNNER_SRC))
+            args = [ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong,
+                    ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_void_p]
+            lib.uop_batch_run.argtypes, lib.uop_batch_run_timed.argtypes = args, [*args, ctypes.c_void_p]
+            lib.uop_batch_run.restype = lib.uop_batch_run_timed.restype = None
+            _runners[device] = lib
+    return lib.uop_batch_run_timed if timed else lib.uop_batch_run
 
 
 def runner_ready(device: str = "CPU", wait: bool = False) -> bool:
@@ -190,7 +213,13 @@ class HostBatch(LinkedPart):
         self.n_kernels, self.n_copies = linker.n_steps - linker.n_copies, linker.n_copies
         self._used = tuple(linker.used)  # the replay inputs this batch addresses, in its inputs-table order
         self._keep = linker.keep
-        self._fn = _runner(linker.device) if linker.n_steps else None
+        #: whether runs record each step's time (profiling was on when the batch was linked); see `profile`
+        self.profiled = profiling() and linker.n_steps > 0
+        self._labels = tuple(linker.labels)
+        self._device = linker.device or "CPU"
+        self._fn = _runner(linker.device, self.profiled) if linker.n_steps else None
+        self._stamps = (ctypes.c_longlong * (linker.n_steps + 1))() if self.profiled else None
+        self._timed = False  # whether `_stamps` holds a run's times
         self._steps = _array(ctypes.c_longlong, linker.steps)
         self._bufs = _array(ctypes.c_void_p, linker.bufs)
         self._vals = _array(ctypes.c_longlong, linker.vals)
@@ -217,9 +246,26 @@ class HostBatch(LinkedPart):
                 raise DeviceError(f"variable {name} has no value: pass it in var_vals")
             self._values[i] = var_vals[name]
         n_steps, n_in, n_var = self._counts
-        if self._fn is not None:
+        if self._fn is None:
+            return
+        if self._stamps is None:
             self._fn(self._steps, n_steps, self._bufs, self._vals, self._in_patch, n_in, addresses, self._var_patch, n_var,
                      self._values)
+            return
+        self._fn(self._steps, n_steps, self._bufs, self._vals, self._in_patch, n_in, addresses, self._var_patch, n_var,
+                 self._values, self._stamps)
+        self._timed = True
+        if debug_level() >= 2:
+            for event in self.profile():
+                print(f"*** {event.name:<40s} {event.duration_us:10.1f} us (linked)")
+
+    def profile(self) -> list[ProfileEvent]:
+        """The steps of the last run with their times (host clock, microseconds); empty unless the batch is `profiled`
+        and has run."""
+        if self._stamps is None or not self._timed:
+            return []
+        stamps = self._stamps
+        return [ProfileEvent(self._device, name, stamps[i] / 1e3, stamps[i + 1] / 1e3) for i, name in enumerate(self._labels)]
 
 
 class _Linker:
@@ -238,6 +284,7 @@ class _Linker:
         self.var_patch: list[tuple[int, int]] = []  # (value slot, variable index)
         self.n_steps = 0
         self.n_copies = 0
+        self.labels: list[str] = []  # each step's name (a kernel's function, or the copy's size)
         self.device: str | None = None  # the CPU device whose native runner runs the batch
 
     def address(self, arg: UOp) -> Buffer:
@@ -279,6 +326,7 @@ class _Linker:
             dest, src = self.address(args[0]), self.address(args[1])
             check_copy(dest, src)
             self.steps += [_COPY, 0, 1, first_buf, first_val, dest.nbytes]
+            self.labels.append(f"copy {dest.nbytes} bytes")
             self.n_steps += 1
             self.n_copies += 1
             return
@@ -302,4 +350,5 @@ class _Linker:
         cores = info.global_size[0]
         launcher = (ctypes.cast(Device[device].launcher, ctypes.c_void_p).value or 0) if cores > 1 else 0
         self.steps += [_KERNEL, ctypes.cast(kernel.program.fn, ctypes.c_void_p).value or 0, max(cores, 1), first_buf, first_val, launcher]
+        self.labels.append(info.function_name)
         self.n_steps += 1

@@ -23,7 +23,7 @@ from uop_scheduler import Tensor, TinyJit, Variable, dtypes
 from .cpu_attention import cpu_attention
 from .dequant import dequantize
 from .errors import ModelError
-from .gguf_reader import GGUFFile, GGUFTensor, release_pages_of
+from .gguf_reader import GGUFFile, GGUFTensor
 from .model_api import Backend, LanguageModel
 from .model_config import ModelConfig
 from .qdot import Fused, check_activations
@@ -213,7 +213,7 @@ class TensorModel(LanguageModel):
         start = Variable("start_pos", 0, self.max_context - 1).bind(start_pos)
         if n_new == 1:
             x = Tensor(self._embed(ids), device=self.device)
-            return self._step_fn(x, start).numpy().astype(np.float32)
+            return self._step_fn(x, start).numpy().astype(np.float32, copy=False)
         # A prompt goes through in one pass with a causal mask. Its position is a bound variable and the token count is
         # padded to a power of two, so few prompt graphs are ever compiled (and captured, one TinyJit per padded
         # count). The padding tokens write cache rows past the prompt, which no query reads before they are rewritten.
@@ -227,16 +227,13 @@ class TensorModel(LanguageModel):
         # with last_only the output matrix multiplies the last prompt token's row alone (its index a bound variable)
         last = (Variable("last", 0, padded - 1).bind(n_new - 1),) if last_only else ()
         logits = self._prefill_fns[key](*[Tensor(np.ascontiguousarray(a), device=self.device) for a in inputs], start, *last)
-        return logits.numpy()[: 1 if last_only else n_new].astype(np.float32)
+        return logits.numpy()[: 1 if last_only else n_new].astype(np.float32, copy=False)
 
     def _embed(self, ids: np.ndarray) -> np.ndarray:
-        """The float32 embedding rows of `ids`, decoded from the file's rows (whose pages are then let go: over a long
-        run the lookups would otherwise make the whole table resident a second time, next to its device copy)."""
-        table = self.token_embd.array()
-        rows = table[ids]
-        if len(ids):
-            release_pages_of(table[ids.min() : ids.max() + 1], touched=True)  # one call for the span the rows lie in
-        return dequantize(rows, self.token_embd.ggml_type, (len(ids), self.config.dim))
+        """The float32 embedding rows of `ids`, decoded from the file's rows (read without keeping file pages resident:
+        over a long run the lookups would otherwise make the whole table resident a second time, next to its device
+        copy; see `GGUFTensor.rows`)."""
+        return dequantize(self.token_embd.rows(ids), self.token_embd.ggml_type, (len(ids), self.config.dim))
 
     def _step(self, x: Tensor, start: Any) -> Tensor:
         """One token: x (1, dim) embedding at position `start` (a bound Variable), the caches (written in
