@@ -87,6 +87,7 @@ class TensorModel(LanguageModel):
         self.max_context = min(max_context or c.context_length, c.context_length)
         if self.max_context < 1:
             raise ModelError(f"max context must be at least 1, got {max_context}")
+        self._start_var = Variable("start_pos", 0, self.max_context - 1)  # bound to each forward's position
         self._bytes: dict[str, int] = {}
         self._params = 0
         # ROUTER_MFMA=1: the MoE router's logits by the hand-written MFMA kernel (`router_mfma`: AMD gfx942/gfx950, 32
@@ -207,10 +208,12 @@ class TensorModel(LanguageModel):
         n_new = len(tokens)
         if n_new == 0 or start_pos < 0 or start_pos + n_new > self.max_context:
             raise ModelError(f"cannot run {n_new} tokens at position {start_pos} with a context of {self.max_context}")
-        ids = np.asarray(tokens, dtype=np.int64)
-        if ids.min() < 0 or ids.max() >= c.vocab_size:
+        # checked as Python ints: a decode step's Python runs with caches the weights just streamed through, where each
+        # numpy call costs tens of microseconds
+        if not all(0 <= t < c.vocab_size for t in tokens):
             raise ModelError(f"token ids must be in 0..{c.vocab_size - 1}")
-        start = Variable("start_pos", 0, self.max_context - 1).bind(start_pos)
+        ids = np.asarray(tokens, dtype=np.int64)
+        start = self._start_var.bind(start_pos)
         if n_new == 1:
             x = Tensor(self._embed(ids), device=self.device)
             return self._step_fn(x, start).numpy().astype(np.float32, copy=False)
