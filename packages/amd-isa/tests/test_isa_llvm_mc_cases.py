@@ -91,6 +91,12 @@ ASSEMBLE = [
     # +0.0 is the inline constant 0 (was: "not an inline constant"); s_version's | with spaces is one operand
     ("gfx950", "gfx950_asm_features.s", "v_maximum3_f32 v1, 0.0, 1.0, v3", "01 00 a9 d2 80 e4 0d 04"),
     ("gfx1200", "gfx12_asm_sopk.s", "s_version UC_VERSION_GFX12 | UC_VERSION_W64_BIT | UC_VERSION_MDP_BIT", "09 a0 80 b0"),
+    # image operand widths LLVM takes besides the exact one: 8 VGPRs for a 5-7 VGPR address, 8 SGPRs for an r128
+    # resource (each a register-width check now refuses otherwise)
+    ("gfx1100", "gfx11_asm_mimg_features.s", "image_sample_d v[64:66], v[32:39], s[4:11], s[100:103] dmask:0x7 dim:SQ_RSRC_IMG_2D",
+     "04 07 70 f0 20 40 01 64"),
+    ("gfx1200", "gfx12_asm_vimage.s", "image_load v0, v0, s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_1D r128", "10 00 40 d0 00 00 00 00 00 00 00 00"),
+    ("gfx1200", "gfx12_asm_global_load_tr.s", "global_load_tr_b128 v[1:4], v0, s[0:1] offset:64", "00 c0 15 ee 01 00 00 00 00 40 00 00"),
 ]
 
 
@@ -171,6 +177,11 @@ DISASSEMBLE = [
     ("gfx1200", "gfx12_dasm_sopp.txt", "34 12 83 bf", "s_sleep 0x1234"),  # beyond the inline range: hex
     # a scale load and an MFMA pair up only when the MFMA word has abid bit 0 set (was: always)
     ("gfx950", "gfx950_vop3px2.txt", "00 00 ac d3 14 2b 02 00 00 80 ad d3 00 11 02 04", "v_mfma_ld_scale_b32 v20, v21 op_sel_hi:[0,0]"),
+    # a wider scalar range read from a code inside it is the 4-aligned range, as LLVM reads it (was: s[74:77])
+    ("gfx1200", "(llvm-mc-22)", "82 52 02 f4 10 00 00 72", "s_buffer_load_b128 s[72:75], s[4:7], s57 offset:0x10"),
+    ("gfx1200", "(llvm-mc-22)", "21 52 02 f4 10 00 00 72", "s_buffer_load_b128 s[72:75], s[64:67], s57 offset:0x10"),
+    # gfx90a has GDS for the wave sync ops alone: LLVM does not print the bit elsewhere
+    ("gfx90a", "(llvm-mc-19)", "4d 00 01 d8 3e b4 00 00", "ds_add_u32 v62, v180 offset:77"),
 ]
 
 # (target, a line LLVM rejects, what our error says)
@@ -270,6 +281,39 @@ REJECT = [
     ("gfx950", "v_mfma_f32_16x16x128_f8f6f4 v[0:3], v[4:11], v[12:19], v[0:3] cbsz:2 blgp:2", "src0 is 6 VGPRs for cbsz:2"),
     ("gfx1100", "v_dual_fmaak_f32 v122, s74, v161, 2.741 :: v_dual_and_b32 v247, s75, v98", "reads 3 scalar values"),
     ("gfx1200", "v_dual_add_f32 v255, s2, v2 :: v_dual_cndmask_b32 v6, s1, v3", "reads 3 scalar values"),
+    # memory operands as wide as the instruction reads or writes there (was: any range taken, its first register encoded)
+    ("gfx1200", "global_load_tr_b128 v[1:2], v0, s[0:1] offset:64", r"operand 1 takes 4 registers here \(such as v\[1:4\]\)"),
+    ("gfx1100", "global_load_b128 v[1:2], v0, s[0:1]", "operand 1 takes 4 registers"),
+    ("gfx1100", "s_load_b64 s[0:1], s[0:3], 0x0", "operand 2 takes 2 registers"),
+    ("gfx1100", "image_sample v[5:6], v[1:3], s[8:15], s[12:15] dmask:0x3 dim:SQ_RSRC_IMG_1D", "operand 2 takes 1 register"),
+    ("gfx1100", "image_sample v[5:6], v1, s[8:15], null dmask:0x3 dim:SQ_RSRC_IMG_1D", "sampler must be 4 SGPRs, not null"),
+    ("gfx1100", "image_bvh_intersect_ray v[4:7], v[9:19], null", "resource must be 4 SGPRs, not null"),  # gfx11_asm_mimg_err.s
+    ("gfx1100", "global_load_b32 v1, v3, exec_hi", "saddr is 2 SGPR"),  # gfx11_asm_flat_errs.s
+    # gfx90a_err.s: one acc bit for data and destination; no lds_direct; GDS for the wave sync ops alone; f64 DPP
+    ("gfx90a", "flat_atomic_add v2, v[2:3], a2 glc", "data and dst should be all VGPR or AGPR"),
+    ("gfx90a", "ds_write2_b64 v1, a[4:5], v[2:3] offset1:255", "data and dst should be all VGPR or AGPR"),
+    ("gfx90a", "v_add_f32 v5, v1, lds_direct", "not available on cdna"),
+    ("gfx90a", "ds_read_b32 v0, v1 gds", "gds modifier is not supported"),
+    ("gfx90a", "v_ceil_f64_dpp v[0:1], v[2:3] quad_perm:[1,1,1,1] row_mask:0xf bank_mask:0xf", "DP ALU dpp only supports row_newbcast"),
+    ("gfx942", "v_mov_b64 v[2:3], v[4:5] row_shl:1", "DP ALU dpp only supports row_newbcast"),  # gfx942_err.s
+    ("gfx90a", "v_cmp_eq_f32_dpp vcc, v1, v2 quad_perm:[0,2,1,1]", "dpp variant of this instruction is not supported"),  # llvm-mc-19
+    ("gfx90a", "v_cvt_f32_f64_sdwa v1, v[2:3] src0_sel:DWORD", "sdwa variant of this instruction is not supported"),  # llvm-mc-19
+    # RDNA has no DPP for ops with 64-bit operands (gfx11_unsupported_dpp.s; llvm-mc-22 on gfx1200 alike)
+    ("gfx1100", "v_ceil_f64_dpp v[0:1], v[2:3] quad_perm:[1,1,1,1] row_mask:0xf bank_mask:0xf", "dpp variant of this instruction is not supported"),
+    ("gfx1200", "v_cmp_eq_f64_e64_dpp s5, v[0:1], v[2:3] quad_perm:[1,1,1,1]", "dpp variant of this instruction is not supported"),
+    # _e64 names the VOP3 encoding: VOP1-only ops have none (gfx11_unsupported_e64.s; was: the VOP1 encoding)
+    ("gfx1100", "v_swap_b32_e64 v1, v2", "e64 variant of this instruction is not supported"),
+    # neg/abs belong to float operands (and v_cndmask's values): llvm-mc-22 "not a valid operand" (was: encoded)
+    ("gfx1100", "v_add_nc_u32_e64 v5, -v1, v2", "src0 takes no neg/abs"),
+    ("gfx1100", "v_ldexp_f32 v5, v1, -v2", "src1 takes no neg/abs"),
+    ("gfx1200", "v_permlane16_var_b32 v5, v1, -v2 op_sel:[0, 1]", "src1 takes no neg/abs"),  # gfx12_asm_vop3_err.s
+    ("gfx942", "v_cvt_sr_fp8_f32 v1, v2, -v3", "src1 takes no neg/abs"),  # gfx942_err.s
+    # scalar ranges start aligned: pairs even, wider ranges at a multiple of 4 (LLVM: invalid register alignment; was:
+    # taken, and s_mov_b64 s[1:2] encoded as s[0:1])
+    ("gfx1100", "s_mov_b64 s[1:2], s[4:5]", r"s\[1:2\] is misaligned: a range of 2 scalar registers must start at a multiple of 2"),
+    ("gfx1100", "s_load_b128 s[2:5], s[4:5], 0x0", "must start at a multiple of 4"),
+    ("gfx1100", "s_buffer_load_b32 s0, ttmp[2:5], 0x0", "must start at a multiple of 4"),
+    ("gfx1100", "v_add_f64 v[0:1], s[1:2], v[2:3]", "misaligned"),
 ]
 
 # (target, LLVM test file, bytes LLVM's disassembler calls invalid, what our DecodeError says). LLVM prints the operand
@@ -302,6 +346,14 @@ DECODE_REJECT = [
     ("gfx90a", "(llvm-mc-22)", "00 48 a8 d3 01 05 0e 1c", "no 16-bit halves"),  # v_dot4_i32_i8 with an op_sel bit
     ("gfx950", "(llvm-mc-22)", "01 00 40 d2 02 07 02 08", "no output modifier"),  # v_cvt_scalef32_pk_fp8_f16 mul:2
     ("gfx1100", "(llvm-mc-19)", "fc 02 00 81", "not available on rdna3"),  # LLVM prints src_execz, refuses to assemble it
+    # LLVM prints these with a comment where text belongs, or decodes the word as another instruction
+    ("gfx90a", "(llvm-mc-19)", "fa 30 00 7e 02 55 00 ff", "DP ALU dpp only supports row_newbcast"),  # v_ceil_f64 quad_perm
+    ("gfx90a", "(llvm-mc-19)", "fe 02 02 7e", "not available on cdna"),  # v_mov_b32 v1, src_lds_direct
+    ("gfx950", "(llvm-mc-22)", "20 9c 6a dc 2e 29 7c 00", "no 64-bit base address"),  # global_store_short ..., m0
+    ("gfx1100", "(llvm-mc-22)", "00 00 52 dc 01 00 7e 05", "no 64-bit base address"),  # global_load_b32 ..., exec
+    ("gfx90a", "(llvm-mc-19)", "20 9c 6a dc 2e 29 67 00", "no 64-bit base address"),  # ..., flat_scratch_hi
+    ("gfx90a", "(llvm-mc-19)", "f9 e4 8d 08 9a 33 06 83", "sdwa variant of this instruction is not supported"),  # v_fmac_f64
+    ("gfx1100", "(llvm-mc-22)", "05 01 1b d5 01 05 02 00", "set on integer or bit operands"),  # v_and_b32_e64 v5, |v1|, v2
 ]
 
 

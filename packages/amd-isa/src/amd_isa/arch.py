@@ -23,6 +23,7 @@ _COMMON_SPECIAL = {
 }
 _GFX11_SPECIAL = {**_COMMON_SPECIAL, 124: "null", 125: "m0"}
 _GFX11_UNAVAILABLE = frozenset((239, 251, 252, 254))
+_CDNA_UNAVAILABLE = frozenset((254,))  # lds_direct: not on gfx90a and later (LLVM: lds_direct is not supported on this GPU)
 _GFX9_SPECIAL = {**_COMMON_SPECIAL, 102: "flat_scratch_lo", 103: "flat_scratch_hi", 104: "xnack_mask_lo", 105: "xnack_mask_hi", 124: "m0"}
 # Codes whose name changes when the operand is 64 bits wide.
 _WIDE_SPECIAL = {106: "vcc", 126: "exec", 102: "flat_scratch", 104: "xnack_mask", 235: "src_shared_base", 236: "src_shared_limit",
@@ -201,14 +202,14 @@ ARCHS: dict[str, Arch] = {
                   unavailable=_GFX11_UNAVAILABLE),
     # gfx9 has no NULL register: an unused address SGPR is 0x7f ("off"), and VOP3 cannot carry a literal.
     "cdna": Arch("cdna", _with_matrix_variant(cdna.OPS), 64, 102, _GFX9_SPECIAL, 0x7F, False, {k: v for k, v in _WIDE_SPECIAL.items() if k != 124},
-                 hwreg_names=_LLVM_HWREG_GFX940),
+                 hwreg_names=_LLVM_HWREG_GFX940, unavailable=_CDNA_UNAVAILABLE),
 }
 
 
 # Targets that share a family's tables but spell some operands differently (gfx90a: its own matrix opcodes too).
 TARGET_ARCHS: dict[str, Arch] = {
     "gfx90a": Arch("cdna", _gfx90a_tables(), 64, 102, _GFX9_SPECIAL, 0x7F, False, {k: v for k, v in _WIDE_SPECIAL.items() if k != 124},
-                   {"sc0": "glc", "nt": "slc", "sc1": "scc"}, False, _LLVM_HWREG_GFX90A, key="gfx90a"),
+                   {"sc0": "glc", "nt": "slc", "sc1": "scc"}, False, _LLVM_HWREG_GFX90A, key="gfx90a", unavailable=_CDNA_UNAVAILABLE),
 }
 
 

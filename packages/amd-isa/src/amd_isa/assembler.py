@@ -306,6 +306,8 @@ def _table_candidates(arch_name: str, mnemonic: str) -> list[str]:
     found = [name for name in dict.fromkeys(names) if name in index]
     if short_only and found and index[found[0]][0] not in ("VOP1", "VOP2", "VOPC"):
         return []  # a VOP3-only op: its DPP form is spelled _e64_dpp
+    if base.endswith("_e64"):  # the suffix asks for the VOP3 encoding: an op without one (v_swap_b32) has no _e64 spelling
+        found = [name for name in found if index[name][0] not in ("VOP1", "VOP2", "VOPC")]
     return found
 
 
@@ -338,6 +340,8 @@ def _build_any(arch_name: str, mnemonic: str, operands: list, modifiers: dict) -
         if suffix in ("_dpp", "_sdwa") and _table_candidates(arch_name, base):
             raise EncodeError(f"{mnemonic}: {base} has no VOP1/VOP2/VOPC form; its DPP form is {base}_e64_dpp" if suffix == "_dpp"
                               else f"{mnemonic}: {base} has no VOP1/VOP2/VOPC form to take SDWA")
+        if suffix == "_e64" and _candidates(arch_name, base):
+            raise EncodeError(f"{mnemonic}: e64 variant of this instruction is not supported ({base} has no VOP3 encoding)")
         raise EncodeError(f"unknown {get_arch(arch_name).name} instruction {mnemonic!r}")
     if (missing := missing_on(arch_name)) and not missing.isdisjoint(names):
         names = [name for name in names if name not in missing]

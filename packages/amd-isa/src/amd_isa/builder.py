@@ -5,8 +5,10 @@ from functools import cache
 from .arch import get_arch
 from .errors import EncodeError
 from .inst import ALWAYS_LITERAL, Inst, op_index, operand_info
+from .operands import Reg
 from .syntax import SYNTAX
-from .syntax_common import Draft
+from .syntax_common import TABLE_WIDTHS, Draft
+from .syntax_memory import IMAGE_FORMATS
 
 Mods = dict[str, object]
 
@@ -39,7 +41,66 @@ def build(arch_name: str, mnemonic: str, operands: list, modifiers: Mods) -> Ins
     literal = draft.literal
     if literal is None and always_literal:
         literal = 0
-    return Inst(arch, fmt, opcode, fields, literal, draft.variant)
+    inst = Inst(arch, fmt, opcode, fields, literal, draft.variant)
+    if fmt not in TABLE_WIDTHS:
+        _check_register_counts(inst, mnemonic, operands)
+    return inst
+
+
+def _check_register_counts(inst: Inst, mnemonic: str, operands: list) -> None:
+    """Each register range must be as wide as the operand the instruction reads or writes there, as LLVM requires
+    ("invalid operand for instruction"): `global_load_b128 v[1:2], ...` loads four registers. Outside the formats whose
+    tables fix every width (`check_width`), widths follow from the modifiers (image dmask/d16/tfe, atomic returns,
+    saddr, wave size), so the built instruction is read back as the disassembler reads it (its split) and every
+    register operand compared with the one printed in its place; and one acc bit says whether all data and destination
+    registers are AGPRs."""
+    expected = _printed_registers(inst)
+    if len(expected) != len(operands):
+        return
+    for position, (given, want) in enumerate(zip(operands, expected), 1):
+        if type(given) is not Reg or want is None:
+            continue
+        kind, count = want
+        if {given.kind, kind} == {"v", "a"}:
+            raise EncodeError(f"{mnemonic}: invalid register class: data and dst should be all VGPR or AGPR, got {given} with "
+                              f"{'AGPRs' if kind == 'a' else 'VGPRs'} elsewhere")
+        if given.kind == kind and given.count != count and given.count not in _also_allowed(inst, position, count):
+            plural = "s" if count > 1 else ""
+            example = f"{kind}{given.index}" if count == 1 else f"{kind}[{given.index}:{given.index + count - 1}]"
+            raise EncodeError(f"{mnemonic}: operand {position} takes {count} register{plural} here (such as {example}), got {given}")
+
+
+# fields no register width depends on, left out of `_printed_registers`' cache key (they take many values)
+_OFFSET_FIELDS = frozenset(("offset", "offset0", "offset1", "ioffset"))
+_PRINTED: dict[tuple, tuple] = {}
+
+
+def _printed_registers(inst: Inst) -> tuple:
+    """(kind, count) of each operand the disassembler prints for `inst` (None where it prints no register), remembered
+    per opcode and modifier fields: register fields aside (whether saddr is used counts), nothing else moves a width."""
+    info = inst.operand_info
+    fields = inst.fields
+    key = (inst.arch.key, inst.fmt, inst.op, inst.variant, fields.get("saddr") == inst.arch.null_code,
+           tuple([v for k, v in fields.items() if k not in info and k not in _OFFSET_FIELDS]))
+    ret = _PRINTED.get(key)
+    if ret is None:
+        if len(_PRINTED) >= 1 << 16:  # many distinct modifier sets: start again rather than grow without bound
+            _PRINTED.clear()
+        ret = _PRINTED[key] = tuple((op.kind, op.count) if type(op) is Reg else None for op in SYNTAX[inst.fmt][0](inst)[1])
+    return ret
+
+
+def _also_allowed(inst: Inst, position: int, count: int) -> tuple[int, ...]:
+    """Other widths LLVM takes for an image's operands: a non-NSA address of 5-7 VGPRs as 8 (written before LLVM had
+    160/192/224-bit registers) and one of 13 or more as 16; any address on gfx9 (whose encoding has no address size);
+    an r128 resource as 8 SGPRs (LLVM prints 8)."""
+    if inst.fmt not in IMAGE_FORMATS:
+        return ()
+    if position == 2:
+        if inst.arch.name == "cdna":
+            return tuple(range(1, 17))
+        return (8,) if 5 <= count <= 7 else (16,) if count > 12 else ()
+    return (8,) if position == 3 and count == 4 and inst.fields.get("r128") else ()
 
 
 # (target, mnemonic) -> what build needs from the tables: (Arch, format, opcode, operand info, base variant, join

@@ -17,6 +17,9 @@ from .syntax_vector import (
     NO_CLAMP_OMOD,
     _op_facts,
     constant_bus_problem,
+    dp_dpp_problem,
+    plain_sources,
+    sdwa_problem,
     vop3_dpp_problem,
     vop3p_rules,
     vop3p_word_problem,
@@ -288,6 +291,11 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
     if mfma:  # CDNA matrix ops: A and B are VGPRs or AGPRs, C one or an inline constant (a sparse op's index a VGPR)
         checks += [("src0", "vgpr", 0, 0), ("src1", "vgpr", 0, 0),
                    ("src2", "vgpr" if name.startswith("v_smfmac") else "vgpr_or_inline", 0, 0)]
+    if facts is not None and (plain := plain_sources(name, fmt, info, facts.srcs)):  # neg/abs on integer/bit operands
+        if facts.long:
+            checks += [("neg", "plain_mods", plain, 0), ("abs", "plain_mods", plain, 0)]
+        else:  # the DPP/SDWA forms' per-source bits
+            checks += [(f"src{i}_{m}", "plain_mods", 1, 0) for i in range(2) if plain >> i & 1 for m in ("neg", "abs")]
     if facts is not None and facts.long:
         checks += [(field, "lane_mask", 0, 0) for field, m64, _ in facts.srcs if m64]
         if fmt == "VOP3SD":
@@ -321,8 +329,10 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
     if arch.unavailable:
         checks += [(field, "unavailable", 0, 0) for field in ("ssrc0", "ssrc1", "src0", "src1", "src2", "soffset", "srcx0", "srcy0", "sdst")
                    if field in fields]
-        if "vdst" in info and info["vdst"][1] in ("SREG", "SDST"):  # VOPC e64 writes an SGPR lane mask there
+        if "vdst" in info and info["vdst"][1] in ("SREG", "SDST", "SREG_NOVCC"):  # VOPC e64's lane mask, readfirstlane's SGPR
             checks.append(("vdst", "unavailable", 0, 0))
+    if "saddr" in fields and fmt.removeprefix("V") == "GLOBAL":
+        checks.append(("saddr", "sgpr_pair", 0, 0))  # a 64-bit base: SGPRs, vcc or TTMPs (or none)
     if fmt == "FLAT" and arch.name == "rdna3":
         checks.append(("offset", "flat12", 0, 0))
     if fmt in ("MIMG", "VIMAGE", "VSAMPLE") and arch.name != "cdna" and ("gather4" in name or "msaa_load" in name):
@@ -375,6 +385,10 @@ def _operand_problem(arch: Arch, checks: tuple, fields: dict[str, int]) -> str |
             return f"dmask {code:#x}: a gather reads one channel (one bit)"
         if kind == "never":
             return "a GLOBAL-segment opcode in the FLAT segment"
+        if kind == "sgpr_pair" and code != arch.null_code and not (code < arch.num_sgprs or (code < 108 and code % 2 == 0) or 108 <= code < 124):
+            return f"{field} code {code} ({arch.special.get(code, 'a constant')}) is no 64-bit base address (SGPRs, vcc or TTMPs)"
+        if kind == "plain_mods" and code & scale:
+            return f"{field} bits {code & scale:#05b} set on integer or bit operands (only float operands take neg/abs)"
         if kind == "flat12" and code >= 4096:
             return f"{field} {code} does not fit a FLAT offset's 12 unsigned bits"
     return None
@@ -512,6 +526,11 @@ def _decode_at(data: bytes, arch: str, offset: int) -> tuple[Inst, int]:
         raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: {problem}")
     if variant[:3] == "DPP" and fmt in VOP_LONG and \
             (problem := vop3_dpp_problem(arch_obj, fmt, fields, operand_info(arch_obj.key, fmt, opcode))) is not None:
+        raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: {problem}")
+    if variant[:4] == "SDWA" and (problem := sdwa_problem(plan.name, operand_info(arch_obj.key, fmt, opcode))) is not None:
+        raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: {problem}")
+    if variant[:3] == "DPP" and (problem := dp_dpp_problem(arch_obj, operand_info(arch_obj.key, fmt, opcode),
+                                                            fields.get("dpp") if variant == "DPP16" else None)) is not None:
         raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: {problem}")
     literal = None
     if plan.vopd:

@@ -81,7 +81,8 @@ _SCALARS: dict[tuple[str, int, int], Reg | Special] = {}
 
 def scalar_operand(arch: Arch, code: int, count: int) -> Reg | Special:
     """The operand named by a scalar register code (SGPR, TTMP or special register). A 64-bit or wider operand names
-    an even-aligned range: LLVM reads an odd code as the aligned pair (s[104:105] for 105), as the hardware does.
+    an aligned range: LLVM reads an odd code as the aligned pair (s[104:105] for 105), and a code inside a range of
+    three or more as the 4-aligned range (s[72:75] for 74), as the hardware does.
     Operands are immutable: each (tables, code, count) is built once (an Arch's key names its register spellings)."""
     key = (arch.key, code, count)
     ret = _SCALARS.get(key)
@@ -92,7 +93,7 @@ def scalar_operand(arch: Arch, code: int, count: int) -> Reg | Special:
 
 def _scalar_operand(arch: Arch, code: int, count: int) -> Reg | Special:
     if count >= 2 and (code < arch.num_sgprs or TTMP_BASE <= code < TTMP_BASE + 16):
-        code &= ~1
+        code &= ~1 if count == 2 else ~3
     if code < arch.num_sgprs:
         return Reg("s", code, count)
     if TTMP_BASE <= code < TTMP_BASE + 16:
@@ -125,6 +126,9 @@ def decode_src(arch: Arch, code: int, bits: int, literal: int | None) -> Operand
 def encode_scalar(arch: Arch, what: str, operand: Operand) -> int:
     """The register code of a scalar operand (SGPR, TTMP or special register)."""
     if isinstance(operand, Reg):
+        if operand.count > 1 and operand.kind in ("s", "ttmp") and operand.index % (align := min(1 << (operand.count - 1).bit_length(), 4)):
+            # LLVM: invalid register alignment (the encodings address pairs by even and wider ranges by 4-aligned codes)
+            raise EncodeError(f"{what}: {operand} is misaligned: a range of {operand.count} scalar registers must start at a multiple of {align}")
         if operand.kind == "s":
             if operand.index + operand.count > arch.num_sgprs:
                 raise EncodeError(f"{what}: {operand} is beyond the {arch.num_sgprs} SGPRs of {arch.name}")
@@ -147,14 +151,14 @@ def _short_literal(draft: Draft, what: str) -> bool:
 
 # formats whose operand widths the tables fix (a memory instruction's address and data widths depend on its modifiers:
 # image dmask/dim/d16/tfe, buffer idxen/offen, flat saddr, atomic returns)
-_TABLE_WIDTHS = frozenset(("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P", "SOP1", "SOP2", "SOPC", "SOPK"))
+TABLE_WIDTHS = frozenset(("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD", "VOP3P", "SOP1", "SOP2", "SOPC", "SOPK"))
 
 
 def check_width(draft: Draft, what: str, operand: object) -> None:
     """A register range must be as wide as the operand field it goes to (v[0:1] for a 64-bit source, one register for a
     32-bit one), as LLVM requires ("invalid operand for instruction"): `v_add_f64 v0, v2, v4` names 64-bit values by
     their first register only."""
-    if draft.fmt not in _TABLE_WIDTHS or "f8f6f4" in draft.name:  # f8f6f4 MFMA sources: cbsz/blgp set the width
+    if draft.fmt not in TABLE_WIDTHS or "f8f6f4" in draft.name:  # f8f6f4 MFMA sources: cbsz/blgp set the width
         return
     if type(operand) is Reg and (info := draft.info.get(what)) is not None and operand.count != (want := reg_count(info[0])):
         example = f"{operand.kind}{operand.index}" if want == 1 else f"{operand.kind}[{operand.index}:{operand.index + want - 1}]"

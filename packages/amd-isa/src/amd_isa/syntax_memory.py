@@ -219,7 +219,8 @@ def split_ds(inst) -> Split:
     elif fields["offset0"] or fields["offset1"]:
         offset = fields["offset1"] << 8 | fields["offset0"]
         mods["offset"] = Sym(offset, swizzle_text(offset)) if "swizzle" in inst.mnemonic else offset
-    if fields.get("gds"):
+    # CDNA has GDS for its wave sync ops alone: elsewhere the bit is printed by no one (LLVM's disassembler neither)
+    if fields.get("gds") and (inst.arch.name != "cdna" or "_gws_" in inst.mnemonic):
         mods["gds"] = True
     return inst.mnemonic, ops, mods
 
@@ -249,6 +250,8 @@ def join_ds(draft: Draft, ops: list, mods: Mods) -> None:
     gds = mods.pop("gds", False)
     if "_gws_" in draft.name and draft.arch.name == "cdna" and not gds:
         raise EncodeError(f"{draft.name}: write gds (CDNA's wave sync ops address GDS)")
+    if gds and draft.arch.name == "cdna" and "_gws_" not in draft.name:
+        raise EncodeError(f"{draft.name}: gds modifier is not supported on this GPU (CDNA has GDS for the wave sync ops alone)")
     if gds or any(part in draft.name for part in ("_gws_", "ordered_count", "gs_reg")):
         draft.fields["gds"] = 1
     _done(draft, mods)
@@ -315,7 +318,7 @@ def join_flat(draft: Draft, ops: list, mods: Mods) -> None:
             if _is_null(operand) and kind == "GLOBAL" and "addtid" not in name:  # LLVM: invalid operand (spelled off)
                 raise EncodeError(f"{name}: saddr cannot be null; write off for no scalar address")
             want = 2 if kind == "GLOBAL" else 1
-            if isinstance(operand, Reg) and operand.count != want:
+            if isinstance(operand, Reg | Special) and operand.count != want and not (_is_null(operand) or _is_off(operand)):
                 raise EncodeError(f"{name}: saddr is {want} SGPR(s) ({'a 64-bit base such as s[0:1]' if want == 2 else 'such as s0'}), got {operand}")
             fields["saddr"] = arch.null_code if _is_off(operand) else encode_scalar(arch, f"{name} saddr", operand)
         elif slot == addr_f and _is_off(operand):
@@ -575,6 +578,8 @@ def _join_bvh(draft: Draft, ops: list, mods: Mods) -> None:
     if len(ops) != 3:
         raise EncodeError(f"{draft.name} takes 3 operands (vdata, vaddr, srsrc), got {len(ops)}")
     fields = draft.fields
+    if _is_null(ops[2]):
+        raise EncodeError(f"{draft.name}: the ray query's resource must be 4 SGPRs, not null")
     a16 = bool(mods.pop("a16", False))
     _check_bvh_widths(draft.name, ops[0], [ops[1]], [_bvh_address_count(draft.name, a16)], a16)
     fields.update(vdata=encode_vgpr(draft, "vdata", ops[0]), vaddr=encode_vgpr(draft, "vaddr", ops[1]))
@@ -691,6 +696,8 @@ def join_image(draft: Draft, ops: list, mods: Mods) -> None:
     fields["vdata"] = encode_vgpr(draft, "vdata", ops[0])
     if _is_null(ops[2]):  # LLVM: invalid operand for instruction
         raise EncodeError(f"{name}: the image resource must be SGPRs, not null")
+    if samp and _is_null(ops[3]):
+        raise EncodeError(f"{name}: the sampler must be 4 SGPRs, not null")
     addresses = list(ops[1]) if isinstance(ops[1], list) else [ops[1]]
     if fmt == "MIMG":
         if len(addresses) > 1:

@@ -679,8 +679,14 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
     long = facts.long
     if mods and not _DPP_KEY_SET.isdisjoint(mods):
         draft.variant = "DPP8" if "dpp8" in mods else "DPP16"
+        if f"{fmt}_{draft.variant}" not in arch.formats:  # gfx9 VOPC, gfx9 and gfx12 VOP3P's dpp8 ...
+            raise EncodeError(f"{name}: {'dpp8' if draft.variant == 'DPP8' else 'dpp'} variant of this instruction is not supported on {arch.name}")
+        if arch.name != "cdna" and (problem := dp_dpp_problem(arch, draft.info, None)) is not None:
+            raise EncodeError(f"{name}: {problem}")
     elif mods and not _SDWA_KEY_SET.isdisjoint(mods):
         draft.variant = "SDWA" if f"{fmt}_SDWA" in arch.formats else "SDWA_SDST"
+        if (problem := sdwa_problem(name, draft.info)) is not None:
+            raise EncodeError(f"{name}: {problem}")
     ops = list(ops)
     if facts.k_at == 1:
         fields["_lit"] = _literal_of(draft, ops.pop())
@@ -753,6 +759,9 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
         draft.set_literal(fields.pop("_lit"))
     if (neg or abs_) and not long and draft.variant not in ("DPP16", "SDWA", "SDWA_SDST"):
         raise EncodeError(f"{name}: neg/abs source modifiers need the _e64 form")
+    if (neg | abs_) & (plain := plain_sources(name, fmt, draft.info, srcs)):
+        which = next(field for i, (field, _, _) in enumerate(srcs) if ((neg | abs_) & plain) >> i & 1)
+        raise EncodeError(f"{name}: {which} takes no neg/abs (an integer or bit operand; only float operands take source modifiers)")
     if long:
         _join_long_mods(draft, len(srcs), neg, abs_, mods)
     else:
@@ -772,10 +781,53 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
     _check_constant_bus(draft, facts)
 
 
+def plain_sources(name: str, fmt: str, info: dict, srcs: tuple) -> int:
+    """Bit i set: source i (in `srcs` order) takes no neg/abs. LLVM gives source modifiers to float operands alone
+    (and to v_cndmask's two values): an integer or bit operand's neg/abs is refused by its assembler ("not a valid
+    operand") and its disassembler; VOP3P's neg_lo/neg_hi are rules of their own (vop3p_rules)."""
+    if fmt == "VOP3P" or name.startswith(("v_cndmask_b", *_REPURPOSED)):  # bitop3 / permlane swaps: the bits are fields
+        return 0
+    return sum(1 << i for i, (field, _, _) in enumerate(srcs) if not _float_type(info.get(field, (0, "", "F"))[2]))
+
+
+def _float_type(dfmt: str) -> bool:
+    """F16, F32, F64, BF16 and packed pairs of them (PK2_F16, PK2_BF16, ...), as LLVM's operand types count floats."""
+    return dfmt.split("_", 1)[-1].startswith(("F", "BF")) if dfmt.startswith("PK") else dfmt.startswith(("F", "BF"))
+
+
 def no_dpp(info: dict) -> bool:
     """Ops with a scalar-only source (v_permlane16_b32's lane selects, v_readlane/v_writelane's lane, the v_s_* scalar
     floats) have no DPP form (LLVM: e64_dpp variant of this instruction is not supported)."""
     return any(info[f][1] in ("SSRC", "SSRC_LANESEL", "SREG") and info[f][2] != "M64" for f in ("src0", "src1", "src2") if f in info)
+
+
+def _wide_vgpr_operand(info: dict) -> bool:
+    """Whether an op has a 64-bit operand other than a lane mask (a "DP ALU" op to LLVM)."""
+    return any(entry[0] == 64 and entry[2] != "M64" for entry in info.values())
+
+
+def dp_dpp_problem(arch, info: dict, ctrl: int | None) -> str | None:
+    """DPP of an op with a 64-bit VGPR operand (f64 arithmetic, v_mov_b64, 64-bit shifts, conversions to and from f64):
+    RDNA has none (LLVM: dpp variant of this instruction is not supported), and CDNA's takes row_newbcast alone (LLVM's
+    assembler refuses the rest; its disassembler prints such words with a comment in place of the control). `ctrl`:
+    the DPP16 control, None for dpp8."""
+    if arch.name == "cdna" and ctrl is not None and not 0x150 <= ctrl <= 0x15F and _wide_vgpr_operand(info):
+        return "DP ALU dpp only supports row_newbcast"
+    if arch.name != "cdna" and _wide_vgpr_operand(info):
+        return "dpp variant of this instruction is not supported (it has 64-bit operands)"
+    return None
+
+
+# the ops with a 64-bit result that have an SDWA form all the same (gfx940+: an fp8/bf8 pair unpacked to two floats)
+_SDWA_WIDE_RESULT = ("v_cvt_pk_f32_fp8", "v_cvt_pk_f32_bf8")
+
+
+def sdwa_problem(name: str, info: dict) -> str | None:
+    """SDWA selects bytes and words of 32-bit registers: no op with a 64-bit VGPR operand has an SDWA form (LLVM's
+    assembler refuses it; its disassembler does not decode such a word as SDWA), but for the fp8/bf8 pair unpacks."""
+    if _wide_vgpr_operand(info) and not name.startswith(_SDWA_WIDE_RESULT):
+        return "sdwa variant of this instruction is not supported (it has 64-bit operands)"
+    return None
 
 
 def vop3_dpp_problem(arch, fmt: str, fields: dict[str, int], info: dict) -> str | None:
@@ -1032,6 +1084,8 @@ def _join_variant_mods(draft: Draft, mods: Mods) -> None:
     if ctrl is None:
         raise EncodeError(f"{draft.name}: DPP needs a control such as quad_perm:[0,1,2,3] or row_shl:1")
     fields["dpp"] = ctrl
+    if (problem := dp_dpp_problem(draft.arch, draft.info, ctrl)) is not None:
+        raise EncodeError(f"{draft.name}: {problem}")
     fields["row_mask"] = _int_mod(mods.pop("row_mask", 0xF))
     fields["bank_mask"] = _int_mod(mods.pop("bank_mask", 0xF))
     fields["bc"] = _int_mod(mods.pop("bound_ctrl", 0))
