@@ -308,6 +308,9 @@ REJECT = [
     ("gfx1100", "v_ldexp_f32 v5, v1, -v2", "src1 takes no neg/abs"),
     ("gfx1200", "v_permlane16_var_b32 v5, v1, -v2 op_sel:[0, 1]", "src1 takes no neg/abs"),  # gfx12_asm_vop3_err.s
     ("gfx942", "v_cvt_sr_fp8_f32 v1, v2, -v3", "src1 takes no neg/abs"),  # gfx942_err.s
+    # VGPR-only sources (gfx950_err.s: invalid operand for instruction)
+    ("gfx950", "v_permlane16_swap_b32 v0, s0", "src0 must be a VGPR"),
+    ("gfx950", "v_cvt_scalef32_pk32_f32_fp6 v[0:31], s[32:37], v6", "src0 must be a VGPR"),
     # scalar ranges start aligned: pairs even, wider ranges at a multiple of 4 (LLVM: invalid register alignment; was:
     # taken, and s_mov_b64 s[1:2] encoded as s[0:1])
     ("gfx1100", "s_mov_b64 s[1:2], s[4:5]", r"s\[1:2\] is misaligned: a range of 2 scalar registers must start at a multiple of 2"),
@@ -354,6 +357,7 @@ DECODE_REJECT = [
     ("gfx90a", "(llvm-mc-19)", "20 9c 6a dc 2e 29 67 00", "no 64-bit base address"),  # ..., flat_scratch_hi
     ("gfx90a", "(llvm-mc-19)", "f9 e4 8d 08 9a 33 06 83", "sdwa variant of this instruction is not supported"),  # v_fmac_f64
     ("gfx1100", "(llvm-mc-22)", "05 01 1b d5 01 05 02 00", "set on integer or bit operands"),  # v_and_b32_e64 v5, |v1|, v2
+    ("gfx950", "(llvm-mc-22)", "00 00 99 d1 01 00 00 00", r"src0 \(code 1\) must be a VGPR"),  # v_permlane16_swap_b32_e64 v0, s1
 ]
 
 

@@ -31,6 +31,7 @@ SRC_FIELDS = ("ssrc0", "ssrc1", "src0", "src1", "src2", "srcx0", "srcy0")
 # Mnemonic fragments of instructions that always carry a 32-bit literal, whatever their source fields say.
 ALWAYS_LITERAL = ("madak", "madmk", "fmaak", "fmamk", "setreg_imm32")
 DPP16_CODE, DPP8_CODE, DPP8FI_CODE, SDWA_CODE = 250, 233, 234, 249
+_CDNA_VARIANT_CODES, _RDNA_VARIANT_CODES = (DPP16_CODE, SDWA_CODE), (DPP16_CODE, DPP8_CODE, DPP8FI_CODE)
 VOP_SHORT = ("VOP1", "VOP2", "VOPC")
 VOP_LONG = ("VOP3", "VOP3SD", "VOP3P")
 # CDNA4 scaled MFMA (VOP3PX2): a v_mfma_ld_scale_b32 word then the MFMA word. Bits of the scale word the pair does not
@@ -291,6 +292,8 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
     if mfma:  # CDNA matrix ops: A and B are VGPRs or AGPRs, C one or an inline constant (a sparse op's index a VGPR)
         checks += [("src0", "vgpr", 0, 0), ("src1", "vgpr", 0, 0),
                    ("src2", "vgpr" if name.startswith("v_smfmac") else "vgpr_or_inline", 0, 0)]
+    if fmt in VOP_SHORT or fmt in ("VOP3", "VOP3SD"):  # VGPR-only sources (permlanes, gfx950's packed scale conversions)
+        checks += [(f, "vgpr_src", 0, 0) for f in ("src0", "src1", "src2") if f in info and info[f][1] == "SRC_VGPR"]
     if facts is not None and (plain := plain_sources(name, fmt, info, facts.srcs)):  # neg/abs on integer/bit operands
         if facts.long:
             checks += [("neg", "plain_mods", plain, 0), ("abs", "plain_mods", plain, 0)]
@@ -387,6 +390,9 @@ def _operand_problem(arch: Arch, checks: tuple, fields: dict[str, int]) -> str |
             return "a GLOBAL-segment opcode in the FLAT segment"
         if kind == "sgpr_pair" and code != arch.null_code and not (code < arch.num_sgprs or (code < 108 and code % 2 == 0) or 108 <= code < 124):
             return f"{field} code {code} ({arch.special.get(code, 'a constant')}) is no 64-bit base address (SGPRs, vcc or TTMPs)"
+        # (the codes that select a DPP or SDWA form name no source: that form's VGPR field does)
+        if kind == "vgpr_src" and code < 256 and code not in (_CDNA_VARIANT_CODES if arch.name == "cdna" else _RDNA_VARIANT_CODES):
+            return f"{field} (code {code}) must be a VGPR"
         if kind == "plain_mods" and code & scale:
             return f"{field} bits {code & scale:#05b} set on integer or bit operands (only float operands take neg/abs)"
         if kind == "flat12" and code >= 4096:

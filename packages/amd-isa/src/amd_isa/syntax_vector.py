@@ -745,6 +745,9 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
             _lane_mask(draft, field, value)
             fields[field] = encode_scalar(arch, field, value)
         else:
+            if fmt != "VOP3P" and draft.info[field][1] == "SRC_VGPR" and not (isinstance(value, Reg) and value.kind in ("v", "a")):
+                # a VGPR-only source (permlanes, gfx950's packed scale conversions): LLVM: invalid operand for instruction
+                raise EncodeError(f"{name}: {field} must be a VGPR, got {value}")
             fields[field] = encode_src(draft, field, value, allow_literal=allow_literal)
     if fmt == "VOP3P" and srcs:
         rules = vop3p_rules(arch, name, draft.info)
