@@ -308,6 +308,12 @@ REJECT = [
     ("gfx1100", "v_ldexp_f32 v5, v1, -v2", "src1 takes no neg/abs"),
     ("gfx1200", "v_permlane16_var_b32 v5, v1, -v2 op_sel:[0, 1]", "src1 takes no neg/abs"),  # gfx12_asm_vop3_err.s
     ("gfx942", "v_cvt_sr_fp8_f32 v1, v2, -v3", "src1 takes no neg/abs"),  # gfx942_err.s
+    # gfx12_asm_vop3_err.s / gfx12_err.s: op_sel entries are bits, modifiers given once, destinations unmodified
+    ("gfx1200", "v_permlane16_var_b32 v5, v1, v2 op_sel:[-1, 0]", "must be 0 or 1"),
+    ("gfx1200", "image_load v0, v0, s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_1D th:TH_LOAD_HT scope:SCOPE_SE th:TH_LOAD_HT", "th is given twice"),
+    ("gfx1200", "v_permlane16_var_b32 -v5, v1, v2 op_sel:[0, 1]", "the destination takes no neg/abs"),
+    ("gfx1100", "ds_load_b32 -v1, v2", "takes no neg/abs"),
+    ("gfx1100", "buffer_store_d16_hi_format_x v[1:2], off, s[12:15], s4 offset:4095 glc slc dlc tfe", "TFE modifier has no meaning"),
     # VGPR-only sources (gfx950_err.s: invalid operand for instruction)
     ("gfx950", "v_permlane16_swap_b32 v0, s0", "src0 must be a VGPR"),
     ("gfx950", "v_cvt_scalef32_pk32_f32_fp6 v[0:31], s[32:37], v6", "src0 must be a VGPR"),

@@ -261,6 +261,12 @@ def _parse_half(arch, text: str) -> tuple[str, list, dict[str, object]]:
         pieces = [piece for piece in pieces if not _is_modifier(piece)]
     operands = leading + [parse_operand(arch, piece) for piece in pieces]
     modifiers = dict(parse_modifier(token) for token in mods_tokens)
+    if len(modifiers) != len(mods_tokens):  # LLVM: not a valid operand (a second th:, offset:, ... was: the last one won)
+        seen: set[str] = set()
+        for key, _ in map(parse_modifier, mods_tokens):
+            if key in seen:
+                raise EncodeError(f"modifier {key} is given twice")
+            seen.add(key)
     return mnemonic, operands, modifiers
 
 

@@ -54,6 +54,8 @@ def _check_register_counts(inst: Inst, mnemonic: str, operands: list) -> None:
     saddr, wave size), so the built instruction is read back as the disassembler reads it (its split) and every
     register operand compared with the one printed in its place; and one acc bit says whether all data and destination
     registers are AGPRs."""
+    if inst.fmt != "VINTERP" and any(type(given) is Reg and (given.neg or given.abs) for given in operands):  # LLVM: not a valid operand
+        raise EncodeError(f"{mnemonic}: a {inst.fmt} instruction takes no neg/abs on its operands")
     expected = _printed_registers(inst)
     if len(expected) != len(operands):
         return

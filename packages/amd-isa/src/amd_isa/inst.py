@@ -11,6 +11,7 @@ from .arch import Arch, get_arch
 from .availability import missing_on
 from .errors import DecodeError
 from .syntax_common import SCALE_LOAD, reg_count
+from .syntax_memory import BUFFER_FORMATS
 from .syntax_scalar import register_only
 from .syntax_vector import (
     _INLINE_CODES,
@@ -336,6 +337,8 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
             checks.append(("vdst", "unavailable", 0, 0))
     if "saddr" in fields and fmt.removeprefix("V") == "GLOBAL":
         checks.append(("saddr", "sgpr_pair", 0, 0))  # a 64-bit base: SGPRs, vcc or TTMPs (or none)
+    if fmt in BUFFER_FORMATS and "store" in name:
+        checks.append(("tfe", "zero", 0, 0))  # LLVM: TFE modifier has no meaning for store instructions
     if fmt == "FLAT" and arch.name == "rdna3":
         checks.append(("offset", "flat12", 0, 0))
     if fmt in ("MIMG", "VIMAGE", "VSAMPLE") and arch.name != "cdna" and ("gather4" in name or "msaa_load" in name):
@@ -345,7 +348,7 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
     return tuple(checks)
 
 
-_ZERO_WHAT = {"opsel": "16-bit halves to select", "clmp": "clamp", "omod": "output modifier"}
+_ZERO_WHAT = {"opsel": "16-bit halves to select", "clmp": "clamp", "omod": "output modifier", "tfe": "TFE (a store returns no status)"}
 
 
 def _operand_problem(arch: Arch, checks: tuple, fields: dict[str, int]) -> str | None:

@@ -276,4 +276,6 @@ def list_flags(values: list[int] | tuple[int, ...] | int | bool) -> int:
     """Inverse of flag_list; also accepts the packed integer form."""
     if isinstance(values, bool | int):
         return int(values)
-    return sum((int(bit) & 1) << i for i, bit in enumerate(values))
+    if any(bit not in (0, 1) for bit in values):  # LLVM: invalid op_sel value (was: the low bit taken)
+        raise EncodeError(f"each entry of [{', '.join(str(bit) for bit in values)}] must be 0 or 1")
+    return sum(int(bit) << i for i, bit in enumerate(values))

@@ -431,6 +431,8 @@ def join_buffer(draft: Draft, ops: list, mods: Mods) -> None:
     for flag in ("idxen", "offen", "lds"):
         if mods.pop(flag, False):
             fields[flag] = 1
+    if mods.get("tfe") and "store" in name:
+        raise EncodeError(f"{name}: TFE modifier has no meaning for store instructions")
     if "dfmt" in layout:
         # gfx9 numeric format:N packs the data format in bits 3:0 and the number format above.
         if "dfmt" in mods or "nfmt" in mods:  # the pre-gfx10 spelling: dfmt:N, nfmt:N

@@ -949,6 +949,8 @@ def _lane_mask(draft: Draft, what: str, operand: object) -> None:
 
 def _encode_dst(draft: Draft, ops: list, field: str) -> int:
     operand = _from_half(draft, field, _pop(draft, ops, field))
+    if getattr(operand, "neg", False) or getattr(operand, "abs", False):  # LLVM: not a valid operand
+        raise EncodeError(f"{draft.name}: the destination takes no neg/abs, got {operand}")
     optype = draft.info[field][1]
     if optype in ("SREG", "SDST", "SREG_NOVCC"):
         if draft.info[field][2] == "M64":
