@@ -21,6 +21,7 @@ from llm_bench.gguf_reader import read_gguf
 from llm_bench.gguf_writer import GGUFWriter
 from llm_bench.qdot import (
     QDOT_TYPES,
+    embed_row,
     f16_kernel_source,
     f16_matmul,
     kernel_source,
@@ -244,6 +245,24 @@ def test_repacking_keeps_every_byte_and_groups_whole_blocks(ggml_type):
     for m in (0, 5, bb - head - 1):
         for lane in (0, 3, 7):
             assert (group[:, 8 * head + 32 * (m // 4) + 4 * lane + m % 4] == blocks[:, 8 + lane, head + m]).all()
+
+
+@pytest.mark.parametrize("ggml_type", [*TYPES, GGMLType.F16], ids=lambda t: t.name)
+def test_embedding_rows_from_the_device_matrix_equal_the_files_rows_decoded(ggml_type):
+    # a tied model's decode step reads its token's embedding from the output matrix on the device: whole groups of
+    # eight blocks and the blocks after them, equal bit for bit to numpy's decoding of the file's row
+    rng = np.random.default_rng(4)
+    rows, k = 7, 19 * 32
+    if ggml_type is GGMLType.F16:
+        values = rng.standard_normal((rows, k)).astype(np.float16)
+        raw, weight = values.view(np.uint8), Tensor(values)
+    else:
+        raw = random_weight(rng, ggml_type, rows, k)
+        weight = Tensor(repack_rows(raw, ggml_type))
+    for row in (0, 3, rows - 1):
+        got = embed_row(Tensor(np.array([row], np.int32)), weight, ggml_type).numpy()
+        want = dequantize(raw[row], ggml_type, (1, k))
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
 def test_bad_shapes_are_model_errors():

@@ -495,6 +495,58 @@ def kernel_source(name: str, ggml_type: GGMLType, rows: int, k: int, tokens: int
     return _COMMON + _SCALAR[ggml_type] + gather + vector + _KERNEL % values
 
 
+# a row of a rows-layout matrix decoded to float32, as `dequant.dequantize` decodes it (the same float32 operations:
+# scale * q, scale * (q - 8), scale * q + min; -ffp-contract=off keeps the last two operations apart)
+_EMBED_VALUE = {
+    GGMLType.Q8_0: "qd_half(blk) * (float)(int8_t)blk[2 + j]",
+    GGMLType.Q4_0: "qd_half(blk) * ((float)(j < 16 ? blk[2 + j] & 15 : blk[2 + j - 16] >> 4) - 8.0f)",
+    GGMLType.Q4_1: "qd_half(blk) * (float)(j < 16 ? blk[4 + j] & 15 : blk[4 + j - 16] >> 4) + qd_half(blk + 2)",
+}
+_EMBED_KERNEL = r"""
+/* y (1, K) float32 = row ids[0] of W (ROWS, K) in the rows layout (repack_rows' groups for quantized types) */
+void %(NAME)s(void **bufs, const long long *vals, int core_id, int n_cores) {
+  (void)vals; (void)core_id; (void)n_cores;
+  float *y = (float *)bufs[0];
+  const int id = ((const int *)bufs[1])[0];
+  if (id < 0 || id >= %(ROWS)d) return;
+  const uint8_t *row = (const uint8_t *)bufs[2] + (long)id * %(ROW_BYTES)dL;
+%(BODY)s
+}
+"""
+
+
+#: the rows-layout matrix types `embed_row` reads
+EMBED_TYPES = frozenset((*_EMBED_VALUE, GGMLType.F16))
+
+
+def embed_kernel_source(name: str, ggml_type: GGMLType, rows: int, k: int) -> str:
+    """C source of the kernel `name` reading one row of a rows-layout matrix (buffers y (1, k) float32, the row's index
+    as one int32, W): a tied model's embedding lookup from its output matrix, inside the decode step."""
+    if ggml_type is GGMLType.F16:
+        body = f"  for (long j = 0; j < {k}L; j++) y[j] = qd_half(row + 2 * j);"
+        return _COMMON + _EMBED_KERNEL % dict(NAME=name, ROWS=rows, ROW_BYTES=2 * k, BODY=body)
+    if ggml_type not in _EMBED_VALUE or k % QBLOCK:
+        raise ModelError(f"no embedding kernel for {ggml_type.name} rows of {k}")
+    layout = BLOCK_LAYOUTS[ggml_type]
+    nb = k // QBLOCK
+    gather = _GATHER % dict(NG=nb // GROUP, BLOCK_BYTES=layout.block_bytes, HEAD=_header_bytes(ggml_type))
+    body = (f"  uint8_t tmp[{layout.block_bytes}];\n  for (long b = 0; b < {nb}L; b++) {{\n"
+            f"    const uint8_t *blk = qd_block_at(row, b, tmp);\n"
+            f"    for (int j = 0; j < 32; j++) y[b * 32 + j] = {_EMBED_VALUE[ggml_type]};\n  }}")
+    return _COMMON + gather + _EMBED_KERNEL % dict(NAME=name, ROWS=rows, ROW_BYTES=nb * layout.block_bytes, BODY=body)
+
+
+def embed_row(ids: Tensor, weight: Tensor, ggml_type: GGMLType) -> Tensor:
+    """(1, k) float32: the row `ids[0]` (a one-element int32 tensor) of `weight`, a rows-layout matrix (repacked
+    `ggml_type` blocks as uint8 (rows, row_bytes), or float16 (rows, k)), decoded as `dequantize` decodes the file's row."""
+    rows = weight.shape[0]
+    k = weight.shape[1] if ggml_type is GGMLType.F16 else weight.shape[1] // BLOCK_LAYOUTS[ggml_type].block_bytes * QBLOCK
+    name = f"embed_{ggml_type.name.lower()}_{rows}_{k}"
+    program = c_program(name, embed_kernel_source(name, ggml_type, rows, k), n_buffers=3, outs=(0,), n_cores=1)
+    out = Tensor.empty(1, k, dtype=dtypes.float32, device=weight.device)
+    return out.custom_kernel(ids, weight, fxn=lambda *params: program)[0]
+
+
 @dataclass(frozen=True, eq=False)
 class Fused:
     """What a matmul kernel computes around its product, in the same launch (a decoding layer's norms, SwiGLU and

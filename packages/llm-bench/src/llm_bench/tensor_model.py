@@ -26,7 +26,7 @@ from .errors import ModelError
 from .gguf_reader import GGUFFile, GGUFTensor
 from .model_api import Backend, LanguageModel
 from .model_config import ModelConfig
-from .qdot import Fused, check_activations
+from .qdot import EMBED_TYPES, Fused, check_activations, embed_row
 from .reference_model import checked_tensor, layer_tensors
 from .reference_ops import rope_frequencies, unpermute_qk_rows
 from .router_mfma import BLOCK_ROWS, router_mfma
@@ -107,6 +107,14 @@ class TensorModel(LanguageModel):
         tied = "output.weight" not in gguf
         output = embd if tied else checked_tensor(gguf, "output.weight", (c.vocab_size, c.dim))
         self.output = self._linear("output.weight", [output], count=not tied)
+        # a tied model whose output matrix is one rows-layout matrix on a CPU device looks its decode step's token up
+        # there, inside the captured step (`qdot.embed_row`): the host lookup and the input tensor it filled took ~0.2 ms
+        # of a 3.5 ms SmolLM2 step, run with caches the weights had just streamed through
+        part = self.output.parts[0] if tied and len(self.output.parts) == 1 else None
+        self._embed_part = part if part is not None and part.rows_layout and part.ggml_type in EMBED_TYPES else None
+        if self._embed_part is not None:
+            self._token_ids = Tensor(np.arange(c.vocab_size, dtype=np.int32), device=device)
+            self._token_var = Variable("token", 0, c.vocab_size - 1)
         factors = gguf.tensor("rope_freqs.weight").dequantize() if "rope_freqs.weight" in gguf else None
         angles = np.arange(self.max_context, dtype=np.float64)[:, None] * rope_frequencies(c.head_dim, c.rope_theta, factors)[None, :]
         self._cos, self._sin = np.cos(angles).astype(np.float32), np.sin(angles).astype(np.float32)
@@ -119,7 +127,9 @@ class TensorModel(LanguageModel):
         self.attention_kernel = cpu if attention_kernel is None else attention_kernel
         self._positions = Tensor(np.arange(self.max_context, dtype=np.int32), device=device) if self.attention_kernel else None
         self.jit = jit
-        self._step_fn = TinyJit(self._step, warmup=0) if jit else self._step  # the caches exist: capture at once
+        # the decode step (`_token_step` where the embedding is on the device, else `_step`); the caches exist: capture at once
+        step = self._token_step if self._embed_part is not None else self._step
+        self._step_fn = TinyJit(step, warmup=0) if jit else step
         self._prefill_fns: dict[Any, Any] = {}  # padded prompt length (and "last" for last_only) -> its (captured) forward
         # k0, v0, k1, v1, ...: state the captured forwards write into in place (never replaced). They start unwritten:
         # a step reads only the rows up to its last token, all written before, so memory the OS has not handed out yet
@@ -215,7 +225,7 @@ class TensorModel(LanguageModel):
         ids = np.asarray(tokens, dtype=np.int64)
         start = self._start_var.bind(start_pos)
         if n_new == 1:
-            x = Tensor(self._embed(ids), device=self.device)
+            x = self._token_var.bind(int(tokens[0])) if self._embed_part is not None else Tensor(self._embed(ids), device=self.device)
             return self._step_fn(x, start).numpy().astype(np.float32, copy=False)
         # A prompt goes through in one pass with a causal mask. Its position is a bound variable and the token count is
         # padded to a power of two, so few prompt graphs are ever compiled (and captured, one TinyJit per padded
@@ -243,6 +253,12 @@ class TensorModel(LanguageModel):
         place) -> logits (1, vocab). The graph is the same at every position, so TinyJit captures it once."""
         where = _Positions(start, self.cos[start : start + 1].reshape(1, 1, -1), self.sin[start : start + 1].reshape(1, 1, -1), None)
         return self._forward(x, where).realize()
+
+    def _token_step(self, token: Any, start: Any) -> Tensor:
+        """`_step` for the token `token` (a bound Variable), its embedding row read from the output matrix on the device."""
+        assert self._embed_part is not None and self._embed_part.ggml_type is not None
+        ids = self._token_ids[token : token + 1].contiguous().realize()
+        return self._step(embed_row(ids, self._embed_part.data, self._embed_part.ggml_type), start)
 
     def _prefill(self, x: Tensor, cos: Tensor, sin: Tensor, visible: Tensor, start: Any, last: Any = None) -> Tensor:
         """n tokens: x (n, dim) embeddings from position `start` (a bound Variable), their cos/sin (n, 1, head_dim/2),
