@@ -19,7 +19,6 @@ from .syntax_vector import (
     _op_facts,
     constant_bus_problem,
     dp_dpp_problem,
-    plain_sources,
     sdwa_problem,
     vop3_dpp_problem,
     vop3p_rules,
@@ -295,7 +294,7 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
                    ("src2", "vgpr" if name.startswith("v_smfmac") else "vgpr_or_inline", 0, 0)]
     if fmt in VOP_SHORT or fmt in ("VOP3", "VOP3SD"):  # VGPR-only sources (permlanes, gfx950's packed scale conversions)
         checks += [(f, "vgpr_src", 0, 0) for f in ("src0", "src1", "src2") if f in info and info[f][1] == "SRC_VGPR"]
-    if facts is not None and (plain := plain_sources(name, fmt, info, facts.srcs)):  # neg/abs on integer/bit operands
+    if facts is not None and (plain := facts.plain):  # neg/abs on integer/bit operands
         if facts.long:
             checks += [("neg", "plain_mods", plain, 0), ("abs", "plain_mods", plain, 0)]
         else:  # the DPP/SDWA forms' per-source bits

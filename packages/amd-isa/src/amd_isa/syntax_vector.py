@@ -120,7 +120,7 @@ class _OpFacts:
     its encoding length, implicit VCC operands, K constant, destination kind and sources. Name-derived facts read
     substrings every spelling of the opcode shares (table name, LLVM name)."""
 
-    __slots__ = ("long", "writes_vcc", "reads_vcc", "k_at", "k_mask", "dst", "srcs", "bus_fields", "bus_room")
+    __slots__ = ("long", "writes_vcc", "reads_vcc", "k_at", "k_mask", "dst", "srcs", "bus_fields", "bus_room", "plain")
 
     def __init__(self, arch, fmt: str, name: str, info: dict):
         self.long = long = fmt in ("VOP3", "VOP3SD", "VOP3P")
@@ -141,6 +141,7 @@ class _OpFacts:
         # before distinct registers and constants need counting (the limit less an implicit vcc read)
         self.bus_fields = tuple(field for field, _, _ in self.srcs if field != "vsrc1")
         self.bus_room = (1 if arch.name == "cdna" or name.startswith(_ONE_SCALAR_SHIFTS) else 2) - int(self.reads_vcc)
+        self.plain = plain_sources(name, fmt, info, self.srcs)  # the sources that take no neg/abs
 
 
 _OP_FACTS: dict[tuple[str, str, int], _OpFacts] = {}
@@ -762,7 +763,7 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
         draft.set_literal(fields.pop("_lit"))
     if (neg or abs_) and not long and draft.variant not in ("DPP16", "SDWA", "SDWA_SDST"):
         raise EncodeError(f"{name}: neg/abs source modifiers need the _e64 form")
-    if (neg | abs_) & (plain := plain_sources(name, fmt, draft.info, srcs)):
+    if (neg | abs_) & (plain := facts.plain):
         which = next(field for i, (field, _, _) in enumerate(srcs) if ((neg | abs_) & plain) >> i & 1)
         raise EncodeError(f"{name}: {which} takes no neg/abs (an integer or bit operand; only float operands take source modifiers)")
     if long:
