@@ -18,6 +18,7 @@ ASSEMBLE = [
     ("gfx942", "mai-gfx942.s", "v_mfma_f32_32x32x1f32 a[0:31], v0, v1, a[34:65] blgp:7", "00 80 c0 d3 00 03 8a e4"),
     # gfx90a's own matrix opcodes (was: unknown, or gfx940's opcode for the same name)
     ("gfx90a", "mai-gfx90a.s", "v_mfma_f32_16x16x2bf16 a[0:15], v0, v1, a[18:33]", "00 80 e9 d3 00 03 4a 04"),
+    ("gfx90a", "(llvm-mc-19)", "v_mfma_f32_4x4x1f32 a[0:3], v0, v1, a[2:5]", "00 80 c2 d3 00 03 0a 04"),  # 128 bits: overlap allowed
     ("gfx90a", "(llvm-mc-19)", "v_mfma_f32_32x32x8bf16_1k a[0:15], v[0:1], v[2:3], a[0:15]", "00 80 e6 d3 00 05 02 04"),
     # gfx12 temporal hints are named per kind of access (was: only TH_LOAD_* names and TH_ATOMIC_RETURN)
     ("gfx1200", "gfx12_asm_vbuffer_mubuf.s", "buffer_atomic_pk_add_f16 v5, off, s[8:11], s3 offset:8388607 th:TH_ATOMIC_CASCADE_NT scope:SCOPE_DEV",
@@ -314,6 +315,14 @@ REJECT = [
     ("gfx1200", "v_permlane16_var_b32 -v5, v1, v2 op_sel:[0, 1]", "the destination takes no neg/abs"),
     ("gfx1100", "ds_load_b32 -v1, v2", "takes no neg/abs"),
     ("gfx1100", "buffer_store_d16_hi_format_x v[1:2], off, s[12:15], s4 offset:4095 glc slc dlc tfe", "TFE modifier has no meaning"),
+    # MFMA accumulators (mai-err-gfx942.s, gfx90a_err_pos.s; llvm-mc-19): no blgp on gfx940+ f64 ops (its bits are neg),
+    # no partial overlap with a result wider than 128 bits, one acc_cd bit for C and D (was: v[16:31] encoded as AGPRs)
+    ("gfx942", "v_mfma_f64_16x16x4_f64 v[0:7], v[0:1], v[2:3], v[0:7] blgp:7", "blgp is not supported"),
+    ("gfx90a", "v_mfma_f64_16x16x4f64 v[0:7], v[0:1], v[2:3], v[2:9]", "must not partially overlap with dst"),
+    ("gfx90a", "v_mfma_f32_16x16x1f32 a[0:15], v0, v1, v[16:31]", "both VGPRs or both AGPRs"),
+    # gfx942_asm_features.s on gfx90a: gfx940's instructions and hardware registers
+    ("gfx90a", "v_fmamk_f32 v0, v2, 100.0, v3", "not an instruction of gfx90a"),
+    ("gfx90a", "s_getreg_b32 s1, hwreg(HW_REG_XCC_ID)", "invalid hardware register"),
     # VGPR-only sources (gfx950_err.s: invalid operand for instruction)
     ("gfx950", "v_permlane16_swap_b32 v0, s0", "src0 must be a VGPR"),
     ("gfx950", "v_cvt_scalef32_pk32_f32_fp6 v[0:31], s[32:37], v6", "src0 must be a VGPR"),

@@ -12,9 +12,11 @@ from hypothesis import strategies as st
 
 TARGETS = ["gfx1100", "gfx1200", "gfx90a", "gfx942", "gfx950"]
 # Text LLVM prints for some words but rejects when assembling, and so do we: reserved export targets (printed
-# invalid_target_N). Words LLVM prints with SGPR ranges past the register file, gfx11 FLAT offsets of 4096 and up, an
-# operand of the wrong register class or sources breaking the constant bus no longer decode.
-LLVM_REJECTS_TOO = ("unknown export target",)
+# invalid_target_N), and MFMAs whose accumulator input partly overlaps a result wider than 128 bits (LLVM's own
+# disassembler tests print 256 such words; its assembler says "source 2 operand must not partially overlap with dst").
+# Words LLVM prints with SGPR ranges past the register file, gfx11 FLAT offsets of 4096 and up, an operand of the wrong
+# register class or sources breaking the constant bus no longer decode.
+LLVM_REJECTS_TOO = ("unknown export target", "must not partially overlap with dst")
 
 
 @pytest.mark.parametrize("target", TARGETS)

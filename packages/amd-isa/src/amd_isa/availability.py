@@ -57,7 +57,8 @@ _GFX940_PLUS = frozenset((
     "global_load_lds_ubyte", "global_load_lds_ushort", "scratch_load_lds_dword", "scratch_load_lds_sbyte", "scratch_load_lds_sshort",
     "scratch_load_lds_ubyte", "scratch_load_lds_ushort", "v_cvt_f32_bf8_e32", "v_cvt_f32_bf8_e64", "v_cvt_f32_fp8_e32", "v_cvt_f32_fp8_e64",
     "v_cvt_pk_bf8_f32", "v_cvt_pk_f32_bf8_e32", "v_cvt_pk_f32_bf8_e64", "v_cvt_pk_f32_fp8_e32", "v_cvt_pk_f32_fp8_e64", "v_cvt_pk_fp8_f32",
-    "v_cvt_sr_bf8_f32", "v_cvt_sr_fp8_f32", "v_fmaak_f32", "v_fmamk_f32", "v_lshl_add_u64", "v_mov_b64_e32", "v_mov_b64_e64",
+    "v_cvt_sr_bf8_f32", "v_cvt_sr_fp8_f32", "v_fmaak_f32", "v_fmaak_f32_e32", "v_fmamk_f32", "v_fmamk_f32_e32", "v_lshl_add_u64",
+    "v_mov_b64_e32", "v_mov_b64_e64",
 ))
 
 # gone on gfx950: v_mad_mix*, the xf32 MFMAs

@@ -292,6 +292,7 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
     if mfma:  # CDNA matrix ops: A and B are VGPRs or AGPRs, C one or an inline constant (a sparse op's index a VGPR)
         checks += [("src0", "vgpr", 0, 0), ("src1", "vgpr", 0, 0),
                    ("src2", "vgpr" if name.startswith("v_smfmac") else "vgpr_or_inline", 0, 0)]
+
     if fmt in VOP_SHORT or fmt in ("VOP3", "VOP3SD"):  # VGPR-only sources (permlanes, gfx950's packed scale conversions)
         checks += [(f, "vgpr_src", 0, 0) for f in ("src0", "src1", "src2") if f in info and info[f][1] == "SRC_VGPR"]
     if facts is not None and (plain := facts.plain):  # neg/abs on integer/bit operands

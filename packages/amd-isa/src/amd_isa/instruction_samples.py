@@ -11,7 +11,17 @@ from .availability import missing_on
 from .inst import ALWAYS_LITERAL, SRC_FIELDS, Inst
 from .syntax_common import reg_count, x2_prefix
 from .syntax_memory import UFMT_DEFAULT, image_address_count
-from .syntax_vector import _NOT_REGISTER, NO_CLAMP_OMOD, _op_facts, constant_bus_problem, is_half_operand, no_dpp, vop3p_rules, vopd_problem
+from .syntax_vector import (
+    _NOT_REGISTER,
+    NO_CLAMP_OMOD,
+    _op_facts,
+    constant_bus_problem,
+    is_half_operand,
+    mfma_overlap,
+    no_dpp,
+    vop3p_rules,
+    vopd_problem,
+)
 
 # Variant kinds, cycled per opcode: plain registers, scalar/constant sources, modifiers and literals, then DPP forms.
 KINDS = ("vgpr", "scalar", "mods", "dpp16", "dpp8")
@@ -221,6 +231,9 @@ def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Rand
         fields["vdstx"] &= ~1
         if vopd_problem(arch, opcode, opcode, fields) is not None:  # keep the pair within LLVM's bank and bus rules
             fields["srcx0"], fields["srcy0"] = 256 + 4 * rng.randrange(60), 257 + 4 * rng.randrange(60)
+    if variant == "MFMA" and not name.startswith("v_smfmac") and fields.get("src2", 0) >= 256 and "vdst" in info and \
+            mfma_overlap("v", fields["vdst"], reg_count(info["vdst"][0]), "v", fields["src2"] - 256, reg_count(info["src2"][0])):
+        fields["src2"] = 256 + fields["vdst"]  # the accumulator in place (LLVM refuses a partial overlap)
     if fmt == "DS" and any(part in name for part in ("_gws_", "ordered_count", "gs_reg")):
         fields["gds"] = 1
     if any(part in name for part in ALWAYS_LITERAL):
@@ -272,6 +285,8 @@ def _scaled_mfma_fields(arch: Arch, kind: str, rng: random.Random) -> dict[str, 
     fields = {"x2encoding": x2_prefix(arch), "vdst": _even(rng, 200, 16), "src0": 256 + _even(rng, 200, 8), "src1": 256 + _even(rng, 200, 8),
               "src2": 256 + _even(rng, 200, 16), "cbsz": cbsz, "blgp": blgp, "abid": 1, "acc_cd": 0, "acc": 0,
               "scale_src0": 256 + rng.randrange(250), "scale_src1": 256 + rng.randrange(250), "opsel": 0, "opsel_hi": 0, "neg": 0, "neg_hi": 0}
+    if mfma_overlap("v", fields["vdst"], 16, "v", fields["src2"] - 256, 16):
+        fields["src2"] = 256 + fields["vdst"]  # the accumulator in place (LLVM refuses a partial overlap)
     if kind == "scalar":
         fields.update(scale_src0=rng.randrange(100), scale_src1=rng.choice(INLINE_CODES[:81]))
     elif kind == "mods":

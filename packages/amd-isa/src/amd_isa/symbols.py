@@ -194,9 +194,13 @@ def parse_symbolic(arch: Arch, text: str) -> int:
     args = [[a.strip() for a in call[1].split(",")] for call in calls]
     if head == "hwreg":
         # Accept LLVM's spellings and the ISA document's (the table's) alike.
-        ids = {name: ident for ident, name in getattr(arch.tables, "HWREG", {}).items()}
-        ids.update({name: ident for ident, name in _hwreg_names(arch).items()})
+        # (a register the target lacks is refused by name: gfx90a shares gfx940's tables, not its XCC_ID or PERF registers)
+        named = _hwreg_names(arch)
+        ids = {name: ident for ident, name in getattr(arch.tables, "HWREG", {}).items() if not arch.hwreg_names or ident in named}
+        ids.update({name: ident for ident, name in named.items()})
         first = args[0][0]
+        if first not in ids and first.upper().startswith("HW_REG_"):
+            raise EncodeError(f"invalid hardware register: {first} is not supported on {arch.key}")
         ident = ids[first] if first in ids else asm_int(first)
         offset = asm_int(args[0][1]) if len(args[0]) > 1 else 0
         size = asm_int(args[0][2]) if len(args[0]) > 2 else 32

@@ -630,6 +630,12 @@ def _split_mfma(inst) -> Split:
     return inst.mnemonic, ops, mods
 
 
+def mfma_overlap(dst_kind: str, dst: int, dst_count: int, src2_kind: str, src2: int, src2_count: int) -> bool:
+    """Whether an MFMA's accumulator input partly overlaps its result, which LLVM refuses for results wider than 128
+    bits (source 2 operand must not partially overlap with dst): the same registers, or none in common."""
+    return dst_count > 4 and dst_kind == src2_kind != "" and src2 != dst and src2 < dst + dst_count and dst < src2 + src2_count
+
+
 def _blgp_is_neg(arch, mnemonic: str) -> bool:
     """gfx940+ f64 MFMAs have no B-matrix broadcast: the blgp bits negate the sources (LLVM's neg:[a,b,c]); gfx90a
     still calls them blgp."""
@@ -1182,10 +1188,18 @@ def _join_mfma(draft: Draft, ops: list, mods: Mods) -> None:
             what = "a VGPR or AGPR range" if i < 2 or draft.name.startswith("v_smfmac") else "a VGPR or AGPR range or an inline constant"
             raise EncodeError(f"{draft.name}: {field} must be {what}, got {operand}")
     fields["acc"] = acc
-    if _blgp_is_neg(draft.arch, draft.name) and "neg" in mods:
-        if "blgp" in mods:
-            raise EncodeError(f"{draft.name}: neg and blgp are the same bits; give one")
-        mods["blgp"] = list_flags(mods.pop("neg")) & 7  # type: ignore[arg-type]
+    if _blgp_is_neg(draft.arch, draft.name):
+        if "blgp" in mods:  # (mai-err-gfx942.s: invalid modifier: blgp is not supported)
+            raise EncodeError(f"{draft.name}: blgp is not supported (gfx940+ f64 MFMAs negate their sources there: neg:[a,b,c])")
+        if "neg" in mods:
+            mods["blgp"] = list_flags(mods.pop("neg")) & 7  # type: ignore[arg-type]
+    # the accumulator input (a sparse op's src2 is its index VGPR instead: the result is its accumulator)
+    src2 = ops[-1] if not draft.name.startswith("v_smfmac") else None
+    if isinstance(src2, Reg) and isinstance(dst, Reg) and {src2.kind, dst.kind} == {"v", "a"}:  # one acc_cd bit for both
+        raise EncodeError(f"{draft.name}: src2 and the result are both VGPRs or both AGPRs, got {src2} for {dst}")
+    if mfma_overlap(dst.kind if isinstance(dst, Reg) else "", fields["vdst"], dst.count if isinstance(dst, Reg) else 0,
+                    src2.kind if isinstance(src2, Reg) else "", fields.get("src2", 0) - VGPR_BASE, src2.count if isinstance(src2, Reg) else 0):
+        raise EncodeError(f"{draft.name}: source 2 operand must not partially overlap with dst ({src2} and {dst})")
     for key in ("cbsz", "abid", "blgp"):
         fields[key] = int(mods.pop(key, _mfma_default(draft.fmt, key)))  # type: ignore[call-overload]
     if mods:
