@@ -315,6 +315,11 @@ REJECT = [
     ("gfx1200", "v_permlane16_var_b32 -v5, v1, v2 op_sel:[0, 1]", "the destination takes no neg/abs"),
     ("gfx1100", "ds_load_b32 -v1, v2", "takes no neg/abs"),
     ("gfx1100", "buffer_store_d16_hi_format_x v[1:2], off, s[12:15], s4 offset:4095 glc slc dlc tfe", "TFE modifier has no meaning"),
+    # gfx12_err.s: load/store hint 3 is BYPASS at system scope and LU / WB below it; TH_LOAD_WB, TH_STORE_LU are no names
+    ("gfx1200", "image_store v0, v0, s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_1D th:TH_STORE_BYPASS scope:SCOPE_DEV", "scope and th combination"),
+    ("gfx1200", "global_load_b32 v1, v0, s[0:1] th:TH_LOAD_LU scope:SCOPE_SYS", "scope and th combination"),
+    ("gfx1200", "image_load v0, v0, s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_1D th:TH_LOAD_WB", "unknown th value"),
+    ("gfx1200", "image_store v0, v0, s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_1D th:TH_STORE_LU", "unknown th value"),
     # MFMA accumulators (mai-err-gfx942.s, gfx90a_err_pos.s; llvm-mc-19): no blgp on gfx940+ f64 ops (its bits are neg),
     # no partial overlap with a result wider than 128 bits, one acc_cd bit for C and D (was: v[16:31] encoded as AGPRs)
     ("gfx942", "v_mfma_f64_16x16x4_f64 v[0:7], v[0:1], v[2:3], v[0:7] blgp:7", "blgp is not supported"),

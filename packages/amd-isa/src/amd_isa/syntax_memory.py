@@ -106,10 +106,10 @@ TH_STORE_NAMES = {1: "TH_STORE_NT", 2: "TH_STORE_HT", 3: "TH_STORE_WB", 4: "TH_S
                   7: "TH_STORE_NT_WB"}
 # atomics: bit 0 returns the old value, bit 1 is non-temporal, bit 2 cascades
 TH_ATOMIC_NAMES = {1: "TH_ATOMIC_RETURN", 2: "TH_ATOMIC_NT", 3: "TH_ATOMIC_NT_RETURN", 4: "TH_ATOMIC_CASCADE_RT", 6: "TH_ATOMIC_CASCADE_NT"}
-# what the assembler reads: every printed name, the defaults, BYPASS (3, at system scope) and LLVM's other spellings
+# what the assembler reads: every printed name, the defaults and BYPASS (3 at system scope, where LU / WB are not said;
+# LLVM 19-22 refuse the TH_LOAD_WB, TH_LOAD_NT_WB and TH_STORE_LU spellings: invalid th value)
 TH_BY_NAME = {**{name: value for names in (TH_LOAD_NAMES, TH_STORE_NAMES, TH_ATOMIC_NAMES) for value, name in names.items()},
-              "TH_LOAD_RT": 0, "TH_STORE_RT": 0, "TH_ATOMIC_RT": 0, "TH_ATOMIC_RT_RETURN": 1, "TH_LOAD_BYPASS": 3, "TH_STORE_BYPASS": 3,
-              "TH_LOAD_WB": 3, "TH_LOAD_NT_WB": 7, "TH_STORE_LU": 3}
+              "TH_LOAD_RT": 0, "TH_STORE_RT": 0, "TH_ATOMIC_RT": 0, "TH_ATOMIC_RT_RETURN": 1, "TH_LOAD_BYPASS": 3, "TH_STORE_BYPASS": 3}
 
 
 # the names the assembler takes for each kind of access
@@ -157,6 +157,7 @@ def _cache_mods(inst_fields: dict[str, int], layout_fields: dict, mods: Mods, ar
 
 
 def _join_cache(draft: Draft, layout_fields: dict, mods: Mods) -> None:
+    th_names: list[str] = []
     for field_name, spelling in draft.arch.cache_names.items():
         if field_name in mods:  # gfx90a: the bits are glc/slc/scc there (LLVM: invalid operand for instruction)
             raise EncodeError(f"{draft.name}: this target spells the {field_name} bit {spelling}")
@@ -168,6 +169,13 @@ def _join_cache(draft: Draft, layout_fields: dict, mods: Mods) -> None:
                 raise EncodeError(f"{draft.name} ({draft.arch.name}) has no {key} bit")
             value = mods.pop(key)
             draft.fields[key] = parse_policy(key, value, draft.name) if key in NUMERIC_POLICY else int(value)  # type: ignore[call-overload]
+            if key == "th" and isinstance(value, str):
+                th_names.append(value)
+    for th in th_names:  # load/store hint 3 is BYPASS at system scope, LU (loads) / WB (stores) at the others
+        bypass = th.endswith("_BYPASS")
+        if TH_BY_NAME.get(th) == 3 and not th.startswith("TH_ATOMIC") and bypass != (draft.fields.get("scope", 0) == 3):
+            where = "system scope" if bypass else "scopes below SCOPE_SYS"
+            raise EncodeError(f"{draft.name}: scope and th combination is not valid ({th} is for {where})")
 
 
 def _done(draft: Draft, mods: Mods) -> None:
