@@ -14,7 +14,8 @@ Against llama.cpp (`--peer llama.cpp`): our `llm-bench --benchmark --prefill --w
 `llama-bench -o json` alternate on the same GGUF with the same thread count, `--reps` times each (each run a fresh
 process: our tgN median step and ppN median pass, llama-bench's tok/s of one repetition); prints both, the ratios
 (ours / llama.cpp), and our decode GB/s (the file's tensor bytes read per token) against the copy bandwidth measured in
-the same run. The model defaults to SmolLM2-135M-Instruct Q4_1 (`smollm2:135m`); `--types Q8_0,F16` adds versions
+the same run (the best of three copies before each of our runs, their median per model: on a shared host the bandwidth
+drifts by a third within minutes). The model defaults to SmolLM2-135M-Instruct Q4_1 (`smollm2:135m`); `--types Q8_0,F16` adds versions
 made from it with llama.cpp's `llama-quantize --allow-requantize MODEL OUT TYPE` (cached next to llama.cpp's build,
 the command printed). llama.cpp's tools come from `benchmarks/llama_cpp_parity.py build` (or `--llama-cpp DIR`).
 
@@ -143,16 +144,18 @@ def versus_llama_cpp(args: argparse.Namespace) -> None:
     models = [base] + [_quantized(tools, base, t) for t in args.types.split(",") if t]
     load = os.getloadavg()[0]
     copy = CopyBandwidth()
-    bandwidth = max(copy() for _ in range(5))
+    start = max(copy() for _ in range(5))
     figures = []
-    print(f"memory bandwidth (numpy copy of 256 MiB, read + write): {bandwidth:.2f} GB/s; {args.threads} threads; "
-          f"{args.reps} alternating runs each; tg{args.tg}, pp{args.pp}")
+    print(f"memory bandwidth (numpy copy of 256 MiB, read + write): {start:.2f} GB/s at the start; each model's % of bw is against "
+          f"the median of the copies before each of its runs; {args.threads} threads; {args.reps} alternating runs each; tg{args.tg}, pp{args.pp}")
     print(f"{'model':<44} {'ours tg':>8} {'llama tg':>9} {'ratio':>6} {'ours pp':>8} {'llama pp':>9} {'ratio':>6} {'ours GB/s':>10} {'% of bw':>8}")
     for model in models:
-        ours, peer = [], []
+        ours, peer, rates = [], [], []
         for _ in range(args.reps):
+            rates.append(max(copy() for _ in range(3)))  # the bandwidth next to each of our runs (it drifts on a shared host)
             ours.append(_ours(model, args.tg, args.pp))
             peer.append(_llama_cpp(tools, model, args.tg, args.pp, args.threads))
+        bandwidth = statistics.median(rates)
         o = {k: statistics.median(r[k] for r in ours) for k in ("tg", "pp")}
         p = {k: statistics.median(r[k] for r in peer) for k in ("tg", "pp")}
         streamed = read_gguf(model).data_bytes  # every tensor is read per token, the tied embedding as the output matrix
