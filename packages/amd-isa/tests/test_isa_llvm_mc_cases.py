@@ -315,6 +315,10 @@ REJECT = [
     ("gfx1200", "v_permlane16_var_b32 -v5, v1, v2 op_sel:[0, 1]", "the destination takes no neg/abs"),
     ("gfx1100", "ds_load_b32 -v1, v2", "takes no neg/abs"),
     ("gfx1100", "buffer_store_d16_hi_format_x v[1:2], off, s[12:15], s4 offset:4095 glc slc dlc tfe", "TFE modifier has no meaning"),
+    # gfx11_asm_ldsdir_err.s / gfx11_asm_err.s: attr0..attr32; wait counters take a number (the bare word was read as 1)
+    ("gfx1100", "lds_param_load v17, attr33.x", "out of bounds interpolation attribute number"),
+    ("gfx1100", "lds_direct_load v15 wait_vdst", "wait_vdst takes a number"),
+    ("gfx1100", "v_interp_p2_f32 v0, -v1, v2, v3 wait_exp", "wait_exp takes a number"),
     # gfx12_err.s: load/store hint 3 is BYPASS at system scope and LU / WB below it; TH_LOAD_WB, TH_STORE_LU are no names
     ("gfx1200", "image_store v0, v0, s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_1D th:TH_STORE_BYPASS scope:SCOPE_DEV", "scope and th combination"),
     ("gfx1200", "global_load_b32 v1, v0, s[0:1] th:TH_LOAD_LU scope:SCOPE_SYS", "scope and th combination"),

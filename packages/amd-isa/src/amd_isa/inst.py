@@ -31,6 +31,10 @@ SRC_FIELDS = ("ssrc0", "ssrc1", "src0", "src1", "src2", "srcx0", "srcy0")
 # Mnemonic fragments of instructions that always carry a 32-bit literal, whatever their source fields say.
 ALWAYS_LITERAL = ("madak", "madmk", "fmaak", "fmamk", "setreg_imm32")
 DPP16_CODE, DPP8_CODE, DPP8FI_CODE, SDWA_CODE = 250, 233, 234, 249
+#: the assembler's complaints about text the disassembler prints, as LLVM's disassembler does (its own MC tests hold
+#: such words), though both assemblers refuse it: reserved export targets, MFMA accumulators partly overlapping a wide
+#: result, interpolation attributes past attr32. Every other decoded word prints text the assembler takes back.
+PRINTED_BUT_REFUSED = ("unknown export target", "must not partially overlap with dst", "out of bounds interpolation attribute")
 _CDNA_VARIANT_CODES, _RDNA_VARIANT_CODES = (DPP16_CODE, SDWA_CODE), (DPP16_CODE, DPP8_CODE, DPP8FI_CODE)
 VOP_SHORT = ("VOP1", "VOP2", "VOPC")
 VOP_LONG = ("VOP3", "VOP3SD", "VOP3P")

@@ -774,11 +774,24 @@ def join_ldsdir(draft: Draft, ops: list, mods: Mods) -> None:
     if len(ops) > 1:
         attr = ops[1]
         value = attr.value if isinstance(attr, Sym) else int(attr)  # type: ignore[call-overload]
+        if value >> 2 > MAX_ATTR:
+            raise EncodeError(f"{draft.name}: out of bounds interpolation attribute number attr{value >> 2} (attr0..attr{MAX_ATTR})")
         draft.fields.update(attr=value >> 2, attr_chan=value & 3)
     for key in ("wait_vdst", "wait_va_vdst", "wait_vm_vsrc"):
         if key in mods:
-            draft.fields[key] = int(mods.pop(key))  # type: ignore[call-overload]
+            draft.fields[key] = _counter_value(draft, key, mods.pop(key))
     _done(draft, mods)
+
+
+#: the highest interpolation attribute LLVM names (attr0..attr32; the field has room for 63)
+MAX_ATTR = 32
+
+
+def _counter_value(draft: Draft, key: str, value: object) -> int:
+    """A wait counter's number: `wait_vdst:1`, never the bare word (LLVM: invalid operand; was read as 1)."""
+    if isinstance(value, bool):
+        raise EncodeError(f"{draft.name}: {key} takes a number ({key}:N)")
+    return int(value)  # type: ignore[call-overload]
 
 
 def split_vinterp(inst) -> Split:
@@ -812,7 +825,7 @@ def join_vinterp(draft: Draft, ops: list, mods: Mods) -> None:
         draft.fields[field] = encode_src(draft, field, operand, allow_literal=False)
     draft.fields["neg"] = neg
     draft.fields["clmp"] = int(bool(mods.pop("clamp", False)))
-    draft.fields["waitexp"] = int(mods.pop("wait_exp", 0))  # type: ignore[call-overload]
+    draft.fields["waitexp"] = _counter_value(draft, "wait_exp", mods.pop("wait_exp", 0))
     _done(draft, mods)
 
 
