@@ -281,6 +281,11 @@ REJECT = [
     # f8f6f4 MFMA matrices as wide as cbsz/blgp's element format (mai-gfx950-err.s: wrong register tuple size)
     ("gfx950", "v_mfma_f32_16x16x128_f8f6f4 v[0:3], v[4:11], v[12:19], v[0:3] cbsz:2 blgp:2", "src0 is 6 VGPRs for cbsz:2"),
     ("gfx1100", "v_dual_fmaak_f32 v122, s74, v161, 2.741 :: v_dual_and_b32 v247, s75, v98", "reads 3 scalar values"),
+    # gfx11_asm_vopd_err.s: second sources in different banks (mod 4), third sources (fmac's accumulator, fmamk's addend)
+    # of different parity
+    ("gfx1100", "v_dual_add_f32 v1, v4, v0 :: v_dual_add_f32 v2, v5, v4", r"src1 operands must use different VGPR banks \(v0 and v4\)"),
+    ("gfx1100", "v_dual_fmamk_f32 v6, v1, 0xaf123456, v3 :: v_dual_fmamk_f32 v5, v2, 0xaf123456, v5", "src2 operands must use different"),
+    ("gfx1100", "v_dual_fmac_f32 v7, v1, v2 :: v_dual_fmamk_f32 v6, v2, 0xaf123456, v3", "src2 operands must use different"),
     ("gfx1200", "v_dual_add_f32 v255, s2, v2 :: v_dual_cndmask_b32 v6, s1, v3", "reads 3 scalar values"),
     # memory operands as wide as the instruction reads or writes there (was: any range taken, its first register encoded)
     ("gfx1200", "global_load_tr_b128 v[1:2], v0, s[0:1] offset:64", r"operand 1 takes 4 registers here \(such as v\[1:4\]\)"),

@@ -231,6 +231,8 @@ def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Rand
         fields["vdstx"] &= ~1
         if vopd_problem(arch, opcode, opcode, fields) is not None:  # keep the pair within LLVM's bank and bus rules
             fields["srcx0"], fields["srcy0"] = 256 + 4 * rng.randrange(60), 257 + 4 * rng.randrange(60)
+            # second sources in banks 0 and 1, the X destination even (Y's odd): fmac's third-slot reads differ too
+            fields["vsrcx1"], fields["vsrcy1"] = 4 * rng.randrange(60), 1 + 4 * rng.randrange(60)
     if variant == "MFMA" and not name.startswith("v_smfmac") and fields.get("src2", 0) >= 256 and "vdst" in info and \
             mfma_overlap("v", fields["vdst"], reg_count(info["vdst"][0]), "v", fields["src2"] - 256, reg_count(info["src2"][0])):
         fields["src2"] = 256 + fields["vdst"]  # the accumulator in place (LLVM refuses a partial overlap)

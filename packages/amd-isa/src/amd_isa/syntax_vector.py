@@ -1145,15 +1145,21 @@ def _join_vopd(draft: Draft, ops: list, mods: Mods) -> None:
 
 
 def vopd_problem(arch, x_op: int, y_op: int, fields: dict[str, int]) -> str | None:
-    """LLVM's VOPD pairing rules beyond the destinations' parity: X's and Y's first sources in different VGPR banks
-    (register number mod 4); at most two scalar values for the pair (SGPRs, one literal, v_dual_cndmask_b32's implicit
-    vcc_lo). (LLVM's rules for the second and third sources, which depend on how each op maps its operands to the
-    banked slots, are not modelled yet.)"""
+    """LLVM's VOPD pairing rules beyond the destinations' parity: the VGPRs X and Y read in the same slot in different
+    banks: the first sources by register number mod 4, the second sources mod 4, the third sources (fmac's and dot2acc's
+    accumulator, its destination; fmamk's addend) by parity; at most two scalar values for the pair (SGPRs, one literal,
+    v_dual_cndmask_b32's implicit vcc_lo)."""
     names = (arch.ops["VOPD"][x_op][0], arch.ops["VOPD"][y_op][0])
     x0, y0 = fields.get("srcx0", 0), fields.get("srcy0", 0)
     # (a mov_b32 Y after a mov_b32 X reads through the src2 cache: no conflict, gfx12_asm_vopd_features.s)
     if x0 >= VGPR_BASE and y0 >= VGPR_BASE and x0 % 4 == y0 % 4 and names != ("v_dual_mov_b32", "v_dual_mov_b32"):
         return f"src0 operands must use different VGPR banks (v{x0 - VGPR_BASE} and v{y0 - VGPR_BASE})"
+    y_dst = fields.get("vdsty", 0) << 1 | (1 - (fields.get("vdstx", 0) & 1))
+    x_slots = _vopd_slots(arch, x_op, fields.get("vsrcx1", 0), fields.get("vdstx", 0))
+    y_slots = _vopd_slots(arch, y_op, fields.get("vsrcy1", 0), y_dst)
+    for slot, banks, x, y in (("src1", 4, x_slots[0], y_slots[0]), ("src2", 2, x_slots[1], y_slots[1])):
+        if x is not None and y is not None and x % banks == y % banks:
+            return f"{slot} operands must use different VGPR banks (v{x} and v{y})"
     scalars: set = set()
     for code in (x0, y0):
         if code == 255:
@@ -1167,6 +1173,16 @@ def vopd_problem(arch, x_op: int, y_op: int, fields: dict[str, int]) -> str | No
     if len(scalars) > 2:
         return f"reads {len(scalars)} scalar values (SGPRs, a literal, cndmask's vcc_lo); a VOPD pair allows 2 (constant bus)"
     return None
+
+
+def _vopd_slots(arch, op: int, vsrc1: int, dst: int) -> tuple[int | None, int | None]:
+    """The VGPRs one VOPD component reads in the second and third source slots (None: that slot unused): its vsrc1 field
+    is the second source, or fmamk's addend in the third; fmac and dot2acc read their destination there."""
+    name, info = arch.ops["VOPD"][op][0], arch.ops["VOPD"][op][1]
+    has_vsrc1 = any(entry[0] in ("vsrcx1", "vsrcy1") for entry in info)
+    if "fmamk" in name:
+        return None, vsrc1
+    return (vsrc1 if has_vsrc1 else None), (dst if "fmac" in name or "dot2acc" in name else None)
 
 
 def _join_mfma(draft: Draft, ops: list, mods: Mods) -> None:
