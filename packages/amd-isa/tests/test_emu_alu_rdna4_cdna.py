@@ -122,14 +122,19 @@ def test_fp8_conversions_round_to_nearest_even(values: list[float], saturate: bo
     def setup(state: WaveState) -> None:
         state.vf[1], state.vf[2] = x, x[::-1]
         state.v[6] = 0xAAAA5555
-    clamp = " clamp" if saturate else ""
-    st_ = _run(f"""
-        v_cvt_pk_fp8_f32 v3, v1, v2{clamp}
-        v_cvt_pk_bf8_f32 v4, v1, v2{clamp}
-        v_cvt_pk_fp8_f32 v6, v1, v2 op_sel:[0,0,1]{clamp}
+    insts = assemble_insts("""
+        v_cvt_pk_fp8_f32 v3, v1, v2
+        v_cvt_pk_bf8_f32 v4, v1, v2
+        v_cvt_pk_fp8_f32 v6, v1, v2 op_sel:[0,0,1]
         v_cvt_f32_fp8_e32 v7, v3
         v_cvt_pk_f32_bf8_e32 v[8:9], v4
-    """, "rdna4", setup)
+    """, "rdna4")
+    if saturate:  # the encoding's clamp bit saturates; LLVM (and so our assembler) refuses `clamp` on these ops
+        for inst in insts[:3]:
+            inst.fields["clmp"] = 1
+    state = WaveState(32, "rdna4")
+    setup(state)
+    st_ = run_program(insts, state.n_lanes, "rdna4", state=state)
     for lane in (0, 1):
         lo, hi = float(x[lane]), float(x[::-1][lane])
         fp8 = _reference_to_fp8(lo, 4, saturate) | _reference_to_fp8(hi, 4, saturate) << 8

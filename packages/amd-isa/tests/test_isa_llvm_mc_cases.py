@@ -19,6 +19,7 @@ ASSEMBLE = [
     # gfx90a's own matrix opcodes (was: unknown, or gfx940's opcode for the same name)
     ("gfx90a", "mai-gfx90a.s", "v_mfma_f32_16x16x2bf16 a[0:15], v0, v1, a[18:33]", "00 80 e9 d3 00 03 4a 04"),
     ("gfx90a", "(llvm-mc-19)", "v_mfma_f32_4x4x1f32 a[0:3], v0, v1, a[2:5]", "00 80 c2 d3 00 03 0a 04"),  # 128 bits: overlap allowed
+    ("gfx1100", "(llvm-mc-22)", "v_add_nc_u32_e64 v5, v1, v2 clamp", "05 80 25 d5 01 05 02 00"),  # saturating integer add
     ("gfx90a", "(llvm-mc-19)", "v_mfma_f32_32x32x8bf16_1k a[0:15], v[0:1], v[2:3], a[0:15]", "00 80 e6 d3 00 05 02 04"),
     # gfx12 temporal hints are named per kind of access (was: only TH_LOAD_* names and TH_ATOMIC_RETURN)
     ("gfx1200", "gfx12_asm_vbuffer_mubuf.s", "buffer_atomic_pk_add_f16 v5, off, s[8:11], s3 offset:8388607 th:TH_ATOMIC_CASCADE_NT scope:SCOPE_DEV",
@@ -337,6 +338,11 @@ REJECT = [
     # gfx942_asm_features.s on gfx90a: gfx940's instructions and hardware registers
     ("gfx90a", "v_fmamk_f32 v0, v2, 100.0, v3", "not an instruction of gfx90a"),
     ("gfx90a", "s_getreg_b32 s1, hwreg(HW_REG_XCC_ID)", "invalid hardware register"),
+    # clamp and the output modifier where LLVM's profiles give them (modifier_rules, read off llvm-mc-22; gfx12_asm_vop3_err.s)
+    ("gfx1200", "v_permlane16_var_b32 v5, v1, v2 clamp", "takes no clamp"),
+    ("gfx1200", "v_permlane16_var_b32 v5, v1, v2 div:2", "takes no output modifier"),
+    ("gfx1100", "v_and_b32_e64 v5, v1, v2 clamp", "takes no clamp"),
+    ("gfx942", "v_cmp_eq_f32_e64 s[2:3], v2, v3 mul:2", "takes no output modifier"),
     # VGPR-only sources (gfx950_err.s: invalid operand for instruction)
     ("gfx950", "v_permlane16_swap_b32 v0, s0", "src0 must be a VGPR"),
     ("gfx950", "v_cvt_scalef32_pk32_f32_fp6 v[0:31], s[32:37], v6", "src0 must be a VGPR"),
@@ -386,6 +392,7 @@ DECODE_REJECT = [
     ("gfx90a", "(llvm-mc-19)", "20 9c 6a dc 2e 29 67 00", "no 64-bit base address"),  # ..., flat_scratch_hi
     ("gfx90a", "(llvm-mc-19)", "f9 e4 8d 08 9a 33 06 83", "sdwa variant of this instruction is not supported"),  # v_fmac_f64
     ("gfx1100", "(llvm-mc-22)", "05 01 1b d5 01 05 02 00", "set on integer or bit operands"),  # v_and_b32_e64 v5, |v1|, v2
+    ("gfx1100", "(llvm-mc-22)", "05 80 1b d5 01 05 02 00", "has no clamp"),  # v_and_b32_e64 v5, v1, v2 with the clamp bit
     ("gfx950", "(llvm-mc-22)", "00 00 99 d1 01 00 00 00", r"src0 \(code 1\) must be a VGPR"),  # v_permlane16_swap_b32_e64 v0, s1
 ]
 

@@ -4,6 +4,7 @@ from functools import cache
 
 from .arch import get_arch
 from .errors import DecodeError, EncodeError
+from .modifier_rules import NO_CLAMP, NO_OMOD
 from .operands import INLINE_FLOATS, INV_2PI_CODE, VGPR_BASE, Lit, Operand, Reg, Special, Sym, float_bits, plain_reg
 from .syntax_common import (
     Draft,
@@ -1029,6 +1030,8 @@ def _join_long_mods(draft: Draft, nsrc: int, neg: int, abs_: int, mods: Mods) ->
             if fields["opsel"] & 3 and _dpp_dot2_f16(draft.arch, name, draft.variant):
                 raise EncodeError(f"{name}: op_sel on src0/src1 is not available in DPP form")
     fields["clmp"] = int(bool(mods.pop("clamp", False)))
+    if fields["clmp"] and name in NO_CLAMP.get(draft.arch.name, ()):  # LLVM: invalid operand for instruction
+        raise EncodeError(f"{name} takes no clamp (an integer or bit result that does not saturate)")
     omod = 0
     if "mul" in mods:
         omod = {2: 1, 4: 2}.get(int(mods.pop("mul")), -1)  # type: ignore[call-overload]
@@ -1038,6 +1041,8 @@ def _join_long_mods(draft: Draft, nsrc: int, neg: int, abs_: int, mods: Mods) ->
         raise EncodeError(f"{name}: output modifier must be mul:2, mul:4 or div:2")
     if omod and "omod" not in draft.arch.formats[draft.fmt]["fields"]:
         raise EncodeError(f"{name} has no output modifier")
+    if omod and name in NO_OMOD.get(draft.arch.name, ()):
+        raise EncodeError(f"{name} takes no output modifier (mul:2, mul:4, div:2 scale float results only)")
     if omod:
         fields["omod"] = omod
 
