@@ -343,6 +343,9 @@ REJECT = [
     ("gfx1200", "v_permlane16_var_b32 v5, v1, v2 div:2", "takes no output modifier"),
     ("gfx1100", "v_and_b32_e64 v5, v1, v2 clamp", "takes no clamp"),
     ("gfx942", "v_cmp_eq_f32_e64 s[2:3], v2, v3 mul:2", "takes no output modifier"),
+    # mai-gfx950-err.s: the scale load takes op_sel only
+    ("gfx950", "v_mfma_ld_scale_b32 v0, v0 clamp", "takes no clamp"),
+    ("gfx950", "v_mfma_ld_scale_b32 v0, v0 neg_lo:[0,1]", "neg_lo applies to none of its sources"),
     # VGPR-only sources (gfx950_err.s: invalid operand for instruction)
     ("gfx950", "v_permlane16_swap_b32 v0, s0", "src0 must be a VGPR"),
     ("gfx950", "v_cvt_scalef32_pk32_f32_fp6 v[0:31], s[32:37], v6", "src0 must be a VGPR"),

@@ -278,7 +278,8 @@ class _OpPlan:
         self.layouts: dict[str, tuple[int, tuple[tuple[str, int, int], ...]]] = {}
         self.lit_sources = _literal_sources(arch.key, fmt, opcode) if not self.vopd else ()
         # an RDNA packed-math op: its modifier bits and matrix operands are checked against what LLVM accepts
-        self.packed = (arch, self.name, operand_info(arch.key, fmt, opcode)) if fmt == "VOP3P" and arch.name in ("rdna3", "rdna4") else None
+        self.packed = (arch, self.name, operand_info(arch.key, fmt, opcode)) \
+            if fmt == "VOP3P" and (arch.name in ("rdna3", "rdna4") or self.name.startswith("v_mfma_ld_scale")) else None
         # the constant bus: words whose sources read more scalar values than the target allows do not assemble
         info = operand_info(arch.key, fmt, opcode)
         self.bus = (_op_facts(arch, fmt, opcode, self.name, info), info) if fmt in VOP_SHORT + VOP_LONG and not self.mfma else None

@@ -376,6 +376,9 @@ class Vop3pRules:
         self.neg_lo = self.neg_hi = 7
         self.clamp = True
         self.vgpr_only = self.no_sgpr = 0
+        if name.startswith("v_mfma_ld_scale"):  # gfx950's scale load: op_sel picks bytes; no negation, no clamp (mai-gfx950-err.s)
+            self.neg_lo = self.neg_hi = 0
+            self.clamp = False
         if not rdna:
             return
         for i, d in enumerate(dfmts):
@@ -439,7 +442,7 @@ def vop3p_word_problem(arch, name: str, info: dict, fields: dict) -> str | None:
         if fields.get(field, 0) & used & ~allowed:
             return f"{key} on a source that takes none"
     if fields.get("clmp") and not rules.clamp:
-        return "clamp (its result is a float matrix or its sources fp8/bf8)"
+        return "clamp (not for fp8/bf8 dots, float matrix results or the scale load)"
     for i, field in enumerate(srcs):
         code = fields.get(field, 256)
         if rules.vgpr_only >> i & 1 and not _vgpr_code(code):
@@ -1003,7 +1006,7 @@ def _join_long_mods(draft: Draft, nsrc: int, neg: int, abs_: int, mods: Mods) ->
                 raise EncodeError(f"{name}: {key} applies to {', '.join(which) if which else 'none of its sources'} here")
         fields["clmp"] = int(bool(mods.pop("clamp", False)))
         if fields["clmp"] and not rules.clamp:
-            raise EncodeError(f"{name} takes no clamp (its result is a float matrix or its sources fp8/bf8)")
+            raise EncodeError(f"{name} takes no clamp (not for fp8/bf8 dots, float matrix results or the scale load)")
         return
     fields["neg"] = neg
     if abs_ and "abs" not in draft.arch.formats[draft.fmt]["fields"]:
