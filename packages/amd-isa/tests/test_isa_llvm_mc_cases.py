@@ -343,6 +343,11 @@ REJECT = [
     ("gfx1200", "v_permlane16_var_b32 v5, v1, v2 div:2", "takes no output modifier"),
     ("gfx1100", "v_and_b32_e64 v5, v1, v2 clamp", "takes no clamp"),
     ("gfx942", "v_cmp_eq_f32_e64 s[2:3], v2, v3 mul:2", "takes no output modifier"),
+    # VOP3P has DPP forms for unpacked float results only (llvm-mc-22), the fp8/bf8 dots with VGPR sources alone
+    # (gfx12_asm_vop3p_dpp16_err.s, gfx12_asm_vop3p_dpp8_err.s)
+    ("gfx1200", "v_dot4_i32_iu8 v0, v1, v2, v3 row_shl:1", "dpp variant of this instruction is not supported"),
+    ("gfx1100", "v_pk_add_f16 v0, v1, v2 row_shl:1", "dpp variant of this instruction is not supported"),
+    ("gfx1200", "v_dot4_f32_bf8_fp8 v0, v1, v2, s0 row_shl:15", "src2 of this DPP form must be a VGPR"),
     # mai-gfx950-err.s: the scale load takes op_sel only
     ("gfx950", "v_mfma_ld_scale_b32 v0, v0 clamp", "takes no clamp"),
     ("gfx950", "v_mfma_ld_scale_b32 v0, v0 neg_lo:[0,1]", "neg_lo applies to none of its sources"),

@@ -846,9 +846,15 @@ def sdwa_problem(name: str, info: dict) -> str | None:
 
 def vop3_dpp_problem(arch, fmt: str, fields: dict[str, int], info: dict) -> str | None:
     """What LLVM refuses in a VOP3/VOP3P DPP form's sources: a literal anywhere, and in src1 anything but a VGPR on gfx11
-    (gfx12 takes SGPRs and inline constants there, except in the mixed-precision VOP3P ops)."""
+    (gfx12 takes SGPRs and inline constants there, except in the mixed-precision VOP3P ops). VOP3P has DPP forms only
+    for its float results that are not packed (v_dot2_f32_*, v_fma_mix*, gfx12's fp8/bf8 dots, whose sources are all
+    VGPRs there): llvm-mc-22 refuses row_shl:1 on every v_pk_* op and the integer dots."""
     if no_dpp(info):
         return "this instruction has no DPP form"
+    if fmt == "VOP3P" and not info.get("vdst", (0, "", ""))[2].startswith("F"):
+        return "dpp variant of this instruction is not supported (a packed or integer result)"
+    if fmt == "VOP3P" and any(d[2].endswith(("FP8", "BF8")) for d in info.values()) and fields.get("src2", VGPR_BASE) < VGPR_BASE:
+        return "src2 of this DPP form must be a VGPR"
     if any(fields.get(f) == 255 for f in ("src1", "src2") if f in info):
         return "a DPP form takes no literal constant"
     if (arch.name == "rdna3" or fmt == "VOP3P") and "src1" in info and fields.get("src1", VGPR_BASE) < VGPR_BASE:
