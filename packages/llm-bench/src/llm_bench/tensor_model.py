@@ -94,8 +94,9 @@ class TensorModel(LanguageModel):
         # experts), from bfloat16 activations and weights, as the seed's olmoe does under that variable
         self.router_mfma = os.environ.get("ROUTER_MFMA", "0") not in ("", "0") and c.n_experts > 0
         self._router_bias: Tensor | None = None
-        # the embedding lookup stays on the host, decoding only the rows it needs from the mapped file: a device gather
-        # over the vocabulary would read the whole table per token, a float32 copy would hold the whole table
+        # the embedding lookup decodes only the rows it needs, read from the file (no device copy of the table: a float32
+        # one would hold the whole table), except a tied model's decode step, which reads its row from the output matrix
+        # already on the device (see `_embed_part` below)
         embd = self.token_embd = checked_tensor(gguf, "token_embd.weight", (c.vocab_size, c.dim))
         self._params += embd.n_elements
         self.layers = []
