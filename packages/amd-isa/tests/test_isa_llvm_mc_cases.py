@@ -348,6 +348,10 @@ REJECT = [
     ("gfx1200", "v_dot4_i32_iu8 v0, v1, v2, v3 row_shl:1", "dpp variant of this instruction is not supported"),
     ("gfx1100", "v_pk_add_f16 v0, v1, v2 row_shl:1", "dpp variant of this instruction is not supported"),
     ("gfx1200", "v_dot4_f32_bf8_fp8 v0, v1, v2, s0 row_shl:15", "src2 of this DPP form must be a VGPR"),
+    # scalar load offsets (llvm-mc-22): 21-bit signed, buffer loads 20-bit unsigned; gfx12 24 and 23 bits (was: masked)
+    ("gfx1100", "s_load_b32 s5, s[4:5], 0x100000", "a 21-bit signed offset"),
+    ("gfx942", "s_buffer_load_dword s5, s[4:7], -1", "a 20-bit unsigned offset for buffer ops"),
+    ("gfx1200", "s_load_b32 s5, s[4:5], 0xffffff", "a 24-bit signed offset"),
     # mai-gfx950-err.s: the scale load takes op_sel only
     ("gfx950", "v_mfma_ld_scale_b32 v0, v0 clamp", "takes no clamp"),
     ("gfx950", "v_mfma_ld_scale_b32 v0, v0 neg_lo:[0,1]", "neg_lo applies to none of its sources"),
@@ -401,6 +405,7 @@ DECODE_REJECT = [
     ("gfx90a", "(llvm-mc-19)", "f9 e4 8d 08 9a 33 06 83", "sdwa variant of this instruction is not supported"),  # v_fmac_f64
     ("gfx1100", "(llvm-mc-22)", "05 01 1b d5 01 05 02 00", "set on integer or bit operands"),  # v_and_b32_e64 v5, |v1|, v2
     ("gfx1100", "(llvm-mc-22)", "05 80 1b d5 01 05 02 00", "has no clamp"),  # v_and_b32_e64 v5, v1, v2 with the clamp bit
+    ("gfx1200", "(llvm-mc-22)", "96 2c 62 f4 10 00 aa 9c", "a buffer op's offset is 23-bit unsigned"),  # s_buffer_load_b64
     ("gfx950", "(llvm-mc-22)", "00 00 99 d1 01 00 00 00", r"src0 \(code 1\) must be a VGPR"),  # v_permlane16_swap_b32_e64 v0, s1
 ]
 

@@ -34,8 +34,10 @@ ALWAYS_LITERAL = ("madak", "madmk", "fmaak", "fmamk", "setreg_imm32")
 DPP16_CODE, DPP8_CODE, DPP8FI_CODE, SDWA_CODE = 250, 233, 234, 249
 #: the assembler's complaints about text the disassembler prints, as LLVM's disassembler does (its own MC tests hold
 #: such words), though both assemblers refuse it: reserved export targets, MFMA accumulators partly overlapping a wide
-#: result, interpolation attributes past attr32. Every other decoded word prints text the assembler takes back.
-PRINTED_BUT_REFUSED = ("unknown export target", "must not partially overlap with dst", "out of bounds interpolation attribute")
+#: result, interpolation attributes past attr32, gfx11 and CDNA scalar buffer loads with the offset's top bit set
+#: (printed negative). Every other decoded word prints text the assembler takes back.
+PRINTED_BUT_REFUSED = ("unknown export target", "must not partially overlap with dst", "out of bounds interpolation attribute",
+                       "unsigned offset for buffer ops")
 _CDNA_VARIANT_CODES, _RDNA_VARIANT_CODES = (DPP16_CODE, SDWA_CODE), (DPP16_CODE, DPP8_CODE, DPP8FI_CODE)
 VOP_SHORT = ("VOP1", "VOP2", "VOPC")
 VOP_LONG = ("VOP3", "VOP3SD", "VOP3P")
@@ -338,6 +340,8 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
         checks += [(field, "vgpr", 0, 0) for field in ("src0", "src1", "src2") if field in fields]
     if fmt == "SMEM" and "buffer" in name and arch.name != "cdna":
         checks.append(("sbase", "not_null", 2, 0))  # a buffer resource, never null
+    if fmt == "SMEM" and "buffer" in name and arch.name == "rdna4" and "ioffset" in fields:
+        checks.append(("ioffset", "top_bit", 24, 0))  # 23-bit unsigned (gfx11 / CDNA words LLVM prints negative instead)
     if arch.unavailable:
         checks += [(field, "unavailable", 0, 0) for field in ("ssrc0", "ssrc1", "src0", "src1", "src2", "soffset", "srcx0", "srcy0", "sdst")
                    if field in fields]
@@ -404,6 +408,8 @@ def _operand_problem(arch: Arch, checks: tuple, fields: dict[str, int]) -> str |
         # (the codes that select a DPP or SDWA form name no source: that form's VGPR field does)
         if kind == "vgpr_src" and code < 256 and code not in (_CDNA_VARIANT_CODES if arch.name == "cdna" else _RDNA_VARIANT_CODES):
             return f"{field} (code {code}) must be a VGPR"
+        if kind == "top_bit" and code >> (scale - 1) & 1:
+            return f"{field} bit {scale - 1} set: a buffer op's offset is {scale - 1}-bit unsigned"
         if kind == "plain_mods" and code & scale:
             return f"{field} bits {code & scale:#05b} set on integer or bit operands (only float operands take neg/abs)"
         if kind == "flat12" and code >= 4096:

@@ -224,19 +224,19 @@ def join_smem(draft: Draft, ops: list, mods: Mods) -> None:
         fields["soffset"] = 0
         if isinstance(where, Reg | Special):
             if extra:
-                fields.update(imm=1, soffset_en=1, soffset=encode_scalar(arch, "soffset", where), offset=extra & 0x1FFFFF)
+                fields.update(imm=1, soffset_en=1, soffset=encode_scalar(arch, "soffset", where), offset=_smem_offset(draft, extra, 21))
             else:
                 fields.update(imm=0, offset=encode_scalar(arch, "soffset", where))
         else:
-            fields.update(imm=1, offset=int(where) & 0x1FFFFF)
+            fields.update(imm=1, offset=_smem_offset(draft, int(where), 21))
     else:
         off_name, width = ("ioffset", 24) if "ioffset" in draft.arch.formats["SMEM"]["fields"] else ("offset", 21)
         if isinstance(where, Reg | Special):
             fields["soffset"] = encode_scalar(arch, "soffset", where)
-            fields[off_name] = extra & ((1 << width) - 1)
+            fields[off_name] = _smem_offset(draft, extra, width)
         else:
             fields["soffset"] = arch.null_code
-            fields[off_name] = int(where) & ((1 << width) - 1)
+            fields[off_name] = _smem_offset(draft, int(where), width)
     for flag in ("glc", "dlc", "nv"):
         if flag in mods:
             fields[flag] = int(mods.pop(flag))  # type: ignore[call-overload]
@@ -244,6 +244,18 @@ def join_smem(draft: Draft, ops: list, mods: Mods) -> None:
         if flag in mods:
             fields[flag] = parse_policy(flag, mods.pop(flag), draft.name)
     _no_mods(draft, mods)
+
+
+def _smem_offset(draft: Draft, value: int, width: int) -> int:
+    """The `width`-bit field of a scalar load's immediate offset: signed, but for buffer loads unsigned in one bit less
+    (LLVM: expected a 21-bit signed offset / a 20-bit unsigned offset; gfx12: 24 and 23 bits; was: any value masked)."""
+    top = 1 << (width - 1)
+    if "buffer" in draft.name:
+        if not 0 <= value < top:
+            raise EncodeError(f"{draft.name}: offset {value} is outside 0..{top - 1} (a {width - 1}-bit unsigned offset for buffer ops)")
+    elif not -top <= value < top:
+        raise EncodeError(f"{draft.name}: offset {value} is outside {-top}..{top - 1} (a {width}-bit signed offset)")
+    return value & ((1 << width) - 1)
 
 
 def _is_prefetch(info: dict) -> bool:
