@@ -160,6 +160,9 @@ def check_width(draft: Draft, what: str, operand: object) -> None:
     their first register only."""
     if draft.fmt not in TABLE_WIDTHS or "f8f6f4" in draft.name:  # f8f6f4 MFMA sources: cbsz/blgp set the width
         return
+    if type(operand) is Special and operand.count == 2 and (info := draft.info.get(what)) is not None and reg_count(info[0]) == 1 \
+            and info[2] != "M64":  # exec, vcc, ... for a 32-bit operand: exec_lo, vcc_lo (LLVM: invalid operand)
+        raise EncodeError(f"{draft.name}: {what} is 32 bits wide, got the 64-bit {operand}")
     if type(operand) is Reg and (info := draft.info.get(what)) is not None and operand.count != (want := reg_count(info[0])):
         example = f"{operand.kind}{operand.index}" if want == 1 else f"{operand.kind}[{operand.index}:{operand.index + want - 1}]"
         raise EncodeError(f"{draft.name}: {what} is {info[0]} bits wide, {want} register(s) such as {example}; got {operand}")
@@ -170,6 +173,8 @@ def encode_src(draft: Draft, what: str, operand: Operand, allow_literal: bool = 
     if type(operand) is Reg:
         if operand.kind in ("v", "a"):
             return VGPR_BASE + encode_vgpr(draft, what, operand)  # width and half checked there
+        check_width(draft, what, operand)
+    elif type(operand) is Special and operand.count == 2:
         check_width(draft, what, operand)
     if isinstance(operand, Reg | Special | Sym):
         return encode_scalar(draft.arch, what, operand)
