@@ -12,6 +12,7 @@ from .inst import ALWAYS_LITERAL, SRC_FIELDS, Inst
 from .modifier_rules import NO_CLAMP
 from .syntax_common import reg_count, x2_prefix
 from .syntax_memory import UFMT_DEFAULT, image_address_count
+from .syntax_scalar import GFX11_WAITCNT_SOPK
 from .syntax_vector import (
     _NOT_REGISTER,
     NO_CLAMP_OMOD,
@@ -238,6 +239,8 @@ def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Rand
     if variant == "MFMA" and not name.startswith("v_smfmac") and fields.get("src2", 0) >= 256 and "vdst" in info and \
             mfma_overlap("v", fields["vdst"], reg_count(info["vdst"][0]), "v", fields["src2"] - 256, reg_count(info["src2"][0])):
         fields["src2"] = 256 + fields["vdst"]  # the accumulator in place (LLVM refuses a partial overlap)
+    if fmt == "SOPK" and arch.name == "rdna3" and name.startswith(GFX11_WAITCNT_SOPK):
+        fields["sdst"] = arch.null_code  # gfx11's counter waits name null (LLVM: src0 must be null)
     if fmt == "DS" and any(part in name for part in ("_gws_", "ordered_count", "gs_reg")):
         fields["gds"] = 1
     if any(part in name for part in ALWAYS_LITERAL):

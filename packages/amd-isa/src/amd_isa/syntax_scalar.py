@@ -75,6 +75,10 @@ def join_salu(draft: Draft, ops: list, mods: Mods) -> None:
         slots.insert(3 if "fmaak" in name else 2, "literal")
     _expect(draft, ops, slots)
     for slot, operand in zip(slots, ops, strict=True):
+        if slot == "sdst" and draft.arch.name == "rdna3" and name.startswith(GFX11_WAITCNT_SOPK) and \
+                not (isinstance(operand, Special) and operand.name == "null"):
+            # gfx11's counter waits read a register that must be null (LLVM: src0 must be null; its disassembler prints others)
+            raise EncodeError(f"{name}: src0 must be null, got {operand}")
         if slot == "sdst":
             check_width(draft, "sdst", operand)
             draft.fields["sdst"] = encode_scalar(draft.arch, f"{name} sdst", operand)
@@ -89,6 +93,9 @@ def join_salu(draft: Draft, ops: list, mods: Mods) -> None:
                 raise EncodeError(f"{name}: {slot} must be a scalar register, got {operand!r} (no constants here)")
             draft.fields[slot] = encode_src(draft, slot, operand)
     _no_mods(draft, mods)
+
+
+GFX11_WAITCNT_SOPK = ("s_waitcnt_vscnt", "s_waitcnt_vmcnt", "s_waitcnt_expcnt", "s_waitcnt_lgkmcnt")
 
 
 def register_only(name: str, optype: str) -> bool:
