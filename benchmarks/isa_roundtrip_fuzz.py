@@ -15,8 +15,7 @@ import json
 import random
 import sys
 
-from amd_isa import AmdIsaError, assemble, decode_one
-from amd_isa.inst import PRINTED_BUT_REFUSED
+from amd_isa import PRINTED_BUT_REFUSED, AmdIsaError, assemble, decode_one
 
 
 def check(data: bytes, target: str) -> tuple[str, str] | None:

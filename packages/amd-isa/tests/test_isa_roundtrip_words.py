@@ -6,8 +6,7 @@ carries, or a literal dword holding an inline constant (printed 0x0, assembled a
 `benchmarks/isa_roundtrip_fuzz.py` runs the same check over many more words and reports each kind of failure."""
 
 import pytest
-from amd_isa import AmdIsaError, AsmError, assemble, decode_one
-from amd_isa.inst import PRINTED_BUT_REFUSED
+from amd_isa import PRINTED_BUT_REFUSED, AmdIsaError, AsmError, assemble, decode_one
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -5,7 +5,7 @@ from .arch import ARCHS, TARGETS, arch_of
 from .assembler import assemble, assemble_insts, assemble_one
 from .codeobject import CodeObject, KernelDescriptor, Symbol
 from .errors import AmdIsaError, AsmError, CodeObjectError, DecodeError, EncodeError, UnknownArchError
-from .inst import Inst, decode, decode_one, iter_decode
+from .inst import PRINTED_BUT_REFUSED, Inst, decode, decode_one, iter_decode
 from .instruction_samples import sample_corpus
 from .operands import Lit, Reg, RegFile, Special, Sym
 
@@ -20,6 +20,7 @@ __all__ = [
     "decode",
     "decode_one",
     "iter_decode",
+    "PRINTED_BUT_REFUSED",
     "assemble",
     "assemble_insts",
     "assemble_one",

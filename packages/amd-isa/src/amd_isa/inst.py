@@ -10,13 +10,12 @@ from . import printer
 from .arch import Arch, get_arch
 from .availability import missing_on
 from .errors import DecodeError
-from .modifier_rules import NO_CLAMP, NO_OMOD
+from .modifier_rules import no_clamp, no_omod
 from .syntax_common import SCALE_LOAD, reg_count
 from .syntax_memory import BUFFER_FORMATS
 from .syntax_scalar import register_only
 from .syntax_vector import (
     _INLINE_CODES,
-    NO_CLAMP_OMOD,
     _op_facts,
     constant_bus_problem,
     dp_dpp_problem,
@@ -320,10 +319,8 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
             checks.append((field, "sgprs", scale, count))
     if arch.name == "cdna" and fmt == "VOP3P" and not mfma and not vop3p_rules(arch, name, info).op_sel:
         checks.append(("opsel", "zero", 0, 0))  # ops without 16-bit halves (the 8/4-bit integer dots): LLVM 22 calls op_sel invalid
-    if arch.name == "cdna" and fmt in ("VOP3", "VOP3SD") and name.startswith(NO_CLAMP_OMOD):
-        checks += [("clmp", "zero", 0, 0), ("omod", "zero", 0, 0)]
-    elif fmt in ("VOP3", "VOP3SD"):  # LLVM's profiles: clamp and the output modifier where the result can take them
-        checks += [(f, "zero", 0, 0) for f, rules in (("clmp", NO_CLAMP), ("omod", NO_OMOD)) if name in rules.get(arch.name, ())]
+    if fmt in ("VOP3", "VOP3SD"):  # LLVM's profiles: clamp and the output modifier where the result can take them
+        checks += [(f, "zero", 0, 0) for f, refused in (("clmp", no_clamp), ("omod", no_omod)) if refused(arch.name, name)]
     if arch.name == "cdna" and fmt not in ("MIMG", "VOP3PX2"):  # gfx90a+: VGPR/AGPR tuples start at even registers
         for field, (bits, optype, _) in info.items():
             if bits < 64 or optype in ("SREG", "SDST", "SSRC", "SREG_NOVCC", "SREG_LITERAL", "SSRC_LANESEL", "EXEC") \

@@ -9,13 +9,12 @@ import random
 from .arch import Arch, get_arch
 from .availability import missing_on
 from .inst import ALWAYS_LITERAL, SRC_FIELDS, Inst
-from .modifier_rules import NO_CLAMP
+from .modifier_rules import no_clamp
 from .syntax_common import reg_count, x2_prefix
 from .syntax_memory import UFMT_DEFAULT, image_address_count
 from .syntax_scalar import GFX11_WAITCNT_SOPK
 from .syntax_vector import (
     _NOT_REGISTER,
-    NO_CLAMP_OMOD,
     _op_facts,
     constant_bus_problem,
     is_half_operand,
@@ -189,8 +188,7 @@ def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Rand
                 fields[field] = rng.getrandbits(width) & printed
         elif field == "neg" and kind == "mods" and fmt == "VOP3P" and is_float and "PK" in info.get("src0", (0, "", ""))[2]:
             fields[field] = rng.getrandbits(width) & ((1 << sum(f in info for f in ("src0", "src1", "src2"))) - 1)
-        elif field == "clmp" and kind == "mods" and is_float and not (arch.name == "cdna" and name.startswith(NO_CLAMP_OMOD)) \
-                and name not in NO_CLAMP.get(arch.name, ()):
+        elif field == "clmp" and kind == "mods" and is_float and not no_clamp(arch.name, name):
             fields[field] = rng.getrandbits(1)
         elif field in ("glc", "slc", "dlc", "sc0", "sc1", "nt") and kind == "mods":
             fields[field] = rng.getrandbits(1)

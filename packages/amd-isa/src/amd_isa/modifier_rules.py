@@ -254,3 +254,18 @@ NO_OMOD: dict[str, frozenset[str]] = {
         "v_swap_b32_e64", "v_xad_u32_e64", "v_xnor_b32_e64", "v_xor_b32_e64",
     )),
 }
+
+# CDNA VOP3 ops without clamp or an output modifier, by name prefix (llvm-mc-22 refuses both and calls such words
+# invalid; read off before the tables above, which leave out what the assembler already refused then)
+NO_CLAMP_OMOD = ("v_cvt_scalef32_", "v_cvt_pk_fp8_f32", "v_cvt_pk_bf8_f32", "v_cvt_sr_", "v_ashr_pk_", "v_prng_b32",
+                 "v_permlane16_swap", "v_permlane32_swap")
+
+
+def no_clamp(family: str, name: str) -> bool:
+    """Whether the VOP3 opcode `name` (its table name) of `family` takes no clamp."""
+    return name in NO_CLAMP.get(family, ()) or (family == "cdna" and name.startswith(NO_CLAMP_OMOD))
+
+
+def no_omod(family: str, name: str) -> bool:
+    """Whether the VOP3 opcode `name` (its table name) of `family` takes no output modifier."""
+    return name in NO_OMOD.get(family, ()) or (family == "cdna" and name.startswith(NO_CLAMP_OMOD))

@@ -4,7 +4,7 @@ from functools import cache
 
 from .arch import get_arch
 from .errors import DecodeError, EncodeError
-from .modifier_rules import NO_CLAMP, NO_OMOD
+from .modifier_rules import NO_CLAMP, NO_CLAMP_OMOD, NO_OMOD
 from .operands import INLINE_FLOATS, INV_2PI_CODE, VGPR_BASE, Lit, Operand, Reg, Special, Sym, float_bits, plain_reg
 from .syntax_common import (
     Draft,
@@ -862,9 +862,6 @@ def vop3_dpp_problem(arch, fmt: str, fields: dict[str, int], info: dict) -> str 
     return None
 
 
-# CDNA VOP3 ops without clamp or an output modifier (llvm-mc-22 refuses both and calls such words invalid)
-NO_CLAMP_OMOD = ("v_cvt_scalef32_", "v_cvt_pk_fp8_f32", "v_cvt_pk_bf8_f32", "v_cvt_sr_", "v_ashr_pk_", "v_prng_b32",
-                 "v_permlane16_swap", "v_permlane32_swap")
 # the 64-bit shifts read one scalar value on gfx10+ too (LLVM: violates constant bus restrictions)
 _ONE_SCALAR_SHIFTS = ("v_lshlrev_b64", "v_lshrrev_b64", "v_ashrrev_i64")
 # source codes that are no register: inline integers and floats (and 1/(2pi)), the literal marker, DPP/SDWA markers

@@ -291,14 +291,14 @@ def split_part_paths(path: Path) -> list[Path]:
 
 def _read_part(path: Path) -> GGUFFile:
     try:
-        size = path.stat().st_size
+        st = path.stat()
+        size = st.st_size
     except OSError as e:
         raise GGUFError(f"{path}: cannot open: {e.strerror}") from None
     if size < 4:
         raise GGUFError(f"{path}: truncated: {size} bytes is too short for a GGUF header")
     mapped = np.memmap(path, dtype=np.uint8, mode="r")
-    st = os.stat(path)
-    file_id = (st.st_dev, st.st_ino)
+    file_id = (st.st_dev, st.st_ino)  # (the file stat'ed above: rows() reads it only while it is still this one)
     cur = _Cursor(memoryview(mapped), path)
     magic = bytes(mapped[:4])
     if magic != GGUF_MAGIC:
