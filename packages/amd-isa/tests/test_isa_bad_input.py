@@ -90,6 +90,12 @@ def test_truncated_literal_is_a_decode_error():
         ("s_nop 0\ns_branch nowhere\n", "line 2: undefined label"),
         ("v_add_f32 v0, v1, v2 glc\n", "line 1"),
         ("s_mov_b32 s0, s[1:\n", "line 1"),
+        # the assembler parses every line before it builds any: the first bad line is still the one named
+        ("s_mov_b32 s0, v[0:1]\ns_mov_b32 s0, s[1:\n", "line 1"),
+        ("s_mov_b32 s0, 1\ns_mov_b32 s0, s[1:\nv_bogus v0\n", "line 2"),
+        # a label is known to be missing only once every line is read: a bad line after it is named first
+        ("x:\ns_branch x\ns_branch y\ns_mov_b32 s0, v[0:1]\n", "line 4"),
+        ("x:\ns_branch x\ns_branch y\ns_mov_b32 s0, s1\n", "line 3: undefined label"),
     ],
 )
 def test_bad_assembly_names_the_line(source, where):
@@ -101,3 +107,11 @@ def test_labels_and_branches():
     code = assemble("start:\n  s_nop 0\nloop: s_sub_u32 s0, s0, 1\n  s_cbranch_scc1 loop\n  s_branch start\n  s_endpgm\n", "gfx1100")
     insts = decode(code, "gfx1100")
     assert [i.simm16 for i in insts if i.mnemonic.startswith(("s_branch", "s_cbranch"))] == [-2, -4]
+
+
+def test_branch_offsets_count_literals_and_trailing_labels():
+    # offsets in dwords from the next instruction, as llvm-mc-15 encodes them (BFA00003, BFA0FFFA): s_mov_b32 with a
+    # literal takes two dwords, a VOP3 two; `end:` stands after the last instruction
+    code = assemble("top: s_mov_b32 s0, 0x12345678\n s_branch end\n v_add_f32_e64 v0, v1, v2\n s_branch top\nend:\n", "gfx1100")
+    insts = decode(code, "gfx1100")
+    assert [i.simm16 for i in insts if i.mnemonic == "s_branch"] == [3, -6]

@@ -1,6 +1,7 @@
 """Building instructions from a mnemonic, operands in LLVM order and LLVM-named modifiers (used by the DSL and the assembler)."""
 
 from functools import cache
+from operator import itemgetter
 
 from .arch import get_arch
 from .errors import EncodeError
@@ -80,16 +81,29 @@ _PRINTED: dict[tuple, tuple] = {}
 def _printed_registers(inst: Inst) -> tuple:
     """(kind, count) of each operand the disassembler prints for `inst` (None where it prints no register), remembered
     per opcode and modifier fields: register fields aside (whether saddr is used counts), nothing else moves a width."""
-    info = inst.operand_info
     fields = inst.fields
-    key = (inst.arch.key, inst.fmt, inst.op, inst.variant, fields.get("saddr") == inst.arch.null_code,
-           tuple([v for k, v in fields.items() if k not in info and k not in _OFFSET_FIELDS]))
+    arch = inst.arch
+    key = (arch.key, inst.fmt, inst.op, inst.variant, fields.get("saddr") == arch.null_code,
+           _modifier_values(arch.key, inst.fmt, inst.op, inst.variant)(fields))
     ret = _PRINTED.get(key)
     if ret is None:
         if len(_PRINTED) >= 1 << 16:  # many distinct modifier sets: start again rather than grow without bound
             _PRINTED.clear()
         ret = _PRINTED[key] = tuple((op.kind, op.count) if type(op) is Reg else None for op in SYNTAX[inst.fmt][0](inst)[1])
     return ret
+
+
+@cache
+def _modifier_values(arch_key: str, fmt: str, op: int, variant: str):
+    """A function giving the values of a built instruction's fields (those of its layout, see `_layout`) that are
+    neither operands nor offsets, as a tuple: `_printed_registers`' cache key, read with one itemgetter, not a loop."""
+    info = operand_info(arch_key, fmt, op)
+    kept = [name for name in _layout(arch_key, fmt, variant)[0] if name not in info and name not in _OFFSET_FIELDS]
+    if not kept:
+        return lambda fields: ()
+    if len(kept) == 1:
+        return lambda fields, name=kept[0]: (fields[name],)
+    return itemgetter(*kept)
 
 
 def _also_allowed(inst: Inst, position: int, count: int) -> tuple[int, ...]:
