@@ -218,7 +218,10 @@ def _parse_modifier(token: str) -> tuple[str, object]:
 
 def parse_instruction(arch_name: str, text: str) -> tuple[str, list, dict[str, object]]:
     """Split one instruction line into (mnemonic, operands, modifiers) without building it."""
-    arch = get_arch(arch_name)
+    return _parse_line(get_arch(arch_name), text)
+
+
+def _parse_line(arch, text: str) -> tuple[str, list, dict[str, object]]:
     if "::" not in text:
         return _parse_half(arch, text.strip())
     halves = [half.strip() for half in text.split("::")]
@@ -247,11 +250,7 @@ def _parse_half(arch, text: str) -> tuple[str, list, dict[str, object]]:
         # The export target is separated from the sources by a space, not a comma: `exp mrt0 v1, off, off, off`.
         target, _, rest = rest.partition(" ")
         leading.append(parse_operand(arch, target))
-    pieces = _split_top(rest, ",")
-    last = pieces[-1]
-    tail = _split_top(last, " \t") if " " in last or "\t" in last else [last]
-    pieces[-1:] = tail[:1]
-    mods_tokens = tail[1:]
+    pieces, mods_tokens = _pieces(rest)
     # LLVM also takes modifiers between comma-separated operands (`s3, format:[BUF_FMT_8_UNORM] offset:4095`, gfx9's
     # `s[4:7], dfmt:15, nfmt:2, s1`): those pieces are modifiers wherever they stand
     if len(pieces) == 1 and _is_modifier(pieces[0]):
@@ -259,8 +258,22 @@ def _parse_half(arch, text: str) -> tuple[str, list, dict[str, object]]:
     elif ":" in rest and _KEYED_AFTER_COMMA.search(rest) is not None:
         mods_tokens[:0] = [piece for piece in pieces if _is_modifier(piece)]
         pieces = [piece for piece in pieces if not _is_modifier(piece)]
-    operands = leading + [parse_operand(arch, piece) for piece in pieces]
-    modifiers = dict(parse_modifier(token) for token in mods_tokens)
+    # parse_operand and parse_modifier inlined for the tokens seen before (most of a program's): their caches read here
+    parsed = _PARSED.get(id(arch))
+    if parsed is None:
+        parsed = _PARSED[id(arch)] = {}
+    operands = leading
+    for piece in pieces:
+        value = parsed.get(piece)
+        if value is None or type(value) is list:  # a list is copied: the caller may change it
+            value = parse_operand(arch, piece)
+        operands.append(value)
+    modifiers: dict[str, object] = {}
+    for token in mods_tokens:
+        known = _MODIFIERS.get(token)
+        if known is None or type(known[1]) is list:
+            known = parse_modifier(token)
+        modifiers[known[0]] = known[1]
     if len(modifiers) != len(mods_tokens):  # LLVM: not a valid operand (a second th:, offset:, ... was: the last one won)
         seen: set[str] = set()
         for key, _ in map(parse_modifier, mods_tokens):
@@ -268,6 +281,31 @@ def _parse_half(arch, text: str) -> tuple[str, list, dict[str, object]]:
                 raise EncodeError(f"modifier {key} is given twice")
             seen.add(key)
     return mnemonic, operands, modifiers
+
+
+# a comma, space or bracket inside brackets (`op_sel:[0,1]`, an image's address list), or a bracket left open: such
+# lines are split at the top level
+_BRACKET_TROUBLE = re.compile(r"\[[^\]]*(?:[,\s\[]|$)")
+
+
+def _pieces(rest: str) -> tuple[list[str], list[str]]:
+    """The comma-separated operand texts of an instruction, and the space-separated modifier texts after the last
+    one. The usual line (no parentheses, |abs| bars or commas inside brackets) is split with str.split (twice as fast
+    on a large source); others at the top level (`_split_top`)."""
+    if "(" not in rest and "|" not in rest and ("[" not in rest and "]" not in rest
+                                                or rest.count("[") == rest.count("]") and _BRACKET_TROUBLE.search(rest) is None):
+        pieces = rest.split(",")
+        tail = pieces.pop().split()
+        if tail:
+            pieces = [piece.strip() for piece in pieces]
+            pieces.append(tail[0])
+            if "" not in pieces:
+                return pieces, tail[1:]
+    pieces = _split_top(rest, ",")
+    last = pieces[-1]
+    tail = _split_top(last, " \t") if " " in last or "\t" in last else [last]
+    pieces[-1:] = tail[:1]
+    return pieces, tail[1:]
 
 
 FLAG_MODIFIERS = frozenset(("glc", "slc", "dlc", "gds", "offen", "idxen", "clamp", "tfe", "lwe", "unorm", "r128", "a16", "d16", "sc0", "sc1",
@@ -402,9 +440,10 @@ def assemble_insts(text: str, arch: str) -> list[Inst]:
             continue
         lines.append((lineno, line))
     parsed: list = []
+    arch_object = get_arch(arch)
     for _, line in lines:
         try:
-            parsed.append(parse_instruction(arch, line))
+            parsed.append(_parse_line(arch_object, line))
         except AmdIsaError as err:
             parsed.append(err)
     insts: list[Inst] = []

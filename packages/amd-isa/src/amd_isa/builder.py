@@ -19,7 +19,7 @@ def build(arch_name: str, mnemonic: str, operands: list, modifiers: Mods) -> Ins
     plan = _PLANS.get((arch_name, mnemonic))
     if plan is None:
         plan = _PLANS[(arch_name, mnemonic)] = _plan(arch_name, mnemonic)
-    arch, fmt, opcode, info, variant, join, always_literal = plan
+    arch, fmt, opcode, info, variant, join, always_literal, layouts = plan
     draft = Draft(arch, fmt, opcode, mnemonic, info, variant=variant)
     try:
         join(draft, list(operands), dict(modifiers))
@@ -27,18 +27,19 @@ def build(arch_name: str, mnemonic: str, operands: list, modifiers: Mods) -> Ins
         if isinstance(err, EncodeError):
             raise
         raise EncodeError(f"{mnemonic}: bad operands or modifiers ({err})") from None
-    defaults, limits = _layout(arch.key, fmt, draft.variant)
-    fields = dict(defaults)
-    for name, value in draft.fields.items():
-        limit = limits.get(name)
-        if limit is None:
-            unknown = set(draft.fields) - set(limits)
-            raise EncodeError(f"{mnemonic}: {arch.name} {fmt} has no field(s) {', '.join(sorted(unknown))}")
-        if value is not None:
-            if not 0 <= value < limit:
-                raise EncodeError(f"{mnemonic}: value {value} of field {name} does not fit {limit.bit_length() - 1} bits")
-            if name in fields:
-                fields[name] = value
+    layout = layouts.get(draft.variant)
+    if layout is None:
+        layout = layouts[draft.variant] = _layout(arch.key, fmt, draft.variant)
+    defaults, limits, overflow = layout
+    given = draft.fields
+    fields = defaults.copy()
+    fields.update(given)
+    try:
+        bad = overflow(fields)
+    except TypeError:  # a field given as None: keeps its default (below)
+        bad = True
+    if bad or not given.keys() <= defaults.keys():
+        fields = _checked_fields(mnemonic, arch, fmt, defaults, limits, given)
     literal = draft.literal
     if literal is None and always_literal:
         literal = 0
@@ -48,6 +49,23 @@ def build(arch_name: str, mnemonic: str, operands: list, modifiers: Mods) -> Ins
     return inst
 
 
+def _checked_fields(mnemonic: str, arch, fmt: str, defaults: dict[str, int], limits: dict[str, int], given: dict) -> dict[str, int]:
+    """The fields of an instruction from its layout's defaults and the values `given` (None: the default), each
+    checked against its field's width; the opcode fields are not taken from `given`."""
+    fields = defaults.copy()
+    for name, value in given.items():
+        limit = limits.get(name)
+        if limit is None:
+            unknown = set(given) - set(limits)
+            raise EncodeError(f"{mnemonic}: {arch.name} {fmt} has no field(s) {', '.join(sorted(unknown))}")
+        if value is not None:
+            if not 0 <= value < limit:
+                raise EncodeError(f"{mnemonic}: value {value} of field {name} does not fit {limit.bit_length() - 1} bits")
+            if name in fields:
+                fields[name] = value
+    return fields
+
+
 def _check_register_counts(inst: Inst, mnemonic: str, operands: list) -> None:
     """Each register range must be as wide as the operand the instruction reads or writes there, as LLVM requires
     ("invalid operand for instruction"): `global_load_b128 v[1:2], ...` loads four registers. Outside the formats whose
@@ -55,15 +73,21 @@ def _check_register_counts(inst: Inst, mnemonic: str, operands: list) -> None:
     saddr, wave size), so the built instruction is read back as the disassembler reads it (its split) and every
     register operand compared with the one printed in its place; and one acc bit says whether all data and destination
     registers are AGPRs."""
-    if inst.fmt != "VINTERP" and any(type(given) is Reg and (given.neg or given.abs) for given in operands):  # LLVM: not a valid operand
-        raise EncodeError(f"{mnemonic}: a {inst.fmt} instruction takes no neg/abs on its operands")
+    if inst.fmt != "VINTERP":
+        for given in operands:
+            if type(given) is Reg and (given.neg or given.abs):  # LLVM: not a valid operand
+                raise EncodeError(f"{mnemonic}: a {inst.fmt} instruction takes no neg/abs on its operands")
     expected = _printed_registers(inst)
     if len(expected) != len(operands):
         return
-    for position, (given, want) in enumerate(zip(operands, expected), 1):
-        if type(given) is not Reg or want is None:
+    position = 0
+    for given, want in zip(operands, expected):
+        position += 1
+        if want is None or type(given) is not Reg:
             continue
         kind, count = want
+        if given.kind == kind and given.count == count:
+            continue
         if {given.kind, kind} == {"v", "a"}:
             raise EncodeError(f"{mnemonic}: invalid register class: data and dst should be all VGPR or AGPR, got {given} with "
                               f"{'AGPRs' if kind == 'a' else 'VGPRs'} elsewhere")
@@ -120,7 +144,7 @@ def _also_allowed(inst: Inst, position: int, count: int) -> tuple[int, ...]:
 
 
 # (target, mnemonic) -> what build needs from the tables: (Arch, format, opcode, operand info, base variant, join
-# function, always carries a literal)
+# function, always carries a literal, variant -> `_layout` of the encoding)
 _PLANS: dict[tuple[str, str], tuple] = {}
 
 
@@ -133,7 +157,7 @@ def _plan(arch_name: str, mnemonic: str) -> tuple:
     if fmt not in SYNTAX:
         raise EncodeError(f"{mnemonic}: {fmt} instructions cannot be built yet")
     return (arch, fmt, opcode, operand_info(arch.key, fmt, opcode), _base_variant(arch.key, fmt, opcode), SYNTAX[fmt][1],
-            _always_literal(mnemonic))
+            _always_literal(mnemonic), {})
 
 
 @cache
@@ -144,13 +168,18 @@ def _base_variant(arch_name: str, fmt: str, opcode: int) -> str:
 
 
 @cache
-def _layout(arch_name: str, fmt: str, variant: str) -> tuple[dict[str, int], dict[str, int]]:
-    """The fields a built instruction carries with their defaults (the opcode field aside), and 1 << width of every field."""
+def _layout(arch_name: str, fmt: str, variant: str) -> tuple[dict[str, int], dict[str, int], object]:
+    """The fields a built instruction carries with their defaults (the opcode field aside), 1 << width of every field,
+    and a function of a full set of fields that is nonzero when one of them does not fit its width (compiled from the
+    layout: one expression of shifts, not a loop over the fields)."""
     arch = get_arch(arch_name)
     layout = arch.formats[f"{fmt}_{variant}" if variant else fmt]["fields"]
     defaults = {name: (arch.null_code if spec[2] == "NULL" else spec[2]) if len(spec) > 2 else 0
                 for name, spec in layout.items() if name not in ("op", "opx")}
-    return defaults, {name: 1 << (spec[0] - spec[1] + 1) for name, spec in layout.items()}
+    terms = " | ".join(f"f[{name!r}] >> {layout[name][0] - layout[name][1] + 1}" for name in defaults) or "0"
+    scope: dict = {}
+    exec(compile(f"def overflow(f):\n    return {terms}\n", f"<amd_isa field check {arch_name} {fmt} {variant}>", "exec"), scope)  # noqa: S102
+    return defaults, {name: 1 << (spec[0] - spec[1] + 1) for name, spec in layout.items()}, scope["overflow"]
 
 
 @cache

@@ -115,6 +115,19 @@ class Inst:
 
     def to_bytes(self) -> bytes:
         """The little-endian machine code of this instruction."""
+        key = (self.arch.key, self.fmt, self.variant)
+        pack = _PACKERS.get(key)
+        if pack is None:
+            pack = _PACKERS[key] = _packer(*key)
+        try:
+            data = pack(self.fields, self.op)
+        except (KeyError, TypeError):  # a field missing or set to None: its default (the loop `_packer` compiles away)
+            data = self._to_bytes_slow()
+        if self.literal is not None:
+            data += (self.literal & 0xFFFFFFFF).to_bytes(4, "little")
+        return data
+
+    def _to_bytes_slow(self) -> bytes:
         size, word, specs = _encoder(self.arch.key, self.fmt, self.variant)
         fields = self.fields
         for name, lo, mask, default in specs:
@@ -122,10 +135,7 @@ class Inst:
             if raw is None:
                 raw = self.op if default is None else default
             word |= (raw & mask) << lo
-        data = word.to_bytes(size, "little")
-        if self.literal is not None:
-            data += (self.literal & 0xFFFFFFFF).to_bytes(4, "little")
-        return data
+        return word.to_bytes(size, "little")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Inst) and self.arch.name == other.arch.name and self.to_bytes() == other.to_bytes()
@@ -153,6 +163,25 @@ def _encoder(arch_name: str, fmt: str, variant: str) -> tuple[int, int, tuple[tu
     specs = tuple((name, spec[1], (1 << (spec[0] - spec[1] + 1)) - 1, None if name in ("op", "opx") else _default(arch, spec))
                   for name, spec in layout["fields"].items())
     return layout["size"], word, specs
+
+
+# (tables, format, variant) -> a function packing an instruction's fields and opcode into its bytes (see `_packer`)
+_PACKERS: dict[tuple[str, str, str], object] = {}
+
+
+def _packer(arch_name: str, fmt: str, variant: str):
+    """A function (fields, opcode) -> bytes of one encoding, compiled from its layout: one expression ORing each field
+    masked and shifted into the constant bits. A field missing (KeyError) or None (TypeError) is left to
+    `Inst._to_bytes_slow`, which reads its default: built and decoded instructions carry every field."""
+    size, word, specs = _encoder(arch_name, fmt, variant)
+    terms = [str(word)]
+    for name, lo, mask, default in specs:
+        value = f"f.get({name!r}, op)" if default is None else f"f[{name!r}]"
+        terms.append(f"(({value}) & {mask}) << {lo}")
+    source = f"def pack(f, op):\n    return ({' | '.join(terms)}).to_bytes({size}, 'little')\n"
+    scope: dict = {}
+    exec(compile(source, f"<amd_isa packer {arch_name} {fmt} {variant}>", "exec"), scope)  # noqa: S102 - source built from the tables above
+    return scope["pack"]
 
 
 def _default(arch: Arch, spec: tuple) -> int:

@@ -158,6 +158,8 @@ def check_width(draft: Draft, what: str, operand: object) -> None:
     """A register range must be as wide as the operand field it goes to (v[0:1] for a 64-bit source, one register for a
     32-bit one), as LLVM requires ("invalid operand for instruction"): `v_add_f64 v0, v2, v4` names 64-bit values by
     their first register only."""
+    if type(operand) is Reg and ((info := draft.info.get(what)) is None or operand.count == reg_count(info[0])):
+        return  # the usual case, asked first: a register as wide as its field
     if draft.fmt not in TABLE_WIDTHS or "f8f6f4" in draft.name:  # f8f6f4 MFMA sources: cbsz/blgp set the width
         return
     if type(operand) is Special and operand.count == 2 and (info := draft.info.get(what)) is not None and reg_count(info[0]) == 1 \

@@ -121,7 +121,8 @@ class _OpFacts:
     its encoding length, implicit VCC operands, K constant, destination kind and sources. Name-derived facts read
     substrings every spelling of the opcode shares (table name, LLVM name)."""
 
-    __slots__ = ("long", "writes_vcc", "reads_vcc", "k_at", "k_mask", "dst", "srcs", "bus_fields", "bus_room", "plain")
+    __slots__ = ("long", "writes_vcc", "reads_vcc", "k_at", "k_mask", "dst", "srcs", "bus_fields", "bus_room", "plain", "vgpr_dst",
+                 "has_abs")
 
     def __init__(self, arch, fmt: str, name: str, info: dict):
         self.long = long = fmt in ("VOP3", "VOP3SD", "VOP3P")
@@ -143,6 +144,10 @@ class _OpFacts:
         self.bus_fields = tuple(field for field, _, _ in self.srcs if field != "vsrc1")
         self.bus_room = (1 if arch.name == "cdna" or name.startswith(_ONE_SCALAR_SHIFTS) else 2) - int(self.reads_vcc)
         self.plain = plain_sources(name, fmt, info, self.srcs)  # the sources that take no neg/abs
+        # a destination that is a whole VGPR (no scalar destination, no 16-bit half): `_join_valu` encodes a plain
+        # register there directly
+        self.vgpr_dst = self.dst == 2 and info["vdst"][1] not in ("SREG", "SDST", "SREG_NOVCC") and not is_half_operand(arch, fmt, info["vdst"])
+        self.has_abs = "abs" in arch.formats[fmt]["fields"]
 
 
 _OP_FACTS: dict[tuple[str, str, int], _OpFacts] = {}
@@ -706,7 +711,10 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
     if facts.dst == 1:
         fields["vdst"] = 126  # v_cmpx_*_e64 writes EXEC: the destination field names exec_lo
     elif facts.dst == 2:
-        fields["vdst"] = _encode_dst(draft, ops, "vdst")
+        if facts.vgpr_dst and ops and type(first := ops[0]) is Reg and first.kind == "v" and not first.neg and not first.abs:
+            fields["vdst"] = encode_vgpr(draft, "vdst", ops.pop(0))
+        else:
+            fields["vdst"] = _encode_dst(draft, ops, "vdst")
     elif facts.dst == 3 and draft.variant == "SDWA_SDST" and ops and not (isinstance(ops[0], Special) and ops[0].code == 106):
         sdst = _pop(draft, ops, "sdst")
         _lane_mask(draft, "sdst", sdst)
@@ -735,9 +743,17 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
         operand = ops[i]
         if half:
             operand = _from_half(draft, field, operand)
-        value, n, a = split_mod_const(operand)
-        neg |= n << i
-        abs_ |= a << i
+        kind = type(operand)
+        if kind is Reg or kind is Special:
+            value = operand
+            if operand.neg:
+                neg |= 1 << i
+            if operand.abs:
+                abs_ |= 1 << i
+        else:
+            value, n, a = split_mod_const(operand)
+            neg |= n << i
+            abs_ |= a << i
         if i == 0 and draft.variant:
             if draft.variant.startswith("SDWA") and not (isinstance(value, Reg) and value.kind == "v"):
                 fields["s0"] = 1
@@ -1012,10 +1028,14 @@ def _join_long_mods(draft: Draft, nsrc: int, neg: int, abs_: int, mods: Mods) ->
             raise EncodeError(f"{name} takes no clamp (not for fp8/bf8 dots, float matrix results or the scale load)")
         return
     fields["neg"] = neg
-    if abs_ and "abs" not in draft.arch.formats[draft.fmt]["fields"]:
+    has_abs = _op_facts(draft.arch, draft.fmt, draft.op, name, draft.info).has_abs
+    if abs_ and not has_abs:
         raise EncodeError(f"{name} takes no abs modifiers")
-    if "abs" in draft.arch.formats[draft.fmt]["fields"]:
+    if has_abs:
         fields["abs"] = abs_
+    if not mods:
+        fields["clmp"] = 0
+        return
     if "byte_sel" in mods:
         bits = _byte_sel_bits(draft.arch, name)
         value = int(mods.pop("byte_sel"))  # type: ignore[call-overload]
