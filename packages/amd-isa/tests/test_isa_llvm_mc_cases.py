@@ -8,6 +8,10 @@ from amd_isa import AsmError, DecodeError, assemble, decode_one
 ASSEMBLE = [
     # integers with a leading zero are octal to LLVM's lexer (was: a ValueError from int('03', 0))
     ("gfx1200", "gfx12_asm_smem.s", "s_load_b32 s5, s[4:5], s0 offset:0x0 scope:03", "42 01 60 f4 00 00 00 00"),
+    # plain VGPRs as the VALU join encodes them directly (llvm-mc-22)
+    ("gfx1100", "(llvm-mc-22)", "v_add_f64 v[0:1], v[1:2], v[2:3]", "00 00 27 d7 01 05 02 00"),
+    ("gfx1100", "(llvm-mc-22)", "v_add_f16_e32 v1.h, v2.h, v127.h", "82 ff 03 65"),
+    ("gfx1100", "(llvm-mc-22)", "v_add_f32_e64 v1, v2, v255", "01 00 03 d5 02 ff 03 00"),
     # mnemonic aliases (aliases.py): gfx10-era names on gfx11, renamed SALU ops on gfx12, gfx90a MFMA names on gfx942
     ("gfx1100", "gfx11_asm_sop2.s", "s_andn2_b32 s0, s1, s2", "01 02 00 91"),
     ("gfx1100", "gfx11_asm_vop2.s", "v_dot2c_f32_f16 v5, v1, v2", "01 05 0a 04"),
@@ -104,6 +108,9 @@ ASSEMBLE = [
 
 # (target, LLVM test file, the bytes, LLVM's text for them)
 DISASSEMBLE = [
+    # a two-register address at v255: LLVM 22 prints v[255:256] (and its assembler, as ours, refuses the text: register
+    # index is out of range; amd_isa.PRINTED_BUT_REFUSED)
+    ("gfx1100", "(llvm-mc-22)", "00 00 00 e8 ff 00 c0 00", "tbuffer_load_format_x v0, v[255:256], s[0:3], s0 format:[BUF_FMT_INVALID] idxen offen"),
     # FLAT-segment offsets are unsigned on gfx9/gfx11 (was: offset:-1)
     ("gfx90a", "gfx90a_ldst_acc.txt", "ff 0f 40 dc 02 00 80 05", "flat_load_ubyte a5, v[2:3] offset:4095"),
     ("gfx1200", "gfx12_dasm_vbuffer_mtbuf.txt", "03 00 23 c4 04 e0 bc 16 00 ff ff 7f",
@@ -188,6 +195,16 @@ DISASSEMBLE = [
 
 # (target, a line LLVM rejects, what our error says)
 REJECT = [
+    # VGPR sources and destinations the VALU join encodes directly (no general operand path): the same limits as
+    # LLVM's (llvm-mc-22): index range, width, gfx90a's even tuples, halves only where the encoding has them
+    ("gfx1100", "v_add_f32_e64 v256, v1, v2", "register index is out of range"),
+    ("gfx1100", "v_add_f32_e64 v1, v2, v[255:256]", "register index is out of range"),
+    ("gfx1100", "v_add_f64 v[0:1], v1, v[2:3]", "64 bits wide"),
+    ("gfx1100", "v_add_f32_e64 v1, v2, v[3:4]", "32 bits wide"),
+    ("gfx90a", "v_add_f64 v[0:1], v[1:2], v[2:3]", "odd register"),
+    ("gfx90a", "v_add_f64 v[1:2], v[2:3], v[4:5]", "odd register"),
+    ("gfx1100", "v_add_f32_e32 v1, v2, v3.h", "16-bit half"),
+    ("gfx1100", "v_add_f16_e32 v1, v2, v200", "reaches v0-v127"),
     ("gfx1100", "flat_load_b32 v1, v[3:4] offset:-1", "outside 0..4095"),  # LLVM: expected a 12-bit unsigned offset
     ("gfx90a", "global_load_dword v1, v[4:5], off offset:4096", "outside -4096..4095"),
     ("gfx90a", "v_mfma_f32_32x32x1_2b_f32 a[0:31], v0, v1, a[0:31]", "unknown"),  # gfx940's name; LLVM: not supported on this GPU

@@ -128,6 +128,8 @@ def _parse_operand(arch, token: str) -> object:
         return [parse_operand(arch, item) for item in _split_top(token[1:-1], ",")]
     if match := _REG.match(low):
         kind = "a" if match.group(1) == "acc" else match.group(1)
+        if kind in ("v", "a") and int(match.group(2)) > 255:  # LLVM: register index is out of range
+            raise EncodeError(f"register index is out of range: {token} (there are 256 {'AGPRs' if kind == 'a' else 'VGPRs'}, {kind}0-{kind}255)")
         return Reg(kind, int(match.group(2)))
     if match := _HALF.match(low):
         return Reg("v", int(match.group(1)), half=match.group(2))
@@ -137,6 +139,8 @@ def _parse_operand(arch, token: str) -> object:
         last = int(match.group(3)) if match.group(3) is not None else first
         if last < first:
             raise EncodeError(f"register range {token} ends before it starts")
+        if kind in ("v", "a") and last > 255:  # LLVM: register index is out of range
+            raise EncodeError(f"register index is out of range: {token} (there are 256 {'AGPRs' if kind == 'a' else 'VGPRs'}, {kind}0-{kind}255)")
         return Reg(kind, first, last - first + 1)
     specials = _specials(arch)
     if low in specials or _ALIASES.get(low) in specials:
@@ -233,20 +237,32 @@ def _parse_line(arch, text: str) -> tuple[str, list, dict[str, object]]:
     return mnemonic, operands, modifiers
 
 
+# Arch object id -> mnemonic -> the format its operands are read for ("" for a name the tables do not know)
+_LINE_FORMATS: dict[int, dict[str, str]] = {}
+
+
 def _parse_half(arch, text: str) -> tuple[str, list, dict[str, object]]:
     head, _, rest = text.partition(" ")
     mnemonic = head.strip().lower()
     rest = rest.strip()
     if not rest:
         return mnemonic, [], {}
-    index = op_index(arch.key)
-    entry = index.get(mnemonic) or index.get(mnemonic + "_e32")
-    if entry is not None and entry[0] == "SOPK" and "|" in rest:  # `UC_VERSION_GFX12 | UC_VERSION_W32_BIT`: one operand
+    kinds = _LINE_FORMATS.get(id(arch))
+    if kinds is None:
+        kinds = _LINE_FORMATS[id(arch)] = {}
+    fmt = kinds.get(mnemonic)
+    if fmt is None:
+        index = op_index(arch.key)
+        entry = index.get(mnemonic) or index.get(mnemonic + "_e32")
+        fmt = kinds[mnemonic] = entry[0] if entry is not None else ""
+        if len(kinds) >= _PARSED_LIMIT:
+            kinds.clear()
+    if fmt == "SOPK" and "|" in rest:  # `UC_VERSION_GFX12 | UC_VERSION_W32_BIT`: one operand
         rest = re.sub(r"\s*\|\s*", "|", rest)
-    if entry is not None and entry[0] == "SOPP":
+    if fmt == "SOPP":
         return mnemonic, [Sym(parse_symbolic(arch, rest), rest) if is_symbolic(rest) else parse_operand(arch, rest)], {}
     leading: list = []
-    if entry is not None and entry[0] in ("EXP", "VEXPORT"):
+    if fmt in ("EXP", "VEXPORT"):
         # The export target is separated from the sources by a space, not a comma: `exp mrt0 v1, off, off, off`.
         target, _, rest = rest.partition(" ")
         leading.append(parse_operand(arch, target))
@@ -283,24 +299,38 @@ def _parse_half(arch, text: str) -> tuple[str, list, dict[str, object]]:
     return mnemonic, operands, modifiers
 
 
-# a comma, space or bracket inside brackets (`op_sel:[0,1]`, an image's address list), or a bracket left open: such
-# lines are split at the top level
-_BRACKET_TROUBLE = re.compile(r"\[[^\]]*(?:[,\s\[]|$)")
+# a space or bracket inside brackets (an image's address list `[v1, v2]`), or a bracket left open: such lines are
+# split at the top level; commas inside brackets (`op_sel:[0,1]`) are stood in for while splitting
+_BRACKET_TROUBLE = re.compile(r"\[[^\]]*(?:[\s\[]|$)")
+_BRACKETED_COMMAS = re.compile(r"\[[^\]]*,[^\]]*\]")
+
+
+def _hide_commas(match: re.Match) -> str:
+    return match.group(0).replace(",", "\0")
 
 
 def _pieces(rest: str) -> tuple[list[str], list[str]]:
     """The comma-separated operand texts of an instruction, and the space-separated modifier texts after the last
-    one. The usual line (no parentheses, |abs| bars or commas inside brackets) is split with str.split (twice as fast
-    on a large source); others at the top level (`_split_top`)."""
+    one. The usual line (no parentheses, |abs| bars, or spaces inside brackets) is split with str.split (twice as
+    fast on a large source); others at the top level (`_split_top`)."""
     if "(" not in rest and "|" not in rest and ("[" not in rest and "]" not in rest
                                                 or rest.count("[") == rest.count("]") and _BRACKET_TROUBLE.search(rest) is None):
+        hidden = "[" in rest and "\0" not in rest and _BRACKETED_COMMAS.search(rest) is not None
+        if hidden:
+            rest = _BRACKETED_COMMAS.sub(_hide_commas, rest)
         pieces = rest.split(",")
         tail = pieces.pop().split()
         if tail:
             pieces = [piece.strip() for piece in pieces]
             pieces.append(tail[0])
             if "" not in pieces:
-                return pieces, tail[1:]
+                mods = tail[1:]
+                if hidden:
+                    pieces = [piece.replace("\0", ",") for piece in pieces]
+                    mods = [mod.replace("\0", ",") for mod in mods]
+                return pieces, mods
+        if hidden:
+            rest = rest.replace("\0", ",")
     pieces = _split_top(rest, ",")
     last = pieces[-1]
     tail = _split_top(last, " \t") if " " in last or "\t" in last else [last]
@@ -378,19 +408,16 @@ _SDWA_KEYS = ("dst_sel", "dst_unused", "src0_sel", "src1_sel")
 def _build_any(arch_name: str, mnemonic: str, operands: list, modifiers: dict) -> Inst:
     if mnemonic.endswith("_sdwa") and not any(key in modifiers for key in _SDWA_KEYS):
         modifiers = {**modifiers, "src0_sel": "DWORD"}  # the suffix alone asks for the SDWA form, every select at its default
-    names = _candidates(arch_name, mnemonic)
-    if not names:
-        base, suffix = _split_suffix(mnemonic)
-        if suffix in ("_dpp", "_sdwa") and _table_candidates(arch_name, base):
-            raise EncodeError(f"{mnemonic}: {base} has no VOP1/VOP2/VOPC form; its DPP form is {base}_e64_dpp" if suffix == "_dpp"
-                              else f"{mnemonic}: {base} has no VOP1/VOP2/VOPC form to take SDWA")
-        if suffix == "_e64" and _candidates(arch_name, base):
-            raise EncodeError(f"{mnemonic}: e64 variant of this instruction is not supported ({base} has no VOP3 encoding)")
-        raise EncodeError(f"unknown {get_arch(arch_name).name} instruction {mnemonic!r}")
-    if (missing := missing_on(arch_name)) and not missing.isdisjoint(names):
-        names = [name for name in names if name not in missing]
-        if not names:
-            raise EncodeError(f"{mnemonic} is not an instruction of {arch_name} (other {get_arch(arch_name).name} targets have it)")
+    names = _BUILDABLE.get((arch_name, mnemonic))
+    if names is None:
+        names = _buildable(arch_name, mnemonic)
+        if len(_BUILDABLE) >= _PARSED_LIMIT:
+            _BUILDABLE.clear()
+        _BUILDABLE[(arch_name, mnemonic)] = names
+    if type(names) is str:
+        raise EncodeError(names)
+    if len(names) == 1:
+        return build(arch_name, names[0], operands, modifiers)
     errors: list[EncodeError] = []
     for name in names:
         try:
@@ -403,13 +430,36 @@ def _build_any(arch_name: str, mnemonic: str, operands: list, modifiers: dict) -
     raise errors[0]
 
 
+# (target, mnemonic) -> the table names to try (`_buildable`), or why there are none
+_BUILDABLE: dict[tuple[str, str], tuple[str, ...] | str] = {}
+
+
+def _buildable(arch_name: str, mnemonic: str) -> tuple[str, ...] | str:
+    """The table names `mnemonic` may stand for on `arch_name`, in the order to try them; or, when there is none, the
+    message saying why."""
+    names = _candidates(arch_name, mnemonic)
+    if not names:
+        base, suffix = _split_suffix(mnemonic)
+        if suffix in ("_dpp", "_sdwa") and _table_candidates(arch_name, base):
+            return (f"{mnemonic}: {base} has no VOP1/VOP2/VOPC form; its DPP form is {base}_e64_dpp" if suffix == "_dpp"
+                    else f"{mnemonic}: {base} has no VOP1/VOP2/VOPC form to take SDWA")
+        if suffix == "_e64" and _candidates(arch_name, base):
+            return f"{mnemonic}: e64 variant of this instruction is not supported ({base} has no VOP3 encoding)"
+        return f"unknown {get_arch(arch_name).name} instruction {mnemonic!r}"
+    if (missing := missing_on(arch_name)) and not missing.isdisjoint(names):
+        names = [name for name in names if name not in missing]
+        if not names:
+            return f"{mnemonic} is not an instruction of {arch_name} (other {get_arch(arch_name).name} targets have it)"
+    return tuple(names)
+
+
 def assemble(text: str, arch: str) -> bytes:
     """Assemble LLVM-syntax source (one instruction per line, `label:` lines, `;`/`//` comments) into machine code.
 
     Directives (lines starting with `.`) are ignored. Branch operands may be labels or signed dword offsets.
     Raises AsmError naming the line and the problem.
     """
-    return b"".join(inst.to_bytes() for inst in assemble_insts(text, arch))
+    return b"".join([inst.to_bytes() for inst in assemble_insts(text, arch)])
 
 
 _COMMENT = re.compile(r";|//")

@@ -20,7 +20,7 @@ def build(arch_name: str, mnemonic: str, operands: list, modifiers: Mods) -> Ins
     if plan is None:
         plan = _PLANS[(arch_name, mnemonic)] = _plan(arch_name, mnemonic)
     arch, fmt, opcode, info, variant, join, always_literal, layouts = plan
-    draft = Draft(arch, fmt, opcode, mnemonic, info, variant=variant)
+    draft = Draft(arch, fmt, opcode, mnemonic, info, None, None, variant)
     try:
         join(draft, list(operands), dict(modifiers))
     except (TypeError, ValueError, KeyError, IndexError) as err:

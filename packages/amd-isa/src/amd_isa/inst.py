@@ -34,10 +34,11 @@ DPP16_CODE, DPP8_CODE, DPP8FI_CODE, SDWA_CODE = 250, 233, 234, 249
 #: the assembler's complaints about text the disassembler prints, as LLVM's disassembler does (its own MC tests hold
 #: such words), though both assemblers refuse it: reserved export targets, MFMA accumulators partly overlapping a wide
 #: result, interpolation attributes past attr32, gfx11 and CDNA scalar buffer loads with the offset's top bit set
-#: (printed negative), gfx11 counter waits naming a register other than null. Every other decoded word prints text the
-#: assembler takes back.
+#: (printed negative), gfx11 counter waits naming a register other than null, VGPR ranges running past v255 (LLVM 22
+#: prints `v[255:256]` for a two-register address at 255, and refuses it: register index is out of range). Every other
+#: decoded word prints text the assembler takes back.
 PRINTED_BUT_REFUSED = ("unknown export target", "must not partially overlap with dst", "out of bounds interpolation attribute",
-                       "unsigned offset for buffer ops", "src0 must be null")
+                       "unsigned offset for buffer ops", "src0 must be null", "register index is out of range")
 _CDNA_VARIANT_CODES, _RDNA_VARIANT_CODES = (DPP16_CODE, SDWA_CODE), (DPP16_CODE, DPP8_CODE, DPP8FI_CODE)
 VOP_SHORT = ("VOP1", "VOP2", "VOPC")
 VOP_LONG = ("VOP3", "VOP3SD", "VOP3P")

@@ -122,7 +122,7 @@ class _OpFacts:
     substrings every spelling of the opcode shares (table name, LLVM name)."""
 
     __slots__ = ("long", "writes_vcc", "reads_vcc", "k_at", "k_mask", "dst", "srcs", "bus_fields", "bus_room", "plain", "vgpr_dst",
-                 "has_abs")
+                 "has_abs", "dst_count", "src_counts", "cdna")
 
     def __init__(self, arch, fmt: str, name: str, info: dict):
         self.long = long = fmt in ("VOP3", "VOP3SD", "VOP3P")
@@ -148,6 +148,11 @@ class _OpFacts:
         # register there directly
         self.vgpr_dst = self.dst == 2 and info["vdst"][1] not in ("SREG", "SDST", "SREG_NOVCC") and not is_half_operand(arch, fmt, info["vdst"])
         self.has_abs = "abs" in arch.formats[fmt]["fields"]
+        # registers of the destination and of each source (0: encoded through `encode_src`'s general path), for the
+        # plain VGPR operands `_join_valu` encodes directly; CDNA's tuple alignment is left to encode_vgpr
+        self.cdna = arch.name == "cdna"
+        self.dst_count = reg_count(info["vdst"][0]) if self.vgpr_dst else 0
+        self.src_counts = tuple(0 if m64 else reg_count(info[field][0]) for field, m64, _ in self.srcs)
 
 
 _OP_FACTS: dict[tuple[str, str, int], _OpFacts] = {}
@@ -712,7 +717,10 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
         fields["vdst"] = 126  # v_cmpx_*_e64 writes EXEC: the destination field names exec_lo
     elif facts.dst == 2:
         if facts.vgpr_dst and ops and type(first := ops[0]) is Reg and first.kind == "v" and not first.neg and not first.abs:
-            fields["vdst"] = encode_vgpr(draft, "vdst", ops.pop(0))
+            if first.count == facts.dst_count and first.half != "h" and (first.count == 1 or not facts.cdna):
+                fields["vdst"] = ops.pop(0).index  # what encode_vgpr gives a register of the destination's width
+            else:
+                fields["vdst"] = encode_vgpr(draft, "vdst", ops.pop(0))
         else:
             fields["vdst"] = _encode_dst(draft, ops, "vdst")
     elif facts.dst == 3 and draft.variant == "SDWA_SDST" and ops and not (isinstance(ops[0], Special) and ops[0].code == 106):
@@ -739,12 +747,25 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
         raise EncodeError(f"{name} takes {len(srcs)} source operand(s), got {len(ops)}")
     neg = abs_ = 0
     allow_literal = not long or arch.vop3_literal
+    variant = draft.variant
+    counts = facts.src_counts
     for i, (field, m64, half) in enumerate(srcs):
         operand = ops[i]
         if half:
             operand = _from_half(draft, field, operand)
         kind = type(operand)
-        if kind is Reg or kind is Special:
+        if kind is Reg:
+            value = operand
+            if operand.neg:
+                neg |= 1 << i
+            if operand.abs:
+                abs_ |= 1 << i
+            if (not variant and operand.kind == "v" and operand.count == counts[i] and operand.half != "h"
+                    and (operand.count == 1 or not facts.cdna)):
+                # a plain VGPR of the source's width: the code encode_src (or encode_vgpr for vsrc1) gives it
+                fields[field] = operand.index if field == "vsrc1" else VGPR_BASE + operand.index
+                continue
+        elif kind is Special:
             value = operand
             if operand.neg:
                 neg |= 1 << i
