@@ -29,8 +29,8 @@ def build(arch_name: str, mnemonic: str, operands: list, modifiers: Mods) -> Ins
         raise EncodeError(f"{mnemonic}: bad operands or modifiers ({err})") from None
     layout = layouts.get(draft.variant)
     if layout is None:
-        layout = layouts[draft.variant] = _layout(arch.key, fmt, draft.variant)
-    defaults, limits, overflow = layout
+        layout = layouts[draft.variant] = (*_layout(arch.key, fmt, draft.variant), _modifier_values(arch.key, fmt, opcode, draft.variant))
+    defaults, limits, overflow, modifier_values = layout
     given = draft.fields
     fields = defaults.copy()
     fields.update(given)
@@ -38,14 +38,14 @@ def build(arch_name: str, mnemonic: str, operands: list, modifiers: Mods) -> Ins
         bad = overflow(fields)
     except TypeError:  # a field given as None: keeps its default (below)
         bad = True
-    if bad or not given.keys() <= defaults.keys():
+    if bad or len(fields) != len(defaults):  # a name the layout's defaults do not have (an unknown field, the opcode)
         fields = _checked_fields(mnemonic, arch, fmt, defaults, limits, given)
     literal = draft.literal
     if literal is None and always_literal:
         literal = 0
     inst = Inst(arch, fmt, opcode, fields, literal, draft.variant)
     if fmt not in TABLE_WIDTHS:
-        _check_register_counts(inst, mnemonic, operands)
+        _check_register_counts(inst, mnemonic, operands, modifier_values)
     return inst
 
 
@@ -66,18 +66,18 @@ def _checked_fields(mnemonic: str, arch, fmt: str, defaults: dict[str, int], lim
     return fields
 
 
-def _check_register_counts(inst: Inst, mnemonic: str, operands: list) -> None:
+def _check_register_counts(inst: Inst, mnemonic: str, operands: list, modifier_values=None) -> None:
     """Each register range must be as wide as the operand the instruction reads or writes there, as LLVM requires
     ("invalid operand for instruction"): `global_load_b128 v[1:2], ...` loads four registers. Outside the formats whose
     tables fix every width (`check_width`), widths follow from the modifiers (image dmask/d16/tfe, atomic returns,
     saddr, wave size), so the built instruction is read back as the disassembler reads it (its split) and every
     register operand compared with the one printed in its place; and one acc bit says whether all data and destination
-    registers are AGPRs."""
+    registers are AGPRs. `modifier_values`: `_modifier_values` of the instruction, when the caller has it."""
     if inst.fmt != "VINTERP":
         for given in operands:
             if type(given) is Reg and (given.neg or given.abs):  # LLVM: not a valid operand
                 raise EncodeError(f"{mnemonic}: a {inst.fmt} instruction takes no neg/abs on its operands")
-    expected = _printed_registers(inst)
+    expected = _printed_registers(inst, modifier_values)
     if len(expected) != len(operands):
         return
     position = 0
@@ -102,13 +102,14 @@ _OFFSET_FIELDS = frozenset(("offset", "offset0", "offset1", "ioffset"))
 _PRINTED: dict[tuple, tuple] = {}
 
 
-def _printed_registers(inst: Inst) -> tuple:
+def _printed_registers(inst: Inst, modifier_values=None) -> tuple:
     """(kind, count) of each operand the disassembler prints for `inst` (None where it prints no register), remembered
-    per opcode and modifier fields: register fields aside (whether saddr is used counts), nothing else moves a width."""
+    per opcode and modifier fields: register fields aside (whether saddr is used counts), nothing else moves a width.
+    The key names the opcode by its `_modifier_values` function (one per target, format, opcode and variant)."""
     fields = inst.fields
-    arch = inst.arch
-    key = (arch.key, inst.fmt, inst.op, inst.variant, fields.get("saddr") == arch.null_code,
-           _modifier_values(arch.key, inst.fmt, inst.op, inst.variant)(fields))
+    if modifier_values is None:
+        modifier_values = _modifier_values(inst.arch.key, inst.fmt, inst.op, inst.variant)
+    key = (modifier_values, fields.get("saddr") == inst.arch.null_code, modifier_values(fields))
     ret = _PRINTED.get(key)
     if ret is None:
         if len(_PRINTED) >= 1 << 16:  # many distinct modifier sets: start again rather than grow without bound
@@ -123,6 +124,7 @@ def _modifier_values(arch_key: str, fmt: str, op: int, variant: str):
     neither operands nor offsets, as a tuple: `_printed_registers`' cache key, read with one itemgetter, not a loop."""
     info = operand_info(arch_key, fmt, op)
     kept = [name for name in _layout(arch_key, fmt, variant)[0] if name not in info and name not in _OFFSET_FIELDS]
+    # a function object of its own for each opcode (cached here; `_printed_registers` keys its cache by its identity)
     if not kept:
         return lambda fields: ()
     if len(kept) == 1:

@@ -41,7 +41,7 @@ def x2_prefix(arch: Arch) -> int:
 
 def reg_count(bits: int) -> int:
     """Registers (dwords) an operand of `bits` bits occupies."""
-    return max(1, (bits + 31) // 32)
+    return (bits + 31) // 32 or 1
 
 
 class Draft:

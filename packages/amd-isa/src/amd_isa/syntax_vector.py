@@ -708,7 +708,7 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
         draft.variant = "SDWA" if f"{fmt}_SDWA" in arch.formats else "SDWA_SDST"
         if (problem := sdwa_problem(name, draft.info)) is not None:
             raise EncodeError(f"{name}: {problem}")
-    ops = list(ops)
+    # `ops` is build's own copy of the operands: taken apart in place
     if facts.k_at == 1:
         fields["_lit"] = _literal_of(draft, ops.pop())
     elif facts.k_at == 2:
@@ -846,15 +846,31 @@ def _float_type(dfmt: str) -> bool:
     return dfmt.split("_", 1)[-1].startswith(("F", "BF")) if dfmt.startswith("PK") else dfmt.startswith(("F", "BF"))
 
 
+# id of an opcode's operand info (`inst.operand_info`, cached for good) -> (the info, no_dpp, _wide_vgpr_operand): both
+# are asked of every DPP instruction built or decoded
+_INFO_FACTS: dict[int, tuple[dict, bool, bool]] = {}
+
+
+def _info_facts(info: dict) -> tuple[dict, bool, bool]:
+    facts = _INFO_FACTS.get(id(info))
+    if facts is None or facts[0] is not info:
+        facts = (info, any(info[f][1] in ("SSRC", "SSRC_LANESEL", "SREG") and info[f][2] != "M64" for f in ("src0", "src1", "src2") if f in info),
+                 any(entry[0] == 64 and entry[2] != "M64" for entry in info.values()))
+        if len(_INFO_FACTS) >= 1 << 16:
+            _INFO_FACTS.clear()
+        _INFO_FACTS[id(info)] = facts
+    return facts
+
+
 def no_dpp(info: dict) -> bool:
     """Ops with a scalar-only source (v_permlane16_b32's lane selects, v_readlane/v_writelane's lane, the v_s_* scalar
     floats) have no DPP form (LLVM: e64_dpp variant of this instruction is not supported)."""
-    return any(info[f][1] in ("SSRC", "SSRC_LANESEL", "SREG") and info[f][2] != "M64" for f in ("src0", "src1", "src2") if f in info)
+    return _info_facts(info)[1]
 
 
 def _wide_vgpr_operand(info: dict) -> bool:
     """Whether an op has a 64-bit operand other than a lane mask (a "DP ALU" op to LLVM)."""
-    return any(entry[0] == 64 and entry[2] != "M64" for entry in info.values())
+    return _info_facts(info)[2]
 
 
 def dp_dpp_problem(arch, info: dict, ctrl: int | None) -> str | None:
