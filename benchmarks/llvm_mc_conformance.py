@@ -434,13 +434,6 @@ def _untyped_format(e: str, g: str, config: Config) -> tuple[str, str]:
     return e, re.sub(r" format:\[[^\]]*\]", "", g)
 
 
-def _invalid_delay_fields(e: str, g: str, config: Config) -> tuple[str, str]:
-    if "/* invalid" not in e or not e.startswith("s_delay_alu"):
-        return e, g
-    ours = iter(re.findall(r"\((\d+)\)", g))
-    return re.sub(r"\(/\* invalid [^*]*\*/\)", lambda m: f"({next(ours, '?')})", e), g
-
-
 # Differences with a reason: LLVM's text is lossy or not re-assemblable there, ours names the same bits and
 # re-assembles to the same bytes. Each rewrites LLVM's text or ours; a line counts as explained only if the rewritten
 # texts then agree.
@@ -453,8 +446,6 @@ EXPLAINED = [
      "the 4 it reads, and both assemble to the same bytes", _r128_descriptor),
     ("LLVM leaves out the format field of an untyped gfx12 buffer op (its assembler writes format 1 there); ours prints it "
      "when it is not 1, so the text re-assembles to the same bytes", _untyped_format),
-    ("LLVM prints an s_delay_alu field with no name as a comment (instid0(/* invalid instid value */)), which its "
-     "assembler cannot read; ours prints the number, which re-assembles to the same bytes", _invalid_delay_fields),
 ]
 
 

@@ -8,6 +8,12 @@ from amd_isa import AsmError, DecodeError, assemble, decode_one
 ASSEMBLE = [
     # integers with a leading zero are octal to LLVM's lexer (was: a ValueError from int('03', 0))
     ("gfx1200", "gfx12_asm_smem.s", "s_load_b32 s5, s[4:5], s0 offset:0x0 scope:03", "42 01 60 f4 00 00 00 00"),
+    # accepted neighbours of the rules above (llvm-mc-22)
+    ("gfx1100", "(llvm-mc-22)", "v_dual_add_f32 v255, vcc_lo, v2 :: v_dual_cndmask_b32 v6, vcc_lo, v3", "6a 04 12 c9 6a 06 06 ff"),
+    ("gfx942", "(llvm-mc-22)", "v_dot2_u32_u16 v0, v1, v2, v3 op_sel:[0,0,0]", "00 40 a7 d3 01 05 0e 1c"),
+    ("gfx90a", "(llvm-mc-22)", "v_dot2_u32_u16 v0, v1, v2, v3 op_sel:[1,0,0]", "00 48 a7 d3 01 05 0e 1c"),
+    ("gfx1200", "(llvm-mc-22)", "s_prefetch_inst s[14:15], -0x800000, m0, 7", "c7 81 04 f4 00 00 80 fa"),
+    ("gfx1200", "(llvm-mc-22)", "global_load_b32 v0, v[1:2], off scope:3", "7c 00 05 ee 00 00 0c 00 01 00 00 00"),  # a numeric scope
     # plain VGPRs as the VALU join encodes them directly (llvm-mc-22)
     ("gfx1100", "(llvm-mc-22)", "v_add_f64 v[0:1], v[1:2], v[2:3]", "00 00 27 d7 01 05 02 00"),
     ("gfx1100", "(llvm-mc-22)", "v_add_f16_e32 v1.h, v2.h, v127.h", "82 ff 03 65"),
@@ -108,6 +114,9 @@ ASSEMBLE = [
 
 # (target, LLVM test file, the bytes, LLVM's text for them)
 DISASSEMBLE = [
+    # s_delay_alu fields with no name print as LLVM prints them (and, as for LLVM, that text does not assemble)
+    ("gfx1100", "(llvm-mc-22)", "0c 00 87 bf", "s_delay_alu instid0(/* invalid instid value */)"),
+    ("gfx1100", "(llvm-mc-22)", "61 00 87 bf", "s_delay_alu instid0(VALU_DEP_1) | instskip(/* invalid instskip value */)"),
     # a two-register address at v255: LLVM 22 prints v[255:256] (and its assembler, as ours, refuses the text: register
     # index is out of range; amd_isa.PRINTED_BUT_REFUSED)
     ("gfx1100", "(llvm-mc-22)", "00 00 00 e8 ff 00 c0 00", "tbuffer_load_format_x v0, v[255:256], s[0:3], s0 format:[BUF_FMT_INVALID] idxen offen"),
@@ -195,6 +204,22 @@ DISASSEMBLE = [
 
 # (target, a line LLVM rejects, what our error says)
 REJECT = [
+    # the last lines LLVM's MC tests reject that we took (LLVM's message in the comment)
+    ("gfx1100", "s_delay_alu", "too few operands"),  # gfx11_asm_err.s: too few operands for instruction
+    ("gfx1100", "s_nop", "too few operands"),  # (llvm-mc-22) every SOPP with an immediate needs it
+    ("gfx1100", "s_delay_alu instid0(1)", "expected a value name"),  # gfx11_asm_err.s
+    ("gfx1100", "v_dual_add_f32 v255, vcc_lo, v2 :: v_dual_cndmask_b32 v6, s1, v3", "reads 3 scalar values"),  # constant bus
+    ("gfx1200", "v_dual_add_f32 v255, vcc_lo, v2 :: v_dual_cndmask_b32 v6, s1, v3", "reads 3 scalar values"),
+    ("gfx1100", "v_dual_cndmask_b32 v255, vcc_lo, v2 :: v_dual_mov_b32 v254, s1", "reads 3 scalar values"),  # (llvm-mc-22)
+    ("gfx1100", "v_fmac_legacy_f32_dpp v255, v1, v2 quad_perm:[0,1,2,3] row_mask:0x0 bank_mask:0x0", "dpp variant of this instruction is not supported"),
+    ("gfx1100", "v_swap_b32_dpp v1, v2 quad_perm:[0,1,2,3]", "dpp variant of this instruction is not supported"),  # (llvm-mc-22)
+    ("gfx1200", "v_div_scale_f32_e64_dpp v94, s50, v18, v64, v34 row_half_mirror", "e64_dpp variant of this instruction is not supported"),
+    ("gfx1200", "s_buffer_prefetch_data null, 100, s10, 7", "not null"),  # gfx12_asm_smem_err.s: invalid operand for instruction
+    ("gfx1200", "s_prefetch_inst s[14:15], 0xffffff, m0, 7", "24-bit signed offset"),  # gfx12_err.s
+    ("gfx1200", "s_buffer_prefetch_data s[4:7], -1, s10, 7", "23-bit unsigned offset"),  # (llvm-mc-22)
+    ("gfx1200", "image_load v0, v0, s[0:7] dmask:0x1 dim:SQ_RSRC_IMG_1D th:0x7", "expected an identifier"),  # gfx12_err.s
+    ("gfx942", "v_dot2_u32_u16 v0, 1, v0, s2 op_sel:[0,1,0,1] op_sel_hi:[0,0,1,1]", "invalid op_sel operand"),  # gfx942_err.s
+    ("gfx942", "v_dot2_u32_u16 v0, v1, v2, v3 op_sel_hi:[1,1,1]", "invalid op_sel operand"),  # (llvm-mc-22): any op_sel_hi
     # VGPR sources and destinations the VALU join encodes directly (no general operand path): the same limits as
     # LLVM's (llvm-mc-22): index range, width, gfx90a's even tuples, halves only where the encoding has them
     ("gfx1100", "v_add_f32_e64 v256, v1, v2", "register index is out of range"),
@@ -208,7 +233,7 @@ REJECT = [
     ("gfx1100", "flat_load_b32 v1, v[3:4] offset:-1", "outside 0..4095"),  # LLVM: expected a 12-bit unsigned offset
     ("gfx90a", "global_load_dword v1, v[4:5], off offset:4096", "outside -4096..4095"),
     ("gfx90a", "v_mfma_f32_32x32x1_2b_f32 a[0:31], v0, v1, a[0:31]", "unknown"),  # gfx940's name; LLVM: not supported on this GPU
-    ("gfx1200", "global_store_b32 v0, v1, s[0:1] th:TH_LOAD_NT", "use a number or one of TH_STORE_"),  # a load's hint on a store
+    ("gfx1200", "global_store_b32 v0, v1, s[0:1] th:TH_LOAD_NT", "use one of TH_STORE_"),  # a load's hint on a store
     # lane masks are one SGPR per 32 lanes: wave64 spellings in wave32 code and back (LLVM: invalid operand for instruction)
     ("gfx1100", "v_cmp_class_f16 vcc, v1, v2", "lane mask, 1 SGPR"),  # gfx11_asm_vopc-fake16.s W32-ERR
     ("gfx1100", "v_cmp_class_f16_e64 s[10:11], v1, 0.5", "lane mask, 1 SGPR"),  # gfx11_asm_vop3_from_vopc-fake16.s
@@ -392,6 +417,7 @@ REJECT = [
 # cases with `/*Invalid register ...*/` or `/*Invalid immediate*/`; printed, any of these would be text our assembler
 # refuses (was: decoded and printed, e.g. `op_sel:[1, 0, 0]` on a WMMA, `s[0:3]` as a matrix operand)
 DECODE_REJECT = [
+    ("gfx1100", "(llvm-mc-22)", "fa 04 0a 0c 01 e4 00 ff", "no DPP form"),  # v_fmac_dx9_zero_f32 (LLVM: invalid instruction encoding)
     ("gfx1200", "gfx12_dasm_wmma_w32.txt", "08 48 40 cc 00 09 22 1c", "op_sel bits"),  # WMMA sources are no 16-bit pairs
     ("gfx1200", "gfx12_dasm_wmma_w32.txt", "0c 50 50 cc 00 09 52 1c", r"index_key:2 \(it takes 0..1\)"),
     ("gfx1200", "gfx12_dasm_wmma_w32.txt", "08 40 40 cc 00 08 22 1c", "src0 code 0: a matrix operand is a VGPR range"),

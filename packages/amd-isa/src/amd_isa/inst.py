@@ -10,7 +10,7 @@ from . import printer
 from .arch import Arch, get_arch
 from .availability import missing_on
 from .errors import DecodeError
-from .modifier_rules import no_clamp, no_omod
+from .modifier_rules import no_clamp, no_dpp_form, no_omod
 from .syntax_common import SCALE_LOAD, reg_count
 from .syntax_memory import BUFFER_FORMATS
 from .syntax_scalar import register_only
@@ -35,10 +35,13 @@ DPP16_CODE, DPP8_CODE, DPP8FI_CODE, SDWA_CODE = 250, 233, 234, 249
 #: such words), though both assemblers refuse it: reserved export targets, MFMA accumulators partly overlapping a wide
 #: result, interpolation attributes past attr32, gfx11 and CDNA scalar buffer loads with the offset's top bit set
 #: (printed negative), gfx11 counter waits naming a register other than null, VGPR ranges running past v255 (LLVM 22
-#: prints `v[255:256]` for a two-register address at 255, and refuses it: register index is out of range). Every other
-#: decoded word prints text the assembler takes back.
+#: prints `v[255:256]` for a two-register address at 255, and refuses it: register index is out of range), s_delay_alu
+#: fields with no name (printed as LLVM's comment `instid0(/* invalid instid value */)`), gfx12 temporal hints with no
+#: name (th:0x7 at the default scope), gfx940+ dot products with op_sel or op_sel_hi bits. Every other decoded word
+#: prints text the assembler takes back.
 PRINTED_BUT_REFUSED = ("unknown export target", "must not partially overlap with dst", "out of bounds interpolation attribute",
-                       "unsigned offset for buffer ops", "src0 must be null", "register index is out of range")
+                       "unsigned offset for buffer ops", "src0 must be null", "register index is out of range", "expected a value name",
+                       "expected an identifier", "invalid op_sel operand")
 _CDNA_VARIANT_CODES, _RDNA_VARIANT_CODES = (DPP16_CODE, SDWA_CODE), (DPP16_CODE, DPP8_CODE, DPP8FI_CODE)
 VOP_SHORT = ("VOP1", "VOP2", "VOPC")
 VOP_LONG = ("VOP3", "VOP3SD", "VOP3P")
@@ -296,7 +299,7 @@ class _OpPlan:
     """What decoding one (format, opcode) needs, worked out once: its name, whether the target lacks it, how its variant
     is chosen and, per variant, the size and field extractors; the literal rule of its base encoding."""
 
-    __slots__ = ("name", "missing", "scale", "vop", "mfma", "nsa", "layouts", "lit_sources", "vopd", "packed", "bus", "operands")
+    __slots__ = ("name", "missing", "scale", "vop", "mfma", "nsa", "layouts", "lit_sources", "vopd", "packed", "bus", "operands", "no_dpp")
 
     def __init__(self, arch: Arch, target: str, fmt: str, opcode: int):
         self.name = arch.ops[fmt][opcode][0]
@@ -316,6 +319,7 @@ class _OpPlan:
         info = operand_info(arch.key, fmt, opcode)
         self.bus = (_op_facts(arch, fmt, opcode, self.name, info), info) if fmt in VOP_SHORT + VOP_LONG and not self.mfma else None
         self.operands = _operand_checks(arch, fmt, self.name, info, self.bus[0] if self.bus else None, self.mfma)
+        self.no_dpp = no_dpp_form(arch.name, self.name)  # LLVM decodes no DPP word of it
 
 
 def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bool) -> tuple[tuple[str, str, int, int], ...]:
@@ -580,6 +584,8 @@ def _decode_at(data: bytes, arch: str, offset: int) -> tuple[Inst, int]:
         raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: {problem}")
     if variant[:4] == "SDWA" and (problem := sdwa_problem(plan.name, operand_info(arch_obj.key, fmt, opcode))) is not None:
         raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: {problem}")
+    if variant[:3] == "DPP" and plan.no_dpp:
+        raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: the instruction has no DPP form")
     if variant[:3] == "DPP" and (problem := dp_dpp_problem(arch_obj, operand_info(arch_obj.key, fmt, opcode),
                                                             fields.get("dpp") if variant == "DPP16" else None)) is not None:
         raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: {problem}")

@@ -9,7 +9,7 @@ import random
 from .arch import Arch, get_arch
 from .availability import missing_on
 from .inst import ALWAYS_LITERAL, SRC_FIELDS, Inst
-from .modifier_rules import no_clamp
+from .modifier_rules import no_clamp, no_dpp_form
 from .syntax_common import reg_count, x2_prefix
 from .syntax_memory import UFMT_DEFAULT, image_address_count
 from .syntax_scalar import GFX11_WAITCNT_SOPK
@@ -67,7 +67,9 @@ def _vop3p_modifiers(arch: Arch, name: str, info: dict, fields: dict[str, int]) 
         fields["opsel"] &= rules.index_key
     elif not rules.op_sel:
         fields["opsel"] &= 4 if rules.dst_half else 0
-    if not rules.op_sel or rules.index_key >= 0:
+    if arch.key == "cdna" and name.startswith("v_dot"):  # gfx940+ dots: no op_sel bits, op_sel_hi at its default
+        fields["opsel"] = 0
+    if not rules.op_sel or rules.index_key >= 0 or (arch.key == "cdna" and name.startswith("v_dot")):
         fields.update(opsel_hi=3, opsel_hi2=1)
     for field, allowed in (("neg", rules.neg_lo), ("neg_hi", rules.neg_hi)):
         if field in fields:
@@ -87,7 +89,7 @@ def sample_fields(arch: Arch, fmt: str, opcode: int, kind: str, rng: random.Rand
     if mfma is not None and opcode in mfma.get("ops", ()):
         variant = "MFMA"
     elif kind in ("dpp16", "dpp8") and fmt in ("VOP1", "VOP2", "VOPC", "VOP3", "VOP3SD") and not any(p in name for p in ALWAYS_LITERAL) \
-            and not no_dpp(info):
+            and not no_dpp(info) and not no_dpp_form(arch.name, name):
         # gfx9 has no DPP8: its second extended form is SDWA.
         wanted = kind.upper() if f"{fmt}_{kind.upper()}" in arch.formats else next(
             (v for v in ("SDWA", "SDWA_SDST") if kind == "dpp8" and f"{fmt}_{v}" in arch.formats), "")

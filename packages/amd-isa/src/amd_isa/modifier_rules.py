@@ -269,3 +269,29 @@ def no_clamp(family: str, name: str) -> bool:
 def no_omod(family: str, name: str) -> bool:
     """Whether the VOP3 opcode `name` (its table name) of `family` takes no output modifier."""
     return name in NO_OMOD.get(family, ()) or (family == "cdna" and name.startswith(NO_CLAMP_OMOD))
+
+
+# VALU opcodes of RDNA with no DPP form although their format has one (LLVM: "dpp variant of this instruction is not
+# supported", "e64_dpp variant ..."): read off llvm-mc-22 assembling the DPP16 and DPP8 samples of our corpus per target
+# (gfx1100, gfx1150; gfx1200, gfx1201). Table names, per format family. (gfx12's 16-bit moves and swaps, which LLVM
+# takes only in its true16 spelling, are not listed.)
+NO_DPP: dict[str, frozenset[str]] = {
+    "rdna3": frozenset((
+        "v_permlane64_b32_e32", "v_readfirstlane_b32_e32", "v_swap_b16_e32", "v_swap_b32_e32", "v_swaprel_b32_e32",  # VOP1
+        "v_fmac_dx9_zero_f32_e32", "v_pk_fmac_f16_e32",  # VOP2
+        "v_div_fixup_f32", "v_div_fmas_f32", "v_fma_dx9_zero_f32", "v_fmac_dx9_zero_f32_e64", "v_mul_hi_i32", "v_mul_hi_u32",
+        "v_mul_lo_u32", "v_readfirstlane_b32_e64", "v_div_scale_f32",  # VOP3, VOP3SD
+    )),
+    "rdna4": frozenset((
+        "v_permlane64_b32_e32", "v_readfirstlane_b32_e32", "v_swap_b32_e32", "v_swaprel_b32_e32",  # VOP1
+        "v_pk_fmac_f16_e32",  # VOP2
+        "v_div_fixup_f32", "v_div_fmas_f32", "v_fma_dx9_zero_f32", "v_mul_hi_i32", "v_mul_hi_u32", "v_mul_lo_u32", "v_permlane16_var_b32",
+        "v_permlanex16_var_b32", "v_readfirstlane_b32_e64", "v_s_exp_f16", "v_s_log_f16", "v_s_rcp_f16", "v_s_rsq_f16", "v_s_sqrt_f16",
+        "v_div_scale_f32",  # VOP3, VOP3SD
+    )),
+}
+
+
+def no_dpp_form(family: str, name: str) -> bool:
+    """Whether the VALU opcode `name` (its table name) of `family` has no DPP form (neither dpp nor dpp8)."""
+    return name in NO_DPP.get(family, ())

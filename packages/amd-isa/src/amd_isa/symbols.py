@@ -72,8 +72,8 @@ def format_simm16(arch: Arch, optype: str, raw: int, mnemonic: str) -> str:
         parts = []
         for name, lo, width, names in DELAY_FIELDS:
             value = (raw >> lo) & ((1 << width) - 1)
-            if value:
-                parts.append(f"{name}({names[value] if value < len(names) else value})")
+            if value:  # a value with no name: LLVM's comment (its assembler, as ours, reads names alone)
+                parts.append(f"{name}({names[value] if value < len(names) else f'/* invalid {name[:-1] if name[-1].isdigit() else name} value */'})")
         return " | ".join(parts) if parts and not raw >> 11 else str(raw) if not parts else f"{raw:#x}"
     if optype == "HWREG":
         ident, offset, size = raw & 0x3F, (raw >> 6) & 0x1F, ((raw >> 11) & 0x1F) + 1
@@ -234,7 +234,9 @@ def parse_symbolic(arch: Arch, text: str) -> int:
         spec = {name: (lo, names) for name, lo, _, names in DELAY_FIELDS}
         for (name, _), (arg,) in zip(calls, args, strict=True):
             lo, names = spec[name]
-            value |= (names.index(arg) if arg in names else asm_int(arg)) << lo
+            if arg not in names:  # LLVM: a name, not a number (it prints unnamed values as a comment it cannot read back)
+                raise EncodeError(f"expected a value name in {name}(...): one of {', '.join(names)}; got {arg!r}")
+            value |= names.index(arg) << lo
         return value
     raise EncodeError(f"unknown symbolic immediate {head}(...)")
 

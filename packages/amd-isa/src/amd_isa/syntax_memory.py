@@ -133,13 +133,17 @@ def th_text(name: str, th: int, scope: int) -> object:
 
 
 def parse_policy(key: str, value: object, name: str) -> int:
-    """A th:/scope: value of instruction `name` from its number or its LLVM name (a temporal hint's name must be of the
-    instruction's kind of access: TH_ATOMIC_* for atomics, TH_STORE_* for stores, TH_LOAD_* otherwise)."""
+    """A th:/scope: value of instruction `name` from its LLVM name (a temporal hint's name must be of the instruction's
+    kind of access: TH_ATOMIC_* for atomics, TH_STORE_* for stores, TH_LOAD_* otherwise); a scope may be a number. A
+    numeric th is refused as LLVM refuses it ("expected an identifier"), though LLVM and we print a hint with no name
+    (7 at the default scope) as th:0x7."""
     if isinstance(value, int) and not isinstance(value, bool):
+        if key == "th":
+            raise EncodeError(f"{name}: th:{value} is a number: expected an identifier, one of {', '.join(_TH_BY_KIND[_th_kind(name)])}")
         return value
     names = {scope: i for i, scope in enumerate(SCOPE_NAMES)} if key == "scope" else _TH_BY_KIND[_th_kind(name)]
     if str(value) not in names:
-        raise EncodeError(f"{name}: unknown {key} value {value!r}; use a number or one of {', '.join(names)}")
+        raise EncodeError(f"{name}: unknown {key} value {value!r}; use {'a number or ' if key == 'scope' else ''}one of {', '.join(names)}")
     return names[str(value)]
 
 

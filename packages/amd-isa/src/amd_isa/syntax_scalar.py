@@ -131,6 +131,8 @@ def join_sopp(draft: Draft, ops: list, mods: Mods) -> None:
         raise EncodeError(f"{draft.name} takes at most one operand, got {len(ops)}")
     if ops:
         draft.fields["simm16"] = _imm16(draft, ops[0])
+    elif "simm16" in draft.info:  # LLVM: too few operands for instruction (s_nop 0, s_delay_alu 0, a branch's target)
+        raise EncodeError(f"{draft.name}: too few operands: it takes an immediate operand")
     _no_mods(draft, mods)
 
 
@@ -276,8 +278,12 @@ def _join_prefetch(draft: Draft, ops: list, mods: Mods) -> None:
     _expect(draft, ops, slots)
     values = dict(zip(slots, ops, strict=True))
     if "sbase" in values:
-        draft.fields["sbase"] = encode_scalar(draft.arch, f"{draft.name} sbase", values["sbase"]) >> 1
-    draft.fields["ioffset"] = int(values["ioffset"]) & 0xFFFFFF  # type: ignore[call-overload]
+        base = values["sbase"]
+        if isinstance(base, Special) and base.name == "null" and "buffer" in draft.name:  # LLVM: invalid operand for instruction
+            raise EncodeError(f"{draft.name}: sbase is a buffer resource (4 SGPRs), not null")
+        draft.fields["sbase"] = encode_scalar(draft.arch, f"{draft.name} sbase", base) >> 1
+    # a 24-bit signed offset, 23-bit unsigned for the buffer prefetch (LLVM: expected a 24-bit signed offset; was: masked)
+    draft.fields["ioffset"] = _smem_offset(draft, int(values["ioffset"]), 24)  # type: ignore[call-overload]
     draft.fields["soffset"] = encode_scalar(draft.arch, f"{draft.name} soffset", values["soffset"])
     draft.fields["sdata"] = int(values["sdata"])  # type: ignore[call-overload]
     _no_mods(draft, mods)

@@ -4,7 +4,7 @@ from functools import cache
 
 from .arch import get_arch
 from .errors import DecodeError, EncodeError
-from .modifier_rules import NO_CLAMP, NO_CLAMP_OMOD, NO_OMOD
+from .modifier_rules import NO_CLAMP, NO_CLAMP_OMOD, NO_OMOD, no_dpp_form
 from .operands import INLINE_FLOATS, INV_2PI_CODE, VGPR_BASE, Lit, Operand, Reg, Special, Sym, float_bits, plain_reg
 from .syntax_common import (
     Draft,
@@ -704,6 +704,8 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
             raise EncodeError(f"{name}: {'dpp8' if draft.variant == 'DPP8' else 'dpp'} variant of this instruction is not supported on {arch.name}")
         if arch.name != "cdna" and (problem := dp_dpp_problem(arch, draft.info, None)) is not None:
             raise EncodeError(f"{name}: {problem}")
+        if no_dpp_form(arch.name, arch.ops[fmt][draft.op][0]):
+            raise EncodeError(f"{name}: {'e64_dpp' if long else 'dpp'} variant of this instruction is not supported")
     elif mods and not _SDWA_KEY_SET.isdisjoint(mods):
         draft.variant = "SDWA" if f"{fmt}_SDWA" in arch.formats else "SDWA_SDST"
         if (problem := sdwa_problem(name, draft.info)) is not None:
@@ -1049,6 +1051,9 @@ def _join_long_mods(draft: Draft, nsrc: int, neg: int, abs_: int, mods: Mods) ->
             if not half:
                 what = "only op_sel:[0,0,1] (the result's high halves)" if rules.dst_half else "no op_sel/op_sel_hi"
                 raise EncodeError(f"{name} takes {what}: its sources are not pairs of 16-bit halves")
+        if draft.arch.key == "cdna" and name.startswith("v_dot") and ("op_sel_hi" in mods or list_flags(mods.get("op_sel", 0))):  # type: ignore[arg-type]
+            # gfx940+ dot products: LLVM takes op_sel:[0,0,0] and no op_sel_hi at all (gfx90a takes both)
+            raise EncodeError(f"{name}: invalid op_sel operand: gfx940+ dot products take no op_sel bits and no op_sel_hi")
         opsel = list_flags(mods.pop("op_sel", 0))  # type: ignore[arg-type]
         default_hi = 0 if mix else 7
         hi_value = mods.pop("op_sel_hi", None)
@@ -1237,7 +1242,10 @@ def vopd_problem(arch, x_op: int, y_op: int, fields: dict[str, int]) -> str | No
     if any("fmaak" in n or "fmamk" in n for n in names):
         scalars.add("literal")
     if any("cndmask" in n for n in names):
-        scalars.add(106)  # vcc_lo
+        # cndmask's implicit read counts apart from an explicit vcc_lo source, as LLVM counts them (its implicit
+        # operand is VCC, another register than VCC_LO): `v_dual_add_f32 v255, vcc_lo, v2 :: v_dual_cndmask_b32 v6,
+        # s1, v3` reads three values (gfx11_asm_vopd_err.s), `... vcc_lo, v2 :: v_dual_cndmask_b32 v6, vcc_lo, v3` two
+        scalars.add("vcc")
     if len(scalars) > 2:
         return f"reads {len(scalars)} scalar values (SGPRs, a literal, cndmask's vcc_lo); a VOPD pair allows 2 (constant bus)"
     return None
