@@ -211,9 +211,9 @@ REJECT = [
     ("gfx1100", "v_dual_add_f32 v255, vcc_lo, v2 :: v_dual_cndmask_b32 v6, s1, v3", "reads 3 scalar values"),  # constant bus
     ("gfx1200", "v_dual_add_f32 v255, vcc_lo, v2 :: v_dual_cndmask_b32 v6, s1, v3", "reads 3 scalar values"),
     ("gfx1100", "v_dual_cndmask_b32 v255, vcc_lo, v2 :: v_dual_mov_b32 v254, s1", "reads 3 scalar values"),  # (llvm-mc-22)
-    ("gfx1100", "v_fmac_legacy_f32_dpp v255, v1, v2 quad_perm:[0,1,2,3] row_mask:0x0 bank_mask:0x0", "dpp variant of this instruction is not supported"),
+    ("gfx1100", "v_fmac_legacy_f32_dpp v255, v1, v2 quad_perm:[0,1,2,3] row_mask:0x0 bank_mask:0x0", "dpp variant of this instruction"),
     ("gfx1100", "v_swap_b32_dpp v1, v2 quad_perm:[0,1,2,3]", "dpp variant of this instruction is not supported"),  # (llvm-mc-22)
-    ("gfx1200", "v_div_scale_f32_e64_dpp v94, s50, v18, v64, v34 row_half_mirror", "e64_dpp variant of this instruction is not supported"),
+    ("gfx1200", "v_div_scale_f32_e64_dpp v94, s50, v18, v64, v34 row_half_mirror", "e64_dpp variant of this instruction"),
     ("gfx1200", "s_buffer_prefetch_data null, 100, s10, 7", "not null"),  # gfx12_asm_smem_err.s: invalid operand for instruction
     ("gfx1200", "s_prefetch_inst s[14:15], 0xffffff, m0, 7", "24-bit signed offset"),  # gfx12_err.s
     ("gfx1200", "s_buffer_prefetch_data s[4:7], -1, s10, 7", "23-bit unsigned offset"),  # (llvm-mc-22)
