@@ -310,7 +310,7 @@ class _OpPlan:
         self.nsa = fmt == "MIMG" and "MIMG_NSA" in arch.formats
         self.vop = fmt in VOP_SHORT + VOP_LONG
         self.vopd = fmt == "VOPD"
-        self.layouts: dict[str, tuple[int, tuple[tuple[str, int, int], ...]]] = {}
+        self.layouts: dict[str, tuple] = {}  # variant -> (size, `_field_reader`)
         self.lit_sources = _literal_sources(arch.key, fmt, opcode) if not self.vopd else ()
         # an RDNA packed-math op: its modifier bits and matrix operands are checked against what LLVM accepts
         self.packed = (arch, self.name, operand_info(arch.key, fmt, opcode)) \
@@ -395,57 +395,166 @@ def _operand_checks(arch: Arch, fmt: str, name: str, info: dict, facts, mfma: bo
 _ZERO_WHAT = {"opsel": "16-bit halves to select", "clmp": "clamp", "omod": "output modifier", "tfe": "TFE (a store returns no status)"}
 
 
+def _problem_set(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if not code:
+        return f"the {field} bit is clear (CDNA's wave sync ops address GDS; LLVM decodes no such op here)"
+    return None
+
+
+def _problem_even(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code & 1:
+        return f"its data register {code} is odd (CDNA wants it even; LLVM prints it but does not assemble it)"
+    return None
+
+
+def _problem_register(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code in _INLINE_CODES | {255}:
+        return f"its source {field} must be a scalar register, not a constant"
+    return None
+
+
+def _problem_vgpr(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code < 256:
+        return f"{field} (code {code}) must be a VGPR or AGPR"
+    return None
+
+
+def _problem_vgpr_or_inline(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code < 256 and code not in _INLINE_CODES:
+        return f"{field} (code {code}) must be a VGPR, an AGPR or an inline constant"
+    return None
+
+
+def _problem_lane_mask(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code >= 126 or (arch.wave == 64 and code & 1):
+        # SGPRs, vcc or TTMPs: no VGPR, constant, exec or src_* register, and in wave64 an even-aligned pair
+        what = f"SGPRs, not v{code - 256}" if code >= 256 else f"code {code} names no SGPR pair" if code < 126 else f"code {code} is no SGPR"
+        return f"{field} is a lane mask: {what}"
+    return None
+
+
+def _problem_sgprs(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code * scale < arch.num_sgprs < code * scale + regs:
+        return f"{field} names s[{code * scale}:{code * scale + regs - 1}], past the {arch.num_sgprs} SGPRs"
+    if field != "sbase" and (arch.num_sgprs <= code * scale < 108 or code * scale + regs > 124):
+        return f"{field} (code {code * scale}) is not a range of SGPRs or TTMPs"  # vcc, null, exec, a constant
+    return None
+
+
+def _problem_src_tuple(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code >= 256 and code & 1:
+        return f"{field} v{code - 256} starts a 64-bit or wider tuple at an odd register (gfx90a+ want it even)"
+    return None
+
+
+def _problem_vgpr_tuple(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code & 1:
+        return f"{field} {code} starts a 64-bit or wider tuple at an odd register (gfx90a+ want it even)"
+    return None
+
+
+def _problem_buffer_addr(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code & 1 and fields.get("idxen") and fields.get("offen"):
+        return f"{field} v[{code}:{code + 1}] (index and offset) starts at an odd register (gfx90a+ want it even)"
+    return None
+
+
+def _problem_global_addr(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code & 1 and fields.get("saddr", 0) == arch.null_code:
+        return f"{field} v[{code}:{code + 1}] is a 64-bit address at an odd register (gfx90a+ want it even)"
+    return None
+
+
+def _problem_zero(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code:
+        return f"{field} bits {code:#05b} set: the instruction has no {_ZERO_WHAT.get(field, field)}"
+    return None
+
+
+def _problem_unavailable(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code in arch.unavailable:
+        return f"{field} code {code} ({arch.special[code]}) is not available on {arch.name}"
+    return None
+
+
+def _problem_not_null(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code * scale == arch.null_code:
+        return f"{field} is null, not a buffer resource"
+    return None
+
+
+def _problem_one_bit(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code.bit_count() != 1:
+        return f"dmask {code:#x}: a gather reads one channel (one bit)"
+    return None
+
+
+def _problem_never(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    return "a GLOBAL-segment opcode in the FLAT segment"
+
+
+def _problem_sgpr_pair(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code != arch.null_code and not (code < arch.num_sgprs or (code < 108 and code % 2 == 0) or 108 <= code < 124):
+        return f"{field} code {code} ({arch.special.get(code, 'a constant')}) is no 64-bit base address (SGPRs, vcc or TTMPs)"
+    return None
+
+
+def _problem_vgpr_src(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code < 256 and code not in (_CDNA_VARIANT_CODES if arch.name == "cdna" else _RDNA_VARIANT_CODES):
+        return f"{field} (code {code}) must be a VGPR"
+    return None
+
+
+def _problem_top_bit(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code >> (scale - 1) & 1:
+        return f"{field} bit {scale - 1} set: a buffer op's offset is {scale - 1}-bit unsigned"
+    return None
+
+
+def _problem_plain_mods(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code & scale:
+        return f"{field} bits {code & scale:#05b} set on integer or bit operands (only float operands take neg/abs)"
+    return None
+
+
+def _problem_flat12(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
+    if code >= 4096:
+        return f"{field} {code} does not fit a FLAT offset's 12 unsigned bits"
+    return None
+
+
+# check kind -> the function saying why a field's value breaks it (or None): one dict lookup per check instead of
+# a chain of comparisons of the kind, most of a word's decode time on CDNA, whose tuples are checked on most words
+_PROBLEM_OF = {
+    "set": _problem_set,
+    "even": _problem_even,
+    "register": _problem_register,
+    "vgpr": _problem_vgpr,
+    "vgpr_or_inline": _problem_vgpr_or_inline,
+    "lane_mask": _problem_lane_mask,
+    "sgprs": _problem_sgprs,
+    "src_tuple": _problem_src_tuple,
+    "vgpr_tuple": _problem_vgpr_tuple,
+    "buffer_addr": _problem_buffer_addr,
+    "global_addr": _problem_global_addr,
+    "zero": _problem_zero,
+    "unavailable": _problem_unavailable,
+    "not_null": _problem_not_null,
+    "one_bit": _problem_one_bit,
+    "never": _problem_never,
+    "sgpr_pair": _problem_sgpr_pair,
+    "vgpr_src": _problem_vgpr_src,
+    "top_bit": _problem_top_bit,
+    "plain_mods": _problem_plain_mods,
+    "flat12": _problem_flat12,
+}
+
+
 def _operand_problem(arch: Arch, checks: tuple, fields: dict[str, int]) -> str | None:
     """Why a decoded word breaks one of `checks` (see _operand_checks), or None."""
     for field, kind, scale, regs in checks:
-        code = fields.get(field, 0)
-        if kind == "set" and not code:
-            return f"the {field} bit is clear (CDNA's wave sync ops address GDS; LLVM decodes no such op here)"
-        if kind == "even" and code & 1:
-            return f"its data register {code} is odd (CDNA wants it even; LLVM prints it but does not assemble it)"
-        if kind == "register" and code in _INLINE_CODES | {255}:
-            return f"its source {field} must be a scalar register, not a constant"
-        if kind == "vgpr" and code < 256:
-            return f"{field} (code {code}) must be a VGPR or AGPR"
-        if kind == "vgpr_or_inline" and code < 256 and code not in _INLINE_CODES:
-            return f"{field} (code {code}) must be a VGPR, an AGPR or an inline constant"
-        if kind == "lane_mask" and (code >= 126 or (arch.wave == 64 and code & 1)):
-            # SGPRs, vcc or TTMPs: no VGPR, constant, exec or src_* register, and in wave64 an even-aligned pair
-            what = f"SGPRs, not v{code - 256}" if code >= 256 else f"code {code} names no SGPR pair" if code < 126 else f"code {code} is no SGPR"
-            return f"{field} is a lane mask: {what}"
-        if kind == "sgprs" and code * scale < arch.num_sgprs < code * scale + regs:
-            return f"{field} names s[{code * scale}:{code * scale + regs - 1}], past the {arch.num_sgprs} SGPRs"
-        if kind == "sgprs" and field != "sbase" and (arch.num_sgprs <= code * scale < 108 or code * scale + regs > 124):
-            return f"{field} (code {code * scale}) is not a range of SGPRs or TTMPs"  # vcc, null, exec, a constant
-        if kind == "src_tuple" and code >= 256 and code & 1:
-            return f"{field} v{code - 256} starts a 64-bit or wider tuple at an odd register (gfx90a+ want it even)"
-        if kind == "vgpr_tuple" and code & 1:
-            return f"{field} {code} starts a 64-bit or wider tuple at an odd register (gfx90a+ want it even)"
-        if kind == "buffer_addr" and code & 1 and fields.get("idxen") and fields.get("offen"):
-            return f"{field} v[{code}:{code + 1}] (index and offset) starts at an odd register (gfx90a+ want it even)"
-        if kind == "global_addr" and code & 1 and fields.get("saddr", 0) == arch.null_code:
-            return f"{field} v[{code}:{code + 1}] is a 64-bit address at an odd register (gfx90a+ want it even)"
-        if kind == "zero" and code:
-            return f"{field} bits {code:#05b} set: the instruction has no {_ZERO_WHAT.get(field, field)}"
-        if kind == "unavailable" and code in arch.unavailable:
-            return f"{field} code {code} ({arch.special[code]}) is not available on {arch.name}"
-        if kind == "not_null" and code * scale == arch.null_code:
-            return f"{field} is null, not a buffer resource"
-        if kind == "one_bit" and code.bit_count() != 1:
-            return f"dmask {code:#x}: a gather reads one channel (one bit)"
-        if kind == "never":
-            return "a GLOBAL-segment opcode in the FLAT segment"
-        if kind == "sgpr_pair" and code != arch.null_code and not (code < arch.num_sgprs or (code < 108 and code % 2 == 0) or 108 <= code < 124):
-            return f"{field} code {code} ({arch.special.get(code, 'a constant')}) is no 64-bit base address (SGPRs, vcc or TTMPs)"
-        # (the codes that select a DPP or SDWA form name no source: that form's VGPR field does)
-        if kind == "vgpr_src" and code < 256 and code not in (_CDNA_VARIANT_CODES if arch.name == "cdna" else _RDNA_VARIANT_CODES):
-            return f"{field} (code {code}) must be a VGPR"
-        if kind == "top_bit" and code >> (scale - 1) & 1:
-            return f"{field} bit {scale - 1} set: a buffer op's offset is {scale - 1}-bit unsigned"
-        if kind == "plain_mods" and code & scale:
-            return f"{field} bits {code & scale:#05b} set on integer or bit operands (only float operands take neg/abs)"
-        if kind == "flat12" and code >= 4096:
-            return f"{field} {code} does not fit a FLAT offset's 12 unsigned bits"
+        if (problem := _PROBLEM_OF[kind](arch, field, fields.get(field, 0), scale, regs, fields)) is not None:
+            return problem
     return None
 
 
@@ -559,12 +668,12 @@ def _decode_at(data: bytes, arch: str, offset: int) -> tuple[Inst, int]:
     layout = plan.layouts.get(variant)
     if layout is None:
         layout = plan.layouts[variant] = (arch_obj.formats[f"{fmt}_{variant}" if variant else fmt]["size"],
-                                          _field_extractors(arch_obj.key, fmt, variant))
-    size, extractors = layout
+                                          _field_reader(arch_obj.key, fmt, variant))
+    size, read_fields = layout
     if left < size:
         raise DecodeError(f"truncated {plan.name} at offset {offset:#x}: needs {size} bytes, {left} left")
     word = int.from_bytes(data[offset:offset + size], "little")
-    fields = {f: (word >> lo) & mask for f, lo, mask in extractors}
+    fields = read_fields(word)
     if plan.packed is not None and (problem := vop3p_word_problem(*plan.packed, fields)) is not None:
         raise DecodeError(f"invalid {plan.name} encoding at offset {offset:#x}: {problem}")
     if plan.bus is not None:
@@ -632,6 +741,16 @@ def _field_extractors(arch_name: str, fmt: str, variant: str) -> tuple[tuple[str
     """(field, low bit, mask) of every field of an encoding but its opcode, in table order."""
     layout = get_arch(arch_name).formats[f"{fmt}_{variant}" if variant else fmt]
     return tuple((f, spec[1], (1 << (spec[0] - spec[1] + 1)) - 1) for f, spec in layout["fields"].items() if f not in ("op", "opx"))
+
+
+@cache
+def _field_reader(arch_name: str, fmt: str, variant: str):
+    """A function of an encoded word giving its fields (`_field_extractors`) as a dict, compiled from the layout: one
+    dict display of shifts and masks instead of a comprehension looping over the extractors."""
+    items = ", ".join(f"{f!r}: (w >> {lo}) & {mask}" for f, lo, mask in _field_extractors(arch_name, fmt, variant))
+    scope: dict = {}
+    exec(compile(f"def read(w):\n    return {{{items}}}\n", f"<amd_isa fields {arch_name} {fmt} {variant}>", "exec"), scope)  # noqa: S102
+    return scope["read"]
 
 
 def _needs_literal(arch: Arch, fmt: str, opcode: int, fields: dict[str, int]) -> bool:

@@ -32,7 +32,7 @@ def modifier_text(key: str, value: object) -> str:
 
 def render(mnemonic: str, operands: list, modifiers: Mods) -> str:
     """Assemble the text of an instruction from its split parts."""
-    if mnemonic in ("exp", "export") or any(type(op) is VopdJoin for op in operands):
+    if mnemonic in ("exp", "export") or (mnemonic.startswith("v_dual_") and any(type(op) is VopdJoin for op in operands)):
         return _render_joined(mnemonic, operands, modifiers)
     text = f"{mnemonic} {', '.join([operand_text(op) for op in operands])}" if operands else mnemonic
     if modifiers:
