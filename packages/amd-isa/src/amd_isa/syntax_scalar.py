@@ -1,5 +1,7 @@
 """Syntax of the scalar formats (SOP1, SOP2, SOPC, SOPK, SOPP, SMEM): operand order, symbolic immediates, SMEM offsets."""
 
+from operator import itemgetter
+
 from .errors import EncodeError
 from .operands import Operand, Reg, Special, Sym
 from .symbols import format_simm16, parse_simm16_operand, version_text
@@ -13,7 +15,26 @@ HEX_SIMM16_OPS = ("s_clause", "s_wait_event", "s_set_inst_prefetch_distance", "s
 
 
 def _fields_of(inst) -> dict[str, int]:
-    return {name: getattr(inst, name) for name in inst.layout["fields"] if name != "op"}
+    """Every field of the instruction's encoding but the opcode, as attribute access reads them (defaults for fields it
+    does not carry; branch offsets signed). Read with one itemgetter when it carries them all, as decoded ones do."""
+    key = (inst.arch.key, inst.fmt, inst.variant, inst.op)
+    spec = _FIELD_SPECS.get(key)
+    if spec is None:
+        names = tuple(name for name in inst.layout["fields"] if name != "op")
+        info = inst.operand_info
+        signed = tuple(name for name in names if name in info and info[name][1] == "LABEL")
+        spec = _FIELD_SPECS[key] = (names, itemgetter(*names) if len(names) > 1 else None, signed)
+    names, getter, signed = spec
+    if getter is not None and not signed:
+        try:
+            return dict(zip(names, getter(inst.fields)))
+        except KeyError:
+            pass
+    return {name: getattr(inst, name) for name in names}
+
+
+# (tables, format, variant, opcode) -> (field names but the opcode, their itemgetter, the signed label fields)
+_FIELD_SPECS: dict[tuple, tuple] = {}
 
 
 def _imm_text(raw: int) -> str:
