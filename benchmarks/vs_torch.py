@@ -67,8 +67,11 @@ def build_tinygrad_api(name: str, lib: str):
     # the batch is an input, as in PyTorch (whose tensors do not require gradients unless asked): under tinygrad's rule
     # backward fills `.grad` of every live float tensor of the graph, and a batch kept across steps would accumulate a
     # gradient PyTorch never computes (four more kernels per step, one a 64x784x256 matmul)
-    t = {k: Tensor(v, requires_grad=False if k in ("x", "y") else None) for k, v in data.items()}
-    for v in t.values():
+    # (set as an attribute: tinygrad 0.14's constructor takes no requires_grad)
+    t = {k: Tensor(v) for k, v in data.items()}
+    for k, v in t.items():
+        if k in ("x", "y"):
+            v.requires_grad = False
         v.realize()
     if name == "matmul":
         return lambda: (t["a"] @ t["b"]).realize(), lambda out: out.numpy()
