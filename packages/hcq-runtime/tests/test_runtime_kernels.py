@@ -473,3 +473,20 @@ def test_sixteen_lane_matmuls_read_packed_strips_as_whole_vectors(rng):
     packed = run(to_program(pack.ast, renderer), (pack.size, pack.dtype), w)
     got = run(program, (n * m, dtypes.float32), x, packed)
     np.testing.assert_allclose(got.reshape(n, m), x.astype(np.float64) @ w.astype(np.float64), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("lanes", [8, 16])
+def test_matmuls_whose_right_operand_outgrows_the_l2_loop_over_its_strips_outside(rng, lanes):
+    # heuristic_opts puts the column-strip loop outside the row-block loop when the right operand is larger than the
+    # L2 (each strip then stays in the L2 while the row blocks pass); the values are the same either way
+    n, m, k = 64, 256, 256
+    out, a, b = (param(i, dtypes.float32, s) for i, s in enumerate((n * m, n * k, k * m)))
+    i, j, r = UOp.range(n, 0), UOp.range(m, 1), UOp.range(k, 2, AxisType.REDUCE)
+    ast = UOp.sink(out.index(i * m + j).store((a.index(i * k + r).load() * b.index(r * m + j).load()).reduce(r)).end(i, j))
+    x, w = rng.standard_normal((n, k), dtype=np.float32), rng.standard_normal((k, m), dtype=np.float32)
+    want = x.astype(np.float64) @ w.astype(np.float64)
+    for l2_bytes, swapped in ((64 << 10, True), (4 << 20, False)):  # the operand is 256 KiB
+        assert any(o.op is OptOps.SWAP for o in heuristic_opts(lower_kernel(ast), 2, lanes, l2_bytes)) is swapped
+        program = to_program(ast, CRenderer(vector_width=lanes, l2_bytes=l2_bytes), n_cores=2)
+        got = run(program, (n * m, dtypes.float32), x, w)
+        np.testing.assert_allclose(got.reshape(n, m), want, rtol=1e-4, atol=1e-4)

@@ -218,6 +218,29 @@ def host_vector_width() -> int:
     return 16 if " avx512f" in flags else 8
 
 
+@functools.cache
+def host_l2_bytes() -> int:
+    """One core's second-level cache in bytes (Linux sysfs), 1 MiB when it cannot be read: the opt heuristic's matmul
+    loop order depends on it."""
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in sorted(os.listdir(base)):
+            if not entry.startswith("index"):
+                continue
+            with open(f"{base}/{entry}/level") as f:
+                level = f.read().strip()
+            with open(f"{base}/{entry}/type") as f:
+                kind = f.read().strip()
+            if level == "2" and kind in ("Unified", "Data"):
+                with open(f"{base}/{entry}/size") as f:
+                    size = f.read().strip().upper()
+                scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:], 1)
+                return int(size.rstrip("KM")) * scale
+    except (OSError, ValueError):
+        pass
+    return 1 << 20
+
+
 def c_program(name: str, source: str, n_buffers: int, outs: tuple[int, ...], n_cores: int = 1) -> UOp:
     """A hand-written C kernel as a PROGRAM node for this device (run it with `Tensor.custom_kernel`): `source`
     defines `void name(void **bufs, const long long *vals, int core_id, int n_cores)` (the ABI above) over `n_buffers`
@@ -277,7 +300,7 @@ class CPUDevice(CompiledDevice):
         self.name = name
         self.allocator = CPUAllocator()
         self.compiler = CCompiler(direct_link=True)
-        self.renderer = CRenderer(vector_width=host_vector_width())
+        self.renderer = CRenderer(vector_width=host_vector_width(), l2_bytes=host_l2_bytes())
         self.n_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
     def program(self, name: str, binary: bytes) -> CPUProgram:

@@ -287,9 +287,10 @@ def _operand_bytes(ast: UOp, r: UOp) -> int:
     return total
 
 
-def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Opt]:
+def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: int = 1 << 20) -> list[Opt]:
     """Opts that make a kernel fast on a CPU: vectorize the contiguous output axis, register-tile matmul-like
-    reductions, unroll short reduce loops, and spread the outermost loop axis across cores."""
+    reductions, unroll short reduce loops, and spread the outermost loop axis across cores. `l2_bytes`: one core's
+    second-level cache, which decides a matmul's loop order."""
     opts: list[Opt] = []
     ranges = kernel_ranges(ast)
     # a symbolic range (attention over the live rows of a KV cache) is never split, and its kernel gets no output-axis
@@ -336,6 +337,14 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8) -> list[Op
     if (threaded := _thread_opt(loops, sizes, n_cores, work)) is not None:
         opts.append(threaded)
         sizes[threaded.axis] //= threaded.arg
+    # loop order of a matmul's tile loops: rows outside, column strips inside re-read the whole right operand for every
+    # block of rows; when it does not fit the second-level cache that is a stream from the last level per row block,
+    # so the column strips go outside and each strip (a few hundred KiB) stays in the L2 while the row blocks pass
+    # (1024^3 float32 on an AVX-512 core: 9.2 -> 6.8 ms, 8-lane tiles 16.3 -> 9.8 ms; with the operand in the L2, as
+    # at 512^3 or an MLP's 784x256 weight, the swapped order streamed the rows instead: up to 2x slower)
+    if reduces and inner is not None and other is not None and other < inner and sizes[inner] > 1 and sizes[other] > 1 \
+            and _operand_bytes(ast, ranges[inner]) > l2_bytes:
+        opts.append(Opt(OptOps.SWAP, other, inner))
     # matrix-vector: with one output row, keep the whole row's accumulators (up to 16 KiB of them) so the reduce loop
     # runs outside and each step streams one contiguous weight row, instead of striding across rows per output tile
     # (with a register tile of rows, the tile's rows times the row's vectors stay within those 128 vectors: on AVX2, 4

@@ -55,7 +55,7 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | tuple[Opt, ...] |
         if renderer.global_dims:
             opts = gpu_heuristic_opts(lowered, renderer.local_size, tensor_cores)
         else:
-            opts = heuristic_opts(lowered, n_cores if renderer.has_threads else 1, renderer.vector_width)
+            opts = heuristic_opts(lowered, n_cores if renderer.has_threads else 1, renderer.vector_width, renderer.l2_bytes)
     optimized = decompose(apply_opts(lowered, opts, tensor_cores), renderer.code_for_op)
     if renderer.global_dims:
         optimized = add_gpu_dims(optimized, renderer.local_size)

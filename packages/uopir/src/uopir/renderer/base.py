@@ -20,7 +20,8 @@ class Renderer:
     (`uopir.codegen.packing`; the scheduler makes the copies); lane_sums: it renders CUSTOM(LANE_SUMS) statements
     (the lanes of n accumulators added at once, see `uopir.codegen.linearize`); supports_images: it renders the texel
     reads (LOAD of a vector from an image INDEX), channel picks (CUSTOM(IMAGE_CHANNEL)) and texel writes (STORE of a
-    STACK) `uopir.codegen.images` lowers image PARAMs' accesses to.
+    STACK) `uopir.codegen.images` lowers image PARAMs' accesses to; l2_bytes: the second-level cache of one core, for
+    the opt heuristic's loop order (see `heuristic_opts`).
     """
 
     device: str = ""
@@ -33,6 +34,7 @@ class Renderer:
     local_size: int = 1
     tensor_cores: tuple = ()
     packed_operand_bytes: int = 0
+    l2_bytes: int = 1 << 20
     lane_sums: bool = False
     #: it renders texel reads and writes of `ImageDType` PARAMs (see `uopir.codegen.images`)
     supports_images: bool = False

@@ -82,8 +82,8 @@ class CRenderer(Renderer):
     vectorize = True
     lane_sums = True
 
-    def __init__(self, vector_width: int = 8):
-        self.vector_width = vector_width
+    def __init__(self, vector_width: int = 8, l2_bytes: int = 1 << 20):
+        self.vector_width, self.l2_bytes = vector_width, l2_bytes
         # strips as wide as the column tile the opt heuristic picks (two vectors): with 16 lanes (AVX-512) its 32
         # columns over 16-column strips were read through `(n / 16) * rows + n % 16`, which clang vectorized into
         # gathers (1024^3 float32: 17.5 ms, 26% of the machine's peak)
