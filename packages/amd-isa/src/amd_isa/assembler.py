@@ -128,8 +128,7 @@ def _parse_operand(arch, token: str) -> object:
         return [parse_operand(arch, item) for item in _split_top(token[1:-1], ",")]
     if match := _REG.match(low):
         kind = "a" if match.group(1) == "acc" else match.group(1)
-        if kind in ("v", "a") and int(match.group(2)) > 255:  # LLVM: register index is out of range
-            raise EncodeError(f"register index is out of range: {token} (there are 256 {'AGPRs' if kind == 'a' else 'VGPRs'}, {kind}0-{kind}255)")
+        _check_vector_index(kind, int(match.group(2)), token)
         return Reg(kind, int(match.group(2)))
     if match := _HALF.match(low):
         return Reg("v", int(match.group(1)), half=match.group(2))
@@ -139,8 +138,7 @@ def _parse_operand(arch, token: str) -> object:
         last = int(match.group(3)) if match.group(3) is not None else first
         if last < first:
             raise EncodeError(f"register range {token} ends before it starts")
-        if kind in ("v", "a") and last > 255:  # LLVM: register index is out of range
-            raise EncodeError(f"register index is out of range: {token} (there are 256 {'AGPRs' if kind == 'a' else 'VGPRs'}, {kind}0-{kind}255)")
+        _check_vector_index(kind, last, token)
         return Reg(kind, first, last - first + 1)
     specials = _specials(arch)
     if low in specials or _ALIASES.get(low) in specials:
@@ -163,6 +161,12 @@ def _parse_operand(arch, token: str) -> object:
     if _LABEL.match(token):
         return Label(token)
     raise EncodeError(f"cannot read operand {token!r}")
+
+
+def _check_vector_index(kind: str, last: int, token: str) -> None:
+    """A VGPR or AGPR operand ends at register 255 at most (LLVM: register index is out of range)."""
+    if kind in ("v", "a") and last > 255:
+        raise EncodeError(f"register index is out of range: {token} (there are 256 {'AGPRs' if kind == 'a' else 'VGPRs'}, {kind}0-{kind}255)")
 
 
 def _negate(value: object, token: str) -> object:
