@@ -9,6 +9,7 @@ ASSEMBLE = [
     # integers with a leading zero are octal to LLVM's lexer (was: a ValueError from int('03', 0))
     ("gfx1200", "gfx12_asm_smem.s", "s_load_b32 s5, s[4:5], s0 offset:0x0 scope:03", "42 01 60 f4 00 00 00 00"),
     # accepted neighbours of the rules above (llvm-mc-22)
+    ("gfx1200", "(llvm-mc-22)", "s_waitcnt lgkmcnt(3) expcnt(1)", "31 fc 89 bf"),
     ("gfx1100", "(llvm-mc-22)", "v_dual_add_f32 v255, vcc_lo, v2 :: v_dual_cndmask_b32 v6, vcc_lo, v3", "6a 04 12 c9 6a 06 06 ff"),
     ("gfx942", "(llvm-mc-22)", "v_dot2_u32_u16 v0, v1, v2, v3 op_sel:[0,0,0]", "00 40 a7 d3 01 05 0e 1c"),
     ("gfx90a", "(llvm-mc-22)", "v_dot2_u32_u16 v0, v1, v2, v3 op_sel:[1,0,0]", "00 48 a7 d3 01 05 0e 1c"),
@@ -114,6 +115,7 @@ ASSEMBLE = [
 
 # (target, LLVM test file, the bytes, LLVM's text for them)
 DISASSEMBLE = [
+    ("gfx1200", "(llvm-mc-22)", "f7 03 89 bf", "s_waitcnt vmcnt(0)"),  # gfx12's s_waitcnt names its counters (was: a number)
     # s_delay_alu fields with no name print as LLVM prints them (and, as for LLVM, that text does not assemble)
     ("gfx1100", "(llvm-mc-22)", "0c 00 87 bf", "s_delay_alu instid0(/* invalid instid value */)"),
     ("gfx1100", "(llvm-mc-22)", "61 00 87 bf", "s_delay_alu instid0(VALU_DEP_1) | instskip(/* invalid instskip value */)"),
@@ -207,6 +209,7 @@ REJECT = [
     # the last lines LLVM's MC tests reject that we took (LLVM's message in the comment)
     ("gfx1100", "s_delay_alu", "too few operands"),  # gfx11_asm_err.s: too few operands for instruction
     ("gfx1100", "s_nop", "too few operands"),  # (llvm-mc-22) every SOPP with an immediate needs it
+    ("gfx1200", "s_waitcnt", "too few operands"),  # (llvm-mc-22) gfx12 keeps gfx11's s_waitcnt with its counters
     ("gfx1100", "s_delay_alu instid0(1)", "expected a value name"),  # gfx11_asm_err.s
     ("gfx1100", "v_dual_add_f32 v255, vcc_lo, v2 :: v_dual_cndmask_b32 v6, s1, v3", "reads 3 scalar values"),  # constant bus
     ("gfx1200", "v_dual_add_f32 v255, vcc_lo, v2 :: v_dual_cndmask_b32 v6, s1, v3", "reads 3 scalar values"),

@@ -186,13 +186,17 @@ def _gfx90a_tables() -> SimpleNamespace:
 
 def _rdna4_tables() -> SimpleNamespace:
     """The RDNA4 tables with s_get_barrier_state's operands, which the generated table leaves out (LLVM 21's
-    gfx12_asm_sop1.s: `s_get_barrier_state s3, -1`, a destination and the barrier id)."""
+    gfx12_asm_sop1.s: `s_get_barrier_state s3, -1`, a destination and the barrier id), and s_waitcnt's counters, which
+    it leaves out too: llvm-mc-22 takes and prints gfx11's `s_waitcnt vmcnt(0)` on gfx12 (bare `s_waitcnt`: too few
+    operands; the word 0xbf8903f7 prints `s_waitcnt vmcnt(0)`)."""
     tables = {name: value for name, value in vars(rdna4).items() if name.isupper()}
     sop1 = {**rdna4.OPS["SOP1"]}
     for op, (name, info) in sop1.items():
         if name == "s_get_barrier_state" and not info:
             sop1[op] = (name, (("sdst", 32, "SDST", "B32"), ("ssrc0", 32, "SSRC", "B32")))
-    return SimpleNamespace(**{**tables, "OPS": {**rdna4.OPS, "SOP1": sop1}})
+    sopp = {op: (name, (("simm16", 16, "WAITCNT", "B16"),) if name == "s_waitcnt" and not info else info)
+            for op, (name, info) in rdna4.OPS["SOPP"].items()}
+    return SimpleNamespace(**{**tables, "OPS": {**rdna4.OPS, "SOP1": sop1, "SOPP": sopp}})
 
 
 ARCHS: dict[str, Arch] = {
