@@ -407,8 +407,11 @@ def _problem_even(arch: Arch, field: str, code: int, scale: int, regs: int, fiel
     return None
 
 
+_CONSTANT_CODES = _INLINE_CODES | {255}  # inline constants and the literal
+
+
 def _problem_register(arch: Arch, field: str, code: int, scale: int, regs: int, fields: dict) -> str | None:
-    if code in _INLINE_CODES | {255}:
+    if code in _CONSTANT_CODES:
         return f"its source {field} must be a scalar register, not a constant"
     return None
 

@@ -67,9 +67,9 @@ def _vop3p_modifiers(arch: Arch, name: str, info: dict, fields: dict[str, int]) 
         fields["opsel"] &= rules.index_key
     elif not rules.op_sel:
         fields["opsel"] &= 4 if rules.dst_half else 0
-    if arch.key == "cdna" and name.startswith("v_dot"):  # gfx940+ dots: no op_sel bits, op_sel_hi at its default
+    if rules.no_op_sel_bits:  # gfx940+ dots: no op_sel bits, op_sel_hi at its default
         fields["opsel"] = 0
-    if not rules.op_sel or rules.index_key >= 0 or (arch.key == "cdna" and name.startswith("v_dot")):
+    if not rules.op_sel or rules.index_key >= 0 or rules.no_op_sel_bits:
         fields.update(opsel_hi=3, opsel_hi2=1)
     for field, allowed in (("neg", rules.neg_lo), ("neg_hi", rules.neg_hi)):
         if field in fields:

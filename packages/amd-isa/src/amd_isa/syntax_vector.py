@@ -369,7 +369,7 @@ class Vop3pRules:
     ones), not fp8/bf8 dots or float matrix results; matrix sources and the sparse index are VGPRs, a matrix
     accumulator a VGPR or an inline constant. SWMMAC's op_sel bits are index_key:0..1 (wave32)."""
 
-    __slots__ = ("op_sel", "dst_half", "index_key", "neg_lo", "neg_hi", "clamp", "vgpr_only", "no_sgpr")
+    __slots__ = ("op_sel", "dst_half", "index_key", "neg_lo", "neg_hi", "clamp", "vgpr_only", "no_sgpr", "no_op_sel_bits")
 
     def __init__(self, arch, name: str, info: dict):
         dfmts = [info[f][2] for f in ("src0", "src1", "src2") if f in info]
@@ -385,6 +385,8 @@ class Vop3pRules:
         self.index_key = 1 if rdna and name.startswith("v_swmmac") and "x64_iu4" not in name else -1
         self.neg_lo = self.neg_hi = 7
         self.clamp = True
+        # gfx940+ dot products: LLVM takes op_sel:[0,0,0] and no op_sel_hi at all (invalid op_sel operand; gfx90a takes both)
+        self.no_op_sel_bits = arch.key == "cdna" and name.startswith("v_dot")
         self.vgpr_only = self.no_sgpr = 0
         if name.startswith("v_mfma_ld_scale"):  # gfx950's scale load: op_sel picks bytes; no negation, no clamp (mai-gfx950-err.s)
             self.neg_lo = self.neg_hi = 0
@@ -756,23 +758,17 @@ def _join_valu(draft: Draft, ops: list, mods: Mods) -> None:
         if half:
             operand = _from_half(draft, field, operand)
         kind = type(operand)
-        if kind is Reg:
+        if kind is Reg or kind is Special:
             value = operand
             if operand.neg:
                 neg |= 1 << i
             if operand.abs:
                 abs_ |= 1 << i
-            if (not variant and operand.kind == "v" and operand.count == counts[i] and operand.half != "h"
+            if (kind is Reg and not variant and operand.kind == "v" and operand.count == counts[i] and operand.half != "h"
                     and (operand.count == 1 or not facts.cdna)):
                 # a plain VGPR of the source's width: the code encode_src (or encode_vgpr for vsrc1) gives it
                 fields[field] = operand.index if field == "vsrc1" else VGPR_BASE + operand.index
                 continue
-        elif kind is Special:
-            value = operand
-            if operand.neg:
-                neg |= 1 << i
-            if operand.abs:
-                abs_ |= 1 << i
         else:
             value, n, a = split_mod_const(operand)
             neg |= n << i
@@ -848,31 +844,15 @@ def _float_type(dfmt: str) -> bool:
     return dfmt.split("_", 1)[-1].startswith(("F", "BF")) if dfmt.startswith("PK") else dfmt.startswith(("F", "BF"))
 
 
-# id of an opcode's operand info (`inst.operand_info`, cached for good) -> (the info, no_dpp, _wide_vgpr_operand): both
-# are asked of every DPP instruction built or decoded
-_INFO_FACTS: dict[int, tuple[dict, bool, bool]] = {}
-
-
-def _info_facts(info: dict) -> tuple[dict, bool, bool]:
-    facts = _INFO_FACTS.get(id(info))
-    if facts is None or facts[0] is not info:
-        facts = (info, any(info[f][1] in ("SSRC", "SSRC_LANESEL", "SREG") and info[f][2] != "M64" for f in ("src0", "src1", "src2") if f in info),
-                 any(entry[0] == 64 and entry[2] != "M64" for entry in info.values()))
-        if len(_INFO_FACTS) >= 1 << 16:
-            _INFO_FACTS.clear()
-        _INFO_FACTS[id(info)] = facts
-    return facts
-
-
 def no_dpp(info: dict) -> bool:
     """Ops with a scalar-only source (v_permlane16_b32's lane selects, v_readlane/v_writelane's lane, the v_s_* scalar
     floats) have no DPP form (LLVM: e64_dpp variant of this instruction is not supported)."""
-    return _info_facts(info)[1]
+    return any(info[f][1] in ("SSRC", "SSRC_LANESEL", "SREG") and info[f][2] != "M64" for f in ("src0", "src1", "src2") if f in info)
 
 
 def _wide_vgpr_operand(info: dict) -> bool:
     """Whether an op has a 64-bit operand other than a lane mask (a "DP ALU" op to LLVM)."""
-    return _info_facts(info)[2]
+    return any(entry[0] == 64 and entry[2] != "M64" for entry in info.values())
 
 
 def dp_dpp_problem(arch, info: dict, ctrl: int | None) -> str | None:
@@ -1051,8 +1031,7 @@ def _join_long_mods(draft: Draft, nsrc: int, neg: int, abs_: int, mods: Mods) ->
             if not half:
                 what = "only op_sel:[0,0,1] (the result's high halves)" if rules.dst_half else "no op_sel/op_sel_hi"
                 raise EncodeError(f"{name} takes {what}: its sources are not pairs of 16-bit halves")
-        if draft.arch.key == "cdna" and name.startswith("v_dot") and ("op_sel_hi" in mods or list_flags(mods.get("op_sel", 0))):  # type: ignore[arg-type]
-            # gfx940+ dot products: LLVM takes op_sel:[0,0,0] and no op_sel_hi at all (gfx90a takes both)
+        if rules.no_op_sel_bits and ("op_sel_hi" in mods or list_flags(mods.get("op_sel", 0))):  # type: ignore[arg-type]
             raise EncodeError(f"{name}: invalid op_sel operand: gfx940+ dot products take no op_sel bits and no op_sel_hi")
         opsel = list_flags(mods.pop("op_sel", 0))  # type: ignore[arg-type]
         default_hi = 0 if mix else 7
