@@ -275,3 +275,31 @@ def test_intrinsics_kernels_read_a_precompiled_immintrin_and_survive_a_broken_on
         pch = flags[1] if flags[0] == "-include-pch" else f"{flags[1]}.gch"  # clang's, or GCC's beside the header
         with open(pch, "wb") as f:
             f.write(b"not a precompiled header")
+
+
+def test_spin_time_comes_from_the_environment_and_bad_values_are_refused(monkeypatch):
+    from hcq_runtime.cpu import DEFAULT_SPIN_US, spin_microseconds
+    from hcq_runtime.errors import DeviceError
+
+    monkeypatch.delenv("UOP_CPU_SPIN_US", raising=False)
+    assert spin_microseconds() == DEFAULT_SPIN_US
+    monkeypatch.setenv("UOP_CPU_SPIN_US", " 250 ")
+    assert spin_microseconds() == 250
+    for bad in ("fast", "-5", "1.5"):
+        monkeypatch.setenv("UOP_CPU_SPIN_US", bad)
+        with pytest.raises(DeviceError, match="UOP_CPU_SPIN_US"):
+            spin_microseconds()
+
+
+def test_threads_that_sleep_at_once_are_woken_for_every_launch(monkeypatch):
+    # no spinning: every launch after a pause finds the workers asleep on the condition variable
+    import time
+
+    monkeypatch.setenv("UOP_CPU_SPIN_US", "0")
+    dev = Device["CPU:9"]
+    program = dev.program("fill", dev.compiler.compile(FILL))
+    out = Buffer("CPU:9", 40, Int32())
+    for launch in range(20):
+        time.sleep(0.001)
+        program([out.address], [40, launch], n_cores=3)
+        np.testing.assert_array_equal(out.numpy(), np.arange(40) * launch + (np.arange(40) % 3) * 1000)

@@ -5,7 +5,8 @@ Program ABI (what a renderer for this device emits): every program exports
 program's globals order, variable values in its variables order, and for a THREAD kernel the index of
 this core among `n_cores`. Launches with `n_cores > 1` go through a small native launcher that runs the
 cores on a persistent pthread pool, so no Python thread is involved and the GIL is released for the whole launch.
-The pool's threads claim the cores' parts as they come, so a thread another process holds up delays nothing.
+The pool's threads claim the cores' parts as they come, so a thread another process holds up delays nothing, and
+between launches they spin for a while (`UOP_CPU_SPIN_US`, default 1000) before they sleep.
 """
 
 from __future__ import annotations
@@ -112,11 +113,14 @@ _LAUNCHER_SRC = r"""
    are serialized. Parts are claimed, not assigned: `state` holds the job's generation, part count and next unclaimed
    part, and every thread claims parts with a compare-and-swap until none is left. So a worker that is descheduled
    (another process on the core) or still waking up costs parallelism, never a wait: the caller only waits for parts
-   that were claimed. Waking a sleeping thread costs tens of microseconds and a decode step launches its kernels back
-   to back, so after each job a worker spins on `state` for SPIN_NS before it sleeps on `start_cv`, and the caller
-   spins the same way on `unfinished` before it sleeps on `done_cv`. Sleepers re-check under `mu`, which every wake-up
-   takes, so no wake-up is lost. */
-#define SPIN_NS 50000LL
+   that were claimed. Waking a sleeping thread costs tens of microseconds (a woken worker then ran its part of the first
+   kernel at half speed: an eager attention's first kernel took 55-88 us instead of 22), and eager code launches its
+   kernels after a few hundred microseconds of Python, so after each job a worker spins on `state` for `spin_ns`
+   (`uop_set_spin`; OpenMP's default spins far longer) before it sleeps on `start_cv`, and the caller spins the same
+   way on `unfinished` before it sleeps on `done_cv`. Sleepers re-check under `mu`, which every wake-up takes, so no
+   wake-up is lost. */
+static _Atomic long long spin_ns = 50000LL;
+void uop_set_spin(long long ns) { atomic_store(&spin_ns, ns < 0 ? 0 : ns); }
 typedef void (*uop_kernel)(void **, const long long *, int, int);
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER, launch_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t start_cv = PTHREAD_COND_INITIALIZER, done_cv = PTHREAD_COND_INITIALIZER;
@@ -159,7 +163,7 @@ static void *uop_worker(void *arg) {
   (void)arg;
   unsigned long long seen = 0;
   for (;;) {
-    long long deadline = now_ns() + SPIN_NS;
+    long long deadline = now_ns() + atomic_load_explicit(&spin_ns, memory_order_relaxed);
     for (int i = 1; generation_of(atomic_load_explicit(&state, memory_order_acquire)) == seen; i++) {
       relax();
       if (i % 256 == 0 && now_ns() > deadline) {
@@ -192,7 +196,7 @@ int uop_parallel(uop_kernel fn, void **bufs, const long long *vals, int n) {
   pthread_cond_broadcast(&start_cv);
   pthread_mutex_unlock(&mu);
   run_parts(gen);
-  long long deadline = now_ns() + SPIN_NS;
+  long long deadline = now_ns() + atomic_load_explicit(&spin_ns, memory_order_relaxed);
   for (int i = 1; atomic_load_explicit(&unfinished, memory_order_acquire) != 0; i++) {
     relax();
     if (i % 256 == 0 && now_ns() > deadline) {
@@ -205,6 +209,26 @@ int uop_parallel(uop_kernel fn, void **bufs, const long long *vals, int n) {
   return 0;
 }
 """
+
+
+#: microseconds the launcher's threads spin for the next kernel before they sleep (`UOP_CPU_SPIN_US` overrides it)
+DEFAULT_SPIN_US = 1000
+
+
+def spin_microseconds() -> int:
+    """How long the launcher's threads wait for the next kernel spinning before they sleep: `UOP_CPU_SPIN_US` (0: sleep
+    at once, for a machine shared with other busy processes), else DEFAULT_SPIN_US. A wait spent asleep makes the next
+    launch pay the wake-up (an eager attention measured 1.55 ms instead of 1.73 with 1 ms of spinning instead of 50 us)."""
+    raw = os.environ.get("UOP_CPU_SPIN_US", "").strip()
+    if not raw:
+        return DEFAULT_SPIN_US
+    try:
+        value = int(raw)
+    except ValueError:
+        raise DeviceError(f"UOP_CPU_SPIN_US={raw!r}: expected a whole number of microseconds") from None
+    if value < 0:
+        raise DeviceError(f"UOP_CPU_SPIN_US={raw!r}: expected a whole number of microseconds (0 or more)")
+    return value
 
 
 @functools.cache
@@ -309,7 +333,10 @@ class CPUDevice(CompiledDevice):
 
     @functools.cached_property
     def launcher(self) -> Any:
-        fn = load_shared_object(self.compiler.compile(_LAUNCHER_SRC)).uop_parallel
+        lib = load_shared_object(self.compiler.compile(_LAUNCHER_SRC))
+        lib.uop_set_spin.argtypes = [ctypes.c_longlong]
+        lib.uop_set_spin(spin_microseconds() * 1000)
+        fn = lib.uop_parallel
         fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
         fn.restype = ctypes.c_int
         return fn
