@@ -322,3 +322,73 @@ def test_shared_scratch_keeps_every_realized_target():
     np.testing.assert_allclose(b.numpy(), nb, rtol=1e-6)
     np.testing.assert_allclose(c.numpy(), (nb * na).sum(0), rtol=1e-5)
     np.testing.assert_allclose(state.numpy(), nb - na, rtol=1e-5)
+
+
+def _walk_by_definition(targets, leaves, device):
+    """walk_graph as its docstring defines it: UOp.toposort with a gate, then each node's key entry in that order."""
+    from uop_scheduler.call_values import is_value_call
+    from uop_scheduler.schedule import MARKED_OPS, _arg_key
+    from uopir import Ops, UOp
+
+    sink, stops, inlined = UOp.sink(*targets), set(), set()
+
+    def gate(n):
+        if n.op in (Ops.BUFFER, Ops.BIND):
+            return False
+        if n in leaves:
+            stops.add(n)
+            return False
+        if n.op is Ops.CALL and is_value_call(n):
+            inlined.add(n.src[0])
+        return n is sink or n.op is not Ops.SINK or n in inlined
+
+    nodes = [n for n in sink.toposort(gate=gate) if n is not sink]
+    at = {n: i for i, n in enumerate(nodes)}
+    key, inputs = [device], []
+    for n in nodes:
+        if n.op is Ops.SINK:
+            key.append(("body", n))
+        elif n.op is Ops.BIND:
+            key.append((n.op, n.dtype, n.src[0].arg))
+        elif n.op is Ops.BUFFER and n.arg.unbound:
+            key.append(("out", n.dtype, n.shape, n.device))
+        elif n.op is Ops.BUFFER or n in stops:
+            inputs.append(n)
+            key.append(("in", n.dtype, n.shape, n.device))
+        else:
+            arg = _arg_key(n.arg) if type(n.arg) in (float, str) else n.arg
+            key.append((n.op, n.dtype, arg, tuple(at[s] for s in n.src)))
+    key.append(tuple(at[t] for t in targets))
+    return nodes, inputs, tuple(key), [n for n in nodes if n.op in MARKED_OPS]
+
+
+def test_the_one_pass_walk_equals_its_definition():
+    # graphs with shared nodes, realized leaves, a value call's body (walked), a hand-written kernel's body (opaque), a
+    # pending write and a bound variable
+    from uop_scheduler import Variable, function
+    from uop_scheduler.realizer import done
+    from uopir import AxisType, UOp
+
+    rng = np.random.default_rng(3)
+    q, k = (Tensor(rng.standard_normal((2, 8, 4)).astype(np.float32)) for _ in range(2))
+    scores = (q @ k.transpose(-1, -2) / 2).softmax(-1)
+    realized = (q + 1).realize()
+
+    @function(allow_implicit=True)
+    def mlp(x: Tensor) -> Tensor:
+        return (x * 2 + realized).relu().sum(-1)
+
+    def scale(out: UOp, x: UOp) -> UOp:
+        i = UOp.range(out.dtype.size, 0, AxisType.LOOP)
+        return UOp.sink(out.index(i).store(x.index(i).load() * 3).end(i))
+
+    w = Tensor.zeros(4).contiguous().realize()
+    w.assign(w + 1)
+    res, _ = Tensor.zeros(8).contiguous().realize().custom_kernel(Tensor.ones(8).contiguous().realize(), fxn=scale)
+    v = Variable("n", 1, 8).bind(5)
+    graphs = [(scores.uop,), (mlp(q).uop, scores.uop, (realized.sum(-1, keepdim=True) * scores).uop), (res.uop, w.uop),
+              (Tensor.arange(8)[:v].uop,), ((q + 1).uop, realized.uop)]
+    for targets in graphs:
+        for leaves in (set(), done):
+            walk = walk_graph(targets, leaves, "CPU")
+            assert (walk.nodes, walk.inputs, walk.key, walk.marked) == _walk_by_definition(targets, leaves, "CPU")

@@ -95,47 +95,70 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
     it reads besides its parameters (a buffer or realized tensor it captured, `allow_implicit`) is an input like any
     other."""
     sink = UOp.sink(*targets)
-    stops: set[UOp] = set()  # the leaves met (each asked once: `leaves` may be a costly container)
-    inlined: set[UOp] = set()  # the bodies of value calls met
-
-    def gate(n: UOp) -> bool:
-        if n.op in (Ops.BUFFER, Ops.BIND):  # a bound variable is its variable here; its value is passed at run time
-            return False
-        if n in leaves:
-            stops.add(n)
-            return False
-        if n.op is Ops.CALL and is_value_call(n):
-            inlined.add(n.src[0])
-        # a hand-written kernel's body is opaque: it is run as it is, not walked
-        return n is sink or n.op is not Ops.SINK or n in inlined
-
-    order = sink.toposort(gate=gate)
+    # one pass, depth first, each node's key entry made as it is finished (every source has its position then): the
+    # toposort with a gate closure followed by a second loop over its order took 1.7x as long (0.5 ms of an eager MLP
+    # training step's ~300 nodes). A node popped again after it was entered is finished (see `UOp.toposort`); a node
+    # the walk does not enter (a buffer, a bound variable, a leaf, a kernel's opaque body) is finished at once
     position: dict[UOp, int] = {}
     nodes: list[UOp] = []
     inputs: list[UOp] = []
     key: list[Any] = [default_device]
     marked: list[UOp] = []
-    at = position.__getitem__
-    for node in order:
-        if node is sink:
+    inlined: set[UOp] = set()  # the bodies of value calls met
+    entered: set[UOp] = set()
+    stack = [sink]
+    pop, push, at = stack.pop, stack.append, position.__getitem__
+    while stack:
+        node = pop()
+        if node in position:
             continue
-        position[node] = len(nodes)
-        nodes.append(node)
         op = node.op
-        if op in MARKED_OPS:
+        if node in entered:
+            if node is sink:
+                continue
+            position[node] = len(nodes)
+            nodes.append(node)
+            if op in MARKED_OPS:
+                marked.append(node)
+            if op is Ops.SINK:
+                key.append(("body", node))
+            else:
+                arg = node.arg
+                key.append((op, node.dtype, _arg_key(arg) if type(arg) in (float, str) else arg, tuple(map(at, node.src))))
+            continue
+        if op is Ops.BUFFER:
+            position[node] = len(nodes)
+            nodes.append(node)
             marked.append(node)
-        if op is Ops.SINK:
-            key.append(("body", node))
-        elif op is Ops.BIND:
+            if node.arg.unbound:  # a call's output buffer: the call is inlined, it holds nothing
+                key.append(("out", node.dtype, node.shape, node.device))
+            else:
+                inputs.append(node)
+                key.append(("in", node.dtype, node.shape, node.device))
+        elif op is Ops.BIND:  # a bound variable is its variable here; its value is passed at run time
+            position[node] = len(nodes)
+            nodes.append(node)
+            marked.append(node)
             key.append((op, node.dtype, node.src[0].arg))  # the variable, not its value: one schedule for every value
-        elif op is Ops.BUFFER and node.arg.unbound:  # a call's output buffer: the call is inlined, it holds nothing
-            key.append(("out", node.dtype, node.shape, node.device))
-        elif op is Ops.BUFFER or node in stops:
+        elif node in leaves:  # realized already (`leaves` is asked once per node: it may be a costly container)
+            position[node] = len(nodes)
+            nodes.append(node)
+            if op in MARKED_OPS:
+                marked.append(node)
             inputs.append(node)
             key.append(("in", node.dtype, node.shape, node.device))
+        elif op is Ops.SINK and node is not sink and node not in inlined:  # a hand-written kernel's body is opaque
+            position[node] = len(nodes)
+            nodes.append(node)
+            key.append(("body", node))
         else:
-            arg = node.arg
-            key.append((op, node.dtype, _arg_key(arg) if type(arg) in (float, str) else arg, tuple(map(at, node.src))))
+            if op is Ops.CALL and is_value_call(node):
+                inlined.add(node.src[0])
+            entered.add(node)
+            push(node)
+            for s in reversed(node.src):
+                if s not in position:
+                    push(s)
     key.append(tuple(map(at, targets)))
     return GraphWalk(nodes, inputs, tuple(key), marked)
 
