@@ -53,7 +53,9 @@ class IdentitySet(Generic[T]):
                 yield x
 
     def __len__(self) -> int:
-        return sum(1 for _ in self)
+        # every entry is a live member: a member's weak reference removes its entry as the member dies. (`list(s)` asks
+        # the length first: counting by iteration made every list of all the live tensors walk them twice)
+        return len(self._refs)
 
     def __bool__(self) -> bool:
-        return next(iter(self), None) is not None
+        return bool(self._refs)  # as __len__: every entry is a live member (iterating copied them all first)

@@ -153,9 +153,10 @@ class _Kernelize:
         self.next_slot = graph.n_inputs
         self.default_device = default_device
         self.made: dict[UOp, int] = {}
+        self.devices: dict[UOp, str | None] = {}  # the device searches' answers (a search per new slot was quadratic)
 
     def new_slot(self, like: UOp) -> UOp:
-        slot = UOp.param(self.next_slot, like.dtype, like.shape, _device_of(like, self.default_device), name=_SLOT_NAME)
+        slot = UOp.param(self.next_slot, like.dtype, like.shape, _device_of(like, self.default_device, self.devices), name=_SLOT_NAME)
         self.next_slot += 1
         return slot
 

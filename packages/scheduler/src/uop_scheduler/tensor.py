@@ -323,7 +323,7 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
         if any(storage_of(t.uop) is not None for t in tensors):  # writes: their old versions' small readers come along
             tensors += co_readers(tensors)
         by_device: dict[str, list[tuple[Tensor, UOp]]] = {}
-        reach: dict[UOp, bool] = {}  # whether a node reads a gradient leaf: shared by every tensor this realize settles
+        reach = _Settling()  # shared by every tensor this realize settles
         for t in tensors:
             u = t.uop
             if (storage := storage_of(u)) is not None:
@@ -351,16 +351,17 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
                     owned.add(u)
         return self
 
-    def _settle(self, old: UOp, new: UOp, reach: dict[UOp, bool] | None = None) -> None:
+    def _settle(self, old: UOp, new: UOp, settling: _Settling) -> None:
         """After a realize: the computed node `old` in this tensor's value is now `new` (a buffer or a view of one).
-        `reach` remembers which nodes read a gradient leaf, across the tensors of one realize (their graphs overlap)."""
+        `settling` is what the tensors settled by one realize share (their graphs overlap)."""
         if (shape := old.shape_or_none) is not None and new.shape_or_none != shape:
             new = new.reshape(shape)  # a call's output (an AFTER shaped as its value) realizes to a flat buffer
+        before = settling.leaf_count(self)
+        previous = self.uop
         if self._graph is None and old.op is not Ops.AFTER:
             if requires_grad_tensors:
                 # leaves, and values realized earlier whose computation reads leaves (gradients flow through them too)
-                leaves = {t.uop for t in list(requires_grad_tensors)} | {t.uop for t in list(graph_holders) if t._graph is not None}
-                keep = _reads_any(self.uop, leaves, {} if reach is None else reach)
+                keep = _reads_any(self.uop, settling.leaves(), settling.reach)
             else:
                 # a float scalar (a loss read with .item() before backward()) keeps the computation gradients need,
                 # whatever asked for them: tinygrad's backward reaches every float tensor of the graph
@@ -369,8 +370,10 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
                 self._graph = self.uop
                 graph_holders.add(self)
         self.uop = new if self.uop is old else self.uop.substitute({old: new})
+        settling.moved(previous, before, self.uop, settling.leaf_count(self))
         if self._views:
             rebind_views(self)
+            settling.views_moved(self)
 
     def replace(self, x: Tensor, allow_shape_mismatch: bool = False) -> Tensor:
         """Make this tensor object stand for `x`'s value (its dtype and device too): not a write, so no other tensor
@@ -727,6 +730,53 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
         kwargs.setdefault("dtype", self.dtype)
         kwargs.setdefault("device", self.device)
         return Tensor.empty(self.shape, **kwargs)
+
+
+class _Settling:
+    """What the tensors one realize settles share: `reach`, whether a node reads a gradient leaf, and the leaves: the
+    value of every tensor that requires a gradient or keeps the graph it was computed by, counted per node. Built
+    once and kept up to date as the realize replaces values, instead of collected again for every tensor it settles:
+    a training step settles each parameter, optimizer state and gradient, and a 160-layer model's step spent most of
+    its time collecting them (quadratic in the number of parameters)."""
+
+    __slots__ = ("reach", "_leaves")
+
+    def __init__(self) -> None:
+        self.reach: dict[UOp, bool] = {}
+        self._leaves: dict[UOp, int] | None = None
+
+    @staticmethod
+    def leaf_count(t: Tensor) -> int:
+        """How many times `t`'s value counts among the leaves (once for a gradient, once for a kept graph)."""
+        return (t in requires_grad_tensors) + (t._graph is not None and t in graph_holders)
+
+    def leaves(self) -> dict[UOp, int]:
+        if self._leaves is None:
+            counts: dict[UOp, int] = {}
+            for t in list(requires_grad_tensors):
+                counts[t.uop] = counts.get(t.uop, 0) + 1
+            for t in list(graph_holders):
+                if t._graph is not None:
+                    counts[t.uop] = counts.get(t.uop, 0) + 1
+            self._leaves = counts
+        return self._leaves
+
+    def moved(self, old: UOp, old_count: int, new: UOp, new_count: int) -> None:
+        """A tensor's value changed from `old` (counted `old_count` times) to `new` (`new_count` times)."""
+        if (counts := self._leaves) is None or (old is new and old_count == new_count):
+            return
+        if old_count:
+            if (left := counts[old] - old_count) > 0:
+                counts[old] = left
+            else:
+                del counts[old]
+        if new_count:
+            counts[new] = counts.get(new, 0) + new_count
+
+    def views_moved(self, root: Tensor) -> None:
+        """`root`'s views were rebuilt: collected again when one of them counts among the leaves."""
+        if self._leaves is not None and any(self.leaf_count(v) for v in list(root._views or ())):
+            self._leaves = None
 
 
 def _index_constant(t: Tensor) -> Tensor:

@@ -230,8 +230,17 @@ def live_reads(exclude: set[int]) -> set[UOp]:
     out: set[UOp] = set()
     seen: set[UOp] = set()
     for t in list(all_tensors):
-        if id(t) not in exclude:
-            out.update(_versions_read(t.uop, seen))
+        if id(t) in exclude:
+            continue
+        u = t.uop
+        # most live tensors are realized: a buffer, or its reshape (a weight, an optimizer state). They read that buffer;
+        # asked directly, not walked (every realize that overwrites a version asks for every live tensor)
+        if u.op is Ops.BUFFER:
+            out.add(u)
+        elif u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER and u not in done:
+            out.add(u.src[0])
+        else:
+            out.update(_versions_read(u, seen))
     return out
 
 
@@ -275,17 +284,28 @@ def co_readers(targets: list[Tensor]) -> list[Tensor]:
     # gradients of tensors that did not ask for one (a batch's inputs): rarely read, so not worth computing now
     skip = {id(t) for t in targets} | {id(t.grad) for t in tensors if t.grad is not None and t.requires_grad is None}
     watched = frozenset(old) | frozenset(fresh)
+    devices = {device for _, device in old.values()}
     memo: dict[UOp, frozenset[UOp]] = {}  # node -> the watched versions its graph reads (shared by every tensor's graph)
     for t in tensors:
-        if id(t) in skip or before_capture(t) or (u := t.uop) in done or storage_of(u) is not None:
+        u = t.uop
+        if u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER):  # realized (see below), checked first
+            continue
+        if id(t) in skip or before_capture(t) or u in done or storage_of(u) is not None:
             continue
         read = _watched_reads(u, watched, memo)
         if not read or not read.isdisjoint(fresh):
             continue
-        if any(old[v][1] != t.device for v in read) or not all(isinstance(d, int) for d in t.shape):
+        device, shape = t.device, t.shape
+        if (device not in devices if len(devices) == 1 else any(old[v][1] != device for v in read)) or not all(isinstance(d, int) for d in shape):
             continue
-        if math.prod(t.shape) * t.dtype.itemsize <= sum(old[v][0] for v in read):
-            chosen.append(t)
+        # no bigger than what it reads: summed only as far as needed (a deep model's gradients each read most of the
+        # parameters, and summing them all for each was quadratic in their number)
+        need, total = math.prod(shape) * t.dtype.itemsize, 0
+        for v in read:
+            total += old[v][0]
+            if total >= need:
+                chosen.append(t)
+                break
     return chosen
 
 

@@ -1,0 +1,84 @@
+"""Eager training steps cost time linear in the model's size: the per-realize bookkeeping (which targets belong to a
+device, which values keep their graphs for gradients, which lazy values a write's schedule computes too) does a fixed
+number of passes, not one pass per settled tensor. Checked by counting the passes (wall-clock times would be flaky),
+with the values checked against numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+from uop_scheduler import Tensor, nn
+from uop_scheduler.identity import IdentitySet
+from uopir import UOp
+
+
+def _model(layers: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    ws = [rng.standard_normal((8, 8)).astype(np.float32) * 0.3 for _ in range(layers)]
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    return x, ws
+
+
+def _numpy_sgd_step(x: np.ndarray, ws: list[np.ndarray], lr: float) -> tuple[float, list[np.ndarray]]:
+    hs, h = [x], x
+    for w in ws:
+        h = np.maximum(h @ w, 0)
+        hs.append(h)
+    g = np.ones_like(h)
+    grads = []
+    for i in reversed(range(len(ws))):
+        g = g * (hs[i + 1] > 0)
+        grads.append(hs[i].T @ g)
+        g = g @ ws[i].T
+    grads.reverse()
+    return float(h.sum()), [w - lr * gw for w, gw in zip(ws, grads)]
+
+
+def _counted_step(layers: int, monkeypatch) -> tuple[dict[str, int], float, list[np.ndarray]]:
+    x_np, ws_np = _model(layers)
+    ws = [Tensor(w, requires_grad=True) for w in ws_np]
+    x = Tensor(x_np)
+    opt = nn.optim.SGD(ws, lr=0.1)
+    counts = {"find_below": 0, "iterations": 0}
+    find_below, iterate = UOp.find_below, IdentitySet.__iter__
+
+    def counted_find_below(self, *args, **kwargs):
+        counts["find_below"] += 1
+        return find_below(self, *args, **kwargs)
+
+    def counted_iter(self):
+        counts["iterations"] += 1
+        return iterate(self)
+
+    Tensor.training = True
+    try:
+        for step in range(5):  # the last step is counted: its schedule is cached (from the fourth on), as in a training loop
+            opt.zero_grad()
+            h = x
+            for w in ws:
+                h = (h @ w).relu()
+            loss = h.sum()
+            loss.backward()
+            targets = opt.schedule_step()
+            if step == 4:
+                monkeypatch.setattr(UOp, "find_below", counted_find_below)
+                monkeypatch.setattr(IdentitySet, "__iter__", counted_iter)
+            loss.realize(*targets)
+            monkeypatch.undo()
+    finally:
+        Tensor.training = False
+    return counts, loss.item(), [w.numpy() for w in ws]
+
+
+def test_a_training_steps_bookkeeping_does_not_grow_with_the_number_of_layers(monkeypatch):
+    small, _, _ = _counted_step(4, monkeypatch)
+    large, loss, ws = _counted_step(24, monkeypatch)
+    # each realize asks for the devices of its targets in one pass and collects the gradient leaves once, however many
+    # parameters and gradients it settles (both grew with them: quadratic steps)
+    assert large == small
+    x, ws0 = _model(24)
+    for _ in range(4):
+        _, ws0 = _numpy_sgd_step(x, ws0, lr=0.1)
+    want_loss, want_ws = _numpy_sgd_step(x, ws0, lr=0.1)
+    np.testing.assert_allclose(loss, want_loss, rtol=1e-4)
+    for got, want in zip(ws, want_ws):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
