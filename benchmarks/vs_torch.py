@@ -6,7 +6,8 @@ uv run --frozen --with tinygrad==0.14.0 python benchmarks/vs_torch.py --torch-py
 
 Workloads (same shapes, the same data and initial weights made by numpy from one seed in every library):
 matmul 1024x1024x1024 fp32; add of two 16M fp32 arrays; one eager training step (forward, backward, Adam) of an MLP
-784-256-10 at batch 64 and of a small CNN (2 conv, 2 maxpool, linear) at batch 16; attention softmax(q k^T / 8) v with
+784-256-10 at batch 64, of a deep MLP (24 hidden layers 128-128 with ReLU, then 128-10) at batch 32, where the per-layer
+overhead of eager code shows, and of a small CNN (2 conv, 2 maxpool, linear) at batch 16; attention softmax(q k^T / 8) v with
 q, k, v (8, 256, 64); a convolution forward (8, 32, 32, 32) by 64 3x3 filters. Every library runs in its own process,
 alternating per workload and round. Warm: median and minimum of timed calls after warm-up calls. Cold: a fresh process
 with the compile cache off (ours DISABLE_COMPILER_CACHE=1, tinygrad likewise) times its first and second call; ours also
@@ -27,8 +28,10 @@ import time
 
 import numpy as np
 
-WORKLOADS = ("matmul", "add", "mlp_step", "cnn_step", "attention", "conv")
-WARM_CALLS = {"matmul": 20, "add": 20, "mlp_step": 20, "cnn_step": 20, "attention": 20, "conv": 20}
+WORKLOADS = ("matmul", "add", "mlp_step", "deep_step", "cnn_step", "attention", "conv")
+WARM_CALLS = {"matmul": 20, "add": 20, "mlp_step": 20, "deep_step": 10, "cnn_step": 20, "attention": 20, "conv": 20}
+TRAINING = ("mlp_step", "deep_step", "cnn_step")
+DEEP_LAYERS = 24
 
 
 # ---- the workloads, built from numpy data for each library ----
@@ -46,6 +49,12 @@ def inputs(name: str) -> dict[str, np.ndarray]:
     if name == "mlp_step":
         return {"x": normal(64, 784), "y": rng.integers(0, 10, 64).astype(np.int32), "w1": normal(256, 784, scale=0.05),
                 "b1": np.zeros(256, np.float32), "w2": normal(10, 256, scale=0.05), "b2": np.zeros(10, np.float32)}
+    if name == "deep_step":
+        layers = {}
+        for i in range(DEEP_LAYERS):
+            layers[f"w{i}"], layers[f"b{i}"] = normal(128, 128, scale=0.12), np.zeros(128, np.float32)
+        return {"x": normal(32, 128), "y": rng.integers(0, 10, 32).astype(np.int32), **layers, "wo": normal(10, 128, scale=0.1),
+                "bo": np.zeros(10, np.float32)}
     if name == "cnn_step":
         return {"x": normal(16, 1, 28, 28), "y": rng.integers(0, 10, 16).astype(np.int32), "c1": normal(8, 1, 3, 3, scale=0.3),
                 "c1b": np.zeros(8, np.float32), "c2": normal(16, 8, 3, 3, scale=0.1), "c2b": np.zeros(16, np.float32),
@@ -90,6 +99,12 @@ def build_tinygrad_api(name: str, lib: str):
     if name == "mlp_step":
         def forward():
             return t["x"].linear(t["w1"].T, t["b1"]).relu().linear(t["w2"].T, t["b2"])
+    elif name == "deep_step":
+        def forward():
+            h = t["x"]
+            for i in range(DEEP_LAYERS):
+                h = h.linear(t[f"w{i}"].T, t[f"b{i}"]).relu()
+            return h.linear(t["wo"].T, t["bo"])
     else:
         def forward():
             h = t["x"].conv2d(t["c1"], t["c1b"]).relu().max_pool2d(2)
@@ -130,6 +145,12 @@ def build_torch(name: str):
     if name == "mlp_step":
         def forward():
             return F.linear(F.relu(F.linear(t["x"], t["w1"], t["b1"])), t["w2"], t["b2"])
+    elif name == "deep_step":
+        def forward():
+            h = t["x"]
+            for i in range(DEEP_LAYERS):
+                h = F.relu(F.linear(h, t[f"w{i}"], t[f"b{i}"]))
+            return F.linear(h, t["wo"], t["bo"])
     else:
         def forward():
             h = F.max_pool2d(F.relu(F.conv2d(t["x"], t["c1"], t["c1b"])), 2)
@@ -218,7 +239,7 @@ def worker(lib: str, name: str, mode: str, out_path: str) -> None:
         for _ in range(WARM_CALLS[name]):
             start = time.perf_counter()
             out = run()
-            if name in ("mlp_step", "cnn_step"):
+            if name in TRAINING:
                 fetch(out)
             times.append(time.perf_counter() - start)
         record.update(median=statistics.median(times), minimum=min(times))

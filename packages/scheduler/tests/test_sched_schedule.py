@@ -392,3 +392,28 @@ def test_the_one_pass_walk_equals_its_definition():
         for leaves in (set(), done):
             walk = walk_graph(targets, leaves, "CPU")
             assert (walk.nodes, walk.inputs, walk.key, walk.marked) == _walk_by_definition(targets, leaves, "CPU")
+
+
+def test_device_searches_sharing_a_memo_answer_as_one_search_each():
+    # every node of graphs with device-less constants (a gradient's seed), copies to another device and shared parts,
+    # asked in several orders with one memo per order: each answer is device_below's
+    import random
+
+    from uop_scheduler.schedule import device_below, device_below_in
+    from uopir import UOp
+
+    x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4), requires_grad=True)
+    y = (x * 2).exp().sum(1).relu()
+    (y * Tensor.ones(3)).sum().backward()
+    on_other = (x.to("CPU:1") + Tensor.full((3, 4), 2.0, device="CPU:1")).sum()
+    consts = Tensor.ones(4, 4) * 3 + Tensor.arange(4)
+    graph = UOp.sink(x.grad.uop, y.uop, on_other.uop, consts.uop)
+    nodes = list(graph.toposort())
+    for seed in range(4):
+        order = nodes[:] if seed == 0 else random.Random(seed).sample(nodes, len(nodes))
+        if seed == 1:
+            order.reverse()
+        memo: dict = {}
+        for n in order:
+            assert device_below_in(n, memo) == device_below(n), n.op
+    assert {device_below(n) for n in nodes} >= {None, "CPU", "CPU:1"}

@@ -190,24 +190,6 @@ def _not_copy(n: UOp) -> bool:
     return n.op is not Ops.COPY  # a COPY puts its value on its device: the search stops there
 
 
-def on_devices(walk: GraphWalk) -> dict[UOp, bool]:
-    """For every node of a walk, whether `device_below(node)` is not None, in one pass over the walk's order (sources
-    first): asked target by target, each search started again from the top, and a deep model's gradients each went
-    down the whole backward graph (a 160-layer MLP step spent 40% of its time there)."""
-    found: dict[UOp, bool] = {}  # whether the search below a node (itself included) finds a placed node
-    for node in walk.nodes:
-        if _placed(node):
-            found[node] = True
-        elif node.op is Ops.COPY:
-            found[node] = False
-        elif all(s in found for s in node.src):
-            found[node] = any(found[s] for s in node.src)
-        else:  # a node the walk did not enter (a bound variable, a realized node, a kernel's body): searched directly
-            found[node] = node.find_below(_placed, gate=_not_copy) is not None
-    # device_below asks a node's own device first
-    return {node: below or isinstance(node.device, str) for node, below in found.items()}
-
-
 def _device_of(node: UOp, default_device: str, memo: dict[UOp, str | None] | None = None) -> str:
     """`device_below`, else the default; with `memo` (shared by the calls on one graph, see `device_below_in`) each
     node is searched once."""
@@ -215,27 +197,36 @@ def _device_of(node: UOp, default_device: str, memo: dict[UOp, str | None] | Non
 
 
 def device_below_in(node: UOp, memo: dict[UOp, str | None]) -> str | None:
-    """`device_below(node)`, its search's answers kept in `memo` for every node it went through (the device of the
-    first placed node in the search's order below each, or None), so asking it for many nodes of one graph searches
-    each node once. The first match of a depth-first search is the first match among the sources' own searches, in
-    order (a node met again had none)."""
+    """`device_below(node)`, its search's answers kept in `memo` (the device of the first placed node in the search's
+    order below a node, or None), so asking it for many nodes of one graph searches each node at most once. The search
+    still stops at the first match: then every node it had entered and not left has that match as its own first one
+    (whatever it met before inside them had none; a node met again had none either, or had this answer)."""
     if isinstance(node.device, str):
         return node.device
     stack: list[tuple[UOp, bool]] = [(node, False)]
+    entered: list[UOp] = []  # the nodes entered and not left, outermost first
+    found: str | None = None
     while stack:
-        n, ready = stack.pop()
+        n, leaving = stack.pop()
+        if leaving:
+            memo[entered.pop()] = None  # searched through: nothing placed below
+            continue
         if n in memo:
+            if (found := memo[n]) is not None:
+                break
             continue
         if _placed(n):
-            memo[n] = n.device
-        elif n.op is Ops.COPY:
+            found = memo[n] = n.device
+            break
+        if n.op is Ops.COPY:
             memo[n] = None
-        elif not ready:
-            stack.append((n, True))
-            stack.extend((s, False) for s in reversed(n.src) if s not in memo)
-        else:
-            memo[n] = next((d for s in n.src if (d := memo[s]) is not None), None)
-    return memo[node]
+            continue
+        entered.append(n)
+        stack.append((n, True))
+        stack.extend((s, False) for s in reversed(n.src))
+    for n in entered:
+        memo[n] = found
+    return found
 
 
 def _version(value: UOp) -> UOp:
