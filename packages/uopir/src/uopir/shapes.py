@@ -41,8 +41,12 @@ def _same(a: sint, b: sint) -> bool:
 
 def broadcast_shape(*shapes: tuple[sint, ...]) -> tuple[sint, ...]:
     """The numpy broadcast of `shapes`: right-aligned, size-1 dims stretch; symbolic dims must match exactly."""
-    if all(s == shapes[0] for s in shapes[1:]):
-        return shapes[0]
+    first = shapes[0]
+    for other in shapes[1:]:
+        if other != first:
+            break
+    else:
+        return first
     ndim = max(len(s) for s in shapes)
     padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
     out: list[sint] = []
@@ -65,52 +69,93 @@ def prod(dims: tuple[sint, ...]) -> sint:
 
 def infer_shape(u: UOp) -> tuple[sint, ...] | None:
     """The shape of `u` (None for nodes that are not values: sinks, programs, control flow)."""
-    op = u.op
-    if op in _SCALAR:
-        return ()
-    if op in _NO_SHAPE:
-        return None
-    if op in _PASSTHROUGH:
-        return u.src[0].shape_or_none if u.src else None
-    if op is Ops.CALL:
-        return None if u.dtype.name == "void" else ()
-    if op is Ops.BUFFER:
-        return () if u.arg.size is None else (u.arg.size,)
-    if op is Ops.PARAM:
-        return tuple(dim_value(s) for s in u.src)
-    if op is Ops.BINARY:
-        return (len(u.arg),)
-    if op is Ops.STACK:
-        return () if not u.src else (len(u.src), *u.src[0].shape)
-    if op is Ops.INDEX:
-        idx_shapes = [s.shape for s in u.src[1:]]
-        base = u.src[0].shape_or_none
-        lead = broadcast_shape(*idx_shapes) if idx_shapes else ()
-        return lead + (base[len(u.src) - 1:] if base else ())
-    if op is Ops.REDUCE:
-        inner = u.src[0].shape_or_none
-        if isinstance(u.arg, tuple):  # tensor form: (op, axes) keeps the reduced axes as size 1
-            axes = u.arg[1]
-            return tuple(1 if i in axes else d for i, d in enumerate(inner or ()))
-        return inner
-    if op is Ops.BITCAST:
-        ps = u.src[0].shape_or_none
-        if ps is None or not ps or u.dtype.itemsize == u.src[0].dtype.itemsize:
-            return ps
-        last = ps[-1] * u.src[0].dtype.itemsize
-        if isinstance(last, int) and last % u.dtype.itemsize:
-            raise GraphError(f"bitcast of shape {ps} from {u.src[0].dtype} to {u.dtype} does not divide evenly: reshape first")
-        return (*ps[:-1], last // u.dtype.itemsize)
-    if op is Ops.UNSHARD:
-        ps = u.src[0].shape
-        ndev = len(u.src[0].device) if isinstance(u.src[0].device, tuple) else 1
-        return tuple(d * ndev if i == u.arg else d for i, d in enumerate(ps))
-    if op in GroupOp.Movement:
-        return _movement_shape(u)
-    if op in GroupOp.Elementwise or op in (Ops.CUSTOM, Ops.CUSTOMI, Ops.WMMA):
-        shapes = [s for s in (x.shape_or_none for x in u.src) if s is not None]
-        return broadcast_shape(*shapes) if shapes else ()
+    # one table lookup per node (an eager training step infers a few hundred shapes; a chain of op tests was most of it)
+    rule = _SHAPE_RULES.get(u.op)
+    return rule(u) if rule is not None else None
+
+
+def _scalar_shape(u: UOp) -> tuple[sint, ...]:
+    return ()
+
+
+def _no_shape(u: UOp) -> None:
     return None
+
+
+def _passthrough_shape(u: UOp) -> tuple[sint, ...] | None:
+    return u.src[0].shape_or_none if u.src else None
+
+
+def _call_shape(u: UOp) -> tuple[sint, ...] | None:
+    return None if u.dtype.name == "void" else ()
+
+
+def _buffer_shape(u: UOp) -> tuple[sint, ...]:
+    return () if u.arg.size is None else (u.arg.size,)
+
+
+def _param_shape(u: UOp) -> tuple[sint, ...]:
+    return tuple(dim_value(s) for s in u.src)
+
+
+def _binary_shape(u: UOp) -> tuple[sint, ...]:
+    return (len(u.arg),)
+
+
+def _stack_shape(u: UOp) -> tuple[sint, ...]:
+    return () if not u.src else (len(u.src), *u.src[0].shape)
+
+
+def _index_shape(u: UOp) -> tuple[sint, ...]:
+    idx_shapes = [s.shape for s in u.src[1:]]
+    base = u.src[0].shape_or_none
+    lead = broadcast_shape(*idx_shapes) if idx_shapes else ()
+    return lead + (base[len(u.src) - 1:] if base else ())
+
+
+def _reduce_shape(u: UOp) -> tuple[sint, ...] | None:
+    inner = u.src[0].shape_or_none
+    if isinstance(u.arg, tuple):  # tensor form: (op, axes) keeps the reduced axes as size 1
+        axes = u.arg[1]
+        return tuple(1 if i in axes else d for i, d in enumerate(inner or ()))
+    return inner
+
+
+def _bitcast_shape(u: UOp) -> tuple[sint, ...] | None:
+    ps = u.src[0].shape_or_none
+    if ps is None or not ps or u.dtype.itemsize == u.src[0].dtype.itemsize:
+        return ps
+    last = ps[-1] * u.src[0].dtype.itemsize
+    if isinstance(last, int) and last % u.dtype.itemsize:
+        raise GraphError(f"bitcast of shape {ps} from {u.src[0].dtype} to {u.dtype} does not divide evenly: reshape first")
+    return (*ps[:-1], last // u.dtype.itemsize)
+
+
+def _unshard_shape(u: UOp) -> tuple[sint, ...]:
+    ps = u.src[0].shape
+    ndev = len(u.src[0].device) if isinstance(u.src[0].device, tuple) else 1
+    return tuple(d * ndev if i == u.arg else d for i, d in enumerate(ps))
+
+
+def _elementwise_shape(u: UOp) -> tuple[sint, ...]:
+    shapes = [s for s in (x.shape_or_none for x in u.src) if s is not None]
+    if not shapes:
+        return ()
+    return shapes[0] if len(shapes) == 1 else broadcast_shape(*shapes)
+
+
+def _shape_rules() -> dict[Ops, Any]:
+    """The shape rule of each op (ops without one have no shape); the groups as the chain of tests had them, first
+    match winning."""
+    rules: dict[Ops, Any] = {}
+    groups = [(_SCALAR, _scalar_shape), (_NO_SHAPE, _no_shape), (_PASSTHROUGH, _passthrough_shape), ({Ops.CALL}, _call_shape),
+              ({Ops.BUFFER}, _buffer_shape), ({Ops.PARAM}, _param_shape), ({Ops.BINARY}, _binary_shape), ({Ops.STACK}, _stack_shape),
+              ({Ops.INDEX}, _index_shape), ({Ops.REDUCE}, _reduce_shape), ({Ops.BITCAST}, _bitcast_shape), ({Ops.UNSHARD}, _unshard_shape),
+              (GroupOp.Movement, _movement_shape), (GroupOp.Elementwise | {Ops.CUSTOM, Ops.CUSTOMI, Ops.WMMA}, _elementwise_shape)]
+    for ops, rule in groups:
+        for op in ops:
+            rules.setdefault(op, rule)
+    return rules
 
 
 def _movement_shape(u: UOp) -> tuple[sint, ...]:
@@ -152,3 +197,6 @@ def movement_shape(op: Ops, ps: tuple[sint, ...], marg: Any) -> tuple[sint, ...]
 
 def _simp(d: sint) -> sint:
     return d if isinstance(d, int) else d.ssimplify()
+
+
+_SHAPE_RULES = _shape_rules()

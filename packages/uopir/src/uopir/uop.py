@@ -276,7 +276,10 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
         try:
             return self._shape
         except AttributeError:
-            pass
+            return self._infer_shape()
+
+    def _infer_shape(self) -> tuple[sint, ...] | None:
+        """The shape, inferred (with the shapes of the sources not inferred yet) and remembered."""
         for s in self.src:
             if not hasattr(s, "_shape"):
                 # a new source whose own sources have shapes (a constant dimension, the op built just before) is
@@ -294,7 +297,11 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
     @property
     def shape(self) -> tuple[sint, ...]:
         """The shape (ints and symbolic index UOps); raises for nodes that are not values."""
-        if (ret := self.shape_or_none) is None:
+        try:  # known already: read directly (the most asked property of graph building)
+            ret = self._shape
+        except AttributeError:
+            ret = self._infer_shape()
+        if ret is None:
             raise GraphError(f"{self.op!r} has no shape: only value nodes do")
         return ret
 
