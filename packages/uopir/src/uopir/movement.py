@@ -44,14 +44,27 @@ class MovementMixin:
 
     def _mop(self, op: Ops, dims: Iterable[sint], arg: Any = None) -> UOp:
         dims = tuple(dims)
-        srcs = tuple(_dim(self, d) if isinstance(d, int) else d for d in dims)
-        ret = type(self)(op, self.dtype, (self, *srcs), arg)
+        # the size srcs in one loop, noting whether every size is a plain int (a view is built for every movement op of
+        # every tensor op: this loop and the shape below were half of writing into a buffer)
+        srcs: list[Any] = [self]
+        plain = True
+        for d in dims:
+            if isinstance(d, int):
+                srcs.append(u if (u := _DIMS.get(d)) is not None else _dim(self, d))
+                plain = plain and type(d) is int
+            else:
+                srcs.append(d)
+                plain = False
+        ret = type(self)(op, self.dtype, tuple(srcs), arg)
+        if hasattr(ret, "_shape"):  # a node that exists already (validated when it was built)
+            return ret
         # validate now: a bad movement op fails where it is built. A new node with plain int sizes takes its shape from
         # them (`marg` in the form UOp.marg reads back from the size nodes, a third of building a view)
-        if not hasattr(ret, "_shape") and (ps := self.shape_or_none) is not None and all(type(d) is int for d in dims):
+        if plain and (ps := self.shape_or_none) is not None:
             marg = dims if op in (Ops.RESHAPE, Ops.EXPAND) else arg if op in (Ops.PERMUTE, Ops.FLIP) else tuple(zip(dims[0::2], dims[1::2]))
             object.__setattr__(ret, "_shape", movement_shape(op, ps, marg))  # UOp's own __setattr__ refuses every field
-        _ = ret.shape
+        else:
+            _ = ret.shape
         return ret
 
     def reshape(self, shape: tuple[sint, ...]) -> UOp:
