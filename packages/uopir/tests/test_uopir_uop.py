@@ -274,3 +274,24 @@ def test_tinygrads_kernel_writing_forms():
     assert kernel_form(body) is body  # already in pointer form
     with pytest.raises(GraphError, match="only a pointer"):
         UOp.const(1.0)[0]
+
+
+def test_elementwise_nodes_take_their_sources_shape_as_inference_gives_it():
+    from uopir.shapes import infer_shape
+
+    a = UOp.new_buffer("CPU", 12, dtypes.float32).reshape((3, 4))
+    b = UOp.new_buffer("CPU", 12, dtypes.float32).reshape((3, 4))
+    row = UOp.new_buffer("CPU", 4, dtypes.float32).reshape((1, 4))
+    n = UOp.variable("n", 1, 8)
+    sym = UOp.new_buffer("CPU", 8, dtypes.float32).reshape((8,)).shrink(((0, n),))
+    cases = [(Ops.ADD, a, b), (Ops.CMPLT, a, b), (Ops.WHERE, a.ne(0.0), a, b), (Ops.SQRT, a), (Ops.MUL, a, row),  # broadcast: inferred
+             (Ops.MUL, sym, sym), (Ops.CAST, a)]
+    for op, *srcs in cases:
+        dtype = dtypes.int32 if op is Ops.CAST else None
+        node = UOp.elementwise(op, dtype, *srcs)
+        assert node.shape == infer_shape(UOp(op, node.dtype, tuple(srcs))) == infer_shape(node)
+    assert UOp.elementwise(Ops.MUL, None, a, row).shape == (3, 4)
+    fresh = UOp(Ops.MUL, dtypes.float32, (a, b))  # a source not shaped yet: left to inference
+    assert UOp.elementwise(Ops.ADD, None, fresh, a).shape == (3, 4)
+    # not an elementwise op: made as UOp() makes it
+    assert UOp.elementwise(Ops.BITCAST, dtypes.float16, a).shape == (3, 8)

@@ -112,7 +112,7 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
         return (yt, x) if reverse else (x, yt)
 
     def _alu(self: Tensor, op: Ops, *srcs: Tensor, dtype: DType | None = None) -> Tensor:
-        return self._wrap(UOp(op, dtype, (self.uop, *(s.uop for s in srcs))))
+        return self._wrap(UOp.elementwise(op, dtype, self.uop, *(s.uop for s in srcs)))
 
     def _float(self: Tensor) -> Tensor:
         return self.cast(least_upper_float(self.dtype))

@@ -200,3 +200,5 @@ def _simp(d: sint) -> sint:
 
 
 _SHAPE_RULES = _shape_rules()
+#: the ops whose shape is the broadcast of their sources' (elementwise ops)
+BROADCAST_SHAPED = frozenset(op for op, rule in _SHAPE_RULES.items() if rule is _elementwise_shape)

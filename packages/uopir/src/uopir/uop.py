@@ -24,7 +24,7 @@ from uopir.movement import MovementMixin
 from uopir.ops import AxisType, GroupOp, Ops
 from uopir.render import pretty_print, pyrender_graph, render_expr
 from uopir.rewrite import PatternMatcher, UPat, graph_rewrite
-from uopir.shapes import dim_value, infer_shape, sint
+from uopir.shapes import BROADCAST_SHAPED, dim_value, infer_shape, sint
 from uopir.symbolic import symbolic
 
 _VOID_OPS = frozenset({Ops.STORE, Ops.SINK, Ops.GROUP, Ops.END, Ops.BARRIER, Ops.IF, Ops.ENDIF, Ops.PROGRAM, Ops.LINEAR, Ops.SOURCE,
@@ -381,6 +381,24 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
         return sorted(found, key=lambda v: v.arg)
 
     # ---- ALU ----
+    @staticmethod
+    def elementwise(op: Ops, dtype: DType | None, *srcs: UOp) -> UOp:
+        """`UOp(op, dtype, srcs)` for an elementwise op whose sources share one known shape: the node takes it as it is
+        made, instead of inferring it when first asked (about half of making a node; tensor ops broadcast their
+        operands first, so theirs always share one). Sources of other shapes, or not shaped yet, leave it to inference."""
+        ret = UOp(op, dtype, srcs)
+        if op not in BROADCAST_SHAPED or hasattr(ret, "_shape"):
+            return ret
+        try:
+            shape = srcs[0]._shape
+            for s in srcs[1:]:
+                if (other := s._shape) is not shape and other != shape:
+                    return ret
+        except AttributeError:
+            return ret
+        _set_shape(ret, shape)
+        return ret
+
     def alu(self, op: Ops, *src: UOp, dtype: DType | None = None) -> UOp:
         """`op` on this node and `src` (which must already share a dtype: the Python operators promote)."""
         return UOp(op, dtype, (self, *src))

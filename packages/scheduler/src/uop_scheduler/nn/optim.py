@@ -206,7 +206,7 @@ class LAMB(Optimizer):
             return const_uop(value, dt, shape)
 
         def op(o: Ops, a: UOp, b: UOp) -> UOp:
-            return UOp(o, dt, (a, b))
+            return UOp.elementwise(o, dt, a, b)
 
         def unbiased(moment: UOp, b_t: Tensor) -> UOp:  # moment / (1 - b_t), b_t broadcast as a tensor op does
             scale = op(Ops.SUB, const_uop(1, dt, b_t.shape), b_t.uop)
@@ -218,7 +218,7 @@ class LAMB(Optimizer):
         m.assign(p._wrap(op(Ops.ADD, op(Ops.MUL, k(self.b1), m.uop), op(Ops.MUL, k(1 - self.b1), gu))))
         v.assign(p._wrap(op(Ops.ADD, op(Ops.MUL, k(self.b2), v.uop), op(Ops.MUL, op(Ops.MUL, k(1 - self.b2), gu), gu))))
         v_hat = unbiased(v.uop, self.b2_t)
-        up = op(Ops.FDIV, unbiased(m.uop, self.b1_t), op(Ops.ADD, UOp(Ops.SQRT, dt, (v_hat,)), k(self.eps)))
+        up = op(Ops.FDIV, unbiased(m.uop, self.b1_t), op(Ops.ADD, UOp.elementwise(Ops.SQRT, dt, v_hat), k(self.eps)))
         if self.wd:
             up = op(Ops.ADD, up, op(Ops.MUL, k(self.wd), p.uop))
         return p._wrap(op(Ops.SUB, p.uop, op(Ops.MUL, k(self.lr), up)))
