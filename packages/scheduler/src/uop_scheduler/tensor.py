@@ -31,7 +31,20 @@ from .reduce import ReduceMixin
 from .schedule import device_below
 from .symbolic_sizes import concrete
 from .tensor_movement import TensorMovementMixin, index_tuple
-from .writes import ViewStep, all_tensors, apply_view, co_readers, live_reads, own_copy, pending, rebind_views, storage_of, write
+from .writes import (
+    ViewStep,
+    all_tensors,
+    apply_chain,
+    apply_view,
+    co_readers,
+    live_reads,
+    own_copy,
+    pending,
+    rebind_views,
+    storage_of,
+    view_steps,
+    write,
+)
 
 _NUMPY_TO_DTYPE = {np.dtype(d.fmt): d for d in dtypes.all if d.fmt is not None}
 
@@ -369,7 +382,11 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
             if keep:
                 self._graph = self.uop
                 graph_holders.add(self)
-        self.uop = new if self.uop is old else self.uop.substitute({old: new})
+        if self.uop is old:
+            self.uop = new
+        else:  # a view of the computed node (a parameter's reshape of its written version): the view rebuilt over `new`
+            steps = view_steps(old, self.uop)
+            self.uop = apply_chain(new, steps) if steps is not None else self.uop.substitute({old: new})
         settling.moved(previous, before, self.uop, settling.leaf_count(self))
         if self._views:
             rebind_views(self)
