@@ -283,25 +283,33 @@ def co_readers(targets: list[Tensor]) -> list[Tensor]:
     tensors = list(all_tensors)
     # gradients of tensors that did not ask for one (a batch's inputs): rarely read, so not worth computing now
     skip = {id(t) for t in targets} | {id(t.grad) for t in tensors if t.grad is not None and t.requires_grad is None}
-    watched = frozenset(old) | frozenset(fresh)
+    # the watched versions as bits of an int: each node's reads are a mask, and a node's mask the OR of its sources'
+    # (frozenset unions were quadratic: a deep model's gradients each read most of its parameters' versions)
+    bits = {v: 1 << i for i, v in enumerate(dict.fromkeys((*old, *fresh)))}
+    of_bit = {b: v for v, b in bits.items()}
+    fresh_mask = sum(bits[v] for v in fresh)
     devices = {device for _, device in old.values()}
-    memo: dict[UOp, frozenset[UOp]] = {}  # node -> the watched versions its graph reads (shared by every tensor's graph)
+    memo: dict[UOp, int] = {}  # node -> the watched versions its graph reads (shared by every tensor's graph)
     for t in tensors:
         u = t.uop
         if u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER):  # realized (see below), checked first
             continue
         if id(t) in skip or before_capture(t) or u in done or storage_of(u) is not None:
             continue
-        read = _watched_reads(u, watched, memo)
-        if not read or not read.isdisjoint(fresh):
+        read = _watched_reads(u, bits, memo)
+        if not read or read & fresh_mask:
             continue
+        versions = []
+        while read:
+            low = read & -read
+            versions.append(of_bit[low])
+            read ^= low
         device, shape = t.device, t.shape
-        if (device not in devices if len(devices) == 1 else any(old[v][1] != device for v in read)) or not all(isinstance(d, int) for d in shape):
+        if (device not in devices if len(devices) == 1 else any(old[v][1] != device for v in versions)) or not all(isinstance(d, int) for d in shape):
             continue
-        # no bigger than what it reads: summed only as far as needed (a deep model's gradients each read most of the
-        # parameters, and summing them all for each was quadratic in their number)
+        # no bigger than what it reads: summed only as far as needed
         need, total = math.prod(shape) * t.dtype.itemsize, 0
-        for v in read:
+        for v in versions:
             total += old[v][0]
             if total >= need:
                 chosen.append(t)
@@ -309,28 +317,24 @@ def co_readers(targets: list[Tensor]) -> list[Tensor]:
     return chosen
 
 
-_NONE: frozenset[UOp] = frozenset()
-
-
-def _watched_reads(u: UOp, watched: frozenset[UOp], memo: dict[UOp, frozenset[UOp]]) -> frozenset[UOp]:
-    """The versions in `watched` that `u`'s graph reads (as `_versions_read` finds them), each node's answer kept in
-    `memo`: the live tensors' graphs overlap (a step's activations, loss and gradients), and each node is asked once."""
+def _watched_reads(u: UOp, bits: dict[UOp, int], memo: dict[UOp, int]) -> int:
+    """The versions among `bits`'s keys that `u`'s graph reads (as `_versions_read` finds them), as the OR of their
+    bits, each node's answer kept in `memo`: the live tensors' graphs overlap (a step's activations, loss and
+    gradients), and each node is asked once."""
     stack: list[tuple[UOp, bool]] = [(u, False)]
     while stack:
         n, ready = stack.pop()
         if n in memo:
             continue
         if n.op in (Ops.BUFFER, Ops.AFTER) or n in done:
-            v = version_of(n)
-            memo[n] = frozenset((v,)) if v in watched else _NONE
+            memo[n] = bits.get(version_of(n), 0)
             continue
         if not ready:
             stack.append((n, True))
             stack.extend((s, False) for s in n.src if s not in memo)
             continue
-        found = _NONE
+        found = 0
         for s in n.src:
-            if (r := memo[s]) and r is not found:
-                found = r if not found else found | r
+            found |= memo[s]
         memo[n] = found
     return memo[u]
