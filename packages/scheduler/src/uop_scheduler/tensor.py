@@ -783,10 +783,10 @@ class _Settling:
         if (counts := self._leaves) is None or (old is new and old_count == new_count):
             return
         if old_count:
-            if (left := counts[old] - old_count) > 0:
+            if (left := counts.get(old, 0) - old_count) > 0:
                 counts[old] = left
             else:
-                del counts[old]
+                counts.pop(old, None)
         if new_count:
             counts[new] = counts.get(new, 0) + new_count
 
