@@ -51,7 +51,9 @@ def _counted_step(layers: int, monkeypatch) -> tuple[dict[str, int], float, list
 
     Tensor.training = True
     try:
-        for step in range(5):  # the last step is counted: its schedule is cached (from the fourth on), as in a training loop
+        # the last step is counted, its schedule cached as in a training loop (from the fourth step on here: under
+        # tinygrad's rule the batch x gets a gradient too, which accumulates, so the first three steps differ)
+        for step in range(5):
             opt.zero_grad()
             h = x
             for w in ws:
