@@ -113,44 +113,28 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
         if node in position:
             continue
         op = node.op
+        entry: Any
         if node in entered:
             if node is sink:
                 continue
-            position[node] = len(nodes)
-            nodes.append(node)
-            if op in MARKED_OPS:
-                marked.append(node)
             if op is Ops.SINK:
-                key.append(("body", node))
+                entry = ("body", node)
             else:
                 arg = node.arg
-                key.append((op, node.dtype, _arg_key(arg) if type(arg) in (float, str) else arg, tuple(map(at, node.src))))
-            continue
-        if op is Ops.BUFFER:
-            position[node] = len(nodes)
-            nodes.append(node)
-            marked.append(node)
+                entry = (op, node.dtype, _arg_key(arg) if type(arg) in (float, str) else arg, tuple(map(at, node.src)))
+        elif op is Ops.BUFFER:
             if node.arg.unbound:  # a call's output buffer: the call is inlined, it holds nothing
-                key.append(("out", node.dtype, node.shape, node.device))
+                entry = ("out", node.dtype, node.shape, node.device)
             else:
                 inputs.append(node)
-                key.append(("in", node.dtype, node.shape, node.device))
-        elif op is Ops.BIND:  # a bound variable is its variable here; its value is passed at run time
-            position[node] = len(nodes)
-            nodes.append(node)
-            marked.append(node)
-            key.append((op, node.dtype, node.src[0].arg))  # the variable, not its value: one schedule for every value
+                entry = ("in", node.dtype, node.shape, node.device)
+        elif op is Ops.BIND:  # a bound variable is its variable here (its value is passed at run time): one schedule for every value
+            entry = (op, node.dtype, node.src[0].arg)
         elif node in leaves:  # realized already (`leaves` is asked once per node: it may be a costly container)
-            position[node] = len(nodes)
-            nodes.append(node)
-            if op in MARKED_OPS:
-                marked.append(node)
             inputs.append(node)
-            key.append(("in", node.dtype, node.shape, node.device))
+            entry = ("in", node.dtype, node.shape, node.device)
         elif op is Ops.SINK and node is not sink and node not in inlined:  # a hand-written kernel's body is opaque
-            position[node] = len(nodes)
-            nodes.append(node)
-            key.append(("body", node))
+            entry = ("body", node)
         else:
             if op is Ops.CALL and is_value_call(node):
                 inlined.add(node.src[0])
@@ -159,6 +143,12 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
             for s in reversed(node.src):
                 if s not in position:
                     push(s)
+            continue
+        position[node] = len(nodes)
+        nodes.append(node)
+        if op in MARKED_OPS:
+            marked.append(node)
+        key.append(entry)
     key.append(tuple(map(at, targets)))
     return GraphWalk(nodes, inputs, tuple(key), marked)
 
@@ -174,26 +164,20 @@ def device_below(node: UOp) -> str | None:
     """Where a node is computed: its own device, else the device of the buffers below it (`UOp.device` follows only
     the first source, and a graph such as a gradient can start from a device-less constant); None for a graph of
     constants alone."""
-    if isinstance(node.device, str):
-        return node.device
-    below = node.find_below(_placed, gate=_not_copy)
-    return below.device if below is not None else None
+    return device_below_in(node, {})
 
 
 def _placed(n: UOp) -> bool:
     """What `device_below` looks for under a node: a buffer (a PARAM is a parameterised graph's input buffer) or a COPY
-    on one device."""
+    on one device. The search goes depth first, sources in order, and not below a COPY (it puts its value on its
+    device)."""
     return n.op in (Ops.BUFFER, Ops.PARAM, Ops.COPY) and isinstance(n.device, str)
-
-
-def _not_copy(n: UOp) -> bool:
-    return n.op is not Ops.COPY  # a COPY puts its value on its device: the search stops there
 
 
 def _device_of(node: UOp, default_device: str, memo: dict[UOp, str | None] | None = None) -> str:
     """`device_below`, else the default; with `memo` (shared by the calls on one graph, see `device_below_in`) each
     node is searched once."""
-    return (device_below(node) if memo is None else device_below_in(node, memo)) or default_device
+    return device_below_in(node, {} if memo is None else memo) or default_device
 
 
 def device_below_in(node: UOp, memo: dict[UOp, str | None]) -> str | None:

@@ -16,9 +16,6 @@ if TYPE_CHECKING:
 
 sint = Any  # int | UOp: a dimension that may be symbolic
 
-# ops with no shape: control and structure
-_NO_SHAPE = frozenset({Ops.SINK, Ops.GROUP, Ops.PROGRAM, Ops.LINEAR, Ops.SOURCE, Ops.IF, Ops.ENDIF, Ops.BARRIER, Ops.CUSTOM_FUNCTION,
-                       Ops.NOOP})
 # ops whose shape is their first src's shape
 _PASSTHROUGH = frozenset({Ops.AFTER, Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD, Ops.DETACH, Ops.COPY, Ops.LOAD, Ops.STORE, Ops.END,
                           Ops.ALLREDUCE, Ops.MSELECT, Ops.MSTACK, Ops.BIND})
@@ -76,10 +73,6 @@ def infer_shape(u: UOp) -> tuple[sint, ...] | None:
 
 def _scalar_shape(u: UOp) -> tuple[sint, ...]:
     return ()
-
-
-def _no_shape(u: UOp) -> None:
-    return None
 
 
 def _passthrough_shape(u: UOp) -> tuple[sint, ...] | None:
@@ -145,10 +138,10 @@ def _elementwise_shape(u: UOp) -> tuple[sint, ...]:
 
 
 def _shape_rules() -> dict[Ops, Any]:
-    """The shape rule of each op (ops without one have no shape); the groups as the chain of tests had them, first
-    match winning."""
+    """The shape rule of each op; ops without one (sinks, programs, control flow) have no shape. The groups as the
+    chain of tests had them, first match winning."""
     rules: dict[Ops, Any] = {}
-    groups = [(_SCALAR, _scalar_shape), (_NO_SHAPE, _no_shape), (_PASSTHROUGH, _passthrough_shape), ({Ops.CALL}, _call_shape),
+    groups = [(_SCALAR, _scalar_shape), (_PASSTHROUGH, _passthrough_shape), ({Ops.CALL}, _call_shape),
               ({Ops.BUFFER}, _buffer_shape), ({Ops.PARAM}, _param_shape), ({Ops.BINARY}, _binary_shape), ({Ops.STACK}, _stack_shape),
               ({Ops.INDEX}, _index_shape), ({Ops.REDUCE}, _reduce_shape), ({Ops.BITCAST}, _bitcast_shape), ({Ops.UNSHARD}, _unshard_shape),
               (GroupOp.Movement, _movement_shape), (GroupOp.Elementwise | {Ops.CUSTOM, Ops.CUSTOMI, Ops.WMMA}, _elementwise_shape)]
