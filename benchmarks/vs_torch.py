@@ -11,7 +11,12 @@ overhead of eager code shows, and of a small CNN (2 conv, 2 maxpool, linear) at 
 q, k, v (8, 256, 64); a convolution forward (8, 32, 32, 32) by 64 3x3 filters. Every library runs in its own process,
 alternating per workload and round. Warm: median and minimum of timed calls after warm-up calls. Cold: a fresh process
 with the compile cache off (ours DISABLE_COMPILER_CACHE=1, tinygrad likewise) times its first and second call; ours also
-records every kernel's compile time. The largest difference from PyTorch's result is reported per workload.
+records every kernel's compile time. The largest difference from PyTorch's result is reported per workload: for a
+training step, over the losses of its first TRAJECTORY_STEPS steps (the first loss alone does not depend on the update).
+
+`ours-jit` is ours with the call wrapped in TinyJit (its first call runs eagerly, the second captures, later calls replay
+the captured kernels without running the Python again): what a loop that repeats one step costs without the per-step
+graph building and scheduling of eager code. Its values are checked like every library's.
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ WORKLOADS = ("matmul", "add", "mlp_step", "deep_step", "cnn_step", "attention", 
 WARM_CALLS = {"matmul": 20, "add": 20, "mlp_step": 20, "deep_step": 10, "cnn_step": 20, "attention": 20, "conv": 20}
 TRAINING = ("mlp_step", "deep_step", "cnn_step")
 DEEP_LAYERS = 24
+TRAJECTORY_STEPS = 4  # a training step's checked value: the losses of this many steps from the same initial weights
 
 
 # ---- the workloads, built from numpy data for each library ----
@@ -67,7 +73,13 @@ def inputs(name: str) -> dict[str, np.ndarray]:
 
 
 def build_tinygrad_api(name: str, lib: str):
-    """A zero-argument call running the workload once and returning a numpy result, over ours or tinygrad (one API)."""
+    """A zero-argument call running the workload once and returning a numpy result, over ours or tinygrad (one API);
+    `ours-jit`: ours with the call in a TinyJit."""
+    if lib == "ours-jit":
+        from uop_scheduler import TinyJit
+
+        run, fetch = build_tinygrad_api(name, "ours")
+        return TinyJit(run), fetch
     if lib == "ours":
         from uop_scheduler import Tensor, nn
     else:
@@ -209,7 +221,7 @@ def peak_gflops(iterations: int = 20_000_000, reps: int = 5) -> float:
 # ---- one process: time one workload of one library ----
 def worker(lib: str, name: str, mode: str, out_path: str) -> None:
     compiles: list[float] = []
-    if lib == "ours":
+    if lib.startswith("ours"):
         from hcq_runtime import CCompiler
 
         original = CCompiler.compile_uncached
@@ -243,8 +255,9 @@ def worker(lib: str, name: str, mode: str, out_path: str) -> None:
                 fetch(out)
             times.append(time.perf_counter() - start)
         record.update(median=statistics.median(times), minimum=min(times))
-        first = build_torch(name) if lib == "torch" else build_tinygrad_api(name, lib)
-        np.save(out_path + ".npy", first[1](first[0]()))
+        first, fetch_first = build_torch(name) if lib == "torch" else build_tinygrad_api(name, lib)
+        steps = TRAJECTORY_STEPS if name in TRAINING else 1
+        np.save(out_path + ".npy", np.stack([fetch_first(first()) for _ in range(steps)]))
     record.update(compiles=len(compiles), compile_total=sum(compiles), compile_max=max(compiles, default=0.0))
     with open(out_path, "w") as f:
         json.dump(record, f)
@@ -290,7 +303,7 @@ def main() -> None:
         return
     env = dict(os.environ)
     expose_clang(env)
-    libs = {"ours": sys.executable}
+    libs = {"ours": sys.executable, "ours-jit": sys.executable}
     try:
         import tinygrad  # noqa: F401
 
@@ -326,19 +339,20 @@ def main() -> None:
                 continue
             median = statistics.median(rec["medians"]) if rec.get("medians") else float("nan")
             diff = float(np.max(np.abs(rec["value"] - torch_rec["value"]))) if torch_rec and "value" in rec and "value" in torch_rec else float("nan")
-            compiles = f"{rec['compiles']}" if lib == "ours" else "-"
-            max_compile = f"{rec['compile_max']:.3f}" if lib == "ours" else "-"
+            compiles = f"{rec['compiles']}" if lib.startswith("ours") else "-"
+            max_compile = f"{rec['compile_max']:.3f}" if lib.startswith("ours") else "-"
             print(f"{name:10} {lib:9} {median * 1e3:15.2f} {rec['minimum'] * 1e3:9.2f} {rec.get('first', float('nan')):11.3f} "
                   f"{rec.get('second', float('nan')):11.3f} {compiles:>9} {max_compile:>14} {diff:20.2e}")
             rec["warm_median"] = median
             if torch_rec and "value" in torch_rec and diff > 1e-3 * max(1.0, float(np.max(np.abs(torch_rec["value"])))):
                 print(f"{'':10} {lib:9} warning: the result differs from PyTorch's by {diff:.3g}: a wrong value, not a rounding")
-        ours = results.get(("ours", name))
+        ours, ours_jit = results.get(("ours", name)), results.get(("ours-jit", name))
         for peer in ("torch", "tinygrad"):
             other = results.get((peer, name))
             peer_label = "PyTorch 2.13 (CPU)" if peer == "torch" else "tinygrad 0.14"
-            for metric, key in (("warm_median", "warm_median"), ("cold_first_call", "first"), ("cold_second_call", "second")):
-                value = ours.get(key) if ours else None
+            for metric, key, mine in (("warm_median", "warm_median", ours), ("cold_first_call", "first", ours), ("cold_second_call", "second", ours),
+                                      ("warm_median_jit", "warm_median", ours_jit)):
+                value = mine.get(key) if mine else None
                 peer_value = other.get(key) if other else None
                 unit = "ms" if key == "warm_median" else "s"
                 scale = 1e3 if unit == "ms" else 1.0
