@@ -235,6 +235,26 @@ def test_opts_that_do_not_apply_are_refused():
         to_program(ast, CRenderer(), opts=[Opt(OptOps.UPCAST, 7, 2)])
 
 
+@pytest.mark.parametrize("out_ch", [8, 16])
+def test_a_convolution_weight_gradient_with_a_register_tile_of_accumulators(rng, out_ch):
+    """dw[o, ky, kx] = sum of g[b, o, y, x] * x[b, y + ky, x + kx] with the heuristic's opts (a tile of scalar
+    accumulators over the 3 taps and the output channels) against numpy."""
+    batch, size, taps = 4, 12, 3
+    n = size - taps + 1
+    out = param(0, dtypes.float32, out_ch * taps * taps)
+    g, x = param(1, dtypes.float32, batch * out_ch * n * n), param(2, dtypes.float32, batch * size * size)
+    o, ky, kx = UOp.range(out_ch, 0), UOp.range(taps, 1), UOp.range(taps, 2)
+    b, y, xx = (UOp.range(s, 3 + i, AxisType.REDUCE) for i, s in enumerate((batch, n, n)))
+    value = (g.index(((b * out_ch + o) * n + y) * n + xx).load() * x.index((b * size + y + ky) * size + xx + kx).load()).reduce(b, y, xx)
+    ast = UOp.sink(out.index((o * taps + ky) * taps + kx).store(value).end(o, ky, kx))
+    opts = heuristic_opts(lower_kernel(ast), n_cores=2, vector_width=16)
+    assert [o.op for o in opts[:2]] == [OptOps.UPCAST, OptOps.UPCAST]
+    gn, xn = rng.standard_normal((batch, out_ch, n, n), dtype=np.float32), rng.standard_normal((batch, size, size), dtype=np.float32)
+    got = run(to_program(ast, CRenderer(vector_width=16), opts=opts, n_cores=2), (out_ch * taps * taps, dtypes.float32), gn, xn)
+    want = np.stack([np.einsum("boyx,byx->o", gn, xn[:, i:i + n, j:j + n]) for i in range(taps) for j in range(taps)], axis=1)
+    np.testing.assert_allclose(got.reshape(out_ch, taps * taps), want, rtol=1e-5, atol=1e-4)
+
+
 def test_threaded_kernel_uses_several_cores(rng):
     a = rng.standard_normal((64, 64), dtype=np.float32)
     program = to_program(elementwise_add_broadcast(64, 64), CRenderer(), opts=[Opt(OptOps.THREAD, 0, 4)])

@@ -177,3 +177,25 @@ def test_a_store_under_a_loop_that_may_run_zero_times_keeps_the_loop():
         ast = UOp.sink(out.index(UOp.const(1)).store(UOp.const(7.0, dtypes.float32)).end(i))
         source = to_program(ast, CRenderer(), opts=[]).src[2].arg
         assert ("for (" in source) is looped, source
+
+
+def conv_weight_gradient(batch: int, out_ch: int, size: int, taps: int = 3) -> UOp:
+    """dw[o, ky, kx] = sum over b, y, x of g[b, o, y, x] * x[b, y + ky, x + kx] (one input channel, a valid convolution
+    of `size` x `size` images): its contiguous output axis is a filter row's 3 taps, too short for a vector."""
+    n = size - taps + 1
+    out = UOp.param(0, dtypes.float32.ptr(out_ch * taps * taps))
+    g, x = UOp.param(1, dtypes.float32.ptr(batch * out_ch * n * n)), UOp.param(2, dtypes.float32.ptr(batch * size * size))
+    o, ky, kx = UOp.range(out_ch, 0), UOp.range(taps, 1), UOp.range(taps, 2)
+    b, y, xx = (UOp.range(s, 3 + i, AxisType.REDUCE) for i, s in enumerate((batch, n, n)))
+    value = (g.index(((b * out_ch + o) * n + y) * n + xx).load() * x.index((b * size + y + ky) * size + xx + kx).load()).reduce(b, y, xx)
+    return UOp.sink(out.index((o * taps + ky) * taps + kx).store(value).end(o, ky, kx))
+
+
+@pytest.mark.parametrize(("vector_width", "out_ch", "tile"), [(16, 8, 4), (16, 16, 8), (8, 16, 4)])
+def test_a_reduction_without_an_output_vector_keeps_a_register_tile_of_accumulators(vector_width, out_ch, tile):
+    # the filter row's 3 taps whole, times a tile of output channels (the image row each tap loads serves all of them),
+    # instead of one serial chain of adds per output; within 3 * rows scalar accumulators
+    opts = heuristic_opts(conv_weight_gradient(16, out_ch, 28), n_cores=2, vector_width=vector_width)
+    assert opts[:2] == [Opt(OptOps.UPCAST, 2, 3), Opt(OptOps.UPCAST, 0, tile)]
+    rows = 8 if vector_width >= 16 else 4
+    assert 3 * tile <= 3 * rows and any(o.op is OptOps.THREAD for o in opts)
