@@ -101,6 +101,18 @@ def test_max_reduce_propagates_nan():
     assert np.isnan(out[0]) and out[1] == 6
 
 
+@pytest.mark.parametrize("opts", [[], [Opt(OptOps.UPCAST, 0, 8)]])
+def test_max_takes_a_nan_from_either_side_without_a_branch(opts):
+    # NaN first, last, alone, beside infinities; scalar and 8-wide; the float max tests NaN with `|`, so the compiler
+    # can select instead of branching per element (a max pool over random data mispredicted about every other one)
+    a = np.array([[np.nan, 1, 2], [1, 2, np.nan], [-np.inf, np.nan, np.inf], [np.nan] * 3, [-np.inf, -1, -np.inf], [3, 9, 1],
+                  [0, -0.0, -1], [np.inf, 1, 2]], dtype=np.float32)
+    program = to_program(reduce_axis(8, 3, 1, Ops.MAX), CRenderer(vector_width=8), opts=opts)
+    assert "||" not in program.src[2].arg
+    out = run(program, (8, dtypes.float32), a)
+    np.testing.assert_array_equal(out, np.max(a, axis=1))
+
+
 @pytest.mark.parametrize("n, m, k", [(1, 1, 1), (17, 5, 9), (64, 64, 64), (48, 32, 100)])
 def test_matmul(rng, n, m, k):
     a, b = rng.standard_normal((n, k), dtype=np.float32), rng.standard_normal((k, m), dtype=np.float32)

@@ -292,7 +292,9 @@ class _CProgram:
             return self.rounded(f"{fn}({args})", dt)
         if op is Ops.MAX:
             if is_float:  # NaN in either operand wins
-                return self.rounded(f"(({a[0]} != {a[0]} || {a[0]} > {a[1]}) ? {a[0]} : {a[1]})", dt)
+                # `|`, not `||`: both tests are cheap and a short circuit made the compiler branch per element (a max
+                # pool over random data mispredicted about every other element)
+                return self.rounded(f"((({a[0]} != {a[0]}) | ({a[0]} > {a[1]})) ? {a[0]} : {a[1]})", dt)
             return f"({a[0]} > {a[1]} ? {a[0]} : {a[1]})"
         if op is Ops.CDIV:
             if is_float:
