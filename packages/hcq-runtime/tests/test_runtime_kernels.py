@@ -267,6 +267,34 @@ def test_a_convolution_weight_gradient_with_a_register_tile_of_accumulators(rng,
     np.testing.assert_allclose(got.reshape(out_ch, taps * taps), want, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize(("size", "lanes"), [(13, 4), (28, 8), (9, 4)])
+def test_a_convolution_over_odd_rows_padded_to_whole_vectors(rng, size, lanes):
+    """A valid 3x3 convolution whose output rows (11, 26, 7 wide) are padded to whole vectors: full vectors inside the
+    row, the last partial one lane by lane, against numpy. The output rows are `GAP` elements apart, filled with NaN
+    before the run: a lane written past its row would overwrite one (gated loads read 0, gated stores write nothing)."""
+    batch, out_ch, in_ch, taps, gap = 2, 8, 3, 3, 9
+    n = size - taps + 1
+    row = n + gap
+    out = param(0, dtypes.float32, batch * out_ch * n * row)
+    x, w = param(1, dtypes.float32, batch * in_ch * size * size), param(2, dtypes.float32, out_ch * in_ch * taps * taps)
+    b, o, y, xx = (UOp.range(s, i) for i, s in enumerate((batch, out_ch, n, n)))
+    i, ky, kx = (UOp.range(s, 4 + j, AxisType.REDUCE) for j, s in enumerate((in_ch, taps, taps)))
+    value = (x.index(((b * in_ch + i) * size + y + ky) * size + xx + kx).load() * w.index(((o * in_ch + i) * taps + ky) * taps + kx).load())
+    ast = UOp.sink(out.index(((b * out_ch + o) * n + y) * row + xx).store(value.reduce(i, ky, kx)).end(b, o, y, xx))
+    opts = [Opt(OptOps.PADTO, 3, lanes), Opt(OptOps.UPCAST, 3, lanes), Opt(OptOps.UPCAST, 1, 4)]
+    program = to_program(ast, CRenderer(vector_width=16), opts=opts)
+    assert "else for (int l = 0;" in program.src[2].arg
+    xn, wn = rng.standard_normal((batch, in_ch, size, size), dtype=np.float32), rng.standard_normal((out_ch, in_ch, taps, taps), dtype=np.float32)
+    buffers = [UOp.new_buffer("CPU", a.size, dtypes.float32) for a in (np.zeros(batch * out_ch * n * row), xn, wn)]
+    for buf, arr in zip(buffers, (np.full(batch * out_ch * n * row, np.nan, np.float32), xn, wn)):
+        buffer_for(buf).copyin(np.ascontiguousarray(arr))
+    run_linear(UOp(Ops.LINEAR, dtypes.void, (UOp(Ops.CALL, dtypes.void, (program, *buffers)),)))
+    got = buffer_for(buffers[0]).numpy().reshape(batch, out_ch, n, row)
+    want = np.einsum("biyxkl,oikl->boyx", np.lib.stride_tricks.sliding_window_view(xn, (taps, taps), axis=(2, 3)), wn)
+    np.testing.assert_allclose(got[..., :n], want, rtol=1e-4, atol=1e-4)
+    assert np.isnan(got[..., n:]).all()
+
+
 def test_threaded_kernel_uses_several_cores(rng):
     a = rng.standard_normal((64, 64), dtype=np.float32)
     program = to_program(elementwise_add_broadcast(64, 64), CRenderer(), opts=[Opt(OptOps.THREAD, 0, 4)])

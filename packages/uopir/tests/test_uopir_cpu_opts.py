@@ -199,3 +199,32 @@ def test_a_reduction_without_an_output_vector_keeps_a_register_tile_of_accumulat
     assert opts[:2] == [Opt(OptOps.UPCAST, 2, 3), Opt(OptOps.UPCAST, 0, tile)]
     rows = 8 if vector_width >= 16 else 4
     assert 3 * tile <= 3 * rows and any(o.op is OptOps.THREAD for o in opts)
+
+
+def conv_forward(batch: int, out_ch: int, in_ch: int, size: int, taps: int = 3) -> UOp:
+    """out[b, o, y, x] = sum over i, ky, kx of x[b, i, y + ky, x + kx] * w[o, i, ky, kx] (a valid convolution)."""
+    n = size - taps + 1
+    out = UOp.param(0, dtypes.float32.ptr(batch * out_ch * n * n))
+    x, w = UOp.param(1, dtypes.float32.ptr(batch * in_ch * size * size)), UOp.param(2, dtypes.float32.ptr(out_ch * in_ch * taps * taps))
+    b, o, y, xx = (UOp.range(s, i) for i, s in enumerate((batch, out_ch, n, n)))
+    i, ky, kx = (UOp.range(s, 4 + j, AxisType.REDUCE) for j, s in enumerate((in_ch, taps, taps)))
+    value = (x.index(((b * in_ch + i) * size + y + ky) * size + xx + kx).load() * w.index(((o * in_ch + i) * taps + ky) * taps + kx).load())
+    return UOp.sink(out.index(((b * out_ch + o) * n + y) * n + xx).store(value.reduce(i, ky, kx)).end(b, o, y, xx))
+
+
+@pytest.mark.parametrize(("size", "lanes"), [(13, 4), (28, 4), (104, 8)])
+def test_an_odd_contiguous_output_axis_is_padded_to_whole_vectors(size, lanes):
+    # image rows of 11, 26 and 102 outputs: padded to whole vectors of the lanes that leave the least scalar work (the
+    # last, partial vector runs lane by lane), then the usual register tile of output channels
+    opts = heuristic_opts(conv_forward(16, 16, 8, size), n_cores=2, vector_width=16)
+    assert opts[:3] == [Opt(OptOps.PADTO, 3, lanes), Opt(OptOps.UPCAST, 3, lanes), Opt(OptOps.UPCAST, 1, 8)]
+    src = to_program(conv_forward(16, 16, 8, size), CRenderer(vector_width=16), n_cores=2).src[2].arg
+    assert "lanes as one vector" in src and "else for (int l = 0;" in src
+
+
+def test_an_odd_axis_read_with_a_stride_is_not_padded():
+    # a 2x2 pool's gradient reads its input at x // 2: no vector block would form, so no padding (it would only add work)
+    out, g = UOp.param(0, dtypes.float32.ptr(8 * 26)), UOp.param(1, dtypes.float32.ptr(8 * 13))
+    y, x = UOp.range(8, 0), UOp.range(26, 1)
+    ast = UOp.sink(out.index(y * 26 + x).store(g.index(y * 13 + x // 2).load()).end(y, x))
+    assert not any(o.op is OptOps.PADTO for o in heuristic_opts(ast, vector_width=16))

@@ -209,6 +209,9 @@ def _contiguous_in(ast: UOp, r: UOp) -> bool:
 
 #: weight rows a matrix-vector kernel reads per pass over its accumulator row
 MATVEC_ROWS = 4
+#: vector lanes of an odd contiguous output axis padded to whole vectors (its last vector is partial: 8 lanes waste
+#: less of it than AVX-512's 16)
+PAD_LANES = (8, 4)
 #: loop steps a LANES reduction keeps at least
 LANES_MIN_STEPS = 8
 
@@ -313,6 +316,14 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
                 opts.append(Opt(OptOps.UPCAST, inner, amount))
                 sizes[inner] //= amount
                 break
+        else:
+            # an odd contiguous axis (a 26- or 11-wide image row) is padded to whole vectors: the renderer writes its
+            # gated accesses as vectors where every lane is inside the row and lane by lane in the last, partial one.
+            # Only when every load moving along it is contiguous (else the block stays scalar and the padding is waste)
+            lanes = min((n for n in PAD_LANES if n <= vector_width), key=lambda n: sizes[inner] // n + n)
+            if vector_width >= 4 and sizes[inner] > lanes and all(stride(off, ranges[inner]) in (0, 1) for off in _load_offsets(ast, ranges[inner])):
+                opts += [Opt(OptOps.PADTO, inner, lanes), Opt(OptOps.UPCAST, inner, lanes)]
+                sizes[inner] = -(-sizes[inner] // lanes)
     # matmul-like: a reduce plus a second loop axis -> a register tile of rows that share each loaded vector
     # (8 rows of 2 vectors are 16 accumulators: half of AVX-512's 32 registers; AVX2's 16 registers take 4 rows)
     rows = 8 if vector_width >= 16 else 4

@@ -442,14 +442,48 @@ class _CProgram:
         assert self.block is not None
         return text if node in self.block.values else f"(({text}) - ({self.vtype(node.dtype)}){{}})"
 
+    def at_lane(self, node: UOp, lane: str) -> str:
+        """A lane-dependent scalar of the block (index math or a gate) evaluated at lane `lane` (C text) instead of 0."""
+        assert self.block is not None
+        if node is self.block.lane:
+            return f"(({self.r.index_type}){lane})"
+        if node not in self.block.lane_scalars:
+            return self.names[node]
+        return self.alu(node, [self.at_lane(s, lane) for s in node.src])
+
+    def lane_run(self, index: UOp) -> tuple[str, str, str] | None:
+        """For a gated vector access: (whether the gate holds at every lane, the gate at lane `l`, `buf[idx + l]`),
+        else None. The gate holds on one run of lanes (see cvector), so its two ends decide."""
+        assert self.block is not None
+        if len(index.src) < 3:
+            return None
+        gate = index.src[2]
+        every = f"({self.names[gate]} && {self.at_lane(gate, str(self.block.width - 1))})"
+        return every, self.at_lane(gate, "l"), f"{self.names[index.src[0]]}[{self.names[index.src[1]]} + l]"
+
     def render_vector_node(self, node: UOp, srcs: list[str]) -> None:
         op = node.op
         if op is Ops.STORE:
             target, _, elem = self.access(node.src[0])
+            if (run := self.lane_run(node.src[0])) is not None:  # the whole vector, or the lanes the gate lets through
+                every, gate_l, lane_target = run
+                value = self.named(self.vec(node.src[1], srcs[1]), self.vtype(elem))
+                self.line(f"if {every} *({self.vtype(elem, aligned=False)} *)&{target} = {value};")
+                self.line(f"else for (int l = 0; l < {self.block.width}; l++) if ({gate_l}) {lane_target} = {value}[l];")
+                return
             self.line(f"*({self.vtype(elem, aligned=False)} *)&{target} = {self.vec(node.src[1], srcs[1])};")
             return
         if op is Ops.LOAD:
             target, _, _ = self.access(node.src[0])
+            if (run := self.lane_run(node.src[0])) is not None:  # lanes the gate does not let through read 0
+                every, gate_l, lane_target = run
+                name = self.fresh("val")
+                self.line(f"{self.vtype(node.dtype)} {name};")
+                self.line(f"if {every} {name} = *({self.vtype(node.dtype, aligned=False)} *)&{target};")
+                self.line(f"else for (int l = 0; l < {self.block.width}; l++) {name}[l] = {gate_l} ? {lane_target} : "
+                          f"{self.r.const_literal(0, node.dtype)};")
+                self.names[node] = name
+                return
             self.prefetch_next(node.src[0])
             self.define_vector(node, f"(*({self.vtype(node.dtype, aligned=False)} *)&{target})", "val")
             return

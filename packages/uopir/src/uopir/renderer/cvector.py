@@ -3,8 +3,11 @@
 An UPCAST register loop of 2..64 lanes becomes one block of vector code when every value in it that depends on the
 lane is built from contiguous loads (index stride exactly 1 in the lane) with vectorizable ops and dtypes, and every
 store that depends on the lane is contiguous too. Index math that depends on the lane is then evaluated once, at lane
-0, as the block's base offsets. Anything else (gathers, gated accesses, lane-dependent selects or comparisons,
-emulated dtypes) keeps the plain unrolled loop, which is always correct.
+0, as the block's base offsets. A gated access (an axis padded to a multiple of the lanes, PADTO) is a vector access
+when its gate holds for the first and the last lane, and lane by lane otherwise: its gate is a conjunction of
+comparisons linear in the lane, so the lanes where it holds are one run and the two ends decide "all of them".
+Anything else (gathers, other lane-dependent gates, selects or comparisons, emulated dtypes) keeps the plain unrolled
+loop, which is always correct.
 """
 
 from __future__ import annotations
@@ -42,6 +45,9 @@ class VectorBlock:
     values: frozenset[UOp]
     accesses: frozenset[UOp]
     masks: Mapping[UOp, DType] = field(default_factory=dict)  # the bool values among `values`: their lanes' integer dtype
+    # the scalar nodes that depend on the lane: index math (evaluated at lane 0 as the base offsets) and the gates of
+    # gated accesses, which the renderer evaluates again at other lanes
+    lane_scalars: frozenset[UOp] = frozenset()
 
 
 def _element(index: UOp) -> DType:
@@ -64,7 +70,9 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
         if not any(s in kind for s in node.src):
             continue
         if node.op is Ops.INDEX:
-            if len(node.src) != 2 or node.src[0] in kind or kind.get(node.src[1]) != "index" or stride(node.src[1], lane) != 1:
+            if len(node.src) not in (2, 3) or node.src[0] in kind or kind.get(node.src[1]) != "index" or stride(node.src[1], lane) != 1:
+                return None
+            if len(node.src) == 3 and (kind.get(node.src[2]) not in (None, "gate", "monotone") or _element(node) not in VECTOR_DTYPES):
                 return None
             kind[node] = "access"
         elif node.op is Ops.LOAD:
@@ -77,6 +85,8 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
             kind[node] = "store"
         elif all(kind.get(s) in (None, "index") for s in node.src) and dtypes.is_int(node.dtype) and node.op in GroupOp.ALU:
             kind[node] = "index"
+        elif node.dtype == dtypes.bool and (gate := _gate_kind(node, kind, lane)) is not None:
+            kind[node] = gate
         elif node.dtype == dtypes.bool or node.op is Ops.WHERE:
             if (mask := _mask_op(node, kind, masks)) is None:
                 return None
@@ -87,17 +97,35 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
             return None
         else:
             kind[node] = "value"
-    # lane-dependent index math may only feed index math and INDEX offsets, where lane 0 gives the base
+    # lane-dependent index math may only feed index math, gates and INDEX offsets, where lane 0 gives the base; a
+    # gate only other gates and INDEX gates
     for node in body:
         for i, s in enumerate(node.src):
-            if kind.get(s) == "index" and not (kind.get(node) == "index" or (node.op is Ops.INDEX and i == 1)):
+            if kind.get(s) == "index" and not (kind.get(node) in ("index", "gate", "monotone") or (node.op is Ops.INDEX and i == 1)):
+                return None
+            if kind.get(s) in ("gate", "monotone") and not (kind.get(node) in ("gate", "monotone") or (node.op is Ops.INDEX and i == 2)):
                 return None
             if kind.get(s) == "access" and node.op not in (Ops.LOAD, Ops.STORE):
                 return None
     if not any(k == "store" for k in kind.values()):
         return None
     values = frozenset(n for n, k in kind.items() if k == "value")
-    return VectorBlock(lane, int(lane.src[0].arg), values, frozenset(n for n, k in kind.items() if k == "access"), masks), end
+    scalars = frozenset(n for n, k in kind.items() if k in ("index", "gate", "monotone") and n is not lane)
+    return VectorBlock(lane, int(lane.src[0].arg), values, frozenset(n for n, k in kind.items() if k == "access"), masks, scalars), end
+
+
+def _gate_kind(node: UOp, kind: dict[UOp, str], lane: UOp) -> str | None:
+    """For a lane-dependent bool of scalar index math: "monotone" (a comparison of values linear in the lane, or its
+    negation: it holds on a prefix or a suffix of the lanes), "gate" (a conjunction of monotone conditions and
+    lane-independent bools: it holds on one run of lanes), or None when neither (the block is not vector code)."""
+    if node.op is Ops.CMPLT and all(kind.get(s) in (None, "index") for s in node.src) and dtypes.is_int(node.src[0].dtype):
+        return "monotone" if all(kind.get(s) is None or stride(s, lane) is not None for s in node.src) else None
+    if node.op in (Ops.CMPNE, Ops.XOR) and len(node.src) == 2:  # x != True: a negation
+        gate, other = node.src if kind.get(node.src[0]) == "monotone" else node.src[::-1]
+        return "monotone" if kind.get(gate) == "monotone" and other.op is Ops.CONST and other.arg is True else None
+    if node.op is Ops.AND and all(kind.get(s) in (None, "gate", "monotone") for s in node.src):
+        return "gate"
+    return None
 
 
 def _mask_op(node: UOp, kind: dict[UOp, str], masks: dict[UOp, DType]) -> DType | None:
