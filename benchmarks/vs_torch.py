@@ -264,10 +264,11 @@ def worker(lib: str, name: str, mode: str, out_path: str) -> None:
 
 
 # ---- the run ----
-def expose_clang(env: dict[str, str]) -> None:
-    """tinygrad's CPU device runs `clang`; Debian names it clang-15, so point a temporary `clang` at it."""
+def expose_clang(env: dict[str, str], tmp: str) -> None:
+    """tinygrad's CPU device runs `clang`; Debian names it clang-15, so point a `clang` in the run's directory `tmp` at it."""
     if shutil.which("clang", path=env.get("PATH")) is None and (versioned := shutil.which("clang-15")) is not None:
-        bindir = tempfile.mkdtemp(prefix="clang-shim-")
+        bindir = os.path.join(tmp, "clang-shim")
+        os.makedirs(bindir, exist_ok=True)
         os.symlink(versioned, os.path.join(bindir, "clang"))
         env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
 
@@ -302,7 +303,6 @@ def main() -> None:
         worker(*args.worker)
         return
     env = dict(os.environ)
-    expose_clang(env)
     libs = {"ours": sys.executable, "ours-jit": sys.executable}
     try:
         import tinygrad  # noqa: F401
@@ -314,6 +314,7 @@ def main() -> None:
         libs["torch"] = args.torch_python
     results: dict[tuple[str, str], dict] = {}
     with tempfile.TemporaryDirectory(prefix="vs-torch-") as tmp:
+        expose_clang(env, tmp)  # removed with the directory
         for name in args.workloads:
             for mode in ("cold", *("warm",) * args.rounds):
                 for lib, python in libs.items():
