@@ -228,3 +228,17 @@ def test_an_odd_axis_read_with_a_stride_is_not_padded():
     y, x = UOp.range(8, 0), UOp.range(26, 1)
     ast = UOp.sink(out.index(y * 26 + x).store(g.index(y * 13 + x // 2).load()).end(y, x))
     assert not any(o.op is OptOps.PADTO for o in heuristic_opts(ast, vector_width=16))
+
+
+def test_a_short_reduction_without_an_output_vector_tiles_along_its_stores():
+    # a convolution's input gradient before the window sum: col[b, i, y, x, ky, kx] = sum over 16 output channels of
+    # g[b, o, y, x] * w[o, i, ky, kx]. Each output is 16 products, so the stores bound it: the tile is the two tap axes
+    # (9 outputs written as one run), not taps times rows of another axis (8 scattered runs of 3)
+    batch, in_ch, out_ch, n, taps = 16, 8, 16, 11, 3
+    out = UOp.param(0, dtypes.float32.ptr(batch * in_ch * n * n * taps * taps))
+    g, w = UOp.param(1, dtypes.float32.ptr(batch * out_ch * n * n)), UOp.param(2, dtypes.float32.ptr(out_ch * in_ch * taps * taps))
+    b, i, y, x, ky, kx = (UOp.range(s, j) for j, s in enumerate((batch, in_ch, n, n, taps, taps)))
+    o = UOp.range(out_ch, 6, AxisType.REDUCE)
+    value = (g.index(((b * out_ch + o) * n + y) * n + x).load() * w.index(((o * in_ch + i) * taps + ky) * taps + kx).load()).reduce(o)
+    ast = UOp.sink(out.index(((((b * in_ch + i) * n + y) * n + x) * taps + ky) * taps + kx).store(value).end(b, i, y, x, ky, kx))
+    assert heuristic_opts(ast, n_cores=2, vector_width=16)[:2] == [Opt(OptOps.UPCAST, 5, 3), Opt(OptOps.UPCAST, 4, 3)]

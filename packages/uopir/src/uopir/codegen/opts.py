@@ -212,6 +212,8 @@ MATVEC_ROWS = 4
 #: vector lanes of an odd contiguous output axis padded to whole vectors (its last vector is partial: 8 lanes waste
 #: less of it than AVX-512's 16)
 PAD_LANES = (8, 4)
+#: products per output up to which a reduction's register tile follows its stores (see heuristic_opts)
+SHORT_REDUCE = 64
 #: loop steps a LANES reduction keeps at least
 LANES_MIN_STEPS = 8
 
@@ -339,23 +341,33 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
             opts.append(Opt(OptOps.UPCAST, other, rows))
             sizes[other] //= rows
     # a reduce with no output axis to vectorize keeps a register tile of scalar accumulators instead: independent
-    # chains rather than one serial chain of adds, each loaded value serving several of them. The tile is the vector
-    # case's with the innermost short output axis, whole, in place of the vector (a 3x3 filter's 3 taps in a row, in
-    # a convolution's gradients), times `rows` (or half) of another axis, up to 3 * rows accumulators. Measured on a
-    # small CNN's gradient kernels (AVX-512): 459 -> 52, 319 -> 136 and 338 -> 156 us; a tile of the two 3-tap axes
-    # (9 chains) took 125, 372 and 78. Attention scores (no contiguous output axis, none short) keep `rows` of a long axis.
+    # chains rather than one serial chain of adds, each loaded value serving several of them. It starts with the
+    # innermost short output axis, whole (a 3x3 filter's 3 taps in a row, in a convolution's gradients). A long reduce
+    # (few outputs, each many products: a weight gradient) adds `rows` (or half) of another axis, whose loaded values
+    # the taps share, up to 3 * rows accumulators; a short one (many outputs, each few products: the input gradient's
+    # taps, reduced over 16 channels) is bound by its stores and adds the next short axes the stores are contiguous
+    # along, up to 2 * rows, so the tile writes one run. Measured on a small CNN's gradient kernels (AVX-512, us):
+    # weight gradients 459 -> 52 and 319 -> 136 (taps x rows; the 3x3 taps: 125, 372), input gradient 338 -> 68
+    # (3x3 taps; taps x 8 rows: 148). Attention scores (no contiguous output axis, none short) keep `rows` of a long axis.
     if reduces and not vectorized:
         first = next((i for i in reversed(loops) if 1 < sizes[i] <= rows), None)
         width = 1
         if first is not None:
             width, sizes[first] = sizes[first], 1
             opts.append(Opt(OptOps.UPCAST, first, width))
-        for amount in (rows, rows // 2):
-            second = next((i for i in reversed(loops) if sizes[i] % amount == 0 and sizes[i] > amount), None)
-            if second is not None and width * amount <= 3 * rows:
-                opts.append(Opt(OptOps.UPCAST, second, amount))
-                sizes[second] //= amount
-                break
+        if first is not None and first == inner and math.prod(sizes[i] for i in reduces if i in sizes) <= SHORT_REDUCE:
+            store = kernel_stores(ast)[0].src[0].src[1]
+            while (nxt := next((i for i in loops if sizes[i] > 1 and stride(store, ranges[i]) == width), None)) is not None \
+                    and width * sizes[nxt] <= 2 * rows:
+                opts.append(Opt(OptOps.UPCAST, nxt, sizes[nxt]))
+                width, sizes[nxt] = width * sizes[nxt], 1
+        else:
+            for amount in (rows, rows // 2):
+                second = next((i for i in reversed(loops) if sizes[i] % amount == 0 and sizes[i] > amount), None)
+                if second is not None and width * amount <= 3 * rows:
+                    opts.append(Opt(OptOps.UPCAST, second, amount))
+                    sizes[second] //= amount
+                    break
     # cores: split the outermost loop axis that divides evenly, when there is enough work to pay for the threads
     if (threaded := _thread_opt(loops, sizes, n_cores, work)) is not None:
         opts.append(threaded)
