@@ -42,7 +42,8 @@ def test_exp2_is_decomposed_and_accurate():
     x = np.concatenate([RNG.uniform(-140, 127, 4000), [0, -0.0, 1, -1, 0.5, 127.9, 128.5, -149.5, -160, np.inf, -np.inf, np.nan]])
     x = x.astype(np.float32)
     got, source = run_unary(Ops.EXP2, x)
-    assert "exp2" not in source
+    # rounded by adding and subtracting 1.5 * 2**23, not by a select and a truncation
+    assert "exp2" not in source and "trunc" not in source
     with np.errstate(over="ignore"):
         want = np.exp2(x.astype(np.float64)).astype(np.float32)
     normal = np.abs(want) >= np.finfo(np.float32).tiny
@@ -111,3 +112,17 @@ def test_float64_decompositions_are_accurate(op, ref, x):
         assert ulps64(got[np.abs(want) > 1e-3], want[np.abs(want) > 1e-3]).max() <= 8
     else:
         assert ulps64(got[normal], want[normal]).max() <= 4
+
+
+def test_float64_exp2_is_decomposed_and_accurate():
+    x = np.concatenate([RNG.uniform(-1070, 1023, 4000), RNG.uniform(-3, 3, 1000), [0, 0.5, -0.5, 1.5, 2.5, -2.5, 1023.9, -1074.5, -1100,
+                                                                                  np.inf, -np.inf, np.nan]])
+    got, source = run_unary(Ops.EXP2, x, dtype=dtypes.float64)
+    assert "exp2" not in source and "trunc" not in source
+    with np.errstate(over="ignore", invalid="ignore"):
+        want = np.exp2(x)
+        normal = np.abs(want) >= np.finfo(np.float64).tiny
+        rel = np.abs(got[normal] - want[normal]) / np.where(np.isinf(want[normal]), 1, np.abs(want[normal]))
+    assert (np.isinf(want[normal]) == np.isinf(got[normal])).all() and rel[np.isfinite(rel)].max() < 4 * np.finfo(np.float64).eps
+    np.testing.assert_allclose(got[~normal], want[~normal], atol=1e-321)
+    assert np.isnan(got[np.isnan(x)]).all()
