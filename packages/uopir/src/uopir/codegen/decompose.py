@@ -89,8 +89,9 @@ def xexp2(x: UOp, fused: bool = False) -> UOp:
     poly = _horner(frac, [math.log(2) ** k / math.factorial(k) for k in range(f.exp_terms)], fused)
     ni = shifted.bitcast(f.it) - _bits_of(magic, f)
     half = ni.cdiv(2)
-    result = poly * _pow2(half, f) * _pow2(ni - half, f)
-    return v.ne(v).where(v, result).cast(x.dtype)
+    # NaN needs no select of its own: it passes the clamp (both comparisons are false), so the polynomial is NaN and
+    # so is its product with whatever the exponent bits made of it
+    return (poly * _pow2(half, f) * _pow2(ni - half, f)).cast(x.dtype)
 
 
 def xlog2(x: UOp, fused: bool = False) -> UOp:
