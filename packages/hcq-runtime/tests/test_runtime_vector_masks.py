@@ -118,3 +118,30 @@ def test_exp2_and_log2_decompositions_are_vector_code(rng, cc):
     with np.errstate(divide="ignore"):
         ref = np.log2(pos.astype(np.float64)).astype(np.float32)
     np.testing.assert_allclose(got, ref, rtol=1e-6, atol=4e-7)
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("lanes", [4, 8])
+def test_gated_vector_blocks(rng, cc, lanes):
+    """A padded odd row (13 wide) of a vector block whose loads are gated both by the padding (lane-dependent: vector or
+    lane by lane) and by a row condition (lane-independent) that a select also reads as a mask, as a concatenation
+    lowers to; every compiler takes the block (GCC refuses a _Bool operand of a vector op) and the values match numpy."""
+    from uopir.codegen.kernel import add_gate
+
+    rows, cols = 4, 13
+    out, a, b = (UOp.param(s, dtypes.float32.ptr(rows * cols)) for s in range(3))
+    r, c = UOp.range(rows, 0), UOp.range(cols, 1)
+    first = r < 2
+    va = add_gate(a.index(r * cols + c), first).load()
+    vb = add_gate(b.index(r * cols + c), first.ne(True)).load()
+    ast = UOp.sink(out.index(r * cols + c).store(first.where(va, vb) + 1.0).end(r, c))
+    program = to_program(ast, CRenderer(vector_width=16), opts=[Opt(OptOps.PADTO, 1, lanes), Opt(OptOps.UPCAST, 1, lanes)])
+    src = program.src[2].arg
+    assert f"{lanes} lanes as one vector" in src and "else for (int l = 0;" in src
+    if cc not in _compilers:
+        _compilers[cc] = CCompiler(cc=cc)
+    prog = Device["CPU"].program(program.arg.function_name, _compilers[cc].compile(src))
+    an, bn = rng.standard_normal((rows, cols), dtype=np.float32), rng.standard_normal((rows, cols), dtype=np.float32)
+    got = np.full((rows, cols), np.nan, np.float32)
+    prog([got.ctypes.data, an.ctypes.data, bn.ctypes.data], [], n_cores=1)
+    np.testing.assert_array_equal(got, np.where(np.arange(rows)[:, None] < 2, an, bn) + 1)

@@ -585,9 +585,9 @@ class _CProgram:
 
     def mask(self, node: UOp, text: str, mask: DType) -> str:
         """A bool operand as a mask of `mask` lanes: a mask of the block already is one; a scalar bool is broadcast to
-        -1 (true) or 0 (false)."""
+        -1 (true) or 0 (false), converted to the lane's integer type first (GCC refuses a _Bool operand of a vector op)."""
         assert self.block is not None
-        return text if node in self.block.values else f"(({self.vtype(mask)}){{}} - ({text}))"
+        return text if node in self.block.values else f"(({self.vtype(mask)}){{}} - ({self.r.types[mask]})({text}))"
 
     def prefetch_next(self, index: UOp) -> None:
         """Prefetch the lines a vector access reads in the next iteration of the innermost loop it is in, when that loop
