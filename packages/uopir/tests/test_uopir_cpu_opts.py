@@ -242,3 +242,11 @@ def test_a_short_reduction_without_an_output_vector_tiles_along_its_stores():
     value = (g.index(((b * out_ch + o) * n + y) * n + x).load() * w.index(((o * in_ch + i) * taps + ky) * taps + kx).load()).reduce(o)
     ast = UOp.sink(out.index(((((b * in_ch + i) * n + y) * n + x) * taps + ky) * taps + kx).store(value).end(b, i, y, x, ky, kx))
     assert heuristic_opts(ast, n_cores=2, vector_width=16)[:2] == [Opt(OptOps.UPCAST, 5, 3), Opt(OptOps.UPCAST, 4, 3)]
+
+
+def test_an_odd_axis_of_half_floats_is_not_padded():
+    # the renderer keeps gated float16 accesses lane by lane (each is converted): padding them would only add work
+    out, a = UOp.param(0, dtypes.float16.ptr(8 * 26)), UOp.param(1, dtypes.float16.ptr(8 * 26))
+    y, x = UOp.range(8, 0), UOp.range(26, 1)
+    ast = UOp.sink(out.index(y * 26 + x).store(a.index(y * 26 + x).load() * 2).end(y, x))
+    assert not any(o.op is OptOps.PADTO for o in heuristic_opts(ast, vector_width=16))
