@@ -126,14 +126,12 @@ def test_gated_vector_blocks(rng, cc, lanes):
     """A padded odd row (13 wide) of a vector block whose loads are gated both by the padding (lane-dependent: vector or
     lane by lane) and by a row condition (lane-independent) that a select also reads as a mask, as a concatenation
     lowers to; every compiler takes the block (GCC refuses a _Bool operand of a vector op) and the values match numpy."""
-    from uopir.codegen.kernel import add_gate
-
     rows, cols = 4, 13
     out, a, b = (UOp.param(s, dtypes.float32.ptr(rows * cols)) for s in range(3))
     r, c = UOp.range(rows, 0), UOp.range(cols, 1)
     first = r < 2
-    va = add_gate(a.index(r * cols + c), first).load()
-    vb = add_gate(b.index(r * cols + c), first.ne(True)).load()
+    va = a.index(r * cols + c, first).load()  # a third INDEX source gates the access
+    vb = b.index(r * cols + c, first.ne(True)).load()
     ast = UOp.sink(out.index(r * cols + c).store(first.where(va, vb) + 1.0).end(r, c))
     program = to_program(ast, CRenderer(vector_width=16), opts=[Opt(OptOps.PADTO, 1, lanes), Opt(OptOps.UPCAST, 1, lanes)])
     src = program.src[2].arg

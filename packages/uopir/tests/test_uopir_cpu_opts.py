@@ -198,7 +198,7 @@ def test_a_reduction_without_an_output_vector_keeps_a_register_tile_of_accumulat
     opts = heuristic_opts(conv_weight_gradient(16, out_ch, 28), n_cores=2, vector_width=vector_width)
     assert opts[:2] == [Opt(OptOps.UPCAST, 2, 3), Opt(OptOps.UPCAST, 0, tile)]
     rows = 8 if vector_width >= 16 else 4
-    assert 3 * tile <= 3 * rows and any(o.op is OptOps.THREAD for o in opts)
+    assert math.prod(o.arg for o in opts if o.op is OptOps.UPCAST) <= 3 * rows and any(o.op is OptOps.THREAD for o in opts)
 
 
 def conv_forward(batch: int, out_ch: int, in_ch: int, size: int, taps: int = 3) -> UOp:

@@ -232,16 +232,21 @@ def live_reads(exclude: set[int]) -> set[UOp]:
     for t in list(all_tensors):
         if id(t) in exclude:
             continue
-        u = t.uop
-        # most live tensors are realized: a buffer, or its reshape (a weight, an optimizer state). They read that buffer;
-        # asked directly, not walked (every realize that overwrites a version asks for every live tensor)
-        if u.op is Ops.BUFFER:
-            out.add(u)
-        elif u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER and u not in done:
-            out.add(u.src[0])
+        # most live tensors are realized: asked directly, not walked (every realize that overwrites a version asks for
+        # every live tensor)
+        if (buf := _realized_buffer(t.uop)) is not None:
+            out.add(buf)
         else:
-            out.update(_versions_read(u, seen))
+            out.update(_versions_read(t.uop, seen))
     return out
+
+
+def _realized_buffer(u: UOp) -> UOp | None:
+    """The buffer a realized tensor's value is, when it is one or a reshape of one (a weight, an optimizer state), else
+    None (the graph must be walked)."""
+    if u.op is Ops.BUFFER:
+        return u
+    return u.src[0] if u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER and u not in done else None
 
 
 def _versions_read(u: UOp, seen: set[UOp]) -> Iterator[UOp]:
@@ -288,11 +293,10 @@ def co_readers(targets: list[Tensor]) -> list[Tensor]:
     bits = {v: 1 << i for i, v in enumerate(dict.fromkeys((*old, *fresh)))}
     of_bit = {b: v for v, b in bits.items()}
     fresh_mask = sum(bits[v] for v in fresh)
-    devices = {device for _, device in old.values()}
     memo: dict[UOp, int] = {}  # node -> the watched versions its graph reads (shared by every tensor's graph)
     for t in tensors:
         u = t.uop
-        if u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER):  # realized (see below), checked first
+        if _realized_buffer(u) is not None:  # realized (see below), checked first
             continue
         if id(t) in skip or before_capture(t) or u in done or storage_of(u) is not None:
             continue
@@ -305,7 +309,7 @@ def co_readers(targets: list[Tensor]) -> list[Tensor]:
             versions.append(of_bit[low])
             read ^= low
         device, shape = t.device, t.shape
-        if (device not in devices if len(devices) == 1 else any(old[v][1] != device for v in versions)) or not all(isinstance(d, int) for d in shape):
+        if any(old[v][1] != device for v in versions) or not all(isinstance(d, int) for d in shape):
             continue
         # no bigger than what it reads: summed only as far as needed
         need, total = math.prod(shape) * t.dtype.itemsize, 0
