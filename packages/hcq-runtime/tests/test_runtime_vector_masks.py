@@ -1,4 +1,4 @@
-"""Comparisons, selects, max, trunc and constant divisions inside GCC vector blocks (uopir's cvector: a lane-dependent
+"""Comparisons, selects, max, trunc, square roots and constant divisions inside GCC vector blocks (uopir's cvector: a lane-dependent
 bool is a mask vector), compiled for the CPU with clang and with GCC where present, checked against numpy on values
 that exercise the edges: NaN, infinities, signed zeros, fractions around the rounding points, integers past 2**23."""
 
@@ -56,6 +56,19 @@ def test_trunc(rng, cc, dtype, lanes):
     got = run(cc, kernel([dtype], dtype, lambda a: a.trunc()), dtype, x, lanes=lanes)
     np.testing.assert_array_equal(got, np.trunc(x))
     assert (np.signbit(got) == np.signbit(np.trunc(x)))[~np.isnan(x)].all()  # trunc(-0.5) is -0.0
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("dtype, lanes", [(dtypes.float32, 4), (dtypes.float32, 16), (dtypes.float64, 8)])
+def test_sqrt(rng, cc, dtype, lanes):
+    """A square root in a vector block (an optimizer's update divides by one) is vector code, exact per lane: negative
+    inputs give NaN, -0.0 stays -0.0, subnormals and infinities as numpy has them."""
+    x = special_floats(rng, NP[dtype])
+    got = run(cc, kernel([dtype], dtype, lambda a: a.sqrt() * 2), dtype, x, lanes=lanes)
+    with np.errstate(invalid="ignore"):
+        want = np.sqrt(x) * 2
+    np.testing.assert_array_equal(got, want)
+    assert (np.signbit(got) == np.signbit(want))[~np.isnan(want)].all()
 
 
 @pytest.mark.parametrize("cc", COMPILERS)

@@ -511,6 +511,8 @@ class _CProgram:
             expr = f"({args[0]} {'/' if op is Ops.CDIV else '%'} {args[1]})"
         elif op is Ops.RECIPROCAL:
             expr = f"({self.vec(node.src[0].const_like(1), '1')} / {args[0]})"
+        elif op is Ops.SQRT:
+            expr = f"{self.vector_sqrt(vt, node.dtype)}({args[0]})"
         elif op is Ops.MULACC:
             fma = "__builtin_fma" if node.dtype == dtypes.float64 else "__builtin_fmaf"
             name = f"uop_fma_{vt[len('uop_'):]}"
@@ -568,6 +570,19 @@ class _CProgram:
             greater = f"({a} > {b})" if dtypes.is_int(node.dtype) else f"(({a} != {a}) | ({a} > {b}))"
             cond = self.named(f"(({mvt}){greater})", mvt)
         return f"(({vt})(((({mvt})({a})) & {cond}) | ((({mvt})({b})) & ~{cond})))"
+
+    def vector_sqrt(self, vt: str, dt: DType) -> str:
+        """The name of a vector square root helper (defined once per vector type): the per-lane builtin over a lane
+        array, which clang 15+ and GCC 12+ both turn into one packed square root per register (written as a loop over
+        the vector's own lanes, clang 15 took each lane apart and kept sqrtss per lane)."""
+        assert self.block is not None
+        name = f"uop_sqrt_{vt[len('uop_'):]}"
+        ctype, fn = ("double", "__builtin_sqrt") if dt == dtypes.float64 else ("float", "__builtin_sqrtf")
+        vtu = self.vtype(dt, aligned=False)
+        self.helpers.setdefault(name, f"static inline {vt} {name}({vt} a) {{\n  {ctype} t[{self.block.width}];\n"
+                                      f"  *({vtu} *)t = a;\n  for (int l = 0; l < {self.block.width}; l++) t[l] = {fn}(t[l]);\n"
+                                      f"  return *({vtu} *)t;\n}}\n")
+        return name
 
     def vector_trunc(self, name: str, vt: str, mvt: str, dt: DType) -> str:
         """A vector trunc: clang vectorizes the per-lane builtin (one vroundps); GCC 12 calls it lane by lane, so it gets

@@ -27,7 +27,7 @@ VECTOR_DTYPES = frozenset({dtypes.float32, dtypes.float64, dtypes.int8, dtypes.u
                            dtypes.uint32, dtypes.int64, dtypes.uint64})
 #: loaded, stored and converted as vectors, but not computed with (each op would need its own rounding to half)
 STORAGE_ONLY_DTYPES = frozenset({dtypes.float16})
-_FLOAT_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MULACC, Ops.RECIPROCAL, Ops.MAX, Ops.TRUNC})
+_FLOAT_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.NEG, Ops.MULACC, Ops.RECIPROCAL, Ops.MAX, Ops.TRUNC, Ops.SQRT})
 _INT_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.MAX})
 #: the integer lanes of a mask over values of each width
 MASK_INTS = {1: dtypes.int8, 2: dtypes.int16, 4: dtypes.int32, 8: dtypes.int64}
