@@ -166,12 +166,12 @@ def _graph_structure(u) -> list:
     return out
 
 
-def _adam_run(make_opt, shapes, uop_steps: bool, steps: int = 3):
+def _adam_run(make_opt, shapes, uop_steps: bool, steps: int = 3, fused: bool = False):
     rng = np.random.default_rng(7)
     params = [Tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True) for s in shapes]
     scales = [Tensor(rng.standard_normal(s).astype(np.float32)) for s in shapes]
     opt = make_opt(params)
-    opt.uop_steps = uop_steps
+    opt.uop_steps, opt.fused_steps = uop_steps, fused
     graphs = None
     for step in range(steps):
         opt.zero_grad()
@@ -195,3 +195,70 @@ def test_adam_steps_built_from_uops_are_the_tensor_ops_graph(make_opt, shapes):
     assert fast_graphs == slow_graphs
     for a, b in zip(fast, slow):
         assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+_ADAMS = [lambda ps: Adam(ps, lr=0.01), lambda ps: optim.AdamW(ps, lr=0.02, b1=0.8, weight_decay=0.1)]
+
+
+@pytest.mark.parametrize("make_opt", _ADAMS, ids=["adam", "adamw"])
+@pytest.mark.parametrize("shapes", [[(5,), (3, 4)], [(1,), (2, 1, 3)], [(33, 17)]], ids=["plain", "size-1-axes", "odd"])
+def test_adam_steps_in_place_give_the_graphs_values_bit_for_bit(make_opt, shapes):
+    """The in-place Adam(W) step (one hand-written kernel per parameter, reading the gradient the same schedule
+    computes) gives the step graph's values bit for bit, parameters and both moments, over several steps."""
+    fused, _ = _adam_run(make_opt, shapes, True, steps=4, fused=True)
+    graph, _ = _adam_run(make_opt, shapes, True, steps=4, fused=False)
+    for a, b in zip(fused, graph):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
+def test_adam_step_in_place_is_one_kernel_per_parameter_in_one_schedule():
+    """Each parameter's update is one kernel (the graph made three: m, v, then the parameter), and a lazy loss that
+    reads the weights the kernel overwrites is computed in the same realize, before it (as for a written step)."""
+    from uop_scheduler.realizer import counters
+
+    rng = np.random.default_rng(3)
+    w = Tensor(rng.standard_normal((8, 4)).astype(np.float32), requires_grad=True)
+    x = Tensor(rng.standard_normal((5, 8)).astype(np.float32))
+    kernels: dict[bool, list[int]] = {True: [], False: []}
+    item_kernels: dict[bool, list[int]] = {True: [], False: []}
+    for fused in (True, False):
+        w2 = Tensor(w.numpy(), requires_grad=True)
+        opt = Adam([w2], lr=0.1)
+        opt.fused_steps = fused
+        for _ in range(3):
+            wn = w2.numpy()
+            opt.zero_grad()
+            loss = (x @ w2).square().sum()
+            loss.backward()
+            before = counters.kernels
+            opt.step()  # the loss is not a target: it reads the old weights, so the step computes it too
+            kernels[fused].append(counters.kernels - before)
+            before = counters.kernels
+            value = loss.item()
+            item_kernels[fused].append(counters.kernels - before)
+            # the loss of the weights before the update (computed before the kernel overwrote them)
+            np.testing.assert_allclose(value, np.square(x.numpy() @ wn).sum(), rtol=1e-5)
+            assert not np.array_equal(w2.numpy(), wn)
+    assert all(f <= g - 2 for f, g in zip(kernels[True], kernels[False])), kernels
+    # the loss was computed by the step (reading it costs what it costs after a graph step: its scalar's copy out),
+    # not later from a copy of the old weights the step had to keep
+    assert item_kernels[True] == item_kernels[False], item_kernels
+
+
+def test_adam_in_place_falls_back_for_a_parameter_without_a_buffer_of_its_own():
+    """A parameter whose value is not a buffer it owns (here a computed value, never realized) takes the step
+    graph; its values are those of a fresh run that realizes it first."""
+    base = np.arange(6, dtype=np.float32).reshape(2, 3) / 7
+    results = []
+    for realize_first in (False, True):
+        p = Tensor(base) * 1.0  # a computed value
+        if realize_first:
+            p.realize()
+        p.requires_grad = True
+        opt = Adam([p], lr=0.05)
+        for _ in range(3):
+            opt.zero_grad()
+            (p * p).sum().backward()
+            opt.step()
+        results.append(p.numpy())
+    np.testing.assert_array_equal(results[0], results[1])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Container
 
-from uopir import Ops, UOp
+from uopir import GroupOp, Ops, UOp
 
 from .errors import SchedulerError
 
@@ -50,6 +50,30 @@ def in_place_overwritten(call: UOp) -> list[UOp]:
     assert n is not None
     befores = call.src[1 + n:]
     return [befores[i] for i in in_place_written(call)]
+
+
+def computed_arguments(call: UOp) -> list[UOp]:
+    """The read-only arguments of a hand-written kernel's CALL that are values computed in the same schedule (not a
+    buffer, a view of one or a buffer version): each gets a buffer of its own, which the kernel is launched with."""
+    n = in_place_arity(call)
+    assert n is not None
+    written = set(in_place_written(call))
+    out = []
+    for i, a in enumerate(call.src[1 + n:]):
+        base = a
+        while base.op in GroupOp.Movement or base.op is Ops.DETACH:
+            base = base.src[0]
+        if i not in written and base.op not in (Ops.BUFFER, Ops.PARAM, Ops.AFTER):
+            out.append(a)
+    return out
+
+
+def kernel_output_before(u: UOp) -> UOp:
+    """The value the tensor a hand-written kernel wrote (output `u`, see `is_kernel_output`) had before the kernel."""
+    call = u.src[1]
+    n = in_place_arity(call)
+    assert n is not None
+    return call.src[1 + n + output_position(u)]
 
 
 def is_kernel_output(u: UOp) -> bool:

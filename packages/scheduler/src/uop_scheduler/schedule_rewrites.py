@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from uopir import Ops, PatternMatcher, UOp, UPat, dtypes, graph_rewrite
 
-from .call_values import in_place_arity, in_place_written, inline_calls, is_call_output
+from .call_values import computed_arguments, in_place_arity, in_place_written, inline_calls, is_call_output
 from .rangeify import KernelLowering
 from .schedule import (
     OWN_COPY,
@@ -127,7 +127,7 @@ def mark_buffers(graph: Parameterised) -> UOp:
     leaves = {n for n in nodes if n.op is Ops.PARAM}
     writes = [n for n in nodes if _is_write(n)]
     in_place = [n for n in nodes if n.op is Ops.CALL and in_place_arity(n) is not None]
-    marked = buffered_nodes(nodes, (*sink.src, *writes, *in_place), leaves)
+    marked = buffered_nodes(nodes, (*sink.src, *writes, *in_place, *(a for c in in_place for a in computed_arguments(c))), leaves)
     # the live versions ride along (SINK(targets' sink, SINK(live))) so later passes know what they became
     sink = UOp.sink(sink, UOp.sink(*graph.live))
     tags = dict.fromkeys(marked, _BUFFERED)
@@ -228,7 +228,9 @@ def _in_place_call(ctx: _Kernelize, call: UOp) -> UOp:
     args = []
     for i, (slot, before) in enumerate(zip(launch, befores)):
         version = _version(before)
-        args.append(slot.after(version) if i in written else version if _slot(version) is slot else slot)
+        # a read-only argument computed in this schedule (see `computed_arguments`) is kernelized to the AFTER of its
+        # own kernel, which orders this call after that kernel
+        args.append(slot.after(version) if i in written else version if _slot(version) is slot or version.op is Ops.AFTER else slot)
     return ctx.call(call.src[0], *args, *_variables(call.src[0]))
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from hcq_runtime import bind_buffer, buffer_for
 from uopir import GroupOp, Ops, UOp, dtypes
 
-from .call_values import is_call_output, is_kernel_output
+from .call_values import is_call_output, is_kernel_output, kernel_output_before
 from .errors import TensorRuntimeError
 from .identity import IdentitySet
 from .realizer import before_capture, done, version_of
@@ -222,6 +222,35 @@ def write(target: Tensor, value: Tensor) -> None:
     pending[root] = None
 
 
+def write_by_kernel(kernel: UOp, info: Any, written: list[Tensor], reads: list[UOp]) -> bool:
+    """Run the hand-written `kernel` (a kernel SINK over PARAM slots: one per tensor in `written`, then one per value
+    in `reads`) in place: each written tensor takes the kernel's output in its buffer as its new value, as a write
+    gives it (readers of the old value keep it; views are rebuilt; the kernel runs at the next realize, with every
+    other pending write). A value in `reads` is a buffer (or a view of one) or a value the same schedule computes into
+    a buffer of its own first. `info` is the CALL's arg (its aux `(IN_PLACE, slots, written slots)`). Returns False,
+    doing nothing, unless every written tensor is a root whose value is a buffer of its own (or a reshape of one):
+    `write` handles the other cases."""
+    for t in written:
+        u = t.uop
+        if t._root is not None or t._borrowed or not (u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)):
+            return False
+    launch = []
+    for t in written:
+        base = t.uop if t.uop.op is Ops.BUFFER else t.uop.src[0]
+        new = UOp.new_buffer(base.arg.device, base.arg.size, base.dtype)
+        bind_buffer(new, buffer_for(base))
+        launch.append(new)
+    bases = [r.src[0] if r.op is Ops.RESHAPE and r.src[0].op is Ops.BUFFER else r for r in reads]
+    call = UOp(Ops.CALL, dtypes.void, (kernel, *launch, *bases, *(t.uop for t in written), *reads), info)
+    for t, new in zip(written, launch):
+        after = new.after(call)
+        t._graph = None
+        t.uop = after if after.shape == t.shape else after.reshape(t.shape)
+        rebind_views(t)
+        pending[t] = None
+    return True
+
+
 def live_reads(exclude: set[int]) -> set[UOp]:
     """The buffer versions that live tensors (other than those with ids in `exclude`) read: the BUFFERs and AFTERs in
     their graphs (not looking into the writes under an AFTER: a write's own inputs are read when it runs). A call's
@@ -275,9 +304,16 @@ def co_readers(targets: list[Tensor]) -> list[Tensor]:
     fresh: set[UOp] = set()
     for t in targets:
         s = storage_of(t.uop)
-        while s is not None and s.op is Ops.AFTER and s not in done and s not in fresh and s.src[1].op is Ops.STORE and len(s.src[1].src) == 3:
+        while s is not None and s.op is Ops.AFTER and s not in done and s not in fresh:
+            if s.src[1].op is Ops.STORE and len(s.src[1].src) == 3:
+                prev = s.src[1].src[2]
+            elif is_kernel_output(s):  # written in place by a hand-written kernel: the version it had before
+                if (before := storage_of(kernel_output_before(s))) is None:
+                    break
+                prev = before
+            else:
+                break
             fresh.add(s)
-            prev = s.src[1].src[2]
             base = prev.src[0] if prev.op is Ops.AFTER else prev
             if base.op is Ops.BUFFER and isinstance(base.arg.device, str):
                 old[version_of(prev)] = (base.arg.size * base.dtype.itemsize, base.arg.device)
