@@ -262,3 +262,23 @@ def test_adam_in_place_falls_back_for_a_parameter_without_a_buffer_of_its_own():
             opt.step()
         results.append(p.numpy())
     np.testing.assert_array_equal(results[0], results[1])
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-6), (np.float16, 2e-3)], ids=["float64", "float16"])
+def test_adam_steps_a_parameter_of_another_dtype_with_float32_moments(dtype, rtol):
+    """A float64 or half parameter keeps float32 moments (tinygrad's state dtype): each update is computed with them and
+    cast to the parameter's dtype (the moments' assigns used to refuse the parameter-dtype value)."""
+    start = np.array([1.0, -2.0, 0.5, 3.0], dtype)
+    p = Tensor(start, requires_grad=True)
+    opt = optim.AdamW([p], lr=0.01, weight_decay=0.1)
+    want, m, v = start.astype(np.float64), np.zeros(4), np.zeros(4)
+    for t in range(1, 4):
+        opt.zero_grad()
+        (p * p).sum().backward()
+        opt.step()
+        g = 2 * want
+        m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
+        up = (m / (1 - 0.9**t)) / (np.sqrt(v / (1 - 0.999**t)) + 1e-8) + 0.1 * want
+        want = (want - 0.01 * up).astype(dtype).astype(np.float64)
+        assert p.dtype == Tensor(start).dtype and opt.m[0].numpy().dtype == np.float32
+        np.testing.assert_allclose(p.numpy(), want, rtol=rtol)

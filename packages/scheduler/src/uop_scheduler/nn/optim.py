@@ -204,8 +204,9 @@ class LAMB(Optimizer):
         # the moments are computed where they live (state moved with `to_`, e.g. to the CPU beside sharded parameters)
         state_device = self.m[i].device
         g = g.to(state_device) if state_device != p.device else g
-        m = self.m[i].assign(self.b1 * self.m[i] + (1 - self.b1) * g)
-        v = self.v[i].assign(self.b2 * self.v[i] + (1 - self.b2) * g * g)
+        # the moments keep their dtype (float32 state for a float64 or half parameter, as tinygrad keeps it)
+        m = self.m[i].assign((self.b1 * self.m[i] + (1 - self.b1) * g).cast(self.m[i].dtype))
+        v = self.v[i].assign((self.b2 * self.v[i] + (1 - self.b2) * g * g).cast(self.v[i].dtype))
         m_hat, v_hat = m / (1 - self.b1_t.to(state_device)), v / (1 - self.b2_t.to(state_device))
         up = m_hat / (v_hat.sqrt() + self.eps)
         up = up.to(p.device) if state_device != p.device else up
