@@ -282,3 +282,22 @@ def test_adam_steps_a_parameter_of_another_dtype_with_float32_moments(dtype, rto
         want = (want - 0.01 * up).astype(dtype).astype(np.float64)
         assert p.dtype == Tensor(start).dtype and opt.m[0].numpy().dtype == np.float32
         np.testing.assert_allclose(p.numpy(), want, rtol=rtol)
+
+
+@pytest.mark.parametrize("view", ["permuted", "shrunk", "computed"])
+def test_adam_in_place_reads_a_gradient_that_is_not_a_buffer_in_order(view):
+    """A gradient set by hand as a view that reorders or drops a realized buffer's elements (or a lazy value) is
+    computed into a buffer of its own for the in-place step (it was launched as the view: an IndexError), with the
+    graph's values."""
+    results = []
+    for fused in (True, False):
+        rng = np.random.default_rng(0)
+        p = Tensor(rng.standard_normal((3, 4)).astype(np.float32), requires_grad=True)
+        opt = Adam([p], lr=0.1)
+        opt.fused_steps = fused
+        g = Tensor(rng.standard_normal((5, 4)).astype(np.float32)).realize()
+        p.grad = {"permuted": g[:4, :3].T, "shrunk": g[1:4], "computed": g[:3] * 2}[view]
+        for _ in range(2):
+            opt.step()
+        results.append(p.numpy())
+    np.testing.assert_array_equal(results[0], results[1])

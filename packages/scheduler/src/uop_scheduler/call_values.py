@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Container
 
-from uopir import GroupOp, Ops, UOp
+from uopir import Ops, UOp
 
 from .errors import SchedulerError
 
@@ -54,18 +54,20 @@ def in_place_overwritten(call: UOp) -> list[UOp]:
 
 def computed_arguments(call: UOp) -> list[UOp]:
     """The read-only arguments of a hand-written kernel's CALL that are values computed in the same schedule (not a
-    buffer, a view of one or a buffer version): each gets a buffer of its own, which the kernel is launched with."""
+    buffer or a buffer version in its elements' order, see `version_under`): each gets a buffer of its own, computed
+    first, which the kernel is launched with."""
     n = in_place_arity(call)
     assert n is not None
     written = set(in_place_written(call))
-    out = []
-    for i, a in enumerate(call.src[1 + n:]):
-        base = a
-        while base.op in GroupOp.Movement or base.op is Ops.DETACH:
-            base = base.src[0]
-        if i not in written and base.op not in (Ops.BUFFER, Ops.PARAM, Ops.AFTER):
-            out.append(a)
-    return out
+    return [a for i, a in enumerate(call.src[1 + n:]) if i not in written and version_under(a) is None]
+
+
+def version_under(u: UOp) -> UOp | None:
+    """The buffer (or buffer version: a PARAM slot, an AFTER) whose elements `u` is in their order, seen through
+    reshapes and DETACHes only; None for anything else (a computed value, or a view that reorders or drops elements)."""
+    while u.op in (Ops.RESHAPE, Ops.DETACH):
+        u = u.src[0]
+    return u if u.op in (Ops.BUFFER, Ops.PARAM, Ops.AFTER) else None
 
 
 def kernel_output_before(u: UOp) -> UOp:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from hcq_runtime import bind_buffer, buffer_for
 from uopir import GroupOp, Ops, UOp, dtypes
 
-from .call_values import is_call_output, is_kernel_output, kernel_output_before
+from .call_values import is_call_output, is_kernel_output, kernel_output_before, version_under
 from .errors import TensorRuntimeError
 from .identity import IdentitySet
 from .realizer import before_capture, done, version_of
@@ -240,7 +240,8 @@ def write_by_kernel(kernel: UOp, info: Any, written: list[Tensor], reads: list[U
         new = UOp.new_buffer(base.arg.device, base.arg.size, base.dtype)
         bind_buffer(new, buffer_for(base))
         launch.append(new)
-    bases = [r.src[0] if r.op is Ops.RESHAPE and r.src[0].op is Ops.BUFFER else r for r in reads]
+    # a buffer read in its elements' order is launched as that buffer; anything else is computed into one first
+    bases = [b if (b := version_under(r)) is not None and b.op is Ops.BUFFER else r for r in reads]
     call = UOp(Ops.CALL, dtypes.void, (kernel, *launch, *bases, *(t.uop for t in written), *reads), info)
     for t, new in zip(written, launch):
         after = new.after(call)
