@@ -326,3 +326,34 @@ def test_adam_learning_rate_schedule_compiles_no_kernel_per_value():
             assert counters.compiles == compiled
         results.append(p.numpy())
     assert np.array_equal(results[0].view(np.uint32), results[1].view(np.uint32))
+
+
+@pytest.mark.parametrize("make_opt, reference", [
+    (lambda ps: SGD(ps, lr=0.1, momentum=0.9, weight_decay=0.01), "sgd"),
+    (lambda ps: Muon(ps, lr=0.1), "muon"),
+    (lambda ps: optim.LAMB(ps, lr=0.1), "lamb"),
+], ids=["sgd", "muon", "lamb"])
+def test_learning_rate_schedules_compile_nothing_per_value(make_opt, reference):
+    """SGD (lr after momentum, weight decay before), Muon (weight decay times lr after it) and LAMB's graph step read
+    the learning rate from a tensor too: changed every step, nothing is compiled after the first change. SGD's values
+    are checked against numpy."""
+    from uop_scheduler.realizer import counters
+
+    rng = np.random.default_rng(5)
+    start = rng.standard_normal((4, 3)).astype(np.float32)
+    p = Tensor(start, requires_grad=True)
+    opt = make_opt([p])
+    want, buf = start.astype(np.float64), np.zeros((4, 3))
+    for step in range(6):
+        opt.lr = 0.1 / (step + 1) + 0.0321
+        if step == 3:
+            compiled = counters.compiles
+        opt.zero_grad()
+        (p * p).sum().backward()
+        opt.step()
+        g = 2 * want + 0.01 * want
+        buf = 0.9 * buf + g
+        want = want - opt.lr * buf
+        if reference == "sgd":
+            np.testing.assert_allclose(p.numpy(), want, rtol=1e-5, atol=1e-6)
+    assert counters.compiles == compiled

@@ -127,16 +127,16 @@ class LARS(Optimizer):
         if self.pre_wd and self.wd:
             g = g + self.wd * p
         if self.classic:
-            g = g * r * self.lr
+            g = g * r * _lr(self, g)
         if self.momentum:
             buf = self.b[i].assign(self.momentum * self.b[i] + g)
             g = g + self.momentum * buf if self.nesterov else buf
         if self.ns_coefficients:  # Muon: the step orthogonalized, each parameter as a matrix of its first axis
             g = g.reshape(g.shape[0], -1).newton_schulz(self.ns_steps, self.ns_coefficients).reshape(g.shape)
         if not self.classic:
-            g = g * r * self.lr
+            g = g * r * _lr(self, g)
         if not self.pre_wd and self.wd:
-            g = g + self.wd * self.lr * p
+            g = g + _lr(self, p, self.wd) * p
         return p - g
 
 
@@ -217,7 +217,7 @@ class LAMB(Optimizer):
         if not self.adam:
             r1, r2 = p.square().sum().sqrt(), up.square().sum().sqrt()
             up = up * _trust_ratio(r1, r2, r1 / r2)
-        return p - self.lr * up
+        return p - _lr(self, up) * up
 
     def _plain(self, i: int, p: Tensor, g: Tensor) -> bool:
         """Whether parameter i's step can be built by `_adam_uops`: one device for the parameter, its gradient and state,
@@ -253,7 +253,8 @@ class LAMB(Optimizer):
         up = op(Ops.FDIV, unbiased(m.uop, self.b1_t), op(Ops.ADD, UOp.elementwise(Ops.SQRT, dt, v_hat), k(self.eps)))
         if self.wd:
             up = op(Ops.ADD, up, op(Ops.MUL, k(self.wd), p.uop))
-        return p._wrap(op(Ops.SUB, p.uop, op(Ops.MUL, k(self.lr), up)))
+        lr = _learning_rate(self, p.device, dt).reshape(()).uop.reshape((1,) * len(shape)).expand(shape)  # as `_lr(...) * up` broadcasts
+        return p._wrap(op(Ops.SUB, p.uop, op(Ops.MUL, lr, up)))
 
 
 def _buffer_size(u: UOp) -> int | None:
@@ -268,18 +269,26 @@ def _buffer_size(u: UOp) -> int | None:
 _learning_rates: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _learning_rate(opt: Optimizer, device: str, dtype: DType) -> Tensor:
-    """`opt.lr` as a one-element tensor on `device` of `dtype`, written again (a write of one element) only when
-    `opt.lr` changed since: a kernel reading it is compiled once for every value a learning-rate schedule sets (as a
+def _learning_rate(opt: Optimizer, device: str, dtype: DType, factor: float = 1.0) -> Tensor:
+    """`factor * opt.lr` as a one-element tensor on `device` of `dtype`, written again (a write of one element) only
+    when `opt.lr` changed since: a kernel reading it is compiled once for every value a learning-rate schedule sets (as a
     constant, each new value compiled the step's kernels again: ~0.2 s per step of a cosine schedule on an MLP)."""
     held = _learning_rates.setdefault(opt, {})
-    value = float(opt.lr)
-    if (entry := held.get((device, dtype))) is None:
-        held[(device, dtype)] = entry = [Tensor([value], dtype=dtype, device=device, requires_grad=False).realize(), value]
+    value = factor * float(opt.lr)  # as the constant was computed (weight decay * lr)
+    if (entry := held.get((device, dtype, factor))) is None:
+        held[(device, dtype, factor)] = entry = [Tensor([value], dtype=dtype, device=device, requires_grad=False).realize(), value]
     elif entry[1] != value:
         entry[0].assign(Tensor([value], dtype=dtype, device=device))
         entry[1] = value
     return entry[0]
+
+
+def _lr(opt: Optimizer, like: Tensor, factor: float = 1.0) -> Tensor | float:
+    """`factor * opt.lr` for an update of `like` (its dtype and device) in a step's tensor code: a scalar view of the
+    learning-rate tensor (see `_learning_rate`), or the number itself for a value on several devices."""
+    if not isinstance(like.device, str):
+        return factor * opt.lr
+    return _learning_rate(opt, like.device, like.dtype, factor).reshape(())
 
 
 @functools.lru_cache(maxsize=256)
