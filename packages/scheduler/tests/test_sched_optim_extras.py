@@ -357,3 +357,20 @@ def test_learning_rate_schedules_compile_nothing_per_value(make_opt, reference):
         if reference == "sgd":
             np.testing.assert_allclose(p.numpy(), want, rtol=1e-5, atol=1e-6)
     assert counters.compiles == compiled
+
+
+@pytest.mark.parametrize("make_opt", [lambda ps: SGD(ps, lr=0.1, momentum=0.9), lambda ps: Adam(ps, lr=0.1), lambda ps: optim.LAMB(ps, lr=0.1)],
+                         ids=["sgd", "adam", "lamb"])
+def test_a_tensor_set_as_the_learning_rate_is_used_as_it_is(make_opt):
+    """`opt.lr = Tensor([x])` (tinygrad keeps lr as a tensor) steps as `opt.lr = x` does."""
+    results = []
+    for as_tensor in (False, True):
+        p = Tensor(np.array([1.0, -2.0, 3.0], np.float32), requires_grad=True)
+        opt = make_opt([p])
+        opt.lr = Tensor([0.05]) if as_tensor else 0.05
+        for _ in range(3):
+            opt.zero_grad()
+            (p * p).sum().backward()
+            opt.step()
+        results.append(p.numpy())
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-6)

@@ -221,9 +221,11 @@ class LAMB(Optimizer):
 
     def _plain(self, i: int, p: Tensor, g: Tensor) -> bool:
         """Whether parameter i's step can be built by `_adam_uops`: one device for the parameter, its gradient and state,
-        one dtype for all of them and the bias-correction tensors, and at least one (fixed) axis."""
+        one dtype for all of them and the bias-correction tensors, a number as the learning rate, and at least one (fixed)
+        axis."""
         m, v, dt = self.m[i], self.v[i], p.dtype
         return (isinstance(p.device, str) and p.device == g.device == m.device == v.device == self.b1_t.device == self.b2_t.device
+                and isinstance(self.lr, (int, float))
                 and p.ndim > 0
                 and all(isinstance(d, int) for d in p.shape) and g.dtype is dt and m.dtype is dt and v.dtype is dt
                 and self.b1_t.dtype is dt and self.b2_t.dtype is dt)
@@ -286,7 +288,7 @@ def _learning_rate(opt: Optimizer, device: str, dtype: DType, factor: float = 1.
 def _lr(opt: Optimizer, like: Tensor, factor: float = 1.0) -> Tensor | float:
     """`factor * opt.lr` for an update of `like` (its dtype and device) in a step's tensor code: a scalar view of the
     learning-rate tensor (see `_learning_rate`), or the number itself for a value on several devices."""
-    if not isinstance(like.device, str):
+    if not isinstance(like.device, str) or not isinstance(opt.lr, (int, float)):  # a tensor set as `lr` is used as it is
         return factor * opt.lr
     return _learning_rate(opt, like.device, like.dtype, factor).reshape(())
 
