@@ -228,21 +228,19 @@ def write_by_kernel(kernel: UOp, info: Any, written: list[Tensor], reads: list[U
     gives it (readers of the old value keep it; views are rebuilt; the kernel runs at the next realize, with every
     other pending write). A value in `reads` is a buffer (or a view of one) or a value the same schedule computes into
     a buffer of its own first. `info` is the CALL's arg (its aux `(IN_PLACE, slots, written slots)`). Returns False,
-    doing nothing, unless every written tensor is a root whose value is a buffer of its own (or a reshape of one):
+    doing nothing, unless every written tensor is a root whose value is a buffer of its own (seen through reshapes):
     `write` handles the other cases."""
-    for t in written:
-        u = t.uop
-        if t._root is not None or t._borrowed or not (u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)):
-            return False
+    bases = [version_under(t.uop) for t in written]
+    if any(t._root is not None or t._borrowed or base is None or base.op is not Ops.BUFFER for t, base in zip(written, bases)):
+        return False
     launch = []
-    for t in written:
-        base = t.uop if t.uop.op is Ops.BUFFER else t.uop.src[0]
+    for base in bases:
         new = UOp.new_buffer(base.arg.device, base.arg.size, base.dtype)
         bind_buffer(new, buffer_for(base))
         launch.append(new)
     # a buffer read in its elements' order is launched as that buffer; anything else is computed into one first
-    bases = [b if (b := version_under(r)) is not None and b.op is Ops.BUFFER else r for r in reads]
-    call = UOp(Ops.CALL, dtypes.void, (kernel, *launch, *bases, *(t.uop for t in written), *reads), info)
+    read_launch = [b if (b := version_under(r)) is not None and b.op is Ops.BUFFER else r for r in reads]
+    call = UOp(Ops.CALL, dtypes.void, (kernel, *launch, *read_launch, *(t.uop for t in written), *reads), info)
     for t, new in zip(written, launch):
         after = new.after(call)
         t._graph = None

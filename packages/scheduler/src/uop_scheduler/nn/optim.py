@@ -14,7 +14,7 @@ import weakref
 
 from uopir import CallInfo, DType, KernelInfo, Ops, UOp, kernel_form
 
-from ..call_values import IN_PLACE
+from ..call_values import IN_PLACE, version_under
 from ..elementwise import const_uop
 from ..errors import TensorRuntimeError
 from ..tensor import Tensor
@@ -255,14 +255,13 @@ class LAMB(Optimizer):
         up = op(Ops.FDIV, unbiased(m.uop, self.b1_t), op(Ops.ADD, UOp.elementwise(Ops.SQRT, dt, v_hat), k(self.eps)))
         if self.wd:
             up = op(Ops.ADD, up, op(Ops.MUL, k(self.wd), p.uop))
-        lr = _learning_rate(self, p.device, dt).reshape(()).uop.reshape((1,) * len(shape)).expand(shape)  # as `_lr(...) * up` broadcasts
+        lr = _lr(self, p).uop.reshape((1,) * len(shape)).expand(shape)  # as the tensor code's `_lr(...) * up` broadcasts
         return p._wrap(op(Ops.SUB, p.uop, op(Ops.MUL, lr, up)))
 
 
 def _buffer_size(u: UOp) -> int | None:
-    """The size of the buffer `u` is (or is a reshape of), None for a value not in a buffer."""
-    base = u.src[0] if u.op is Ops.RESHAPE else u
-    return base.arg.size if base.op is Ops.BUFFER else None
+    """The size of the buffer `u` is (seen through reshapes), None for a value not in a buffer."""
+    return base.arg.size if (base := version_under(u)) is not None and base.op is Ops.BUFFER else None
 
 
 # each optimizer's learning rate as a one-element tensor per (device, dtype), with the value it was last written: kept
@@ -275,14 +274,20 @@ def _learning_rate(opt: Optimizer, device: str, dtype: DType, factor: float = 1.
     """`factor * opt.lr` as a one-element tensor on `device` of `dtype`, written again (a write of one element) only
     when `opt.lr` changed since: a kernel reading it is compiled once for every value a learning-rate schedule sets (as a
     constant, each new value compiled the step's kernels again: ~0.2 s per step of a cosine schedule on an MLP)."""
+    return _learning_rate_entry(opt, device, dtype, factor)[0]
+
+
+def _learning_rate_entry(opt: Optimizer, device: str, dtype: DType, factor: float) -> list:
+    """[the one-element tensor, its scalar view (rebuilt by the tensor's writes), the value last written]."""
     held = _learning_rates.setdefault(opt, {})
     value = factor * float(opt.lr)  # as the constant was computed (weight decay * lr)
     if (entry := held.get((device, dtype, factor))) is None:
-        held[(device, dtype, factor)] = entry = [Tensor([value], dtype=dtype, device=device, requires_grad=False).realize(), value]
-    elif entry[1] != value:
+        t = Tensor([value], dtype=dtype, device=device, requires_grad=False).realize()
+        held[(device, dtype, factor)] = entry = [t, t.reshape(()), value]
+    elif entry[2] != value:
         entry[0].assign(Tensor([value], dtype=dtype, device=device))
-        entry[1] = value
-    return entry[0]
+        entry[2] = value
+    return entry
 
 
 def _lr(opt: Optimizer, like: Tensor, factor: float = 1.0) -> Tensor | float:
@@ -290,7 +295,7 @@ def _lr(opt: Optimizer, like: Tensor, factor: float = 1.0) -> Tensor | float:
     learning-rate tensor (see `_learning_rate`), or the number itself for a value on several devices."""
     if not isinstance(like.device, str) or not isinstance(opt.lr, (int, float)):  # a tensor set as `lr` is used as it is
         return factor * opt.lr
-    return _learning_rate(opt, like.device, like.dtype, factor).reshape(())
+    return _learning_rate_entry(opt, like.device, like.dtype, factor)[1]
 
 
 @functools.lru_cache(maxsize=256)
