@@ -8,6 +8,7 @@ from .context import Context
 from .errors import (
     ArgumentError,
     BroadcastError,
+    DTypeOverflowError,
     GradientError,
     SchedulerError,
     ShapeError,
@@ -50,4 +51,5 @@ __all__ = [
     "TensorWriteError",
     "TensorRuntimeError",
     "ArgumentError",
+    "DTypeOverflowError",
 ]

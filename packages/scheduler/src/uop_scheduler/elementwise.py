@@ -316,8 +316,14 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
         return self.sin().div(self.cos())
 
     def sigmoid(self: Tensor) -> Tensor:
-        """1 / (1 + e**-self)."""
-        return self._float().mul(-1 / math.log(2)).exp2().add(1).reciprocal()
+        """1 / (1 + e**-self), through e = e**-|self| (at most 1): 1 / (1 + e) for self >= 0, e / (1 + e) below.
+        Nothing overflows, so the gradient is s * (1 - s) everywhere: 0 for large |self|, where 1 / (1 + e**-self)
+        differentiated into inf * 0 = NaN (sigmoid, tanh, silu and gelu's gradients at |x| > ~90)."""
+        x = self._float()
+        below = x < 0
+        # -|x| taken per branch (not through abs, whose gradient is 0 at 0), as a power of 2
+        e = below.where(x, x.neg()).mul(1 / math.log(2)).exp2()
+        return below.where(e.div(e.add(1)), e.add(1).reciprocal())
 
     def tanh(self: Tensor) -> Tensor:
         """tanh(self), as 2*sigmoid(2*self) - 1."""
@@ -364,10 +370,11 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
         return x.sign().mul(poly.mul(x.square().neg().exp()).sub(1.0, True))
 
     def abs(self: Tensor) -> Tensor:
-        """|self|."""
+        """|self|. Its gradient is sign(self): 0 at 0, as torch has it (a select between -self and self gave 1). The
+        value at 0 and NaN is self * self: +0.0 for -0.0, NaN for NaN."""
         if dtypes.is_unsigned(self.dtype) or self.dtype is dtypes.bool:
             return self
-        return (self < 0).where(self.neg(), self)
+        return (self > 0).where(self, (self < 0).where(self.neg(), self.mul(self)))
 
     def sign(self: Tensor) -> Tensor:
         """-1, 0 or 1 by the sign of self (±inf gives ±1, NaN stays NaN)."""
@@ -378,11 +385,13 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
         """self limited to [min_, max_]."""
         if min_ is None and max_ is None:
             raise TensorRuntimeError("clip needs at least one of min_ or max_")
+        # selects, not maximum/minimum: an element equal to a bound keeps gradient 1 (as torch has it; max splits it
+        # in half at ties), NaN stays NaN, and with min_ > max_ every element is max_
         ret: Tensor = self
         if min_ is not None:
-            ret = ret.maximum(min_)
+            ret = (ret < min_).where(min_, ret)
         if max_ is not None:
-            ret = ret.minimum(max_)
+            ret = (ret > max_).where(max_, ret)
         return ret
 
     def clamp(self: Tensor, min_: Any = None, max_: Any = None) -> Tensor:

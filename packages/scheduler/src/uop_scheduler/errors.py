@@ -31,6 +31,10 @@ class TensorRuntimeError(SchedulerError, RuntimeError):
     """An operation cannot run as asked: bad dtype for the op, mismatched devices, un-multipliable shapes."""
 
 
+class DTypeOverflowError(SchedulerError, OverflowError):
+    """Values asked for in a dtype that cannot hold them (an int8 arange past 127)."""
+
+
 class ArgumentError(SchedulerError, ValueError):
     """An argument is outside the values an op accepts (a reduction name, a mode, a probability, a sample count)."""
 

@@ -32,8 +32,27 @@ def _reduce_grad(g: UOp, ret: UOp) -> tuple[UOp | None, ...]:
         count = is_max.r(Ops.ADD, axes)
         return (is_max * (g / count).expand(x.shape),)
     if op is Ops.MUL:
-        return ((g * ret).expand(x.shape) / x,)
+        # d(prod x)/dx_j is the product of the others: ret / x_j where x_j is not 0; where it is, the product of the
+        # nonzero others if it is the only zero, else 0 (ret / x_j was 0 / 0 = NaN there)
+        is_zero = x.eq(0)
+        safe = is_zero.where(x.const_like(1), x)
+        lone_zero = is_zero.cast(dtypes.int32).r(Ops.ADD, axes).eq(1)
+        others = lone_zero.where(safe.r(Ops.MUL, axes), ret.const_like(0))
+        share = is_zero.where(others.expand(x.shape), ret.expand(x.shape) / safe)
+        return (g.expand(x.shape) * share,)
     raise NotImplementedError(f"no gradient for a {op.name} reduction")
+
+
+def _pow_grad(g: UOp, ret: UOp) -> tuple[UOp | None, ...]:
+    """b ** e: d/db = e * b**(e-1), except 0 where e is 0 (b**0 is the constant 1: the formula gave 0 * inf = NaN at
+    b = 0); d/de = b**e * ln(b), except at b = 0, where 0**e is 0 for e > 0 (gradient 0, not 0 * -inf = NaN), 1 at
+    e = 0 (0) and inf for e < 0 (-inf), as torch has them."""
+    b, e = ret.src
+    zero = g.const_like(0)
+    d_base = e.eq(0).where(zero, g * e * b.alu(Ops.POW, e - 1))
+    at_zero = (e < 0).where(g.const_like(-math.inf), zero)
+    d_exp = b.eq(0).where(g * at_zero, g * ret * b.log2() * _LN2)
+    return (d_base, d_exp)
 
 
 def _max_grad(g: UOp, ret: UOp) -> tuple[UOp | None, ...]:
@@ -69,7 +88,7 @@ GRADIENT_RULES: dict[Ops, Rule] = {
     Ops.LOG2: lambda g, ret: (g / (ret.src[0] * _LN2),),
     Ops.SIN: lambda g, ret: (g * (ret.src[0].const_like(math.pi / 2) - ret.src[0]).sin(),),
     Ops.SQRT: lambda g, ret: (g / (ret * 2),),
-    Ops.POW: lambda g, ret: (g * ret.src[1] * ret.src[0].alu(Ops.POW, ret.src[1] - 1), g * ret * ret.src[0].log2() * _LN2),
+    Ops.POW: lambda g, ret: _pow_grad(g, ret),
     Ops.MULACC: lambda g, ret: (g * ret.src[1], g * ret.src[0], g),
     Ops.MAX: _max_grad,
     Ops.WHERE: lambda g, ret: (None, ret.src[0].where(g, g.const_like(0)), ret.src[0].where(g.const_like(0), g)),

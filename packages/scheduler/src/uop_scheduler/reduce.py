@@ -36,7 +36,9 @@ class ReduceMixin(TensorFields):
             return tuple(range(self.ndim))
         if isinstance(axis, int):
             axis = (axis,)
-        return tuple(sorted({self._resolve_dim(a) for a in axis}))
+        resolved = tuple(sorted({self._resolve_dim(a) for a in axis}))
+        # a 0-d tensor takes axis 0 or -1 (as torch does) and has nothing to reduce
+        return resolved if self.ndim else ()
 
     def _reduce(self: Tensor, op: Ops, axis: Axis = None, keepdim: bool = False) -> Tensor:
         axes = self._axes(axis)
@@ -61,8 +63,9 @@ class ReduceMixin(TensorFields):
         return self.dtype.min
 
     def _inverse(self: Tensor) -> Tensor:
-        """A order-reversing map (min via max): negation for floats and signed ints, complement otherwise."""
-        if dtypes.is_float(self.dtype) or self.dtype in dtypes.sints:
+        """An order-reversing map (min via max): negation for floats, the bitwise complement for ints and bools (~x is
+        -1 - x for signed ints: no overflow at the lowest value, which negation maps to itself)."""
+        if dtypes.is_float(self.dtype):
             return self.neg()
         return self.bitwise_not()
 
@@ -145,7 +148,9 @@ class ReduceMixin(TensorFields):
 
     def logsumexp(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
         """log(sum(exp(self))) over `axis`, computed stably."""
-        m = self.max(axis, keepdim=True)
+        # the shift's own gradient is exactly zero (the result does not depend on it): detached, the backward pass
+        # neither computes nor rounds it
+        m = self.max(axis, keepdim=True).detach()
         m = m.isinf().where(0, m)
         ret = self.sub(m).exp().sum(axis, keepdim=True).log().add(m)
         return ret if keepdim else ret.reshape(tuple(d for i, d in enumerate(self.shape) if i not in self._axes(axis)))
@@ -153,18 +158,22 @@ class ReduceMixin(TensorFields):
     def softmax(self: Tensor, axis: int = -1, dtype: Any = None) -> Tensor:
         """exp(self) / sum(exp(self)) along `axis`, with the max subtracted first."""
         x = self.cast(to_dtype(dtype)) if dtype is not None else self
-        shifted = x.sub(x.max(axis, keepdim=True))
+        # the max is detached: the result does not depend on the shift, whose gradient through the max only added
+        # rounding (nonzero gradients of ~1e-7 where the exact one is 0) and a backward max pass
+        shifted = x.sub(x.max(axis, keepdim=True).detach())
         e = shifted.exp()
         return e.div(e.sum(axis, keepdim=True))
 
     def log_softmax(self: Tensor, axis: int = -1, dtype: Any = None) -> Tensor:
         """log(softmax(self)) along `axis`."""
         x = self.cast(to_dtype(dtype)) if dtype is not None else self
-        shifted = x.sub(x.max(axis, keepdim=True))
+        shifted = x.sub(x.max(axis, keepdim=True).detach())  # see softmax
         return shifted.sub(shifted.exp().sum(axis, keepdim=True).log())
 
     def _cumulative(self: Tensor, op: Ops, axis: int) -> Tensor:
         axis = self._resolve_dim(axis)
+        if self.ndim == 0:  # a 0-d tensor (axis 0 or -1) is its own running value
+            return self
         x = self.transpose(axis, -1)
         n = x.shape[-1]
         # out[..., i] = op over j <= i of x[..., j]: a lower-triangular mask over an (n, n) expansion
@@ -223,7 +232,7 @@ class ReduceMixin(TensorFields):
 
     def cummax(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
         """(running max, int32 index of the first element equal to it) along `axis`."""
-        return self._running_with_index(self._cumulative(Ops.MAX, axis) if self.ndim else self, axis)
+        return self._running_with_index(self._cumulative(Ops.MAX, axis), axis)
 
     def cumprod(self: Tensor, axis: int) -> Tensor:
         """Running product along `axis`."""
@@ -231,7 +240,7 @@ class ReduceMixin(TensorFields):
 
     def cummin(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
         """(running min, int32 index of the first element equal to it) along `axis`."""
-        return self._running_with_index(self._inverse()._cumulative(Ops.MAX, axis)._inverse() if self.ndim else self, axis)
+        return self._running_with_index(self._inverse()._cumulative(Ops.MAX, axis)._inverse() if self.ndim else self._cumulative(Ops.MAX, axis), axis)
 
     def _running_with_index(self: Tensor, values: Tensor, axis: int) -> tuple[Tensor, Tensor]:
         """(values, the index of the first element of self at or before each position that equals its value)."""

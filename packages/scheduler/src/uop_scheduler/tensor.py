@@ -18,7 +18,7 @@ from .activations import ActivationMixin
 from .call_values import IN_PLACE, written_slots
 from .composite_math import CompositeMathMixin
 from .elementwise import ElementwiseMixin
-from .errors import JitError, ShapeError, TensorRuntimeError, TensorTypeError
+from .errors import DTypeOverflowError, JitError, ShapeError, TensorRuntimeError, TensorTypeError
 from .gradient import GradientMixin, graph_holders, index_constants, requires_grad_tensors
 from .identity import IdentitySet
 from .indexing import IndexingMixin
@@ -706,8 +706,18 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
             start, stop = 0, start
         if step == 0:
             raise ValueError("arange step cannot be 0")
-        dt = _norm_dtype(dtype) or (dtypes.default_int if all(isinstance(x, int) for x in (start, stop, step)) else dtypes.default_float)
         n = max(0, math.ceil((stop - start) / step))
+        ints = all(isinstance(x, int) for x in (start, stop, step))
+        dt = _norm_dtype(dtype) or (dtypes.default_int if ints else dtypes.default_float)
+        if ints and dtypes.is_int(dt) and n:
+            # the first and last values bound the range: an int range past the default int takes int64 (as tinygrad);
+            # one that does not fit a dtype asked for is refused rather than wrapped
+            lo, hi = sorted((start, start + (n - 1) * step))
+            if dtype is None and not dt.min <= lo <= hi <= dt.max:
+                dt = dtypes.int64
+            if not dt.min <= lo <= hi <= dt.max:
+                reached = lo if lo < dt.min else hi
+                raise DTypeOverflowError(f"arange({start}, {stop}, {step}) reaches {reached}, outside the range of {dt} [{dt.min}, {dt.max}]")
         # computed in float64/int64 on the host so every element is exact before the final conversion
         values = start + np.arange(n, dtype=np.float64 if dtypes.is_float(dt) else np.int64) * step
         return _index_constant(Tensor(values, device=device, dtype=dt, **kwargs))

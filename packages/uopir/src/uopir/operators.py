@@ -92,9 +92,10 @@ class OperatorMixin:
         return self._binop(Ops.MAX, x)
 
     def minimum(self, x: Any) -> Any:
-        """Elementwise min: -max(-a, -b) for floats and signed ints, else (unsigned, bool) a select."""
+        """Elementwise min: -max(-a, -b) for floats (NaN and the gradient's even split at ties as max has them), else a
+        select (negating an int overflows at its lowest value: min(x, INT_MIN) gave INT_MAX)."""
         a, b = self._operands(x)
-        if not (dtypes.is_unsigned(a.dtype) or dtypes.is_bool(a.dtype)):
+        if dtypes.is_float(a.dtype):
             return a.neg()._alu(Ops.MAX, b.neg()).neg()
         return a._alu(Ops.CMPLT, b).where(a, b)
 
