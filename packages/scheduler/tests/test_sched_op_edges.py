@@ -215,3 +215,134 @@ def test_arange_outside_its_dtype_is_refused(args, dtype):
         Tensor.arange(*args, dtype=dtype)
     with pytest.raises(OverflowError):
         Tensor.arange(*args, dtype=dtype)
+
+
+# ---- arguments refused with the builtin errors tinygrad's and torch's callers catch ----
+
+@pytest.mark.parametrize("make", [Tensor.empty, Tensor.zeros, Tensor.ones, Tensor.rand, Tensor.randn, Tensor.randint,
+                                  Tensor.uniform, Tensor.normal, Tensor.scaled_uniform, Tensor.glorot_uniform,
+                                  lambda *s: Tensor.full(s, 2.0)])
+@pytest.mark.parametrize("shape", [(-3, 2), (2, -3, 0)])
+def test_negative_dimensions_are_refused(make, shape):
+    with pytest.raises(ValueError, match="negative"):
+        make(*shape)
+
+
+def test_shape_errors_are_runtime_errors_too():
+    # torch raises RuntimeError where numpy raises ValueError: a shape error is both
+    with pytest.raises(RuntimeError):
+        Tensor.ones(1, 1, 6, 7).conv2d(Tensor.ones(6, 1, 3, 3), dilation=3)
+    with pytest.raises(ValueError):
+        Tensor.ones(2, 3).reshape(4, 2)
+
+
+def test_flip_refuses_an_axis_listed_twice():
+    for axes in [(0, 0), (1, -1)]:
+        with pytest.raises(RuntimeError, match="twice"):
+            Tensor.ones(3, 4).flip(axes)
+    assert Tensor([[1, 2], [3, 4]]).flip((0, 1)).tolist() == [[4, 3], [2, 1]]
+
+
+def test_shift_amounts_must_be_ints():
+    t = Tensor([1, 2], dtype=dtypes.uint32)
+    with pytest.raises(RuntimeError):
+        t << 1.0
+    with pytest.raises(RuntimeError):
+        t << Tensor([1.0, 2.0])
+    assert (t << 31).cast(dtypes.int32).tolist() == [-(2**31), 0]
+
+
+def test_stack_takes_a_sequence():
+    a, b = Tensor([1, 2]), Tensor([3, 4])
+    for dim in (0, 1, -1):
+        np.testing.assert_array_equal(Tensor.stack((a, b), dim=dim).numpy(), np.stack([[1, 2], [3, 4]], dim))
+    np.testing.assert_array_equal(Tensor.stack([a, b, a]).numpy(), np.stack([[1, 2], [3, 4], [1, 2]]))
+    with pytest.raises(ValueError):
+        Tensor.stack((a, b), Tensor([5, 6]))
+    with pytest.raises(IndexError):
+        Tensor.stack(a, b, dim=3)
+    assert Tensor.stack(Tensor(3.5), Tensor(1.5)).tolist() == [3.5, 1.5]
+
+
+def test_int_power_to_a_negative_constant_is_refused():
+    x = np.array([-2, 0, 2, 3], dtype=np.int32)
+    with pytest.raises(RuntimeError, match="negative power"):
+        Tensor(x) ** -2
+    for e in (0, 1, 2, 7, 29):
+        np.testing.assert_array_equal((Tensor(x) ** e).numpy(), x ** e)
+    assert (Tensor(x) ** 0.5).dtype is dtypes.float32
+
+
+# ---- reflect and replicate with negative amounts: element j is the input's at j - before, reflected or clamped ----
+
+def _padded_reference(x, pad, mode):
+    pairs = [(0, 0)] * (x.ndim - len(pad) // 2) + list(zip(pad[-2::-2], pad[::-2]))
+    out = x
+    for axis, (before, after) in enumerate(pairs):
+        if not before and not after:
+            continue
+        n = x.shape[axis]
+        src = np.arange(n + before + after) - before
+        if mode == "reflect":
+            period = 2 * n - 2
+            src = np.abs((src % period + period) % period)
+            src = np.where(src >= n, period - src, src)
+        elif mode == "replicate":
+            src = np.clip(src, 0, n - 1)
+        else:
+            src = src % n
+        out = np.take(out, src, axis=axis)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+@pytest.mark.parametrize("shape,pad", [((1, 1, 5, 5), (0, 2, 3, 2)), ((3, 3, 3, 3), (-1, 2, 2, -1)), ((1, 1, 5, 5), (3, -3, 0, -3)),
+                                       ((1, 1, 5, 5), (3, -5, 1, -5)), ((1, 1, 5, 5), (0, 0, 0, -5)), ((1, 1, 5, 5), (4, 4, 0, 4)),
+                                       ((2, 3, 4), (-2, 3)), ((2, 3, 4), (3, -2))])
+def test_pad_modes_with_negative_amounts(mode, shape, pad):
+    x = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+    np.testing.assert_array_equal(Tensor(x).pad(pad, mode=mode).numpy(), _padded_reference(x, pad, mode))
+
+
+def test_reflect_pad_limit_is_the_input_size():
+    with pytest.raises(ValueError):
+        Tensor.ones(1, 1, 5, 5).pad((3, 5, 0, 0), mode="reflect")
+    assert Tensor.ones(1, 1, 5, 5).pad((3, 11, 0, 30), mode="replicate").shape == (1, 1, 35, 19)
+
+
+# ---- einsum: "..." and repeated letters, against numpy ----
+
+@pytest.mark.parametrize("formula,shapes", [
+    ("...id,...jd->...ij", [(3, 8, 9), (3, 8, 9)]), ("...id,...jd", [(3, 8, 9), (3, 8, 9)]),
+    ("i...j,ji...->...", [(2, 3, 4, 5), (5, 2, 4)]),
+    ("...,...", [(2, 3), (3,)]), ("b...,b...->...", [(2, 1, 4), (2, 3, 1)]), ("ii->i", [(4, 4)]), ("ii->", [(4, 4)]),
+    ("...ii->...i", [(3, 5, 5)]), ("...ii->...", [(3, 5, 5)]), ("i,i", [(5,), (5,)]), ("i...->...", [(2, 3, 4)])])
+def test_einsum_ellipsis_and_diagonals(formula, shapes):
+    rng = np.random.default_rng(len(formula))
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    np.testing.assert_allclose(Tensor.einsum(formula, [Tensor(x) for x in xs]).numpy(), np.einsum(formula, *xs), rtol=1e-5, atol=1e-5)
+
+
+def test_einsum_sums_an_ellipsis_left_out_of_the_output():
+    # as torch (numpy refuses the formula): the ellipsis' axes are summed like any letter missing from the output
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((2, 4, 3, 2, 5)).astype(np.float32)
+    np.testing.assert_allclose(Tensor.einsum("ij...,ij...->ij", Tensor(a), Tensor(b)).numpy(), (a * b).sum((2, 3)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("formula,shapes,error", [("...ik...,...jk->", [(2, 3, 4), (2, 3, 4)], IndexError),
+                                                  ("i...j,ji...->...", [(2, 3, 4), (2, 3, 4)], RuntimeError),
+                                                  ("pqrs,tuqvr->pstuv", [(3, 8, 10, 5), (11, 5, 13, 16, 8)], RuntimeError)])
+def test_einsum_refuses_what_numpy_refuses(formula, shapes, error):
+    with pytest.raises(error):
+        Tensor.einsum(formula, [Tensor.ones(*s) for s in shapes])
+    with pytest.raises(ValueError):
+        np.einsum(formula, *[np.ones(s) for s in shapes])
+
+
+def test_int_interpolation_rounds_to_nearest():
+    rng = np.random.default_rng(3)
+    x = rng.integers(0, 40, (1, 2, 12, 9)).astype(np.uint8)
+    out = Tensor(x).interpolate((7, 20), mode="linear").numpy().astype(np.int64)
+    ref = Tensor(x.astype(np.float32)).interpolate((7, 20), mode="linear").numpy().astype(np.float64)
+    assert np.abs(out - ref).max() <= 0.5 + 1e-4

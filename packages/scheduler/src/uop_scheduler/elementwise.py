@@ -198,7 +198,20 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
         return a.sub(a.div(b).floor().mul(b))
 
     def pow(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
-        """self ** x (C pow; int tensors are computed in float64 and converted back)."""
+        """self ** x (C pow). An int tensor to an int constant power is multiplied out (squaring), wrapping on
+        overflow as numpy and torch do; to a negative one it is refused, as torch refuses it (the result is not an
+        int). Other int powers are computed in float64 and converted back."""
+        if not reverse and isinstance(x, int) and not isinstance(x, bool) and dtypes.is_int(self.dtype):
+            if x < 0:
+                raise TensorRuntimeError(f"an int tensor ({self.dtype}) to the negative power {x}: cast it to a float first")
+            ret, base = self.ones_like(), self
+            while x:
+                if x & 1:
+                    ret = ret.mul(base)
+                x >>= 1
+                if x:
+                    base = base.mul(base)
+            return ret
         a, b = self._broadcasted(x, reverse)
         if dtypes.is_float(a.dtype):
             return a._alu(Ops.POW, b)
@@ -242,6 +255,8 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
     def _shift(self: Tensor, op: Ops, x: Any, name: str) -> Tensor:
         self._check_int(name)
         if not isinstance(x, type(self)):
+            if not isinstance(x, int):  # a float amount is refused, as a float tensor of amounts is
+                raise TensorRuntimeError(f"{name} takes an int shift amount, got {x!r}")
             return self._alu(op, self._const(x, self.dtype))
         x._check_int(name)
         shape = broadcast_shape(self.shape, x.shape)

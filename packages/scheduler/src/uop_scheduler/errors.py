@@ -11,8 +11,10 @@ class SchedulerError(Exception):
     """Base class of every uop_scheduler error."""
 
 
-class ShapeError(SchedulerError, ValueError):
-    """A shape does not fit the operation (bad reshape, bad expand, bad padding, bad axis)."""
+class ShapeError(SchedulerError, ValueError, RuntimeError):
+    """A shape does not fit the operation (bad reshape, bad expand, bad padding, bad axis). A ValueError as tinygrad
+    raises for most of these, and a RuntimeError as torch (and tinygrad for a kernel larger than its input, or gather's
+    and scatter's index shapes) raises."""
 
 
 class BroadcastError(SchedulerError, IndexError, ValueError):

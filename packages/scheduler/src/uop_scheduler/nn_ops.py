@@ -14,7 +14,7 @@ import numpy as np
 from uopir import DType, Ops, UOp, dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
 
 from .elementwise import broadcast_shape
-from .errors import ArgumentError, ShapeError, TensorRuntimeError
+from .errors import ArgumentError, ShapeError, TensorIndexError, TensorRuntimeError
 from .fields import TensorFields
 from .writes import apply_view
 
@@ -215,10 +215,22 @@ class NNMixin(TensorFields):
         spec = formula.replace(" ", "")
         lhs, arrow, out = spec.partition("->")
         inputs = lhs.split(",")
-        if not arrow:
-            out = "".join(sorted(c for c in set(lhs.replace(",", "")) if lhs.count(c) == 1))
         if len(inputs) != len(tensors):
             raise ShapeError(f"einsum {formula!r} names {len(inputs)} operands but got {len(tensors)}")
+        # "..." stands for the axes no letter names, right-aligned across operands (they broadcast together): each
+        # becomes letters of its own, outside the formula's alphabet
+        if any(sub.count("...") > 1 for sub in (*inputs, out)):
+            raise TensorIndexError(f"einsum {formula!r}: an operand has more than one ellipsis")
+        spans = [t.ndim - (len(sub) - 3) if "..." in sub else 0 for sub, t in zip(inputs, tensors)]
+        if any(n < 0 for n in spans):
+            raise ShapeError(f"einsum {formula!r} names more axes than {[t.shape for t in tensors]} have")
+        ellipsis = "".join(chr(0x2460 + i) for i in range(max(spans, default=0)))
+        inputs = [sub.replace("...", ellipsis[len(ellipsis) - n:]) for sub, n in zip(inputs, spans)]
+        if not arrow:  # the implicit output: the ellipsis' axes, then the letters seen once, sorted
+            named = "".join(inputs).translate({ord(c): None for c in ellipsis})
+            out = ellipsis + "".join(sorted(c for c in set(named) if named.count(c) == 1))
+        else:
+            out = out.replace("...", ellipsis)
         for n, (sub, t) in enumerate(zip(inputs, tensors)):
             if len(sub) != t.ndim:
                 raise ShapeError(f"einsum operand {sub!r} does not match shape {t.shape} (one letter per axis)")
@@ -435,7 +447,8 @@ class NNMixin(TensorFields):
     def interpolate(self: Tensor, size: tuple[int, ...], mode: str = "linear", align_corners: bool = False) -> Tensor:
         """Resample the last len(size) axes to `size`: "linear" (bi/trilinear for 2 / 3 axes; half-pixel centers
         unless `align_corners`), "nearest" (source floor(i * in / out)) or "nearest-exact" (floor((i + 0.5) * in / out)).
-        Source positions are computed exactly in integers on the host; the result keeps self's dtype."""
+        Source positions are computed exactly in integers on the host; the result keeps self's dtype (rounded to the
+        nearest value for ints)."""
         if not isinstance(size, (tuple, list)) or not 0 < len(size) <= self.ndim or not all(isinstance(n, int) and n > 0 for n in size):
             raise ShapeError(f"interpolate size {size!r} must be 1..{self.ndim} positive ints for shape {self.shape}")
         if mode not in ("linear", "nearest", "nearest-exact"):
@@ -449,7 +462,8 @@ class NNMixin(TensorFields):
             # (..., out, in): a sum over the source axis of the weighted picks (skipping zero weights keeps infs apart)
             src = x.transpose(axis, -1).unsqueeze(-2)
             x = weights.ne(0).where(src.mul(weights), 0).sum(-1).transpose(axis, -1)
-        return x.cast(self.dtype)
+        # an int result is the nearest int (a cast alone truncated: an image's pixels came out up to 1 too dark)
+        return (x if dtypes.is_float(self.dtype) else x.round()).cast(self.dtype)
 
     # ---- normalization and friends ----
     def layernorm(self: Tensor, axis: int | tuple[int, ...] = -1, eps: float = 1e-5) -> Tensor:

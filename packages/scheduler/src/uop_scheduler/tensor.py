@@ -645,7 +645,10 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
             shape = tuple(shape[0])
         if any(isinstance(s, (tuple, list)) for s in shape):
             raise ShapeError(f"a shape is ints, given separately or as one tuple or list, not both: got {shape}")
-        return tuple(int(s) for s in shape)
+        dims = tuple(int(s) for s in shape)
+        if any(d < 0 for d in dims):
+            raise ShapeError(f"a shape cannot have negative dimensions: got {dims}")
+        return dims
 
     @staticmethod
     def empty(*shape: Any, device: str | None = None, dtype: Any = None, **kwargs: Any) -> Tensor:
@@ -681,7 +684,7 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
              **kwargs: Any) -> Tensor:
         """A tensor of `shape` filled with `fill_value`: a lazy broadcast constant, or with `buffer=True` a value
         materialized into a buffer of its own when realized (the values are the same either way)."""
-        dims = (shape,) if isinstance(shape, int) else tuple(shape)
+        dims = Tensor._shape_arg((shape,) if isinstance(shape, int) else tuple(shape))
         dt = _norm_dtype(dtype) or strong_dtype(dtypes.from_py(fill_value))
         const = UOp.const(dt.const(fill_value), dt)
         if buffer:

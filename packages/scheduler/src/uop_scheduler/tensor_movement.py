@@ -13,7 +13,7 @@ import numpy as np
 from uopir import Ops, UOp, dtypes, least_upper_dtype
 
 from .elementwise import broadcast_shape
-from .errors import ShapeError, TensorIndexError, TensorRuntimeError
+from .errors import ArgumentError, ShapeError, TensorIndexError, TensorRuntimeError
 from .fields import TensorFields
 from .symbolic_sizes import concrete
 
@@ -97,8 +97,11 @@ class TensorMovementMixin(TensorFields):
         return self._view(Ops.SHRINK, pairs)
 
     def flip(self: Tensor, axis: Any, *args: Any) -> Tensor:
-        """Reverse the order along `axis`."""
-        axes = {self._resolve_dim(a) for a in argfix(axis, *args)}
+        """Reverse the order along `axis` (each axis at most once)."""
+        listed = [self._resolve_dim(a) for a in argfix(axis, *args)]
+        if len(set(listed)) != len(listed):
+            raise TensorRuntimeError(f"flip lists an axis twice: {argfix(axis, *args)} of a {self.ndim}-d tensor")
+        axes = set(listed)
         return self._view(Ops.FLIP, tuple(i in axes for i in range(self.ndim)))
 
     def pad(self: Tensor, padding: Sequence[Any], mode: str = "constant", value: float = 0.0) -> Tensor:
@@ -124,18 +127,26 @@ class TensorMovementMixin(TensorFields):
                 raise NotImplementedError(f"a symbolic pad takes mode='constant', got {mode!r}")
             padded = x._wrap(x.uop.pad(pairs))
             return padded if value == 0 else x._wrap(x._const(True, dtypes.bool).uop.pad(pairs)).where(padded, value)
-        if any(b < 0 or e < 0 for b, e in pairs):
-            x = x.shrink(tuple((-min(b, 0), s + min(e, 0)) for (b, e), s in zip(pairs, x.shape)))
-            pairs = tuple((max(b, 0), max(e, 0)) for b, e in pairs)
+        crop = tuple((-min(b, 0), min(e, 0)) for b, e in pairs)
+        if mode == "constant" and any(b or e for b, e in crop):
+            x = x.shrink(tuple((b, s + e) for (b, e), s in zip(crop, x.shape)))
+            crop = ()
+        pairs = tuple((max(b, 0), max(e, 0)) for b, e in pairs)
         if mode == "constant":
             padded = x._wrap(x.uop.pad(pairs))
             if value == 0 or not any(b or e for b, e in pairs):
                 return padded
             inside = x._wrap(x._const(True, dtypes.bool).uop.pad(pairs))
             return inside.where(padded, value)
+        # the other modes pad the whole input first, then cut the negative amounts off: element j of the result is the
+        # input's element reflected, clamped or wrapped at j - before, as torch defines reflect and replicate (a
+        # reflection or a repeat reaches into what a negative amount removes, and a reflection's limit is the input's
+        # size). torch's circular mode with negative amounts reads uninitialized memory; this one is the same rule
         for axis, (b, e) in enumerate(pairs):
             if b or e:
                 x = x._pad_axis(axis, b, e, mode)
+        if any(b or e for b, e in crop):
+            x = x.shrink(tuple((b, s + e) for (b, e), s in zip(crop, x.shape)))
         return x
 
     def _pad_axis(self: Tensor, axis: int, b: int, e: int, mode: str) -> Tensor:
@@ -232,7 +243,13 @@ class TensorMovementMixin(TensorFields):
         return self._wrap(ret)
 
     def stack(self: Tensor, *args: Tensor, dim: int = 0) -> Tensor:
-        """Stack along a new axis `dim`."""
+        """Stack along a new axis `dim`: `t.stack(u, v)`, `Tensor.stack(t, u, v)` or `Tensor.stack((t, u, v))`."""
+        if isinstance(self, (tuple, list)):  # Tensor.stack(sequence): no more tensors may follow it
+            if args:
+                raise ArgumentError("stack takes tensors, or one sequence of tensors, not both")
+            if not self:
+                raise ArgumentError("stack needs at least one tensor")
+            self, args = self[0], tuple(self[1:])
         tensors: list[Tensor] = [self, *args]
         if any(t.shape != self.shape for t in tensors):
             raise ShapeError(f"all shapes must match for stack, got {[t.shape for t in tensors]}")
