@@ -132,8 +132,8 @@ def test_gelu_gradients_at_extremes_are_finite(approximate):
 
 # ---- gradients at zero ----
 
-def test_abs_at_zero():
-    assert grad_of(lambda t: t.abs(), [-2.0, -0.0, 0.0, 3.0])[0].tolist() == [-1.0, 0.0, 0.0, 1.0]
+def test_abs_at_zero_and_infinities():
+    assert grad_of(lambda t: t.abs(), [-2.0, -0.0, 0.0, 3.0, math.inf, -math.inf])[0].tolist() == [-1.0, 0.0, 0.0, 1.0, 1.0, -1.0]
     out = Tensor([-0.0, 0.0, -1.5, math.nan, -math.inf]).abs().numpy()
     assert not np.signbit(out[:2]).any() and out[2] == 1.5 and math.isnan(out[3]) and out[4] == math.inf
 
@@ -277,6 +277,9 @@ def test_int_power_to_a_negative_constant_is_refused():
 
 def _padded_reference(x, pad, mode):
     pairs = [(0, 0)] * (x.ndim - len(pad) // 2) + list(zip(pad[-2::-2], pad[::-2]))
+    if mode == "circular":  # cut first, then wrap around what is left (torch's order)
+        x = x[tuple(slice(-min(b, 0), n + min(e, 0)) for (b, e), n in zip(pairs, x.shape))]
+        pairs = [(max(b, 0), max(e, 0)) for b, e in pairs]
     out = x
     for axis, (before, after) in enumerate(pairs):
         if not before and not after:
@@ -298,9 +301,13 @@ def _padded_reference(x, pad, mode):
 @pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
 @pytest.mark.parametrize("shape,pad", [((1, 1, 5, 5), (0, 2, 3, 2)), ((3, 3, 3, 3), (-1, 2, 2, -1)), ((1, 1, 5, 5), (3, -3, 0, -3)),
                                        ((1, 1, 5, 5), (3, -5, 1, -5)), ((1, 1, 5, 5), (0, 0, 0, -5)), ((1, 1, 5, 5), (4, 4, 0, 4)),
-                                       ((2, 3, 4), (-2, 3)), ((2, 3, 4), (3, -2))])
+                                       ((2, 3, 4), (-2, 3)), ((2, 3, 4), (3, -2)), ((1, 1, 5, 5), (1, -2, 2, -1))])
 def test_pad_modes_with_negative_amounts(mode, shape, pad):
     x = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+    if mode == "circular" and pad in ((3, -3, 0, -3), (3, -5, 1, -5), (-2, 3), (3, -2)):  # wraps more than once around what is left
+        with pytest.raises(ValueError, match="more than once"):
+            Tensor(x).pad(pad, mode=mode)
+        return
     np.testing.assert_array_equal(Tensor(x).pad(pad, mode=mode).numpy(), _padded_reference(x, pad, mode))
 
 

@@ -385,11 +385,12 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
         return x.sign().mul(poly.mul(x.square().neg().exp()).sub(1.0, True))
 
     def abs(self: Tensor) -> Tensor:
-        """|self|. Its gradient is sign(self): 0 at 0, as torch has it (a select between -self and self gave 1). The
-        value at 0 and NaN is self * self: +0.0 for -0.0, NaN for NaN."""
+        """|self|. Its gradient is sign(self): 0 at 0, as torch has it (a select between -self and self gave 1). At 0
+        the value is +0.0 (for -0.0 too), NaN stays NaN; the innermost branch is a select too (a product there put
+        0 * inf = NaN into the gradient at +-inf)."""
         if dtypes.is_unsigned(self.dtype) or self.dtype is dtypes.bool:
             return self
-        return (self > 0).where(self, (self < 0).where(self.neg(), self.mul(self)))
+        return (self > 0).where(self, (self < 0).where(self.neg(), self.eq(0).where(0, self)))
 
     def sign(self: Tensor) -> Tensor:
         """-1, 0 or 1 by the sign of self (±inf gives ±1, NaN stays NaN)."""

@@ -128,7 +128,7 @@ class TensorMovementMixin(TensorFields):
             padded = x._wrap(x.uop.pad(pairs))
             return padded if value == 0 else x._wrap(x._const(True, dtypes.bool).uop.pad(pairs)).where(padded, value)
         crop = tuple((-min(b, 0), min(e, 0)) for b, e in pairs)
-        if mode == "constant" and any(b or e for b, e in crop):
+        if mode in ("constant", "circular") and any(b or e for b, e in crop):
             x = x.shrink(tuple((b, s + e) for (b, e), s in zip(crop, x.shape)))
             crop = ()
         pairs = tuple((max(b, 0), max(e, 0)) for b, e in pairs)
@@ -138,10 +138,10 @@ class TensorMovementMixin(TensorFields):
                 return padded
             inside = x._wrap(x._const(True, dtypes.bool).uop.pad(pairs))
             return inside.where(padded, value)
-        # the other modes pad the whole input first, then cut the negative amounts off: element j of the result is the
-        # input's element reflected, clamped or wrapped at j - before, as torch defines reflect and replicate (a
-        # reflection or a repeat reaches into what a negative amount removes, and a reflection's limit is the input's
-        # size). torch's circular mode with negative amounts reads uninitialized memory; this one is the same rule
+        # reflect and replicate pad the whole input first, then cut the negative amounts off: element j of the result
+        # is the input's element reflected or clamped at j - before, as torch defines them (a reflection or a repeat
+        # reaches into what a negative amount removes, and a reflection's limit is the input's size). Constant and
+        # circular cut first (circular wraps around what is left, as torch's does)
         for axis, (b, e) in enumerate(pairs):
             if b or e:
                 x = x._pad_axis(axis, b, e, mode)
