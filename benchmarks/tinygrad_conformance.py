@@ -31,7 +31,8 @@ FILES = [
     "test/test_tiny.py", "test/unit/test_assign.py", "test/backend/test_setitem.py", "test/unit/test_jit.py",
     "test/unit/test_jit_footguns.py", "test/unit/test_gradient.py", "test/unit/test_indexing.py", "test/unit/test_getitem_ops.py",
     "test/backend/test_tensor.py", "test/backend/test_nn.py", "test/backend/test_optim.py", "test/unit/test_function.py",
-    "test/unit/test_rearrange_einops.py", "test/unit/test_linalg.py", "test/backend/test_ops.py",
+    "test/unit/test_rearrange_einops.py", "test/unit/test_linalg.py", "test/backend/test_ops.py", "test/backend/test_dtype_alu.py",
+    "test/backend/test_transcendental.py", "test/backend/test_edgecases.py", "test/backend/test_to_numpy.py",
 ]
 
 # module of the shim -> {tinygrad name: "uop_scheduler expression"}; anything else a test imports is a placeholder
@@ -41,15 +42,34 @@ SHIM: dict[str, dict[str, str]] = {
                  "Context": "Context", "nn": "nn", "function": "function", "GlobalCounters": "_us.helpers.GlobalCounters",
                  "UOp": "__import__('uopir').UOp"},
     "tinygrad.tensor": {"Tensor": "Tensor", "_to_np_dtype": "__import__('hcq_runtime').numpy_dtype"},
-    "tinygrad.dtype": {"dtypes": "dtypes", "DTYPES_DICT": "__import__('uopir.dtypes', fromlist=['DTYPES_DICT']).DTYPES_DICT"},
+    "tinygrad.dtype": {"dtypes": "dtypes", "DTYPES_DICT": "__import__('uopir.dtypes', fromlist=['DTYPES_DICT']).DTYPES_DICT"}
+                      | {name: f"__import__('uopir.dtypes', fromlist=['{name}']).{name}"
+                         for name in ("DType", "least_upper_dtype", "fp8_to_float", "float_to_fp8")}
+                      | {"_to_np_dtype": "__import__('hcq_runtime').numpy_dtype",
+                         # tinygrad's `truncate` is a table of one function per dtype
+                         "truncate": "type('Truncate', (), {'__getitem__': lambda self, dt: lambda v: "
+                                     "__import__('uopir.dtypes', fromlist=['truncate']).truncate(dt, v)})()"},
     "tinygrad.device": {"Device": "Device"},
     "tinygrad.helpers": {"Context": "Context", "JIT": "int(__import__('os').getenv('JIT', '1'))",
                          # switches test files read as numbers, and DEV's interface and renderer names (none here)
                          **{name: f"int(__import__('os').getenv('{name}', '0') or 0)" for name in ("DEBUG", "IMAGE", "CI")},
-                         "DEV": "__import__('types').SimpleNamespace(interface='', renderer='', device='', value='')"} | {name: f"_us.helpers.{name}"
+                         "DEV": "__import__('types').SimpleNamespace(interface='', renderer='', device='', value='')",
+                         # the dtypes the default device's kernels compute through float32
+                         "EMULATED_DTYPES": "type('Emulated', (), {'tolist': lambda self, dtypes: "
+                                            "sorted(Device[Device.DEFAULT].renderer.emulated_dtypes, key=str)})()"} | {name: f"_us.helpers.{name}"
                                                   for name in ("getenv", "OSX", "temp", "all_same", "prod", "GlobalCounters", "mv_address")},
     "tinygrad.engine": {},
     "tinygrad.renderer": {},
+    # renderer classes tests skip on (isinstance checks need classes, not placeholders); modules of internals
+    **{f"tinygrad.renderer.{mod}": {name: f"type('{name}', (), {{}})"} for mod, name in
+       (("ptx", "PTXRenderer"), ("llvmir", "CPULLVMRenderer"), ("isa.x86", "X86Renderer"))},
+    **{module: {} for module in ("tinygrad.renderer.isa", "tinygrad.runtime", "tinygrad.codegen", "tinygrad.codegen.decomp",
+                                 "tinygrad.codegen.decomp.op")},
+    # a value from its storage bits (bfloat16's 16 bits, an fp8 code), as test_dtype_alu draws them
+    "tinygrad.runtime.ops_python": {"from_storage_scalar": "lambda x, dtype: __import__('struct').unpack('<f', __import__('struct').pack("
+                                                           "'<I', (x & 0xFFFF) << 16))[0] if dtype == dtypes.bfloat16 else (__import__("
+                                                           "'uopir.dtypes', fromlist=['fp8_to_float']).fp8_to_float(int(x), dtype) "
+                                                           "if dtype in dtypes.fp8s else x)"},
     # a renderer class tests skip on (isinstance checks need a class, not a placeholder)
     "tinygrad.renderer.nir": {"NIRRenderer": "type('NIRRenderer', (), {})"},
     "tinygrad.engine.jit": {"TinyJit": "TinyJit", "JitError": "JitError"},
@@ -62,8 +82,9 @@ SHIM: dict[str, dict[str, str]] = {
     "tinygrad.nn.state": {name: f"nn.state.{name}" for name in ("get_parameters", "get_state_dict", "load_state_dict", "safe_save",
                                                                 "safe_load", "safe_load_metadata", "torch_load", "tar_extract", "zip_extract")},
     "tinygrad.function": {"function": "function"},
-    "tinygrad.uop": {},
-    "tinygrad.uop.ops": {"UOp": "__import__('uopir').UOp", "Ops": "__import__('uopir').Ops", "KernelInfo": "__import__('uopir').KernelInfo"},
+    "tinygrad.uop": {"Ops": "__import__('uopir').Ops"},
+    "tinygrad.uop.ops": {"UOp": "__import__('uopir').UOp", "Ops": "__import__('uopir').Ops", "KernelInfo": "__import__('uopir').KernelInfo",
+                         "GroupOp": "__import__('uopir').GroupOp"},
 }
 
 HELPERS_STUB = '''"""A stub of tinygrad's test/helpers.py for the conformance run: the names the public-API tests use."""

@@ -353,3 +353,18 @@ def test_int_interpolation_rounds_to_nearest():
     out = Tensor(x).interpolate((7, 20), mode="linear").numpy().astype(np.int64)
     ref = Tensor(x.astype(np.float32)).interpolate((7, 20), mode="linear").numpy().astype(np.float64)
     assert np.abs(out - ref).max() <= 0.5 + 1e-4
+
+
+# ---- transcendentals of narrow floats are rounded once, not after each step of their formula ----
+
+@pytest.mark.parametrize("dtype,rtol", [(dtypes.float16, 2e-3), (dtypes.bfloat16, 1e-2)])
+@pytest.mark.parametrize("name,fn,lo,hi", [("exp", np.exp, -8.0, 11.0), ("log", np.log, 0.01, 1000.0), ("cos", np.cos, -3.0, 3.0),
+                                           ("sigmoid", lambda x: 1 / (1 + np.exp(-x)), -8.0, 8.0), ("tanh", np.tanh, -3.0, 3.0),
+                                           ("sinh", np.sinh, -5.0, 5.0), ("atan", np.arctan, -4.0, 4.0), ("log10", np.log10, 0.1, 500.0)])
+def test_narrow_float_transcendentals(dtype, rtol, name, fn, lo, hi):
+    x = np.linspace(lo, hi, 97).astype(np.float32)
+    t = Tensor(x).cast(dtype)
+    inputs = t.cast(dtypes.float32).numpy().astype(np.float64)  # the values the narrow dtype holds
+    out = getattr(t, name)()
+    assert out.dtype is dtype
+    np.testing.assert_allclose(out.cast(dtypes.float32).numpy(), fn(inputs), rtol=rtol, atol=2e-3)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from uopir import dtypes
 
+from .elementwise import in_float32
 from .errors import TensorRuntimeError
 from .fields import TensorFields
 
@@ -43,6 +44,7 @@ class CompositeMathMixin(TensorFields):
     __slots__ = ()
 
     # ---- inverse trigonometric ----
+    @in_float32
     def asin(self: Tensor) -> Tensor:
         """arcsin(self) (NaN outside [-1, 1]); below 0.1 in magnitude its Taylor series keeps the relative error small."""
         x = self._float()
@@ -53,10 +55,12 @@ class CompositeMathMixin(TensorFields):
         series = _odd_series(a, (1, 1 / 6, 3 / 40, 5 / 112, 35 / 1152))
         return _with_sign_of(x, (a < 0.1).where(series, a.sub(1.0, True).sqrt().mul(poly).sub(math.pi / 2, True)))
 
+    @in_float32
     def acos(self: Tensor) -> Tensor:
         """arccos(self) (NaN outside [-1, 1])."""
         return self.asin().sub(math.pi / 2, True)
 
+    @in_float32
     def atan(self: Tensor) -> Tensor:
         """arctan(self); |self| > 1 goes through pi/2 - atan(1/|self|), so +-inf gives +-pi/2."""
         x = self._float()
@@ -67,16 +71,19 @@ class CompositeMathMixin(TensorFields):
         return _with_sign_of(x, big.where(small.sub(math.pi / 2, True), small))
 
     # ---- hyperbolic and inverse hyperbolic ----
+    @in_float32
     def sinh(self: Tensor) -> Tensor:
         """(e**self - e**-self) / 2 (its Taylor series below 0.1 in magnitude, where the difference cancels)."""
         x = self._float()
         return (x.abs() < 0.1).where(_odd_series(x, (1, 1 / 6, 1 / 120, 1 / 5040, 1 / 362880)), x.exp().sub(x.neg().exp()).mul(0.5))
 
+    @in_float32
     def cosh(self: Tensor) -> Tensor:
         """(e**self + e**-self) / 2."""
         x = self._float()
         return x.exp().add(x.neg().exp()).mul(0.5)
 
+    @in_float32
     def asinh(self: Tensor) -> Tensor:
         """log(|self| + sqrt(self**2 + 1)) with the sign of self (its Taylor series below 0.1 in magnitude)."""
         x = self._float()
@@ -84,17 +91,20 @@ class CompositeMathMixin(TensorFields):
         closed = a.add(a.square().add(1).sqrt()).log()
         return _with_sign_of(x, (a < 0.1).where(_odd_series(a, (1, -1 / 6, 3 / 40, -5 / 112, 35 / 1152)), closed))
 
+    @in_float32
     def acosh(self: Tensor) -> Tensor:
         """log(self + sqrt(self**2 - 1)) (NaN below 1)."""
         x = self._float()
         return x.add(x.square().sub(1).sqrt()).log()
 
+    @in_float32
     def atanh(self: Tensor) -> Tensor:
         """log((1 + self) / (1 - self)) / 2 (+-inf at +-1, NaN outside; its Taylor series below 0.1 in magnitude)."""
         x = self._float()
         closed = x.add(1).div(x.sub(1, True)).log().mul(0.5)
         return (x.abs() < 0.1).where(_odd_series(x, (1, 1 / 3, 1 / 5, 1 / 7, 1 / 9)), closed)
 
+    @in_float32
     def log10(self: Tensor) -> Tensor:
         """Base-10 logarithm."""
         return self.log2().mul(math.log10(2))
