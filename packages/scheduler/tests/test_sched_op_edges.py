@@ -368,3 +368,32 @@ def test_narrow_float_transcendentals(dtype, rtol, name, fn, lo, hi):
     out = getattr(t, name)()
     assert out.dtype is dtype
     np.testing.assert_allclose(out.cast(dtypes.float32).numpy(), fn(inputs), rtol=rtol, atol=2e-3)
+
+
+# ---- an int arange is computed where it is read: no buffer of its elements ----
+
+def test_arange_is_not_materialized():
+    t = Tensor.arange(2**40)  # 8 TiB as a buffer
+    assert t.dtype is dtypes.int64
+    assert t[2**39:2**39 + 3].tolist() == [2**39, 2**39 + 1, 2**39 + 2]
+    assert (Tensor.arange(2**33) * 2)[-2:].tolist() == [2**34 - 4, 2**34 - 2]
+
+
+def test_index_into_a_huge_expand():
+    # a tensor index compares against an arange of the indexed axis: 2**31 + 3 elements, never stored
+    big = Tensor([7]).expand(2**31 + 3)
+    assert big[Tensor([0, 2**31 + 2])].tolist() == [7, 7]
+
+
+@given(st.integers(-300, 300), st.integers(-300, 300), st.integers(-40, 40).filter(bool),
+       st.sampled_from([None, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint32, dtypes.float32]))
+@settings(max_examples=60, deadline=None)
+def test_arange_matches_numpy(start, stop, step, dtype):
+    ref = np.arange(start, stop, step)
+    if dtype is not None and ref.size and dtypes.is_int(dtype) and not dtype.min <= min(ref[0], ref[-1]) <= max(ref[0], ref[-1]) <= dtype.max:
+        with pytest.raises(OverflowError):
+            Tensor.arange(start, stop, step, dtype=dtype)
+        return
+    t = Tensor.arange(start, stop, step, dtype=dtype)
+    assert t.dtype is (dtype or dtypes.int32)
+    np.testing.assert_array_equal(t.numpy(), ref.astype(t.numpy().dtype))

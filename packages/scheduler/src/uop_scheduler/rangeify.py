@@ -192,6 +192,8 @@ class KernelLowering:
         op = node.op
         if op in (Ops.CONST, Ops.DEFINE_VAR):  # a variable is a scalar the kernel receives as an argument
             return [], lambda _: node
+        if op is Ops.IOTA:  # element i is i: the index itself
+            return [], lambda _: idx[0].cast(node.dtype)
         if op in (Ops.CONTIGUOUS, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD):
             return [(node.src[0], idx, valid)], lambda vals: vals[0]
         if op in GroupOp.Movement:

@@ -265,7 +265,7 @@ def _without_detach(view: UOp) -> UOp:
 # what one evaluation of an op costs, in simple ALU ops (a load from a buffer is 1; ops not listed are 1, movement ops
 # and constants 0): divisions and transcendental functions cost tens of cycles per element
 _OP_COST = {Ops.EXP2: 20, Ops.LOG2: 20, Ops.SIN: 20, Ops.SQRT: 8, Ops.FDIV: 8, Ops.CDIV: 8, Ops.CMOD: 8, Ops.POW: 40}
-_FREE = GroupOp.Movement | {Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD}
+_FREE = GroupOp.Movement | {Ops.CONST, Ops.IOTA, Ops.DEFINE_VAR, Ops.BIND, Ops.DETACH, Ops.CONTIGUOUS_BACKWARD}
 #: work (extra evaluations times what each costs beyond reading a buffer) an expand must add before the value it
 #: repeats gets a buffer (about a kernel launch's time, computed the slow way)
 COSTLY_WORK = 1 << 20

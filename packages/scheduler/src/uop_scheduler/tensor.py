@@ -721,7 +721,17 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
             if not dt.min <= lo <= hi <= dt.max:
                 reached = lo if lo < dt.min else hi
                 raise DTypeOverflowError(f"arange({start}, {stop}, {step}) reaches {reached}, outside the range of {dt} [{dt.min}, {dt.max}]")
-        # computed in float64/int64 on the host so every element is exact before the final conversion
+            # an int range is computed where it is read, from the element's index (no buffer: an arange of 2**31
+            # elements for a one-hot compare took 16 GiB on the host and 8 on the device), in int32 when every
+            # partial value fits, else int64
+            wide = dtypes.int32 if max(abs(lo), abs(hi), n * abs(step)) < 2**31 else dtypes.int64
+            ret = Tensor(UOp(Ops.IOTA, wide, (), n), device=device)
+            if step != 1:
+                ret = ret.mul(step)
+            if start:
+                ret = ret.add(start)
+            return Tensor(ret.cast(dt).uop, device=device, **kwargs)
+        # float ranges: computed in float64 on the host so every element is exact before the final conversion
         values = start + np.arange(n, dtype=np.float64 if dtypes.is_float(dt) else np.int64) * step
         return _index_constant(Tensor(values, device=device, dtype=dt, **kwargs))
 

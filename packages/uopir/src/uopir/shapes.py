@@ -91,6 +91,10 @@ def _param_shape(u: UOp) -> tuple[sint, ...]:
     return tuple(dim_value(s) for s in u.src)
 
 
+def _iota_shape(u: UOp) -> tuple[sint, ...]:
+    return (u.arg,)
+
+
 def _binary_shape(u: UOp) -> tuple[sint, ...]:
     return (len(u.arg),)
 
@@ -142,7 +146,8 @@ def _shape_rules() -> dict[Ops, Any]:
     chain of tests had them, first match winning."""
     rules: dict[Ops, Any] = {}
     groups = [(_SCALAR, _scalar_shape), (_PASSTHROUGH, _passthrough_shape), ({Ops.CALL}, _call_shape),
-              ({Ops.BUFFER}, _buffer_shape), ({Ops.PARAM}, _param_shape), ({Ops.BINARY}, _binary_shape), ({Ops.STACK}, _stack_shape),
+              ({Ops.BUFFER}, _buffer_shape), ({Ops.IOTA}, _iota_shape),
+              ({Ops.PARAM}, _param_shape), ({Ops.BINARY}, _binary_shape), ({Ops.STACK}, _stack_shape),
               ({Ops.INDEX}, _index_shape), ({Ops.REDUCE}, _reduce_shape), ({Ops.BITCAST}, _bitcast_shape), ({Ops.UNSHARD}, _unshard_shape),
               (GroupOp.Movement, _movement_shape), (GroupOp.Elementwise | {Ops.CUSTOM, Ops.CUSTOMI, Ops.WMMA}, _elementwise_shape)]
     for ops, rule in groups:

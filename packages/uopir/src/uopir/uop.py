@@ -66,7 +66,7 @@ def _arg_key(arg: Any) -> Any:
 
 
 # nodes that carry no device of their own and are not followed to one (a constant, a variable, a bound variable)
-_NO_DEVICE = frozenset({Ops.CONST, Ops.DEFINE_VAR, Ops.BIND})
+_NO_DEVICE = frozenset({Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.IOTA})
 
 
 class UOpMeta(type):
