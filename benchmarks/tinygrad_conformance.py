@@ -33,6 +33,7 @@ FILES = [
     "test/backend/test_tensor.py", "test/backend/test_nn.py", "test/backend/test_optim.py", "test/unit/test_function.py",
     "test/unit/test_rearrange_einops.py", "test/unit/test_linalg.py", "test/backend/test_ops.py", "test/backend/test_dtype_alu.py",
     "test/backend/test_transcendental.py", "test/backend/test_edgecases.py", "test/backend/test_to_numpy.py",
+    "test/backend/test_tensor_variable.py",
 ]
 
 # module of the shim -> {tinygrad name: "uop_scheduler expression"}; anything else a test imports is a placeholder
@@ -52,7 +53,7 @@ SHIM: dict[str, dict[str, str]] = {
     "tinygrad.device": {"Device": "Device"},
     "tinygrad.helpers": {"Context": "Context", "JIT": "int(__import__('os').getenv('JIT', '1'))",
                          # switches test files read as numbers, and DEV's interface and renderer names (none here)
-                         **{name: f"int(__import__('os').getenv('{name}', '0') or 0)" for name in ("DEBUG", "IMAGE", "CI")},
+                         **{name: f"int(__import__('os').getenv('{name}', '0') or 0)" for name in ("DEBUG", "IMAGE", "CI", "CHECK_OOB")},
                          "DEV": "__import__('types').SimpleNamespace(interface='', renderer='', device='', value='')",
                          # the dtypes the default device's kernels compute through float32
                          "EMULATED_DTYPES": "type('Emulated', (), {'tolist': lambda self, dtypes: "

@@ -79,7 +79,7 @@ def test_linked_program_checks_its_arguments():
     linked = link_linear(UOp(Ops.LINEAR, dtypes.void, (call(prefix(n), out, a),)), inputs=[a])
     with pytest.raises(DeviceError, match="takes 1 input buffers, got 0"):
         linked([])
-    with pytest.raises(DeviceError, match="variable len has no value"):
+    with pytest.raises(DeviceError, match="variable len is unbound"):
         linked([buffer_for(UOp.new_buffer("CPU", n, dtypes.float32))])
 
 

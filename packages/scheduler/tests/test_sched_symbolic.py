@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hcq_runtime import counters
-from uop_scheduler import Tensor, Variable
+from uop_scheduler import Tensor, Variable, dtypes
 from uopir import Ops
 
 AN = np.arange(30, dtype=np.float32).reshape(3, 10) / 7
@@ -102,3 +102,67 @@ def test_bound_values_walk_the_graph_once_and_schedule_once(monkeypatch):
         np.testing.assert_allclose(out.numpy(), (AN[:, :i] * 3).sum(1), rtol=1e-5)
     assert len(passes) == 1
     assert len(walks) == 3  # each realize walks once (numpy() of a realized tensor reads its buffer)
+
+
+# ---- bound Variables as values: operands, fill values, arange bounds, pad amounts, causal masks ----
+
+def test_variables_combine_with_tensors_as_weak_ints():
+    for i in (2, 7):
+        v = Variable("a", 1, 10).bind(i)
+        assert (Tensor.ones(3, dtype=dtypes.int8) * v).tolist() == [i] * 3
+        assert (Tensor.ones(3, dtype=dtypes.int8) * v).dtype is dtypes.int8  # the concrete side's dtype
+        assert (Tensor(3) * (v * 4)).item() == 12 * i
+        assert Tensor(v * 4).item() == 4 * i  # a read commits the weak int to the default int
+        assert Tensor(v).dtype is dtypes.weakint
+        assert Tensor.full((3,), v).tolist() == [i] * 3
+
+
+def test_variable_dtype_and_large_values():
+    big = Variable("b", 0, 2**40, dtype=dtypes.int64).bind(2**35)
+    assert big.dtype is dtypes.int64
+    assert (Tensor(big) * 2).item() == 2**36
+
+
+def test_unbound_variable_is_named_in_the_error():
+    with pytest.raises(RuntimeError, match="u is unbound"):
+        Tensor(Variable("u", 1, 10)).item()
+
+
+@pytest.mark.parametrize("bounds", [lambda v: (0, v), lambda v: (v, 12), lambda v: (1, 12, v), lambda v: (v, v + 9, 2)])
+def test_arange_with_variable_bounds(bounds):
+    for i in (1, 2, 3):
+        args = bounds(Variable("k", 1, 3).bind(i))
+        ref = np.arange(*[_value(a) for a in args])
+        got = Tensor.arange(*args)[:len(ref)].numpy()
+        np.testing.assert_array_equal(got, ref)
+
+
+def _value(d):
+    """The value of an int or an expression of bound variables."""
+    return d if isinstance(d, int) else int(d.substitute({b: b.src[1] for b in d.toposort() if b.op is Ops.BIND}).simplify().arg)
+
+
+def test_pad_by_variable_amounts():
+    for i in (1, 2):
+        t = Tensor.ones(2, 2).pad([Variable("a", 1, 3).bind(i)] * 4)
+        total = (2 + 2 * i) ** 2
+        assert t.mean().item() == pytest.approx(4 / total)
+
+
+@pytest.mark.parametrize("start_pos", [0, 1, 3])
+def test_causal_mask_with_a_variable_start(start_pos):
+    # the mask a KV-cache decoder builds: rows t, columns start_pos + t, tril at start_pos + 1
+    t = Variable("t", 1, 10).bind(4)
+    pos = Variable("start_pos", 0, 5).bind(start_pos)
+    mask = Tensor.full((1, 1, t, pos + t), float("-inf")).tril(pos + 1)
+    got = mask.shrink(((0, 1), (0, 1), (0, 4), (0, start_pos + 4))).numpy()
+    np.testing.assert_array_equal(got, np.tril(np.full((1, 1, 4, start_pos + 4), float("-inf")), k=start_pos + 1))
+    upper = Tensor.full((1, 1, t, pos + t), 1.0).triu(pos + 1).shrink(((0, 1), (0, 1), (0, 4), (0, start_pos + 4))).numpy()
+    np.testing.assert_array_equal(upper, np.triu(np.ones((1, 1, 4, start_pos + 4)), k=start_pos + 1))
+
+
+def test_chunk_along_a_symbolic_dim_is_refused():
+    t = Tensor.ones(10, 8).contiguous()[:Variable("a", 1, 10).bind(4), :]
+    assert [c.shape[1] for c in t.chunk(2, dim=-1)] == [4, 4]
+    with pytest.raises(ValueError, match="symbolic"):
+        t.chunk(2, dim=0)

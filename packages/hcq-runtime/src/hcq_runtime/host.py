@@ -133,7 +133,7 @@ def _value(arg: UOp, var_vals: Mapping[str, int]) -> int:
         return int(arg.src[1].arg) if arg.src[1].op is Ops.CONST else var_vals[arg.expr]
     if arg.op is Ops.DEFINE_VAR:
         if arg.expr not in var_vals:
-            raise DeviceError(f"variable {arg.expr} has no value: bind it or pass it in var_vals")
+            raise DeviceError(f"variable {arg.expr} is unbound (no value): bind it or pass it in var_vals")
         return var_vals[arg.expr]
     raise DeviceError(f"a scalar call argument must be a CONST, BIND or variable, got {arg.op.name}")
 
@@ -147,7 +147,7 @@ def _variable_value(var: UOp, args: tuple[UOp, ...], var_vals: Mapping[str, int]
     for a in args:
         if a.op is Ops.BIND and a.expr == name:
             return _value(a, var_vals)
-    raise DeviceError(f"variable {name} has no value: bind it or pass it in var_vals")
+    raise DeviceError(f"variable {name} is unbound (no value): bind it or pass it in var_vals")
 
 
 def _call_parts(call: UOp) -> tuple[UOp, tuple[UOp, ...]]:
@@ -243,7 +243,7 @@ class HostBatch(LinkedPart):
             addresses[i] = inputs[index].ensure_allocated().address
         for i, name in enumerate(self.variables):
             if name not in var_vals:
-                raise DeviceError(f"variable {name} has no value: pass it in var_vals")
+                raise DeviceError(f"variable {name} is unbound (no value): pass it in var_vals")
             self._values[i] = var_vals[name]
         n_steps, n_in, n_var = self._counts
         if self._fn is None:

@@ -106,8 +106,11 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
         return self._wrap(const_uop(value, dtype, self.shape if shape is None else shape))
 
     def _broadcasted(self: Tensor, y: Any, reverse: bool = False) -> tuple[Tensor, Tensor]:
-        """Both operands as tensors of the broadcast shape and the promoted dtype."""
+        """Both operands as tensors of the broadcast shape and the promoted dtype. A symbolic int (a bound `Variable`
+        or an expression of them) is a 0-d tensor of its value: weakly typed, so it takes the tensor's int dtype."""
         x: Tensor = self
+        if isinstance(y, UOp) and y.shape_or_none == () and dtypes.is_int(y.dtype):
+            y = type(x)(y, device=x.device)
         if isinstance(y, ElementwiseMixin):
             if y.device != x.device:
                 raise TensorRuntimeError(f"operands are on different devices ({x.device} and {y.device}): move one with .to()")

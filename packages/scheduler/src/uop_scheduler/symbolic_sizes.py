@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from uopir import Ops, UOp
+from uopir import Ops, UOp, to_dtype
 
 
-def Variable(name: str, min_val: int, max_val: int) -> UOp:  # noqa: N802 -- tinygrad's name
-    """A symbolic int in [min_val, max_val]; `.bind(value)` fixes its value for one use."""
-    return UOp.variable(name, min_val, max_val)
+def Variable(name: str, min_val: int, max_val: int, dtype: Any = None) -> UOp:  # noqa: N802 -- tinygrad's name
+    """A symbolic int in [min_val, max_val] (of `dtype`, an int dtype; weakly typed by default); `.bind(value)` fixes
+    its value for one use."""
+    return UOp.variable(name, min_val, max_val) if dtype is None else UOp.variable(name, min_val, max_val, to_dtype(dtype))
 
 
 def concrete(d: Any) -> int:

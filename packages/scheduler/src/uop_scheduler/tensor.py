@@ -331,6 +331,9 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
         refers to its buffer. A view of a buffer stays a view of it."""
         # a sharded tensor among them (`Tensor.realize(sharded, t)` too) is its shards
         flat = [s for t in (self, *lst) for s in (t.shards if hasattr(t, "shards") else (t,))]
+        for t in flat:
+            if t.uop.dtype in dtypes.weaks:  # a symbolic int (Tensor(Variable(...).bind(2))) is stored as the default int
+                t.uop = t.uop.cast(strong_dtype(t.uop.dtype))
         tensors = list({id(t): t for t in (*flat, *pending)}.values())
         pending.clear()
         if any(storage_of(t.uop) is not None for t in tensors):  # writes: their old versions' small readers come along
@@ -640,13 +643,15 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
 
     # ---- creation ----
     @staticmethod
-    def _shape_arg(shape: tuple[Any, ...]) -> tuple[int, ...]:
+    def _shape_arg(shape: tuple[Any, ...], symbolic: bool = False) -> tuple[int, ...]:
+        """A shape given as ints or one tuple or list of them; with `symbolic`, a dim may be a bound Variable (or an
+        expression of them)."""
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
             shape = tuple(shape[0])
         if any(isinstance(s, (tuple, list)) for s in shape):
             raise ShapeError(f"a shape is ints, given separately or as one tuple or list, not both: got {shape}")
-        dims = tuple(int(s) for s in shape)
-        if any(d < 0 for d in dims):
+        dims = tuple(s if symbolic and isinstance(s, UOp) else int(s) for s in shape)
+        if any(isinstance(d, int) and d < 0 for d in dims):
             raise ShapeError(f"a shape cannot have negative dimensions: got {dims}")
         return dims
 
@@ -684,7 +689,10 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
              **kwargs: Any) -> Tensor:
         """A tensor of `shape` filled with `fill_value`: a lazy broadcast constant, or with `buffer=True` a value
         materialized into a buffer of its own when realized (the values are the same either way)."""
-        dims = Tensor._shape_arg((shape,) if isinstance(shape, int) else tuple(shape))
+        dims = Tensor._shape_arg((shape,) if isinstance(shape, (int, UOp)) else tuple(shape), symbolic=True)
+        if isinstance(fill_value, UOp):  # a symbolic int (a bound Variable): its value, in every element
+            value = Tensor(fill_value, device=device).cast(_norm_dtype(dtype) or strong_dtype(fill_value.dtype))
+            return Tensor(value.uop.reshape((1,) * len(dims)).expand(dims), device=device, **kwargs)
         dt = _norm_dtype(dtype) or strong_dtype(dtypes.from_py(fill_value))
         const = UOp.const(dt.const(fill_value), dt)
         if buffer:
@@ -707,6 +715,8 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
         """`start, start+step, ...` below `stop` (int32 when all arguments are ints, else float32)."""
         if stop is None:
             start, stop = 0, start
+        if any(isinstance(x, UOp) for x in (start, stop, step)):
+            return Tensor._symbolic_arange(start, stop, step, dtype, device, **kwargs)
         if step == 0:
             raise ValueError("arange step cannot be 0")
         n = max(0, math.ceil((stop - start) / step))
@@ -725,7 +735,7 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
             # elements for a one-hot compare took 16 GiB on the host and 8 on the device), in int32 when every
             # partial value fits, else int64
             wide = dtypes.int32 if max(abs(lo), abs(hi), n * abs(step)) < 2**31 else dtypes.int64
-            ret = Tensor(UOp(Ops.IOTA, wide, (), n), device=device)
+            ret = Tensor(UOp(Ops.IOTA, wide, (UOp.const(n),)), device=device)
             if step != 1:
                 ret = ret.mul(step)
             if start:
@@ -734,6 +744,29 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
         # float ranges: computed in float64 on the host so every element is exact before the final conversion
         values = start + np.arange(n, dtype=np.float64 if dtypes.is_float(dt) else np.int64) * step
         return _index_constant(Tensor(values, device=device, dtype=dt, **kwargs))
+
+    @staticmethod
+    def _symbolic_arange(start: Any, stop: Any, step: Any, dtype: Any, device: str | None, **kwargs: Any) -> Tensor:
+        """arange with bound Variables among its bounds or step: a symbolic length, ceil((stop - start) / step), its
+        values computed from the element's index and the variables' values when it runs (one kernel for every value).
+        Ints only, and a step that is positive for every value of its variables."""
+        dt = _norm_dtype(dtype) or dtypes.default_int
+        if not dtypes.is_int(dt) or not all(isinstance(x, (int, UOp)) and not isinstance(x, bool) for x in (start, stop, step)):
+            raise TensorTypeError(f"a symbolic arange takes ints and int Variables with an int dtype, got {start!r}, {stop!r}, {step!r}, {dt}")
+        if (step if isinstance(step, int) else int(step.vmin)) <= 0:
+            raise ShapeError(f"a symbolic arange needs a step above 0 for every value of its variables, got {step!r}")
+        # the size of arange(v) is v itself, not rewritten: the same symbolic dim as the shapes built from v (a
+        # simplified v + t came back as t + v, and a reshape between the two forms could not match them)
+        size = stop - start if isinstance(step, int) and step == 1 else ((stop - start) + (step - 1)) // step
+        if isinstance(start, int) and start == 0 and isinstance(step, int) and step == 1:
+            size = stop
+        elif isinstance(size, UOp):
+            size = size.ssimplify()  # an int when the variables cancel out
+            if isinstance(size, UOp) and size.vmin < 0:
+                size = size.maximum(0).ssimplify()
+        size = max(size, 0) if isinstance(size, int) else size
+        ret = Tensor(UOp(Ops.IOTA, dtypes.int32, (size if isinstance(size, UOp) else UOp.const(size),)), device=device)
+        return Tensor(ret.mul(step).add(start).cast(dt).uop, device=device, **kwargs)
 
     @staticmethod
     def linspace(start: float, stop: float, steps: int, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:

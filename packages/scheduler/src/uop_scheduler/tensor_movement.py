@@ -112,7 +112,7 @@ class TensorMovementMixin(TensorFields):
         """
         if mode not in ("constant", "reflect", "replicate", "circular"):
             raise NotImplementedError(f"mode={mode!r} is not supported: use constant, reflect, replicate or circular")
-        if all(isinstance(p, int) for p in padding):
+        if all(isinstance(p, (int, UOp)) for p in padding):  # flat, torch's form (an amount may be a bound Variable)
             if len(padding) % 2 or len(padding) // 2 > self.ndim:
                 raise ShapeError(f"padding length is improper, padding={tuple(padding)} ndim={self.ndim}")
             flat = tuple(padding)
@@ -278,6 +278,8 @@ class TensorMovementMixin(TensorFields):
         if chunks <= 0:
             raise ShapeError(f"chunks must be positive, got {chunks}")
         n = self.shape[self._resolve_dim(dim)]
+        if not isinstance(n, int):
+            raise ShapeError(f"cannot chunk along the symbolic dim {dim} of {self.shape}: shrink it to a size first")
         return self.split(math.ceil(n / chunks) if n else 1, dim)
 
     # ---- indexing ----

@@ -78,7 +78,7 @@ class Ops(IntEnum):
     CUSTOMI = auto()
 
     # tensor-graph only: scheduling hints, buffer ops, movement, reductions
-    IOTA = auto()  # the values 0, 1, ..., arg - 1 (a 1-d leaf): lowered to its loop index, never stored
+    IOTA = auto()  # the values 0, 1, ..., n - 1 for its source n (a size, maybe symbolic): lowered to its loop index
     CONTIGUOUS = auto()
     CONTIGUOUS_BACKWARD = auto()
     DETACH = auto()

@@ -92,7 +92,7 @@ def _param_shape(u: UOp) -> tuple[sint, ...]:
 
 
 def _iota_shape(u: UOp) -> tuple[sint, ...]:
-    return (u.arg,)
+    return (dim_value(u.src[0]),)
 
 
 def _binary_shape(u: UOp) -> tuple[sint, ...]:

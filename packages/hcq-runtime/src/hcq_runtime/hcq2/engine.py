@@ -159,7 +159,7 @@ def _values_vector(sources: Mapping[str, int], var_vals: Mapping[str, int]) -> n
     for name, index in sources.items():
         if name.startswith("var:"):
             if name[4:] not in var_vals:
-                raise DeviceError(f"variable {name[4:]} has no value: bind it or pass it in var_vals")
+                raise DeviceError(f"variable {name[4:]} is unbound (no value): bind it or pass it in var_vals")
             values[index] = var_vals[name[4:]] & ((1 << 64) - 1)
     return values
 
@@ -230,7 +230,7 @@ class QueueSteps(LinkedPart):
         given = {**self._bound, **var_vals}
         for i, name in enumerate(self.variables):
             if name not in given:
-                raise DeviceError(f"variable {name} has no value: pass it in var_vals")
+                raise DeviceError(f"variable {name} is unbound (no value): pass it in var_vals")
             values[self.n_inputs + i] = given[name] & ((1 << 64) - 1)
         for standin, buf in zip(self._standins, inputs, strict=True):
             bind_buffer(standin, buf)
