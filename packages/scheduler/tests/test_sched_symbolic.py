@@ -115,6 +115,10 @@ def test_variables_combine_with_tensors_as_weak_ints():
         assert Tensor(v * 4).item() == 4 * i  # a read commits the weak int to the default int
         assert Tensor(v).dtype is dtypes.weakint
         assert Tensor.full((3,), v).tolist() == [i] * 3
+        # the variable on the left leaves the operation to the tensor
+        t = Tensor([1, 5, 9], dtype=dtypes.int32)
+        assert (v * t).tolist() == [i, 5 * i, 9 * i] and (v - t).tolist() == [i - 1, i - 5, i - 9]
+        assert (v < t).tolist() == [i < 1, i < 5, i < 9] and (v >= t).tolist() == [i >= 1, i >= 5, i >= 9]
 
 
 def test_variable_dtype_and_large_values():

@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from hcq_runtime import Buffer, Device, bind_buffer, buffer_for, canonicalize, numpy_dtype
-from uopir import DType, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8_to_float, kernel_form, strong_dtype, to_dtype
+from uopir import DEFERRED_OPERAND_TYPES, DType, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8_to_float, kernel_form, strong_dtype, to_dtype
 
 from .activations import ActivationMixin
 from .call_values import IN_PLACE, written_slots
@@ -850,6 +850,10 @@ class _Settling:
         """`root`'s views were rebuilt: collected again when one of them counts among the leaves."""
         if self._leaves is not None and any(self.leaf_count(v) for v in list(root._views or ())):
             self._leaves = None
+
+
+# a UOp operand (a bound Variable) combined with a tensor leaves the operation to the tensor: `v * t` is `t * v`
+DEFERRED_OPERAND_TYPES.add(Tensor)
 
 
 def _index_constant(t: Tensor) -> Tensor:

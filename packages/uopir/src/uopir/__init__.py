@@ -38,6 +38,7 @@ from uopir.dtypes import (
 from uopir.errors import CallError, DTypeError, GraphError, RewriteError, SpecError, SymbolicError, UOpIRError
 from uopir.floatconv import bf16_bits_to_float, float_to_bf16, float_to_bf16_bits, float_to_fp16
 from uopir.interp import exec_alu
+from uopir.mathops import DEFERRED_OPERAND_TYPES
 from uopir.operators import OperatorMixin
 from uopir.ops import AxisType, GroupOp, Ops
 from uopir.render import pretty_print, print_uops
@@ -54,6 +55,7 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     "prod",
+    "DEFERRED_OPERAND_TYPES",
     # dtypes
     "AddrSpace", "ConstType", "DType", "ImageDType", "PtrDType", "dtypes", "to_dtype", "least_upper_dtype", "least_upper_float", "strong_dtype",
     "sum_acc_dtype", "can_lossless_cast", "truncate", "float_to_fp8", "fp8_to_float", "float_to_bf16", "float_to_bf16_bits",

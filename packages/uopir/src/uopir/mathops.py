@@ -110,3 +110,24 @@ class MathMixin(OperatorMixin):
             a = self.const_like(x, dtypes.from_py(x))
             a, b = a._promote(y)
         return self.alu(Ops.WHERE, a, b)
+
+
+#: operand types a UOp's binary operators leave the operation to (their reflected operator answers): a tensor class
+#: registers itself, so `variable * tensor` is the tensor's product as `tensor * variable` is
+DEFERRED_OPERAND_TYPES: set[type] = set()
+
+
+def _deferring(name: str) -> Callable[..., Any]:
+    base = getattr(MathMixin, name)
+
+    def method(self: Any, x: Any) -> Any:
+        return NotImplemented if x.__class__ in DEFERRED_OPERAND_TYPES else base(self, x)
+
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = base.__doc__
+    return method
+
+
+for _name in ("__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__", "__mod__", "__pow__", "__and__", "__or__", "__xor__",
+              "__lt__", "__gt__", "__le__", "__ge__"):
+    setattr(MathMixin, _name, _deferring(_name))
