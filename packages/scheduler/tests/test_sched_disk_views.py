@@ -57,3 +57,15 @@ def test_a_slice_of_a_large_file_copies_only_its_bytes(tmp_path):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     np.testing.assert_array_equal((t[n // 2:n // 2 + 4] * 2).numpy(), np.arange(4) * 2)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 200_000  # KiB
+
+
+@pytest.mark.parametrize("make", [lambda: Tensor.arange(12), lambda: Tensor.full((5,), 2.5), lambda: Tensor.arange(6) * 3 + 1,
+                                  lambda: (Tensor.manual_seed(3), Tensor.randn(7))[1]])
+def test_values_without_buffers_are_computed_before_a_file_copy(tmp_path, make):
+    # constants and index ranges belong to no device; a file runs no kernels, so they are computed on the default
+    # device and copied (they were compiled for the file's device)
+    value = make()
+    expected = value.numpy()
+    on_disk = make().to(f"disk:{tmp_path / 'v.bin'}")
+    np.testing.assert_array_equal(on_disk.numpy(), expected)
+    np.testing.assert_array_equal(on_disk[1:4].to("CPU").numpy(), expected[1:4])

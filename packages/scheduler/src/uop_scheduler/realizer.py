@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from hcq_runtime import (
     Buffer,
     CompileError,
+    Device,
     DeviceError,
     Linked,
     bind_buffer,
@@ -31,7 +32,7 @@ from hcq_runtime import (
 from uopir import Ops, UOp, dtypes
 
 from .call_values import in_place_arity, in_place_overwritten
-from .schedule import BufferSpec, GraphWalk, Schedule, device_below_in, walk_graph
+from .schedule import BufferSpec, GraphWalk, Schedule, bytes_only, device_below_in, walk_graph
 from .schedule_rewrites import cached_schedule
 from .storage import off_storage, touches_storage
 
@@ -214,6 +215,8 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
 
     `live_reads` lists the buffer versions values outside this schedule may still read; it is asked only when the
     schedule overwrites a version in place, and those versions are kept (copied) for their readers."""
+    if bytes_only(default_device):  # values of constants alone copied into a file are computed on the default device
+        default_device = Device.DEFAULT
     walk = walk_graph(plan_targets := targets, done, default_device)
     if touches_storage(walk.marked):
         # views of a file's buffer are computed from a copy of the bytes they read (a DISK device runs no kernels)

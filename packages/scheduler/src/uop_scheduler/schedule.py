@@ -160,6 +160,16 @@ def _is_leaf_view(node: UOp, leaf_set: set[UOp]) -> UOp | None:
     return node if node in leaf_set else None
 
 
+def bytes_only(device) -> bool:
+    """Whether `device` only stores bytes (runs no kernels: DISK)."""
+    return isinstance(device, str) and _bytes_only_name(device)
+
+
+@functools.lru_cache(maxsize=256)
+def _bytes_only_name(device: str) -> bool:
+    return device.upper().startswith("DISK")  # asked for every buffer of every realize: the upper-cased copy once per name
+
+
 def device_below(node: UOp) -> str | None:
     """Where a node is computed: its own device, else the device of the buffers below it (`UOp.device` follows only
     the first source, and a graph such as a gradient can start from a device-less constant); None for a graph of
@@ -315,8 +325,9 @@ def buffered_nodes(nodes: list[UOp], targets: tuple[UOp, ...] | list[UOp], leaf_
             realized.add(node)
             # a COPY's source is computed where it lives, unless it is of constants alone (no device): then the
             # COPY computes it on its own device (realized apart, it would sit on the default device and be read there
-            # by kernels of other devices too)
-            if node.op is Ops.COPY and _is_leaf_view(node.src[0], leaf_set) is None and device_below(node.src[0]) is not None:
+            # by kernels of other devices too) unless that device runs no kernels (a file): then on the default one
+            if node.op is Ops.COPY and _is_leaf_view(node.src[0], leaf_set) is None and \
+                    (device_below(node.src[0]) is not None or bytes_only(node.arg)):
                 realized.add(node.src[0])
     for node in nodes:
         if node.op is Ops.REDUCE and node not in leaf_set and not _fuses_into_consumer(node, consumers, realized):

@@ -7,13 +7,11 @@ memory, no read until the copy runs). A plain copy of a whole file buffer (`t.to
 
 from __future__ import annotations
 
-import functools
-
 from hcq_runtime import Device, bind_buffer, buffer_for
 from uopir import GroupOp, Ops, UOp
 
 from .rangeify import flat_index, movement_inner
-from .schedule import _is_leaf_view
+from .schedule import _is_leaf_view, bytes_only
 
 
 def touches_storage(nodes) -> bool:
@@ -22,14 +20,6 @@ def touches_storage(nodes) -> bool:
     return any(n.op in (Ops.BUFFER, Ops.COPY, Ops.AFTER) and bytes_only(n.device) for n in nodes)
 
 
-def bytes_only(device) -> bool:
-    """Whether `device` only stores bytes (runs no kernels)."""
-    return isinstance(device, str) and _bytes_only_name(device)
-
-
-@functools.lru_cache(maxsize=256)
-def _bytes_only_name(device: str) -> bool:
-    return device.upper().startswith("DISK")  # asked for every buffer of every realize: the upper-cased copy once per name
 
 
 def _storage_chain(node: UOp) -> UOp | None:
