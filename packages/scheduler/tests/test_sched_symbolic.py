@@ -170,3 +170,10 @@ def test_chunk_along_a_symbolic_dim_is_refused():
     assert [c.shape[1] for c in t.chunk(2, dim=-1)] == [4, 4]
     with pytest.raises(ValueError, match="symbolic"):
         t.chunk(2, dim=0)
+
+
+def test_arange_with_a_large_variable_takes_int64():
+    v = Variable("big", 1, 2**40, dtype=dtypes.int64).bind(2**33)
+    t = Tensor.arange(v, v + 3)
+    assert t.dtype is dtypes.int64 and t[:3].tolist() == [2**33, 2**33 + 1, 2**33 + 2]
+    assert Tensor.arange(Variable("a", 1, 10).bind(3)).dtype is dtypes.int32

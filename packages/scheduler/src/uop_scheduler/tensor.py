@@ -757,15 +757,24 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
             raise ShapeError(f"a symbolic arange needs a step above 0 for every value of its variables, got {step!r}")
         # the size of arange(v) is v itself, not rewritten: the same symbolic dim as the shapes built from v (a
         # simplified v + t came back as t + v, and a reshape between the two forms could not match them)
-        size = stop - start if isinstance(step, int) and step == 1 else ((stop - start) + (step - 1)) // step
-        if isinstance(start, int) and start == 0 and isinstance(step, int) and step == 1:
+        unit = isinstance(step, int) and step == 1
+        if unit and isinstance(start, int) and start == 0:
             size = stop
-        elif isinstance(size, UOp):
-            size = size.ssimplify()  # an int when the variables cancel out
+        else:
+            size = stop - start if unit else ((stop - start) + (step - 1)) // step
+            size = size.ssimplify() if isinstance(size, UOp) else size  # an int when the variables cancel out
             if isinstance(size, UOp) and size.vmin < 0:
                 size = size.maximum(0).ssimplify()
         size = max(size, 0) if isinstance(size, int) else size
-        ret = Tensor(UOp(Ops.IOTA, dtypes.int32, (size if isinstance(size, UOp) else UOp.const(size),)), device=device)
+
+        def largest(x: Any) -> int:
+            return abs(x) if isinstance(x, int) else max(abs(int(x.vmin)), abs(int(x.vmax)))
+
+        # int32 partial values when every value of the variables keeps them in range, else int64 (also the result's
+        # dtype when none is asked for, as a concrete range past int32 takes int64)
+        wide = dtypes.int32 if largest(size) * largest(step) + largest(start) < 2**31 else dtypes.int64
+        dt = dt if dtype is not None else wide
+        ret = Tensor(UOp(Ops.IOTA, wide, (size if isinstance(size, UOp) else UOp.const(size),)), device=device)
         return Tensor(ret.mul(step).add(start).cast(dt).uop, device=device, **kwargs)
 
     @staticmethod
