@@ -109,8 +109,6 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
         """Both operands as tensors of the broadcast shape and the promoted dtype. A symbolic int (a bound `Variable`
         or an expression of them) is a 0-d tensor of its value: weakly typed, so it takes the tensor's int dtype."""
         x: Tensor = self
-        if isinstance(y, UOp) and y.shape_or_none == () and dtypes.is_int(y.dtype):
-            y = type(x)(y, device=x.device)
         if isinstance(y, ElementwiseMixin):
             if y.device != x.device:
                 raise TensorRuntimeError(f"operands are on different devices ({x.device} and {y.device}): move one with .to()")
@@ -122,6 +120,8 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
             yt = y
         else:
             if not isinstance(y, (bool, int, float)):
+                if isinstance(y, UOp) and y.shape_or_none == () and dtypes.is_int(y.dtype):
+                    return x._broadcasted(type(x)(y, device=x.device), reverse)
                 raise TensorRuntimeError(f"cannot combine a Tensor with {type(y).__name__}: use a Tensor or a Python number")
             out_dt = _scalar_promotion(x.dtype, _const_dtype(y))
             shape = x.shape

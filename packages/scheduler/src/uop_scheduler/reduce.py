@@ -240,7 +240,7 @@ class ReduceMixin(TensorFields):
 
     def cummin(self: Tensor, axis: int = 0) -> tuple[Tensor, Tensor]:
         """(running min, int32 index of the first element equal to it) along `axis`."""
-        return self._running_with_index(self._inverse()._cumulative(Ops.MAX, axis)._inverse() if self.ndim else self._cumulative(Ops.MAX, axis), axis)
+        return self._running_with_index(self._inverse()._cumulative(Ops.MAX, axis)._inverse(), axis)
 
     def _running_with_index(self: Tensor, values: Tensor, axis: int) -> tuple[Tensor, Tensor]:
         """(values, the index of the first element of self at or before each position that equals its value)."""

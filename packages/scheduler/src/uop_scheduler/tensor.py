@@ -732,15 +732,8 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
                 reached = lo if lo < dt.min else hi
                 raise DTypeOverflowError(f"arange({start}, {stop}, {step}) reaches {reached}, outside the range of {dt} [{dt.min}, {dt.max}]")
             # an int range is computed where it is read, from the element's index (no buffer: an arange of 2**31
-            # elements for a one-hot compare took 16 GiB on the host and 8 on the device), in int32 when every
-            # partial value fits, else int64
-            wide = dtypes.int32 if max(abs(lo), abs(hi), n * abs(step)) < 2**31 else dtypes.int64
-            ret = Tensor(UOp(Ops.IOTA, wide, (UOp.const(n),)), device=device)
-            if step != 1:
-                ret = ret.mul(step)
-            if start:
-                ret = ret.add(start)
-            return Tensor(ret.cast(dt).uop, device=device, **kwargs)
+            # elements for a one-hot compare took 16 GiB on the host and 8 on the device)
+            return Tensor._index_range(n, start, step, dt, device, **kwargs)
         # float ranges: computed in float64 on the host so every element is exact before the final conversion
         values = start + np.arange(n, dtype=np.float64 if dtypes.is_float(dt) else np.int64) * step
         return _index_constant(Tensor(values, device=device, dtype=dt, **kwargs))
@@ -766,16 +759,21 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
             if isinstance(size, UOp) and size.vmin < 0:
                 size = size.maximum(0).ssimplify()
         size = max(size, 0) if isinstance(size, int) else size
+        # no dtype asked for: int64 when the variables' values can pass int32, as a concrete range past int32 takes it
+        return Tensor._index_range(size, start, step, dt if dtype is not None else _index_width(size, start, step), device, **kwargs)
 
-        def largest(x: Any) -> int:
-            return abs(x) if isinstance(x, int) else max(abs(int(x.vmin)), abs(int(x.vmax)))
-
-        # int32 partial values when every value of the variables keeps them in range, else int64 (also the result's
-        # dtype when none is asked for, as a concrete range past int32 takes int64)
-        wide = dtypes.int32 if largest(size) * largest(step) + largest(start) < 2**31 else dtypes.int64
-        dt = dt if dtype is not None else wide
+    @staticmethod
+    def _index_range(size: Any, start: Any, step: Any, dt: DType, device: str | None, **kwargs: Any) -> Tensor:
+        """start + i * step for i in [0, size) as a tensor of `dt` holding no buffer (an Ops.IOTA leaf, lowered to the
+        element's index where it is read); the partial values in int32 when they fit, else int64. `size`, `start` and
+        `step` are ints or symbolic ints."""
+        wide = _index_width(size, start, step)
         ret = Tensor(UOp(Ops.IOTA, wide, (size if isinstance(size, UOp) else UOp.const(size),)), device=device)
-        return Tensor(ret.mul(step).add(start).cast(dt).uop, device=device, **kwargs)
+        if not (isinstance(step, int) and step == 1):
+            ret = ret.mul(step)
+        if not (isinstance(start, int) and start == 0):
+            ret = ret.add(start)
+        return Tensor(ret.cast(dt).uop, device=device, **kwargs)
 
     @staticmethod
     def linspace(start: float, stop: float, steps: int, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:
@@ -863,6 +861,16 @@ class _Settling:
 
 # a UOp operand (a bound Variable) combined with a tensor leaves the operation to the tensor: `v * t` is `t * v`
 DEFERRED_OPERAND_TYPES.add(Tensor)
+
+
+def _index_width(size: Any, start: Any, step: Any) -> DType:
+    """int32 when start + i * step stays in its range for every i below `size` (and every value of their variables),
+    else int64."""
+
+    def largest(x: Any) -> int:
+        return abs(x) if isinstance(x, int) else max(abs(int(x.vmin)), abs(int(x.vmax)))
+
+    return dtypes.int32 if largest(size) * largest(step) + largest(start) < 2**31 else dtypes.int64
 
 
 def _index_constant(t: Tensor) -> Tensor:

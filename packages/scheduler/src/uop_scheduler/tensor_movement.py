@@ -98,10 +98,10 @@ class TensorMovementMixin(TensorFields):
 
     def flip(self: Tensor, axis: Any, *args: Any) -> Tensor:
         """Reverse the order along `axis` (each axis at most once)."""
-        listed = [self._resolve_dim(a) for a in argfix(axis, *args)]
-        if len(set(listed)) != len(listed):
-            raise TensorRuntimeError(f"flip lists an axis twice: {argfix(axis, *args)} of a {self.ndim}-d tensor")
-        axes = set(listed)
+        given = argfix(axis, *args)
+        axes = {self._resolve_dim(a) for a in given}
+        if len(axes) != len(given):
+            raise TensorRuntimeError(f"flip lists an axis twice: {given} of a {self.ndim}-d tensor")
         return self._view(Ops.FLIP, tuple(i in axes for i in range(self.ndim)))
 
     def pad(self: Tensor, padding: Sequence[Any], mode: str = "constant", value: float = 0.0) -> Tensor:
@@ -127,10 +127,13 @@ class TensorMovementMixin(TensorFields):
                 raise NotImplementedError(f"a symbolic pad takes mode='constant', got {mode!r}")
             padded = x._wrap(x.uop.pad(pairs))
             return padded if value == 0 else x._wrap(x._const(True, dtypes.bool).uop.pad(pairs)).where(padded, value)
+        # negative amounts cut elements off: constant and circular cut first (circular wraps around what is left, as
+        # torch's does), reflect and replicate last (below)
         crop = tuple((-min(b, 0), min(e, 0)) for b, e in pairs)
-        if mode in ("constant", "circular") and any(b or e for b, e in crop):
-            x = x.shrink(tuple((b, s + e) for (b, e), s in zip(crop, x.shape)))
+        if not any(b or e for b, e in crop):
             crop = ()
+        if crop and mode in ("constant", "circular"):
+            x, crop = x._cut(crop), ()
         pairs = tuple((max(b, 0), max(e, 0)) for b, e in pairs)
         if mode == "constant":
             padded = x._wrap(x.uop.pad(pairs))
@@ -138,16 +141,17 @@ class TensorMovementMixin(TensorFields):
                 return padded
             inside = x._wrap(x._const(True, dtypes.bool).uop.pad(pairs))
             return inside.where(padded, value)
-        # reflect and replicate pad the whole input first, then cut the negative amounts off: element j of the result
-        # is the input's element reflected or clamped at j - before, as torch defines them (a reflection or a repeat
-        # reaches into what a negative amount removes, and a reflection's limit is the input's size). Constant and
-        # circular cut first (circular wraps around what is left, as torch's does)
+        # reflect and replicate pad the whole input first, then cut: element j of the result is the input's element
+        # reflected or clamped at j - before, as torch defines them (a reflection or a repeat reaches into what a
+        # negative amount removes, and a reflection's limit is the input's size)
         for axis, (b, e) in enumerate(pairs):
             if b or e:
                 x = x._pad_axis(axis, b, e, mode)
-        if any(b or e for b, e in crop):
-            x = x.shrink(tuple((b, s + e) for (b, e), s in zip(crop, x.shape)))
-        return x
+        return x._cut(crop) if crop else x
+
+    def _cut(self: Tensor, crop: tuple[tuple[int, int], ...]) -> Tensor:
+        """Cut (before, after) elements off each axis (after as a negative amount)."""
+        return self.shrink(tuple((b, s + e) for (b, e), s in zip(crop, self.shape)))
 
     def _pad_axis(self: Tensor, axis: int, b: int, e: int, mode: str) -> Tensor:
         s = self.shape[axis]
