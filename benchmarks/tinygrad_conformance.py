@@ -33,7 +33,7 @@ FILES = [
     "test/backend/test_tensor.py", "test/backend/test_nn.py", "test/backend/test_optim.py", "test/unit/test_function.py",
     "test/unit/test_rearrange_einops.py", "test/unit/test_linalg.py", "test/backend/test_ops.py", "test/backend/test_dtype_alu.py",
     "test/backend/test_transcendental.py", "test/backend/test_edgecases.py", "test/backend/test_to_numpy.py",
-    "test/backend/test_tensor_variable.py",
+    "test/backend/test_tensor_variable.py", "test/backend/test_symbolic_jit.py", "test/backend/test_symbolic_ops.py",
 ]
 
 # module of the shim -> {tinygrad name: "uop_scheduler expression"}; anything else a test imports is a placeholder
@@ -85,7 +85,9 @@ SHIM: dict[str, dict[str, str]] = {
     "tinygrad.function": {"function": "function"},
     "tinygrad.uop": {"Ops": "__import__('uopir').Ops"},
     "tinygrad.uop.ops": {"UOp": "__import__('uopir').UOp", "Ops": "__import__('uopir').Ops", "KernelInfo": "__import__('uopir').KernelInfo",
-                         "GroupOp": "__import__('uopir').GroupOp"},
+                         "GroupOp": "__import__('uopir').GroupOp", "sym_infer": "__import__('uopir').sym_infer"},
+    # what examples/gpt2.py (copied from the checkout: test_symbolic_ops.py takes its Attention) imports besides the API
+    **{module: {} for module in ("tinygrad.llm", "tinygrad.llm.gguf", "extra.bench_log")},
 }
 
 HELPERS_STUB = '''"""A stub of tinygrad's test/helpers.py for the conformance run: the names the public-API tests use."""
@@ -157,10 +159,12 @@ def prepare(src: Path, files: list[str], ours: bool) -> Path:
                 break
             (parent / "__init__.py").touch()
         shutil.copy(src / f, dest)
-    if ours and (src / "extra" / "gradcheck.py").exists():  # a test helper written against the public API
-        (work / "extra").mkdir(exist_ok=True)
-        (work / "extra" / "__init__.py").touch()
-        shutil.copy(src / "extra" / "gradcheck.py", work / "extra" / "gradcheck.py")
+    # test helpers written against the public API, read from the checkout
+    for helper in ("extra/gradcheck.py", "examples/gpt2.py"):
+        if ours and (src / helper).exists():
+            (work / helper).parent.mkdir(exist_ok=True)
+            (work / helper).parent.joinpath("__init__.py").touch()
+            shutil.copy(src / helper, work / helper)
     (work / "conftest.py").write_text(CONFTEST)
     return work
 

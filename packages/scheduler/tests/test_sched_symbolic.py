@@ -177,3 +177,54 @@ def test_arange_with_a_large_variable_takes_int64():
     t = Tensor.arange(v, v + 3)
     assert t.dtype is dtypes.int64 and t[:3].tolist() == [2**33, 2**33 + 1, 2**33 + 2]
     assert Tensor.arange(Variable("a", 1, 10).bind(3)).dtype is dtypes.int32
+
+
+# ---- values of a symbolic shape realized as they are (their kernels store (3, i) elements, flattened) ----
+B3 = np.arange(60, dtype=np.float32).reshape(3, 20) / 11 - 2
+
+
+@pytest.mark.parametrize("fn, ref", [(lambda t: t + 1, lambda n: n + 1), (lambda t: t.T.contiguous(), lambda n: n.T),
+                                     (lambda t: t.var(1), lambda n: n.var(1, ddof=1)), (lambda t: t.var(0), lambda n: n.var(0, ddof=1)),
+                                     (lambda t: t.var(), lambda n: n.var(ddof=1)), (lambda t: t.std(1), lambda n: n.std(1, ddof=1)),
+                                     (lambda t: t.reshape(3, 1, t.shape[1]) * 2, lambda n: n.reshape(3, 1, -1) * 2),
+                                     (lambda t: t[:, -3:-1], lambda n: n[:, -3:-1]), (lambda t: t[:, -1], lambda n: n[:, -1])])
+def test_symbolic_values_realized_whole_match_numpy(fn, ref):
+    a = Tensor(B3.reshape(-1)).realize().reshape(3, 20)  # a view of a flat buffer, as a realized value is
+    for i in (3, 8, 20, 5):
+        out, want = fn(a[:, :Variable("i", 1, 20).bind(i)]), ref(B3[:, :i])
+        np.testing.assert_allclose(out.numpy()[tuple(slice(0, n) for n in want.shape)], want, rtol=1e-5, atol=1e-6)
+        # the realized symbolic value read back through a concrete slice
+        np.testing.assert_allclose(out.shrink(tuple((0, n) for n in want.shape)).numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+def test_symbolic_jit_steps_match_numpy():
+    from uop_scheduler import TinyJit
+
+    a, b = Tensor(B3.reshape(-1)).realize().reshape(3, 20), Tensor(B3.T.copy()).realize()
+    plus = TinyJit(lambda x: (x + 1).realize())
+    mm = TinyJit(lambda x, y: (x @ y).realize())
+    for i in (1, 2, 3, 4, 7):
+        v = Variable("i", 1, 20).bind(i)
+        np.testing.assert_allclose(plus(a[:, :v])[:3, :i].numpy(), B3[:, :i] + 1, rtol=1e-6)
+        np.testing.assert_allclose(mm(a[:, :v], b[:v, :]).numpy(), B3[:, :i] @ B3.T[:i, :], rtol=1e-5)
+
+
+def test_symbolic_ones_and_zeros():
+    for i in (2, 5):
+        v = Variable("i", 1, 10).bind(i)
+        np.testing.assert_allclose((Tensor.ones(v, 3).contiguous() * 2).numpy()[:i], np.full((i, 3), 2.0))
+        np.testing.assert_allclose(Tensor.zeros(2, v).contiguous().numpy()[:, :i], np.zeros((2, i)))
+
+
+def test_symbolic_shapes_refused_where_they_cannot_hold():
+    from uop_scheduler import ArgumentError, ShapeError
+
+    v = Variable("i", 1, 10).bind(3)
+    with pytest.raises(ShapeError, match=r"\(30,\) -> \(3, i\)"):
+        Tensor(np.zeros(30, np.float32)).reshape(3, v)  # a concrete size is no symbolic one
+    with pytest.raises(ArgumentError, match="concrete shape"):
+        Tensor.rand(2, v)
+    with pytest.raises(ShapeError, match="concrete spatial dims"):
+        Tensor.ones(1, 2, 10)[:, :, :v].conv2d(Tensor.ones(4, 2, 3))
+    with pytest.raises(IndexError, match="out of bounds with size=3"):
+        Tensor(B3)[:, :v][:, 3]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from uopir import DType, Ops, UOp, dtypes, least_upper_dtype, sum_acc_dtype, to_dtype
+from uopir import DType, Ops, UOp, dtypes, least_upper_dtype, shape_str, sum_acc_dtype, to_dtype
 
 from .elementwise import broadcast_shape
 from .errors import ArgumentError, ShapeError, TensorIndexError, TensorRuntimeError
@@ -279,6 +279,9 @@ class NNMixin(TensorFields):
             raise ShapeError(f"can't pool {self.shape} with {kernel}")
         s_, d_ = make_tuple(stride, nk), make_tuple(dilation, nk)
         lead = self.ndim - nk
+        if any(isinstance(n, UOp) for n in self.shape[lead:]):
+            raise ShapeError(f"pooling and convolution windows need concrete spatial dims, got {shape_str(self.shape)}: "
+                             "pad the symbolic axis to its maximum and shrink the result")
         y = _Steps(self)
         for j, (k, s, d) in enumerate(zip(kernel, s_, d_)):
             # axis lead+j holds the spatial dim; earlier spatial dims are already (out, k) pairs at the end

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from hcq_runtime import Device, buffer_for, canonicalize
-from uopir import dtypes, to_dtype
+from uopir import UOp, dtypes, shape_str, to_dtype
 
 from .errors import ArgumentError
 
@@ -86,6 +86,10 @@ class RandomMixin:
     def rand(cls, *shape: Any, device: str | None = None, dtype: Any = None, **kwargs: Any) -> Tensor:
         """Uniform samples in [0, 1)."""
         tensor_cls: Any = cls
+        given = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        if any(isinstance(d, UOp) for d in given):
+            raise ArgumentError(f"random tensors need a concrete shape, got the symbolic {shape_str(given)} "
+                                "(dropout of a tensor shrunk by a Variable included): draw the full size and shrink it")
         dims = tensor_cls._shape_arg(shape)
         dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
         bits = cls._random_bits(math.prod(dims), device)

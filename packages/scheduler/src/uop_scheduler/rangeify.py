@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from uopir import AxisType, GroupOp, Ops, UOp, dtypes, graph_rewrite, symbolic
+from uopir import AxisType, GroupOp, Ops, UOp, divides, dtypes, graph_rewrite, mul_factors, prod, size_factors, symbolic
 
 from .errors import SchedulerError
 
@@ -39,47 +39,54 @@ def flat_index(idx: Index, shape: tuple[int, ...]) -> UOp:
     return ret
 
 
-def reshape_index(idx: Index, new_shape: tuple[int, ...], old_shape: tuple[int, ...]) -> Index:
+Size = "int | UOp"
+
+
+def reshape_index(idx: Index, new_shape: tuple[Size, ...], old_shape: tuple[Size, ...]) -> Index:
     """Indices into `old_shape` for indices `idx` into the reshape of it to `new_shape`.
 
     Axes are split into the smallest groups whose sizes match on both sides, so a reshape that only splits or merges
     some axes gives index math local to those axes (no global flatten that the codegen would have to untangle).
-    Size-1 axes are dropped first: their index is always 0.
+    Size-1 axes are dropped first: their index is always 0. Symbolic sizes (a view shrunk by a Variable) are compared
+    by their factors; where neither side's running product divides the other's, the rest of the axes form one group.
     """
     zero = UOp.const(0)
-    if 0 in new_shape:
+    if any(isinstance(d, int) and d == 0 for d in new_shape):
         return (zero,) * len(old_shape)  # an empty view: its loop never runs, so nothing is read
-    new = [(i, d) for i, d in zip(idx, new_shape) if d != 1]
-    old_pos = [k for k, d in enumerate(old_shape) if d != 1]
+    new = [(i, d) for i, d in zip(idx, new_shape) if not (isinstance(d, int) and d == 1)]
+    old_pos = [k for k, d in enumerate(old_shape) if not (isinstance(d, int) and d == 1)]
     out: list[UOp] = [zero] * len(old_shape)
     ni = oi = 0
     while ni < len(new) or oi < len(old_pos):
         group_new, group_old = [new[ni]], [old_pos[oi]]
-        pn, po = new[ni][1], old_shape[old_pos[oi]]
+        pn, po = size_factors(new[ni][1]), size_factors(old_shape[old_pos[oi]])
         ni, oi = ni + 1, oi + 1
         while pn != po:
-            if pn < po:
+            ints = not pn[1] and not po[1]  # concrete sizes: the smaller side takes its next axis
+            if (pn[0] < po[0] if ints else divides(pn, po)) and ni < len(new):
                 group_new.append(new[ni])
-                pn *= new[ni][1]
+                pn = mul_factors(pn, size_factors(new[ni][1]))
                 ni += 1
-            else:
+            elif (ints or divides(po, pn)) and oi < len(old_pos):
                 group_old.append(old_pos[oi])
-                po *= old_shape[old_pos[oi]]
+                po = mul_factors(po, size_factors(old_shape[old_pos[oi]]))
                 oi += 1
+            else:  # sizes that do not divide each other (symbolic): the remaining axes as one group
+                group_new += new[ni:]
+                group_old += old_pos[oi:]
+                ni, oi = len(new), len(old_pos)
+                break
         if len(group_new) == 1 and len(group_old) == 1:
             out[group_old[0]] = group_new[0][0]
             continue
         flat: UOp = zero
         for i, d in group_new:
             flat = flat * d + i
-        stride = po
         for n, k in enumerate(group_old):
-            stride //= old_shape[k]
-            part = flat if stride == 1 else flat // stride
+            stride = prod(tuple(old_shape[j] for j in group_old[n + 1:]))
+            part = flat if isinstance(stride, int) and stride == 1 else flat // stride
             out[k] = part if n == 0 else part % old_shape[k]
     return tuple(out)
-
-
 
 
 def _and(a: UOp | None, b: UOp | None) -> UOp | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from uopir import Ops, dtypes, sum_acc_dtype, to_dtype
+from uopir import Ops, UOp, dtypes, sum_acc_dtype, to_dtype
 
 from .errors import TensorIndexError, TensorRuntimeError
 from .fields import TensorFields
@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     from .tensor import Tensor
 
 Axis = int | tuple[int, ...] | list[int] | None
+
+
+def _div_symbolic(total: Tensor, n: UOp) -> Tensor:
+    """`total` divided by a symbolic count (a reduce over a dim shrunk by a Variable), its value taken at run time."""
+    return total.div(total._wrap(n.cast(total.dtype)))
 
 
 class ReduceMixin(TensorFields):
@@ -96,7 +101,7 @@ class ReduceMixin(TensorFields):
         """True where every element along `axis` is nonzero."""
         return self.logical_not().any(axis, keepdim).logical_not()
 
-    def _count(self: Tensor, axis: Axis) -> int:
+    def _count(self: Tensor, axis: Axis) -> int | UOp:
         return math.prod(self.shape[a] for a in self._axes(axis))
 
     def mean(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
@@ -104,14 +109,13 @@ class ReduceMixin(TensorFields):
         out_dt = self.dtype if dtypes.is_float(self.dtype) else dtypes.float32
         total = self.cast(sum_acc_dtype(self.dtype)).sum(axis, keepdim)
         n = self._count(axis)
-        if not isinstance(n, int):  # a symbolic count: divide by its value at run time
-            return total.div(total._wrap(n.cast(total.dtype))).cast(out_dt)
-        return (total.div(n) if n else total.div(math.nan)).cast(out_dt)
+        return (total.div(n if n else math.nan) if isinstance(n, int) else _div_symbolic(total, n)).cast(out_dt)
 
     def var(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         """Variance over `axis` with Bessel's `correction`."""
         squares = self.sub(self.mean(axis, keepdim=True)).square()
-        return squares.sum(axis, keepdim).div(max(0, self._count(axis) - correction))
+        total, n = squares.sum(axis, keepdim), self._count(axis) - correction
+        return total.div(max(0, n)) if isinstance(n, int) else _div_symbolic(total, n.maximum(0))
 
     def std(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         """Standard deviation over `axis`."""

@@ -703,12 +703,12 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
     @staticmethod
     def zeros(*shape: Any, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:
         """A tensor of zeros (float32 unless `dtype`)."""
-        return Tensor.full(Tensor._shape_arg(shape), 0.0, dtype=dtype or dtypes.default_float, device=device, **kwargs)
+        return Tensor.full(Tensor._shape_arg(shape, symbolic=True), 0.0, dtype=dtype or dtypes.default_float, device=device, **kwargs)
 
     @staticmethod
     def ones(*shape: Any, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:
         """A tensor of ones (float32 unless `dtype`)."""
-        return Tensor.full(Tensor._shape_arg(shape), 1.0, dtype=dtype or dtypes.default_float, device=device, **kwargs)
+        return Tensor.full(Tensor._shape_arg(shape, symbolic=True), 1.0, dtype=dtype or dtypes.default_float, device=device, **kwargs)
 
     @staticmethod
     def arange(start: Any, stop: Any = None, step: Any = 1, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:

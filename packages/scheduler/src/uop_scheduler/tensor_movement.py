@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from uopir import Ops, UOp, dtypes, least_upper_dtype
+from uopir import Ops, UOp, dtypes, least_upper_dtype, prod, shape_str, size_factors
 
 from .elementwise import broadcast_shape
 from .errors import ArgumentError, ShapeError, TensorIndexError, TensorRuntimeError
@@ -51,6 +51,10 @@ class TensorMovementMixin(TensorFields):
         if any(isinstance(d, UOp) for d in (*new, *self.shape)):
             if -1 in new:
                 raise ShapeError(f"reshape of symbolic shape {self.shape} to {new} cannot infer a -1 dim: give every dim")
+            (c_new, f_new), (c_old, f_old) = size_factors(prod(new)), size_factors(prod(self.shape))
+            # sizes that differ for (almost) every value: one concrete and one symbolic, or the same variables scaled differently
+            if f_new != f_old and not (f_new and f_old) or f_new == f_old and c_new != c_old:
+                raise ShapeError(f"size mismatch, can't reshape {shape_str(self.shape)} -> {shape_str(new)}")
             return self._view(Ops.RESHAPE, new)
         if new.count(-1) > 1:
             raise TensorRuntimeError(f"only one dimension can be inferred using -1, getting {new}")
@@ -347,9 +351,11 @@ class TensorMovementMixin(TensorFields):
             if isinstance(idx, UOp) and idx.op is Ops.BIND:  # a bound Variable: one position, the axis dropped as by an int
                 x = x.shrink(tuple((idx, idx + 1) if i == axis else None for i in range(x.ndim)))
             elif isinstance(idx, (int, np.integer)):
-                if idx >= size or idx < -size:
-                    raise TensorIndexError(f"index={int(idx)} is out of bounds with size={size} for dim {axis} of {self.shape}")
-                x = x._slice_axis(axis, int(idx) % size, 1, 1)
+                n = size if isinstance(size, int) else concrete(size)  # a symbolic axis: checked at its bound value
+                if idx >= n or idx < -n:
+                    raise TensorIndexError(f"index={int(idx)} is out of bounds with size={n} for dim {axis} of {shape_str(self.shape)}")
+                # (counted from the end of a symbolic axis by an addition: a kernel has no floor modulo of a variable)
+                x = x._slice_axis(axis, int(idx) % size if isinstance(size, int) or idx >= 0 else size + int(idx), 1, 1)
             elif isinstance(idx, slice) and (any(isinstance(b, UOp) for b in (idx.start, idx.stop)) or not isinstance(size, int)):
                 # a symbolic bound (a bound Variable) or a symbolic axis: a plain [start, stop) shrink, a negative int
                 # bound counting from the end

@@ -44,7 +44,7 @@ from uopir.ops import AxisType, GroupOp, Ops
 from uopir.render import pretty_print, print_uops
 from uopir.renderer import AMDOpenCLRenderer, CRenderer, OpenCLProgram, Renderer
 from uopir.rewrite import PatternMatcher, UPat, graph_rewrite
-from uopir.shapes import prod
+from uopir.shapes import divides, mul_factors, prod, shape_str, size_factors
 from uopir.spec import spec_kernel, spec_program, spec_shared, spec_tensor, type_verify
 from uopir.symbolic import pm_lower_floor_ops, symbolic, symbolic_simple
 from uopir.uop import UOp, resolve, ssimplify, sym_infer
@@ -55,6 +55,10 @@ __version__ = "0.1.0"
 __all__ = [
     "__version__",
     "prod",
+    "size_factors",
+    "mul_factors",
+    "divides",
+    "shape_str",
     "DEFERRED_OPERAND_TYPES",
     # dtypes
     "AddrSpace", "ConstType", "DType", "ImageDType", "PtrDType", "dtypes", "to_dtype", "least_upper_dtype", "least_upper_float", "strong_dtype",

@@ -64,6 +64,45 @@ def prod(dims: tuple[sint, ...]) -> sint:
     return ret
 
 
+def shape_str(shape: tuple[sint, ...]) -> str:
+    """A shape for messages: symbolic dims by their expression, `(3, i)` rather than the UOps."""
+    dims = [str(d) if isinstance(d, int) else d.render() for d in shape]
+    return f"({dims[0]},)" if len(dims) == 1 else f"({', '.join(dims)})"
+
+
+SizeFactors = tuple[int, tuple["UOp", ...]]
+
+
+def size_factors(d: sint) -> SizeFactors:
+    """A size as an int coefficient times symbolic factors (variables, or symbolic sizes that are no product), the
+    factors ordered by identity: two sizes with equal factors are equal for every value of their variables."""
+    if isinstance(d, int):
+        return d, ()
+    if d.op is Ops.CONST:
+        return int(d.arg), ()
+    if d.op is Ops.MUL:
+        return mul_factors(size_factors(d.src[0]), size_factors(d.src[1]))
+    return 1, (d,)
+
+
+def mul_factors(a: SizeFactors, b: SizeFactors) -> SizeFactors:
+    """The factors of the product of two sizes (see `size_factors`)."""
+    return a[0] * b[0], tuple(sorted(a[1] + b[1], key=id))
+
+
+def divides(a: SizeFactors, b: SizeFactors) -> bool:
+    """Whether size `a` divides size `b` for every value of their variables (as far as their factors show)."""
+    if a[0] == 0 or b[0] % a[0]:
+        return False
+    rest = list(b[1])
+    for f in a[1]:
+        at = next((k for k, g in enumerate(rest) if g is f), None)
+        if at is None:
+            return False
+        rest.pop(at)
+    return True
+
+
 def infer_shape(u: UOp) -> tuple[sint, ...] | None:
     """The shape of `u` (None for nodes that are not values: sinks, programs, control flow)."""
     # one table lookup per node (an eager training step infers a few hundred shapes; a chain of op tests was most of it)
