@@ -36,17 +36,25 @@ FILES = [
     "test/backend/test_tensor_variable.py", "test/backend/test_symbolic_jit.py", "test/backend/test_symbolic_ops.py",
 ]
 
+# tinygrad's numpy and torch dtypes of a dtype: bfloat16 and fp8 values are float32 arrays in numpy (ours holds their
+# bits in uint16/uint8 storage), fp8 is uint8 in torch
+_TO_NP = ("lambda dt: __import__('numpy').float32 if dt == dtypes.bfloat16 or dt in dtypes.fp8s "
+          "else __import__('numpy').dtype(__import__('hcq_runtime').numpy_dtype(dt)).type")
+_TO_TORCH = ("lambda dt: (lambda torch, name: torch.uint8 if name.startswith('fp8') else getattr(torch, name))(__import__('torch'), "
+             "next(k for k, v in __import__('uopir.dtypes', fromlist=['DTYPES_DICT']).DTYPES_DICT.items() "
+             "if v == __import__('uopir').strong_dtype(dt)))")
+
 # module of the shim -> {tinygrad name: "uop_scheduler expression"}; anything else a test imports is a placeholder
 SHIM: dict[str, dict[str, str]] = {
     "tinygrad": {"Tensor": "Tensor", "TinyJit": "TinyJit", "Variable": "Variable", "dtypes": "dtypes",
                  "Device": "Device",
                  "Context": "Context", "nn": "nn", "function": "function", "GlobalCounters": "_us.helpers.GlobalCounters",
                  "UOp": "__import__('uopir').UOp"},
-    "tinygrad.tensor": {"Tensor": "Tensor", "_to_np_dtype": "__import__('hcq_runtime').numpy_dtype"},
+    "tinygrad.tensor": {"Tensor": "Tensor", "_to_np_dtype": _TO_NP},
     "tinygrad.dtype": {"dtypes": "dtypes", "DTYPES_DICT": "__import__('uopir.dtypes', fromlist=['DTYPES_DICT']).DTYPES_DICT"}
                       | {name: f"__import__('uopir.dtypes', fromlist=['{name}']).{name}"
-                         for name in ("DType", "least_upper_dtype", "fp8_to_float", "float_to_fp8")}
-                      | {"_to_np_dtype": "__import__('hcq_runtime').numpy_dtype",
+                         for name in ("DType", "least_upper_dtype", "fp8_to_float", "float_to_fp8", "strong_dtype")}
+                      | {"_to_np_dtype": _TO_NP, "_to_torch_dtype": _TO_TORCH,
                          # tinygrad's `truncate` is a table of one function per dtype
                          "truncate": "type('Truncate', (), {'__getitem__': lambda self, dt: lambda v: "
                                      "__import__('uopir.dtypes', fromlist=['truncate']).truncate(dt, v)})()"},
@@ -106,6 +114,20 @@ def check_schedule(t, allowed, to_prerealize=None, filter_sink=True):  # kernel 
   return []
 def not_support_multi_device(): return False
 def needs_second_gpu(fn): return fn  # CPU:0 and CPU:1 are two devices here
+def call_is_graph(call): raise NotImplementedError("graph executors are tinygrad internals")
+def min_normal(dt):  # the smallest positive normal number of a float dtype, from its exponent width
+  from uop_scheduler import dtypes
+  return 2.0 ** (2 - 2 ** (dtypes.finfo(dt)[0] - 1))
+def rand_for_dtype(dt, size, allow_subnormal=True):  # test data of a dtype: small ints, bools, floats in [-10, 10)
+  import numpy as np
+  from uop_scheduler import dtypes
+  from hcq_runtime import numpy_dtype
+  from uopir.dtypes import truncate
+  if dt == dtypes.bool: return np.random.choice([True, False], size=size)
+  if dtypes.is_int(dt): return np.random.randint(0 if dtypes.is_unsigned(dt) else -100, 100, size=size, dtype=numpy_dtype(dt))
+  out = np.random.uniform(-10, 10, size=size).astype(np.float32 if dt == dtypes.bfloat16 or dt in dtypes.fp8s else numpy_dtype(dt))
+  if dt == dtypes.bfloat16 or dt in dtypes.fp8s: out = np.array([truncate(dt, float(v)) for v in out], dtype=out.dtype)
+  return out if allow_subnormal else np.where(np.abs(out) < min_normal(dt), 0, out)
 '''
 
 CONFTEST = '''import faulthandler, os, signal, pytest

@@ -15,7 +15,8 @@ def test_from_list_infers_dtype():
 
 
 def test_from_scalar():
-    assert Tensor(3).item() == 3 and Tensor(3).dtype is dtypes.int32
+    assert Tensor(3).item() == 3 and Tensor(3).dtype is dtypes.weakint  # weakly typed, as tinygrad's
+    assert Tensor(3).numpy().dtype == np.int32 and Tensor(2.5).numpy().dtype == np.float32  # read back at the defaults
     assert Tensor(2.5).item() == 2.5 and Tensor(2.5).shape == ()
     assert Tensor(True).item() is True
     assert Tensor(7, dtype=dtypes.int8).dtype is dtypes.int8
@@ -160,3 +161,32 @@ def test_shape_arguments_as_tinygrad_takes_them(make):
         make((2, 2), 2, 2)
     with pytest.raises(ValueError, match="not both"):
         Tensor.ones(2, 2).reshape((2, 2), 1)
+
+
+@pytest.mark.parametrize("scalar, other, want", [(2, dtypes.int8, dtypes.int8), (2, dtypes.uint16, dtypes.uint16),
+                                                 (2.5, dtypes.float16, dtypes.float16), (2.5, dtypes.bfloat16, dtypes.bfloat16),
+                                                 (2, dtypes.float16, dtypes.float16), (2.5, dtypes.int8, dtypes.weakfloat),
+                                                 (True, dtypes.int8, dtypes.int8)])
+def test_python_scalars_take_the_other_operands_dtype(scalar, other, want):
+    # a tensor of a Python number is weakly typed: combined with a typed tensor it takes that tensor's dtype (a float
+    # number with an int tensor: a weak float, read back as the default float), in either order, as tinygrad's do
+    base = np.array([1, 3], np.float64)
+    t = Tensor(base.astype(np.float32)).cast(other)
+    for out, ref in ((Tensor(scalar) + t, base + scalar), (t * Tensor(scalar), base * scalar)):
+        assert out.dtype is want
+        if want is dtypes.weakfloat:
+            assert out.numpy().dtype == np.float32
+        np.testing.assert_allclose(out.cast(dtypes.float32).numpy(), ref)
+
+
+def test_context_sets_the_default_dtypes():
+    with Context(DEFAULT_FLOAT=dtypes.float16, DEFAULT_INT="int16"):
+        assert dtypes.default_float is dtypes.float16 and dtypes.default_int is dtypes.int16
+        assert Tensor([1.5, 2.0]).dtype is dtypes.float16 and Tensor([1, 2]).dtype is dtypes.int16
+        assert Tensor(2.5).numpy().dtype == np.float16  # a weak float realized alone: the default float
+        np.testing.assert_array_equal(Tensor([1, 2]).numpy(), np.array([1, 2], np.int16))
+    assert dtypes.default_float is dtypes.float32 and dtypes.default_int is dtypes.int32
+    with pytest.raises(ValueError, match="DEFAULT_FLOAT must be a float dtype"):
+        Context(DEFAULT_FLOAT=dtypes.int8)
+    with pytest.raises(ValueError, match="not a dtype"):
+        Context(DEFAULT_INT="int17")

@@ -407,3 +407,12 @@ def test_arange_matches_numpy(start, stop, step, dtype):
     t = Tensor.arange(start, stop, step, dtype=dtype)
     assert t.dtype is (dtype or dtypes.int32)
     np.testing.assert_array_equal(t.numpy(), ref.astype(t.numpy().dtype))
+
+
+def test_half_variance_over_more_elements_than_half_can_count():
+    # 70000 elements: the count is inf in float16, so the sum and the division run in the accumulation dtype
+    x = np.tile(np.array([[0.0, 1.0]], np.float16), (35000, 1))
+    t = Tensor(x)
+    np.testing.assert_allclose(t.var().numpy(), x.astype(np.float64).var(ddof=1), rtol=1e-3)
+    np.testing.assert_allclose(t.std(0).numpy(), x.astype(np.float64).std(0, ddof=1), atol=1e-3)
+    assert t.var().dtype is dtypes.float16

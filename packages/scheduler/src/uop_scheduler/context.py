@@ -2,7 +2,9 @@
 
 The knobs (`DEBUG`, `DEV`, `DISABLE_COMPILER_CACHE`, ...) are environment variables that the runtime reads when it
 acts, so a context sets them in `os.environ` and puts the previous values back on exit. `TRAINING` also sets
-`Tensor.training` (training-mode layers: BatchNorm statistics, Dropout) for the block.
+`Tensor.training` (training-mode layers: BatchNorm statistics, Dropout) for the block; `DEFAULT_FLOAT` and
+`DEFAULT_INT` (a dtype or its name) set `dtypes.default_float` and `dtypes.default_int`, the dtypes of Python floats
+and ints in new tensors.
 """
 
 from __future__ import annotations
@@ -11,13 +13,32 @@ import contextlib
 import os
 from typing import Any
 
+from uopir import DType, dtypes, to_dtype
+
+from .errors import ArgumentError
+
+# knob -> (the dtypes attribute it sets, the kind of dtype it takes)
+_DEFAULT_DTYPES = {"DEFAULT_FLOAT": ("default_float", dtypes.is_float), "DEFAULT_INT": ("default_int", dtypes.is_int)}
+
+
+def _default_dtype(knob: str, value: Any) -> DType:
+    attr, kind = _DEFAULT_DTYPES[knob]
+    try:
+        dt = value if isinstance(value, DType) else to_dtype(str(value).lower())
+    except (KeyError, ValueError, TypeError, AttributeError):
+        raise ArgumentError(f"{knob}={value!r} is not a dtype") from None
+    if not kind(dt) or dt in dtypes.weaks:
+        raise ArgumentError(f"{knob} must be a {attr.split('_')[1]} dtype, got {dt}")
+    return dt
+
 
 class Context(contextlib.ContextDecorator):
     """Temporarily set knobs: `with Context(DEBUG=2): ...` or `@Context(DEV="CPU:1")`."""
 
     def __init__(self, **kwargs: Any):
-        self.kwargs = {k: str(int(v) if isinstance(v, bool) else v) for k, v in kwargs.items()}
-        self._saved: list[dict[str, str | None]] = []
+        self.defaults = {k: _default_dtype(k, v) for k, v in kwargs.items() if k in _DEFAULT_DTYPES}
+        self.kwargs = {k: str(int(v) if isinstance(v, bool) else v) for k, v in kwargs.items() if k not in _DEFAULT_DTYPES}
+        self._saved: list[dict[str, Any]] = []
 
     def __enter__(self) -> Context:
         from .tensor import Tensor
@@ -26,6 +47,10 @@ class Context(contextlib.ContextDecorator):
         if "TRAINING" in self.kwargs:
             saved[_TRAINING_ATTR] = Tensor.training
             Tensor.training = self.kwargs["TRAINING"] not in ("", "0")
+        for knob, dt in self.defaults.items():
+            attr = _DEFAULT_DTYPES[knob][0]
+            saved[knob] = (attr, getattr(type(dtypes), attr))
+            setattr(type(dtypes), attr, dt)
         self._saved.append(saved)
         os.environ.update(self.kwargs)
         return self
@@ -36,6 +61,8 @@ class Context(contextlib.ContextDecorator):
         for k, v in self._saved.pop().items():
             if k == _TRAINING_ATTR:
                 Tensor.training = v
+            elif k in _DEFAULT_DTYPES:
+                setattr(type(dtypes), *v)
             elif v is None:
                 os.environ.pop(k, None)
             else:

@@ -114,8 +114,9 @@ class ReduceMixin(TensorFields):
     def var(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         """Variance over `axis` with Bessel's `correction`."""
         squares = self.sub(self.mean(axis, keepdim=True)).square()
-        total, n = squares.sum(axis, keepdim), self._count(axis) - correction
-        return total.div(max(0, n)) if isinstance(n, int) else _div_symbolic(total, n.maximum(0))
+        # summed and divided in the accumulation dtype: a half count past 65504 is inf, and so would be the denominator
+        total, n = squares.sum(axis, keepdim, dtype=sum_acc_dtype(squares.dtype)), self._count(axis) - correction
+        return (total.div(max(0, n)) if isinstance(n, int) else _div_symbolic(total, n.maximum(0))).cast(squares.dtype)
 
     def std(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         """Standard deviation over `axis`."""

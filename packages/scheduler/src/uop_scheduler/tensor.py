@@ -151,7 +151,9 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
         if isinstance(data, Tensor):
             raise TensorTypeError("Tensor(Tensor) is not supported: use .clone(), .to(device) or .cast(dtype)")
         if isinstance(data, (bool, int, float)) and not isinstance(data, np.generic):
-            out = dt if dt is not None else strong_dtype(dtypes.from_py(data))
+            # a Python number is weakly typed (tinygrad's rule): it takes the dtype of what it is combined with, and is
+            # stored as the default int or float when realized alone
+            out = dt if dt is not None else dtypes.from_py(data)
             self.uop = UOp.const(out.const(data), out)
             return
         if isinstance(data, bytes):
@@ -165,8 +167,11 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
             dt = out
         if isinstance(data, np.generic):
             data = np.asarray(data)
-        if data is None:  # tinygrad: an empty float tensor
-            data = np.zeros((0,), numpy_dtype(dt) if dt is not None and dt.fmt is not None else np.float32)
+        if data is None and dt is None:  # tinygrad: an empty, weakly typed float tensor
+            self.uop = UOp.const(0.0, dtypes.weakfloat).reshape((1,)).shrink(((0, 0),))
+            return
+        if data is None:
+            data = np.zeros((0,), numpy_dtype(dt) if dt.fmt is not None else np.float32)
         if not isinstance(data, np.ndarray):
             raise TensorTypeError(f"can't create Tensor from {data!r} with type {type(data)}")
         out = dt if dt is not None else dtype_of_numpy(data.dtype)
@@ -505,7 +510,8 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
                            "reuse the value read at capture; return the tensor and read it after the call, or keep computing with tensors")
         shape = tuple(concrete(d) for d in self.shape)
         if math.prod(shape) == 0:
-            return from_storage(np.zeros(shape, numpy_dtype(self.dtype)), self.dtype)
+            dt = strong_dtype(self.dtype)  # (a weakly typed value reads back as the default int or float)
+            return from_storage(np.zeros(shape, numpy_dtype(dt)), dt)
         self.realize()
         if not _is_buffer_view(self.uop):
             return Tensor(self.uop.contiguous(), device=self.device).numpy()
