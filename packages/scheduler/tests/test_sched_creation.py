@@ -190,3 +190,45 @@ def test_context_sets_the_default_dtypes():
         Context(DEFAULT_FLOAT=dtypes.int8)
     with pytest.raises(ValueError, match="not a dtype"):
         Context(DEFAULT_INT="int17")
+
+
+@pytest.mark.parametrize("dtype", [dtypes.float16, dtypes.bfloat16, dtypes.fp8e4m3, dtypes.fp8e5m2, dtypes.float32])
+def test_narrow_float_rand_stays_below_one(dtype):
+    # 128*128*2 samples: in half, float32 draws within 2**-12 of 1 rounded up to 1.0 (53 of them here before)
+    Tensor.manual_seed(0)
+    x = Tensor.rand(2, 128, 128, dtype=dtype)
+    n = x.cast(dtypes.float32).numpy()
+    assert x.dtype is dtype and n.min() >= 0 and n.max() < 1
+    # uniform over a grid j * step in [0, 1): mean 0.5 - step / 2, every grid point drawn (0 too) where the grid is coarse
+    step = np.diff(np.unique(n)).min()
+    assert abs(n.mean() - (0.5 - step / 2)) < 0.01
+    assert dtype is dtypes.float32 or len(np.unique(n)) == round(1 / step)
+
+
+@pytest.mark.parametrize("default", [dtypes.float16, dtypes.bfloat16])
+def test_randn_under_a_narrow_default_float_is_finite(default):
+    # randn's uniform draws are float32 whatever the default: log(1 - u) with u rounded to 1.0 was -inf
+    with Context(DEFAULT_FLOAT=default):
+        Tensor.manual_seed(1)
+        n = Tensor.randn(256, 256).cast(dtypes.float32).numpy()
+    assert np.isfinite(n).all() and abs(n.std() - 1) < 0.05
+
+
+def test_random_argument_errors():
+    from uop_scheduler import ArgumentError, TensorTypeError
+
+    for kwargs in ({"low": 0.1, "high": 3}, {"low": 0, "high": 3.5}, {"low": 1, "high": 3, "dtype": "float"}):
+        with pytest.raises(TensorTypeError):
+            Tensor.randint((3, 4), **kwargs)
+    for call in (lambda: Tensor.randint(3, low=10, high=5), lambda: Tensor.randint(3, low=10, high=10),
+                 lambda: Tensor.uniform(3, low=5.0, high=3.0), lambda: Tensor.normal(3, std=-1)):
+        with pytest.raises(ArgumentError):
+            call()
+    np.testing.assert_array_equal(Tensor.randint(16, low=np.int64(5), high=6).numpy(), np.full(16, 5))
+
+
+def test_a_numpy_scalar_in_a_list_is_a_runtime_error():
+    # a list holds Python numbers (its dtype is inferred from them); tinygrad and torch raise a RuntimeError here
+    with pytest.raises(RuntimeError, match="np.array"):
+        Tensor([np.int32(1)])
+    np.testing.assert_array_equal(Tensor(np.array([np.int32(1)])).numpy(), np.array([1], np.int32))

@@ -13,7 +13,7 @@ import numpy as np
 from hcq_runtime import Device, buffer_for, canonicalize
 from uopir import UOp, dtypes, shape_str, to_dtype
 
-from .errors import ArgumentError
+from .errors import ArgumentError, TensorTypeError
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -93,8 +93,10 @@ class RandomMixin:
         dims = tensor_cls._shape_arg(shape)
         dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
         bits = cls._random_bits(math.prod(dims), device)
-        # the top 24 bits are exactly representable in float32: the result is < 1 even after rounding
-        unit = bits.rshift(8).cast(dtypes.float32).mul(1.0 / (1 << 24))
+        # the top k bits, k the significant bits of the dtype (at most float32's 24): k/2**k is exact in the dtype, so
+        # the result is < 1 after the cast (a float32 0.9999 rounds to 1.0 in half)
+        k = min(24, dtypes.finfo(dt)[1] + 1) if dtypes.is_float(dt) else 24
+        unit = bits.rshift(32 - k).cast(dtypes.float32).mul(1.0 / (1 << k))
         return tensor_cls(unit.reshape(dims).cast(dt).uop, device=device, **kwargs)
 
     @classmethod
@@ -102,7 +104,7 @@ class RandomMixin:
         """Standard normal samples (Box-Muller)."""
         tensor_cls: Any = cls
         dims = tensor_cls._shape_arg(shape)
-        u = cls.rand(2, *dims, device=device)
+        u = cls.rand(2, *dims, device=device, dtype=dtypes.float32)  # (in float32 whatever the default: log(1 - u) stays finite)
         radius = u[0].sub(1.0, True).log().mul(-2.0).sqrt()
         ret = radius.mul(u[1].mul(2 * math.pi).cos())
         return tensor_cls(ret.cast(to_dtype(dtype) if dtype is not None else dtypes.default_float).uop, device=device, **kwargs)
@@ -110,19 +112,30 @@ class RandomMixin:
     @classmethod
     def uniform(cls, *shape: Any, low: float = 0.0, high: float = 1.0, dtype: Any = None, **kwargs: Any) -> Tensor:
         """Uniform samples in [low, high)."""
+        if not low < high:
+            raise ArgumentError(f"uniform needs low < high, got low={low}, high={high}")
         dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
-        return cls.rand(*shape, **kwargs).mul(high - low).add(low).cast(dt)
+        return cls.rand(*shape, dtype=dtypes.float32, **kwargs).mul(high - low).add(low).cast(dt)
 
     @classmethod
     def normal(cls, *shape: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
         """Normal samples with `mean` and `std`."""
+        if std < 0:
+            raise ArgumentError(f"normal needs std >= 0, got {std}")
         return cls.randn(*shape, **kwargs).mul(std).add(mean)
 
     @classmethod
     def randint(cls, *shape: Any, low: int = 0, high: int = 10, dtype: Any = None, **kwargs: Any) -> Tensor:
         """Uniform integers in [low, high)."""
         dt = to_dtype(dtype) if dtype is not None else dtypes.int32
-        return cls.rand(*shape, **kwargs).mul(high - low).floor().add(low).cast(dt)
+        if not isinstance(low, (int, np.integer)) or not isinstance(high, (int, np.integer)):
+            raise TensorTypeError(f"randint takes int bounds, got low={low!r}, high={high!r}")
+        if not dtypes.is_int(dt):
+            raise TensorTypeError(f"randint makes ints, got dtype={dt}: use uniform for floats")
+        low, high = int(low), int(high)
+        if low >= high:
+            raise ArgumentError(f"randint needs low < high, got low={low}, high={high}")
+        return cls.rand(*shape, dtype=dtypes.float32, **kwargs).mul(high - low).floor().add(low).cast(dt)
 
     @classmethod
     def scaled_uniform(cls, *shape: Any, **kwargs: Any) -> Tensor:

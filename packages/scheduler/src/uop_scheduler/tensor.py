@@ -12,7 +12,20 @@ from typing import Any, ClassVar
 
 import numpy as np
 from hcq_runtime import Buffer, Device, bind_buffer, buffer_for, canonicalize, numpy_dtype
-from uopir import DEFERRED_OPERAND_TYPES, DType, Ops, UOp, dtypes, float_to_bf16_bits, float_to_fp8, fp8_to_float, kernel_form, strong_dtype, to_dtype
+from uopir import (
+    DEFERRED_OPERAND_TYPES,
+    DType,
+    DTypeError,
+    Ops,
+    UOp,
+    dtypes,
+    float_to_bf16_bits,
+    float_to_fp8,
+    fp8_to_float,
+    kernel_form,
+    strong_dtype,
+    to_dtype,
+)
 
 from .activations import ActivationMixin
 from .call_values import IN_PLACE, written_slots
@@ -161,7 +174,10 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
             dt = dt or dtypes.uint8
         if isinstance(data, (list, tuple)):
             shape = _shape_of_list(data)
-            out = dt if dt is not None else (dtypes.from_py(data) if shape != (0,) else dtypes.default_float)
+            try:
+                out = dt if dt is not None else (dtypes.from_py(data) if shape != (0,) else dtypes.default_float)
+            except DTypeError as e:  # (a numpy scalar in a list: tinygrad and torch raise a RuntimeError)
+                raise TensorRuntimeError(f"{e}; a list holds Python numbers, or pass an np.array") from None
             host = numpy_dtype(out) if out.fmt is not None else np.float64
             data = _host_array(data, host).reshape(shape) if shape != (0,) else np.zeros((0,), host)
             dt = out
