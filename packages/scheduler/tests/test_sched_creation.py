@@ -232,3 +232,14 @@ def test_a_numpy_scalar_in_a_list_is_a_runtime_error():
     with pytest.raises(RuntimeError, match="np.array"):
         Tensor([np.int32(1)])
     np.testing.assert_array_equal(Tensor(np.array([np.int32(1)])).numpy(), np.array([1], np.int32))
+
+
+def test_a_python_numbers_tensor_is_written_in_the_targets_dtype():
+    t = Tensor(np.zeros(4, np.float16))
+    t.assign(Tensor(2.5).expand(4))
+    t[1:3] = Tensor(7)
+    i = Tensor(np.zeros(3, np.int8))
+    i.assign(Tensor(5).expand(3))
+    np.testing.assert_array_equal(t.numpy(), np.array([2.5, 7, 7, 2.5], np.float16))
+    np.testing.assert_array_equal(i.numpy(), np.full(3, 5, np.int8))
+    assert t.dtype is dtypes.float16 and i.dtype is dtypes.int8

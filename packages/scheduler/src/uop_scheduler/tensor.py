@@ -452,6 +452,8 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
                 x = Tensor(x.uop, device=Device.DEFAULT if self.device.startswith("DISK") else self.device)
             elif not self.device.startswith("DISK"):  # a file is written from wherever the value is (below)
                 raise TensorRuntimeError(f"assign device mismatch: {self.device} <- {x.device}; move the value with .to() first")
+        if x.dtype in dtypes.weaks:  # a Python number's tensor takes the dtype it is written into
+            x = x.cast(self.dtype)
         if x.dtype != self.dtype:
             raise TensorRuntimeError(f"assign dtype mismatch {self.dtype} != {x.dtype}: cast the value explicitly")
         if x.shape != self.shape:
