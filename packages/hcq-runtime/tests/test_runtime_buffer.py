@@ -93,3 +93,26 @@ def test_fresh_buffers_are_poisoned_in_debug_mode(monkeypatch):
     assert poison_enabled()
     monkeypatch.setenv("DEBUG", "0")
     assert not poison_enabled()
+
+
+def test_mem_used_counts_allocated_device_memory(f32, tmp_path):
+    import gc
+
+    from hcq_runtime import counters
+
+    start = counters.mem_used
+    buf = Buffer("CPU", 1000, f32)
+    assert counters.mem_used == start  # lazy: nothing allocated yet
+    buf.ensure_allocated()
+    view = buf.view(10, f32, offset=40)
+    view.ensure_allocated()
+    assert counters.mem_used == start + 4000  # a view shares its base's memory
+    counters.reset()  # resets what ran, not what is held
+    assert counters.mem_used == start + 4000
+    path = tmp_path / "f.bin"
+    path.write_bytes(bytes(64))
+    Buffer(f"DISK:{path}", 16, f32).ensure_allocated()  # a file's mapping is no device memory
+    assert counters.mem_used == start + 4000
+    del buf, view
+    gc.collect()
+    assert counters.mem_used == start

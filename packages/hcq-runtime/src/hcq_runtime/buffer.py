@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from .debug import counters
 from .device import Device, canonicalize
 from .errors import AllocationError, DeviceError
 
@@ -89,8 +90,10 @@ class Buffer:
         base = self.base
         if base._opaque is None:
             base._opaque = base.allocator.alloc(max(base.nbytes, 1), base.options)
-            if base.allocator.fresh_memory and poison_enabled():
-                base.allocator.poison(base._opaque, memoryview(poison_pattern(base.dtype, max(base.nbytes, 1))))
+            if base.allocator.fresh_memory:  # (a file's mapping is no device memory)
+                counters.mem_used += base.nbytes
+                if poison_enabled():
+                    base.allocator.poison(base._opaque, memoryview(poison_pattern(base.dtype, max(base.nbytes, 1))))
         if self._base is not None and self._opaque is None:
             self._opaque = self.allocator.offset(base._opaque, self.offset, self.nbytes)
         return self
@@ -158,7 +161,10 @@ class Buffer:
     def __del__(self) -> None:
         if self._base is None and self._opaque is not None and not self.external:
             try:
-                self.allocator.free(self._opaque, max(self.nbytes, 1), self.options)
+                allocator = self.allocator
+                allocator.free(self._opaque, max(self.nbytes, 1), self.options)
+                if allocator.fresh_memory:
+                    counters.mem_used -= self.nbytes
             except Exception:  # at interpreter shutdown the device or its allocator may already be gone
                 pass
 

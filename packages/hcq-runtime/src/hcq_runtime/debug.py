@@ -8,12 +8,14 @@ from dataclasses import dataclass
 
 @dataclass
 class Counters:
-    """What `run_linear` did since the last `reset()`: kernels launched, copies, seconds spent, compiles."""
+    """What `run_linear` did since the last `reset()`: kernels launched, copies, seconds spent, compiles; and
+    `mem_used`, the bytes of device memory buffers hold now (allocations not yet freed; `reset()` leaves it)."""
 
     kernels: int = 0
     copies: int = 0
     seconds: float = 0.0
     compiles: int = 0
+    mem_used: int = 0
 
     def reset(self) -> None:
         self.kernels, self.copies, self.seconds, self.compiles = 0, 0, 0.0, 0

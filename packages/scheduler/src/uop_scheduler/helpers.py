@@ -45,7 +45,7 @@ def mv_address(mv: memoryview) -> int:
 
 class _GlobalCounters:
     """tinygrad's `GlobalCounters`, read from `hcq_runtime.counters`: kernels launched (`kernel_count`), copies, and
-    seconds spent in them (`time_sum_s`) since `reset()`."""
+    seconds spent in them (`time_sum_s`) since `reset()`, and the device memory in use (`mem_used`)."""
 
     @property
     def kernel_count(self) -> int:
@@ -58,6 +58,11 @@ class _GlobalCounters:
     @property
     def time_sum_s(self) -> float:
         return counters.seconds
+
+    @property
+    def mem_used(self) -> int:
+        """Bytes of device memory buffers hold now (not reset by `reset()`)."""
+        return counters.mem_used
 
     def reset(self) -> None:
         counters.reset()
