@@ -76,3 +76,69 @@ def test_random_values_copied_into_a_file(tmp_path):
     whole = on_disk.numpy()
     assert whole.shape == (30,) and np.isfinite(whole).all() and whole.std() > 0.3
     np.testing.assert_array_equal(on_disk[10:20].to("CPU").numpy(), whole[10:20])
+
+
+# ---- writes into views of a file: one contiguous range of its bytes, in order ----
+def test_writes_into_contiguous_views_of_a_file(tmp_path):
+    path = tmp_path / "m.bin"
+    ref = np.arange(24, dtype=np.float32).reshape(4, 6)
+    m = Tensor(ref.copy()).to(f"disk:{path}")  # not realized yet: the first write puts its bytes in the file first
+    m[1] = Tensor.full((6,), -1.0)
+    m[2:4] = Tensor(np.ones((2, 6), np.float32))
+    m.reshape(24)[3:5].assign(Tensor([7.5, 8.5]))
+    m[0, 1:3] = [4.25, 5.25]
+    ref[1], ref[2:4], ref.reshape(24)[3:5], ref[0, 1:3] = -1.0, 1.0, [7.5, 8.5], [4.25, 5.25]
+    np.testing.assert_array_equal(np.fromfile(path, np.float32).reshape(4, 6), ref)
+    np.testing.assert_array_equal(m.numpy(), ref)
+
+
+def test_writes_through_bitcast_views_of_a_file(tmp_path):
+    raw = Tensor.empty(24, device=f"disk:{tmp_path / 'b.bin'}", dtype=dtypes.uint8)
+    raw[0:8].bitcast(dtypes.int64).assign([123456789012])
+    raw[8:24].bitcast(dtypes.float32).assign(Tensor([1.0, 2.0, 3.0, 4.0]))
+    got = np.fromfile(tmp_path / "b.bin", np.uint8)
+    assert got[:8].view(np.int64)[0] == 123456789012
+    np.testing.assert_array_equal(got[8:].view(np.float32), [1.0, 2.0, 3.0, 4.0])
+
+
+@pytest.mark.parametrize("view", [lambda t: t[:, 1:3], lambda t: t.T, lambda t: t.flip(1), lambda t: t.reshape(24)[::2]])
+def test_writes_into_strided_views_of_a_file_are_refused_and_change_nothing(tmp_path, view):
+    path = tmp_path / "s.bin"
+    ref = np.arange(24, dtype=np.float32).reshape(4, 6)
+    ref.tofile(path)
+    t = Tensor.empty(4, 6, device=f"disk:{path}")
+    v = view(t)
+    with pytest.raises(RuntimeError, match="non-contiguous view"):
+        v.assign(Tensor.zeros(*v.shape))
+    np.testing.assert_array_equal(np.fromfile(path, np.float32).reshape(4, 6), ref)
+
+
+def test_a_host_value_written_into_a_file_slice_does_not_touch_the_files_start(tmp_path):
+    # the value of `t[2:4] = [7, 8]` was made as a new buffer on the file's device, which maps the file's first bytes:
+    # the file became [7, 8, 2, 3] (and the write raised)
+    path = tmp_path / "h.bin"
+    t = Tensor(np.arange(4, dtype=np.int32)).to(f"disk:{path}").realize()
+    t[2:4] = [7, 8]
+    np.testing.assert_array_equal(np.fromfile(path, np.int32), [0, 1, 7, 8])
+
+
+def test_a_tensor_of_a_path_is_the_files_bytes(tmp_path):
+    import pathlib
+
+    path = pathlib.Path(tmp_path / "p.bin")
+    data = np.arange(100, dtype=np.uint8)
+    data.tofile(path)
+    t = Tensor(path)
+    assert t.shape == (100,) and t.dtype is dtypes.uint8 and t.device.startswith("DISK:")
+    np.testing.assert_array_equal(t.numpy(), data)
+    np.testing.assert_array_equal(t[16:18].numpy(), data[16:18])
+    c = Tensor(path, device="CPU")
+    assert c.device == "CPU"
+    np.testing.assert_array_equal(c.numpy(), data)
+    np.testing.assert_array_equal(Tensor(path, dtype=dtypes.int16).numpy(), data.view(np.int16))
+    (tmp_path / "empty.bin").touch()
+    assert Tensor(pathlib.Path(tmp_path / "empty.bin")).shape == (0,)
+    with pytest.raises(FileNotFoundError):
+        Tensor(pathlib.Path(tmp_path / "missing.bin"))
+    with pytest.raises(RuntimeError, match="not a whole number"):
+        Tensor(path, dtype=dtypes.int64)

@@ -189,11 +189,15 @@ class HostRunner(Runner):
             start = time.perf_counter()  # the launch alone: compiling (first use) is not the kernel's time
             kernel.program.launch(addresses, values, info.global_size, info.local_size)
             counters.kernels += 1
+            counters.ops += info.ops
+            counters.mem += info.mem
             label = info.function_name
         elapsed = time.perf_counter() - start
         counters.seconds += elapsed
         if debug_level() >= 2:
-            print(f"*** {label:<40s} {elapsed * 1e6:10.1f} us")
+            per_s = 1e-9 / max(elapsed, 1e-9)
+            rates = "" if body.op is Ops.COPY else f"  {info.ops * per_s:8.2f} GFLOP/s {info.mem * per_s:8.2f} GB/s"
+            print(f"*** {label:<40s} {elapsed * 1e6:10.1f} us{rates}")
 
     def link(self, calls: Sequence[UOp], inputs: Sequence[UOp]) -> HostBatch:
         linker = _Linker(inputs)
@@ -211,6 +215,7 @@ class HostBatch(LinkedPart):
     def __init__(self, linker: _Linker):
         self.variables = tuple(linker.variables)
         self.n_kernels, self.n_copies = linker.n_steps - linker.n_copies, linker.n_copies
+        self.n_ops, self.n_mem = linker.n_ops, linker.n_mem
         self._used = tuple(linker.used)  # the replay inputs this batch addresses, in its inputs-table order
         self._keep = linker.keep
         #: whether runs record each step's time (profiling was on when the batch was linked); see `profile`
@@ -284,6 +289,7 @@ class _Linker:
         self.var_patch: list[tuple[int, int]] = []  # (value slot, variable index)
         self.n_steps = 0
         self.n_copies = 0
+        self.n_ops = self.n_mem = 0  # the kernels' estimates (ProgramInfo.ops / mem)
         self.labels: list[str] = []  # each step's name (a kernel's function, or the copy's size)
         self.device: str | None = None  # the CPU device whose native runner runs the batch
 
@@ -352,3 +358,5 @@ class _Linker:
         self.steps += [_KERNEL, ctypes.cast(kernel.program.fn, ctypes.c_void_p).value or 0, max(cores, 1), first_buf, first_val, launcher]
         self.labels.append(info.function_name)
         self.n_steps += 1
+        self.n_ops += info.ops
+        self.n_mem += info.mem

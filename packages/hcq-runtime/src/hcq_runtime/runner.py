@@ -36,6 +36,9 @@ class LinkedPart:
     variables: tuple[str, ...] = ()
     n_kernels: int = 0
     n_copies: int = 0
+    #: estimated arithmetic ops and buffer bytes of the part's kernels (their `ProgramInfo.ops` / `mem`)
+    n_ops: int = 0
+    n_mem: int = 0
     #: queue submits per run
     submits: int = 0
     #: run-time words the last run patched into linked commands
@@ -131,6 +134,8 @@ class Linked:
         self.variables = tuple(dict.fromkeys(v for p in self.parts for v in p.variables))
         self.n_kernels = sum(p.n_kernels for p in self.parts)
         self.n_copies = sum(p.n_copies for p in self.parts)
+        self.n_ops = sum(p.n_ops for p in self.parts)
+        self.n_mem = sum(p.n_mem for p in self.parts)
 
     @property
     def owned_buffers(self) -> list[Buffer]:

@@ -1,5 +1,5 @@
 """Small utilities of tinygrad's public `helpers` that user programs and scripts import: `getenv`, `OSX`, `temp`,
-`all_same`, `prod`, `mv_address`, and `GlobalCounters` (what the runtime ran since its `reset()`)."""
+`all_same`, `dedup`, `prod`, `mv_address`, and `GlobalCounters` (what the runtime ran since its `reset()`)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,11 @@ def temp(name: str, append_user: bool = False) -> str:
     return os.path.join(tempfile.gettempdir(), name)
 
 
+def dedup(items: Iterable[T]) -> list[T]:
+    """The items without repeats, each at its first position."""
+    return list(dict.fromkeys(items))
+
+
 def all_same(items: Iterable[T]) -> bool:
     """True when every item equals the first (and for no items)."""
     items = list(items)
@@ -45,7 +50,8 @@ def mv_address(mv: memoryview) -> int:
 
 class _GlobalCounters:
     """tinygrad's `GlobalCounters`, read from `hcq_runtime.counters`: kernels launched (`kernel_count`), copies, and
-    seconds spent in them (`time_sum_s`) since `reset()`, and the device memory in use (`mem_used`)."""
+    seconds spent in them (`time_sum_s`), their estimated ops and buffer bytes (`global_ops`, `global_mem`) since
+    `reset()`, and the device memory in use (`mem_used`)."""
 
     @property
     def kernel_count(self) -> int:
@@ -60,6 +66,16 @@ class _GlobalCounters:
         return counters.seconds
 
     @property
+    def global_ops(self) -> int:
+        """Arithmetic ops of the kernels run since `reset()` (estimated per kernel, TinyJit replays included)."""
+        return counters.ops
+
+    @property
+    def global_mem(self) -> int:
+        """Bytes of the buffers those kernels touched (each buffer once per kernel)."""
+        return counters.mem
+
+    @property
     def mem_used(self) -> int:
         """Bytes of device memory buffers hold now (not reset by `reset()`)."""
         return counters.mem_used
@@ -70,4 +86,4 @@ class _GlobalCounters:
 
 GlobalCounters = _GlobalCounters()
 
-__all__ = ["OSX", "GlobalCounters", "all_same", "getenv", "prod", "temp"]
+__all__ = ["OSX", "GlobalCounters", "all_same", "dedup", "getenv", "prod", "temp"]

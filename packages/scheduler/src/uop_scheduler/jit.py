@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
-from hcq_runtime import CPUDevice, Device, DeviceError, Linked, bind_buffer, buffer_for, call_buffers, link_linear, run_linear
+from hcq_runtime import CPUDevice, Device, DeviceError, Linked, bind_buffer, buffer_for, call_buffers, counters, link_linear, run_linear
 from uopir import Ops, UOp, dtypes
 
 from .errors import JitError
@@ -382,6 +382,8 @@ class TinyJit(Generic[ReturnType]):
             RandomMixin._calls += cap.rng.calls
         if cap.linked is not None:
             cap.linked([buffer_for(b) for b in input_buffers] + [buffer_for(b).ensure_allocated() for b in outputs], var_vals)
+            counters.ops += cap.linked.n_ops  # (the work a replay does; `counters.kernels` counts scheduled launches only)
+            counters.mem += cap.linked.n_mem
         else:
             run_linear(cap.linear.substitute(dict(zip(cap.buffers, [*input_buffers, *outputs]))), var_vals)
         if int(os.environ.get("DEBUG", "0") or 0) >= 2:  # a replay is one call: its kernels are timed together

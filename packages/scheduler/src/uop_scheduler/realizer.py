@@ -170,6 +170,8 @@ def _run(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int]) -> UOp | 
     linked([buffer_for(b) for b in buffers], var_vals)
     counters.kernels += linked.n_kernels
     counters.copies += linked.n_copies
+    counters.ops += linked.n_ops
+    counters.mem += linked.n_mem
     counters.seconds += time.perf_counter() - start
     return None
 

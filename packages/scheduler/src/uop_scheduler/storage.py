@@ -7,6 +7,8 @@ memory, no read until the copy runs). A plain copy of a whole file buffer (`t.to
 
 from __future__ import annotations
 
+import math
+
 from hcq_runtime import Device, bind_buffer, buffer_for
 from uopir import GroupOp, Ops, UOp
 
@@ -53,6 +55,41 @@ def _element_range(view: UOp, base: UOp) -> tuple[int, int] | None:
     return max(0, lo), min(size, hi)
 
 
+def file_span(view: UOp) -> tuple[UOp, int, int] | None:
+    """(buffer, byte offset, byte count) when the elements of `view` (movement ops, bitcasts and detaches over a
+    BUFFER) are one contiguous range of the buffer's bytes in row-major order (what a write into a file's view
+    needs), else None: a strided, permuted, flipped or padded view."""
+    if view.op is Ops.BUFFER:
+        return view, 0, view.arg.size * view.dtype.itemsize
+    if view.op in (Ops.DETACH, Ops.BITCAST):  # a bitcast reads the same bytes in the same order
+        return file_span(view.src[0])
+    if view.op not in GroupOp.Movement or not all(isinstance(d, int) for d in view.shape):
+        return None
+    bottom = view
+    while bottom.op in GroupOp.Movement:
+        bottom = bottom.src[0]
+    if (below := file_span(bottom)) is None:
+        return None
+    buffer, offset, _ = below
+    if math.prod(view.shape) == 0:
+        return buffer, offset, 0
+    idx = tuple(UOp.variable(f"span_axis{i}", 0, d - 1) if d > 1 else UOp.const(0) for i, d in enumerate(view.shape))
+    inner, node = idx, view
+    while node is not bottom:
+        if not all(isinstance(d, int) for d in node.src[0].shape):
+            return None
+        inner, gate = movement_inner(node, inner)
+        if gate is not None:  # padding is no range of the file
+            return None
+        node = node.src[0]
+    flat = flat_index(inner, bottom.shape)
+    lo = int(flat.vmin)
+    in_order = (flat - (flat_index(idx, view.shape) + lo)).simplify()
+    if in_order.op is not Ops.CONST or in_order.arg != 0:
+        return None
+    return buffer, offset + lo * view.dtype.itemsize, math.prod(view.shape) * view.dtype.itemsize
+
+
 def _lifted(chain: UOp, base: UOp, device: str) -> UOp:
     """`chain` (views of the bytes-only buffer `base`) computed from a copy of the bytes it reads on `device`."""
     if chain is base:
@@ -87,8 +124,8 @@ def off_storage(targets: tuple[UOp, ...], device: str) -> tuple[UOp, ...]:
             if node.op is Ops.COPY and _is_leaf_view(s, {base}) is not None:  # a COPY moves a whole buffer's bytes as they are
                 continue
             swap[s] = _lifted(s, base, device)
-    for t in targets:
-        if t not in swap and t.op is not Ops.BUFFER and (base := _storage_chain(t)) is not None:
+    for t in targets:  # (a copy into a file realizes as the file's buffer: writes into the tensor then reach the file)
+        if t not in swap and t.op not in (Ops.BUFFER, Ops.COPY) and (base := _storage_chain(t)) is not None:
             swap[t] = _lifted(t, base, device)
     if not swap:
         return targets

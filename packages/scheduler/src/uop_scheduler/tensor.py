@@ -8,6 +8,7 @@ Tensor, so tinygrad code runs after changing the import.
 from __future__ import annotations
 
 import math
+import pathlib
 from typing import Any, ClassVar
 
 import numpy as np
@@ -42,6 +43,7 @@ from .random import RandomMixin
 from .realizer import capturing, done, external_buffers, realize_uops, realized_buffers, written_versions
 from .reduce import ReduceMixin
 from .schedule import device_below
+from .storage import file_span
 from .symbolic_sizes import concrete
 from .tensor_movement import TensorMovementMixin, index_tuple
 from .writes import (
@@ -155,6 +157,14 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
 
     def _init(self, data: Any, device: str | None, dtype: Any, requires_grad: bool | None) -> None:
         dt = _norm_dtype(dtype)
+        if isinstance(data, pathlib.Path):  # a file's bytes as a DISK tensor (of `dtype`, uint8 by default), or copied to `device`
+            dt, nbytes = dt or dtypes.uint8, data.stat().st_size  # (a missing file is a FileNotFoundError)
+            if nbytes % dt.itemsize:
+                raise TensorRuntimeError(f"{data} holds {nbytes} bytes, not a whole number of {dt} ({dt.itemsize} bytes each)")
+            disk = Tensor.empty(nbytes // dt.itemsize, dtype=dt, device=f"disk:{data.resolve()}")
+            data = disk if device is None or canonicalize(device).startswith("DISK") else disk.to(device)
+            device = data.device
+            data = data.uop
         self._fields(canonicalize(device) if device is not None else Device.DEFAULT)
         self.requires_grad = requires_grad
         if isinstance(data, UOp):
@@ -441,12 +451,17 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
             self._root._views.discard(self)
         self._root, self._chain = None, ()
 
+    def _value_device(self) -> str:
+        """Where a value written into this tensor is made from host data: this tensor's device, or the default device
+        for a file (a new buffer on a DISK device would map the file's first bytes, and writing it would overwrite them)."""
+        return Device.DEFAULT if self.device.startswith("DISK") else self.device
+
     def assign(self, x: Any) -> Tensor:
         """Write the value of `x` into this tensor (same dtype and device; broadcast to this shape). Writing into a view
         (a slice, permute, flip, reshape, detach or bitcast of a tensor) writes into the tensor it views. Values
         computed from the old value before the write keep the old value."""
         if not isinstance(x, Tensor):
-            x = Tensor(x, device=self.device, dtype=self.dtype)
+            x = Tensor(x, device=self._value_device(), dtype=self.dtype)
         if x.device != self.device:
             if device_below(x.uop) is None:  # a value of constants alone belongs to no device
                 x = Tensor(x.uop, device=Device.DEFAULT if self.device.startswith("DISK") else self.device)
@@ -464,12 +479,21 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
         return self
 
     def _write_file(self, x: Tensor) -> Tensor:
-        """A DISK tensor's assign: the value is computed where it lives and its bytes are written to the file now (a
-        file is not a device kernels run on)."""
-        u = self.uop
-        if not _is_buffer_view(u):
-            raise TensorRuntimeError("a DISK tensor is written whole: assign to the tensor loaded from the file, not to a view of it")
-        buffer_for(u.base).copyin(np.ascontiguousarray(x.numpy()))
+        """A DISK tensor's assign (the whole tensor or a contiguous view of it: `t[2:4] = ...`, `t[0:8].bitcast(...)`):
+        the value is computed where it lives and its bytes are written into the file now (a file is not a device
+        kernels run on)."""
+        span = file_span(self.uop)
+        root = self._root if self._root is not None else self
+        if span is None and not _is_buffer_view(root.uop):  # a file not written yet (`t.to("disk:...")`): its bytes first
+            root.realize()
+            span = file_span(self.uop)
+        if span is None:
+            raise TensorRuntimeError("non-contiguous view is not supported: a write into a DISK tensor covers one contiguous range of "
+                                     "its file in order (slices of leading dims, reshapes, bitcasts), not a strided, permuted or padded view")
+        buffer, offset, nbytes = span
+        data = memoryview(np.ascontiguousarray(to_storage(x.numpy(), self.dtype))).cast("B")
+        if nbytes:
+            buffer_for(buffer).view(nbytes, dtypes.uint8, offset).copyin(data)
         return self
 
     def __delitem__(self, indices: Any) -> None:
@@ -480,7 +504,7 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
         indexed elements. Basic indices (ints, slices with steps, None, Ellipsis) write through a view; tensor indices
         write the picked elements."""
         if not isinstance(value, Tensor):
-            value = Tensor(value, device=self.device, dtype=self.dtype)
+            value = Tensor(value, device=self._value_device(), dtype=self.dtype)
         indices = index_tuple(indices, Tensor)  # as __getitem__ reads it
         # positions given as a tensor, list, array or a tuple inside the index: a scatter (a gathered copy is no view)
         parts = indices if isinstance(indices, tuple) else (indices,)

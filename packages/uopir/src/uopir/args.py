@@ -69,7 +69,8 @@ class ProgramInfo:
     """The arg of a PROGRAM: the function name, which call arguments it touches, and its launch dims.
 
     globals: the call-argument slots of the buffers the program uses, in the order the runtime binds them; vars: the
-    variable PARAMs it reads, after the buffers; outs/ins: which of those slots are written / read.
+    variable PARAMs it reads, after the buffers; outs/ins: which of those slots are written / read; ops/mem: the
+    arithmetic ops it runs and the bytes of the buffers it touches (`codegen.estimates`).
     """
 
     function_name: str
@@ -80,3 +81,5 @@ class ProgramInfo:
     global_size: tuple[int, ...] = (1, 1, 1)
     local_size: tuple[int, ...] | None = (1, 1, 1)
     target: str | None = None
+    ops: int = 0
+    mem: int = 0

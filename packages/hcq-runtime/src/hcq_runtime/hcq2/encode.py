@@ -159,6 +159,8 @@ class EncodedBatch:
     n_kernels: int = 0
     n_copies: int = 0
     devices: dict[str, Any] = field(default_factory=dict)
+    n_ops: int = 0  # the kernels' estimated ops and buffer bytes (ProgramInfo.ops / mem)
+    n_mem: int = 0
 
 
 _MASK64 = (1 << 64) - 1
@@ -284,6 +286,8 @@ def encode(described: Described) -> EncodedBatch:
             encoded.devices[device].encode_kernel(hw, enc.hw[(device, kind)][1], kernel.program, link(f"prog:{slot}", 8), addresses, values,
                                          tuple(info.global_size), tuple(info.local_size))
             encoded.n_kernels += 1
+            encoded.n_ops += info.ops
+            encoded.n_mem += info.mem
             name = info.function_name
         else:
             dst, src = args[0], args[1]

@@ -122,6 +122,8 @@ def run_calls(calls: Sequence[UOp], var_vals: Mapping[str, int] | None = None) -
         _record(linked)
         counters.kernels += encoded.n_kernels
         counters.copies += encoded.n_copies
+        counters.ops += encoded.n_ops
+        counters.mem += encoded.n_mem
         counters.seconds += time.perf_counter() - start
 
 
@@ -201,6 +203,8 @@ class QueueSteps(LinkedPart):
             self.steps.append((True, batch))
         self._values = np.zeros(len(self._sources), np.uint64)
         self.n_kernels = sum(b.encoded.n_kernels for b in self._batches)
+        self.n_ops = sum(b.encoded.n_ops for b in self._batches)
+        self.n_mem = sum(b.encoded.n_mem for b in self._batches)
         self.n_copies = sum(b.encoded.n_copies for b in self._batches) + sum(len(group) for queued, group in self.steps if not queued)
 
     @property

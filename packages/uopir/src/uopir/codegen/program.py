@@ -12,6 +12,7 @@ from uopir.uop import UOp
 
 from ..renderer.base import Renderer
 from .decompose import decompose
+from .estimates import kernel_estimates
 from .gpudims import add_gpu_dims, launch_dims
 from .images import image_params, lower_images
 from .kernel import REDUCE_AXES, CodegenError, axis_type, buffer_access, buffer_params, kernel_ranges, kernel_stores, kernel_variables
@@ -68,6 +69,7 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | tuple[Opt, ...] |
     linear = linearize(kernel, lane_sums=renderer.lane_sums)
     global_size, local_size = launch_dims(linear)
     source = renderer.render(name, linear)
+    ops, mem = kernel_estimates(lowered)
     info = ProgramInfo(name, globals=tuple(p.arg.slot for p in params), vars=tuple(variables), outs=access.outs, ins=access.ins,
-                       global_size=global_size, local_size=local_size, target=renderer.device)
+                       global_size=global_size, local_size=local_size, target=renderer.device, ops=ops, mem=mem)
     return UOp(Ops.PROGRAM, dtypes.void, (ast, UOp(Ops.LINEAR, dtypes.void, tuple(linear)), UOp(Ops.SOURCE, dtypes.void, (), source)), info)
