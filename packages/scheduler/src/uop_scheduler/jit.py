@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, TypeVar
 
-from hcq_runtime import CPUDevice, Device, DeviceError, Linked, bind_buffer, buffer_for, call_buffers, counters, link_linear, run_linear
+from hcq_runtime import Buffer, CPUDevice, Device, DeviceError, Linked, bind_buffer, buffer_for, call_buffers, counters, link_linear, run_linear
 from uopir import Ops, UOp, dtypes
 
 from .errors import JitError
@@ -168,6 +168,26 @@ class _Captured:
     # each replay rebinds them to its own inputs and outputs (see `_late_tensors`)
     late: list[tuple[weakref.ref, UOp]] = dataclasses.field(default_factory=list)
     late_now: dict[UOp, UOp] = dataclasses.field(default_factory=dict)  # the latest replay's buffers for the captured ones
+    relink: bool = False  # the step's internal buffers were let go (`free_intermediates`): link again at the next replay
+
+    def free_intermediates(self) -> None:
+        """Let go of the memory of the step's buffers that no live tensor or random state holds (a jitted step kept
+        between uses, such as an LLM's prefill beside its decode step): its intermediates, and the capture's own inputs
+        and outputs once their tensors are gone (replays are given their buffers). Each gets new storage, allocated and
+        linked at the next replay; buffers that shared memory keep sharing it."""
+        keep = _live_storage([t.uop.base for t in self.rng.state.values()] if self.rng is not None else [])
+        groups: dict[int, list[UOp]] = {}
+        for a in (*self.buffers, *(a for call in self.linear.src for a in call.src[1:])):
+            if a.op is Ops.BUFFER and isinstance(a.arg.device, str) and id(old := buffer_for(a)) not in keep and not old.external:
+                groups.setdefault(id(old), []).append(a)
+        if not groups:
+            return
+        self.linked, self.relink = None, self.linked is not None  # the link holds the old storage (its addresses are baked in)
+        for uops in groups.values():
+            old = buffer_for(uops[0])
+            new = Buffer(old.device, old.size, old.dtype)  # (allocated on first use)
+            for u in dict.fromkeys(uops):
+                bind_buffer(u, new)
 
 
 def _live_storage(roots: list[UOp]) -> set[int]:
@@ -380,6 +400,12 @@ class TinyJit(Generic[ReturnType]):
         if cap.rng is not None:
             cap.rng.fill()  # the step's random tensors continue the eager sequence
             RandomMixin._calls += cap.rng.calls
+        if cap.relink:
+            cap.relink = False
+            try:
+                cap.linked = link_linear(cap.linear, inputs=cap.buffers)
+            except DeviceError:
+                cap.linked = None
         if cap.linked is not None:
             cap.linked([buffer_for(b) for b in input_buffers] + [buffer_for(b).ensure_allocated() for b in outputs], var_vals)
             counters.ops += cap.linked.n_ops  # (the work a replay does; `counters.kernels` counts scheduled launches only)
