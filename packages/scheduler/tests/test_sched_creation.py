@@ -243,3 +243,12 @@ def test_a_python_numbers_tensor_is_written_in_the_targets_dtype():
     np.testing.assert_array_equal(t.numpy(), np.array([2.5, 7, 7, 2.5], np.float16))
     np.testing.assert_array_equal(i.numpy(), np.full(3, 5, np.int8))
     assert t.dtype is dtypes.float16 and i.dtype is dtypes.int8
+
+
+@pytest.mark.parametrize("dtype, np_dtype", [(dtypes.float32, np.float32), (dtypes.int16, np.int16), (dtypes.uint8, np.uint8),
+                                             (dtypes.float64, np.float64)])
+def test_bytes_are_the_storage_of_their_dtype(dtype, np_dtype):
+    raw = np.random.default_rng(0).standard_normal(6).astype(np.float64).tobytes()[:48]
+    np.testing.assert_array_equal(Tensor(raw, dtype=dtype).numpy(), np.frombuffer(raw, np_dtype))
+    with pytest.raises(RuntimeError, match="not a whole number"):
+        Tensor(raw[:47], dtype=dtypes.float32)

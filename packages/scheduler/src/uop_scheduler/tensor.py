@@ -179,9 +179,11 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
             out = dt if dt is not None else dtypes.from_py(data)
             self.uop = UOp.const(out.const(data), out)
             return
-        if isinstance(data, bytes):
-            data = np.frombuffer(data, dtype=np.uint8)
+        if isinstance(data, bytes):  # raw storage: the bytes of `dtype` elements (uint8 by default)
             dt = dt or dtypes.uint8
+            if len(data) % dt.itemsize:
+                raise TensorRuntimeError(f"{len(data)} bytes are not a whole number of {dt} ({dt.itemsize} bytes each)")
+            data = from_storage(np.frombuffer(data, dtype=numpy_dtype(dt)), dt)
         if isinstance(data, (list, tuple)):
             shape = _shape_of_list(data)
             try:
