@@ -1,12 +1,15 @@
 """safetensors files: what the format allows loads (0-d entries keep shape ()), everything else raises SafetensorsError
 naming the tensor and the field; saved files get the umask's mode."""
 
+import io
 import json
 import os
 import struct
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from uop_scheduler import Tensor
 from uop_scheduler.nn.state import SafetensorsError, safe_load, safe_load_metadata, safe_save
 
@@ -144,3 +147,41 @@ def test_saved_file_gets_the_umask_mode_and_keeps_an_existing_files_mode(tmp_pat
     safe_save({"a": Tensor(np.ones(2, np.float32))}, existing)
     assert existing.stat().st_mode & 0o777 == 0o604
     assert sorted(p.name for p in tmp_path.iterdir()) == ["existing.safetensors", "new.safetensors"]  # no temporary left
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(st.binary(max_size=300), st.lists(st.tuples(st.sampled_from(["read", "seek_set", "seek_end", "seek_cur", "read_all"]),
+                                                  st.integers(0, 400)), max_size=8))
+def test_tensor_io_reads_as_bytes_io(data, ops):
+    # differential: every read and seek of a TensorIO over Tensor(data) returns what io.BytesIO(data) returns
+    from uop_scheduler.nn.state import TensorIO
+
+    ours, ref = TensorIO(Tensor(data)), io.BytesIO(data)
+    for op, n in ops:
+        if op == "read":
+            assert ours.read(n) == ref.read(n)
+        elif op == "read_all":
+            assert ours.read() == ref.read()
+        else:
+            offset, whence = {"seek_set": (n, io.SEEK_SET), "seek_end": (-min(n, len(data)), io.SEEK_END), "seek_cur": (0, io.SEEK_CUR)}[op]
+            assert ours.seek(offset, whence) == ref.seek(offset, whence)
+        assert ours.tell() == ref.tell()
+
+
+def test_tensor_io_over_a_file_feeds_tarfile(tmp_path):
+    import pathlib
+    import tarfile
+
+    from uop_scheduler.nn.state import TensorIO
+
+    payload = {"a.bin": bytes(range(200)), "dir/b.txt": b"hello"}
+    path = tmp_path / "x.tar"
+    with tarfile.open(path, "w") as tar:
+        for name, blob in payload.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(blob)
+            tar.addfile(info, io.BytesIO(blob))
+    with tarfile.open(fileobj=TensorIO(Tensor(pathlib.Path(path))), mode="r") as tar:
+        assert {m.name: tar.extractfile(m).read() for m in tar if m.isreg()} == payload
+    with pytest.raises(TypeError, match="1-D uint8"):
+        TensorIO(Tensor([1.0, 2.0]))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from uop_scheduler import Context, Tensor
+from uop_scheduler import Context, Tensor, dtypes
 from uop_scheduler.errors import ShapeError, TensorRuntimeError
 from uop_scheduler.nn import optim
 from uop_scheduler.nn.optim import SGD, Adam, Muon
@@ -376,3 +376,30 @@ def test_a_tensor_set_as_the_learning_rate_is_used_as_it_is(make_opt):
             opt.step()
         results.append(p.numpy())
     np.testing.assert_allclose(results[1], results[0], rtol=1e-6)
+
+
+def test_optimizer_state_is_float32_under_a_half_default_float():
+    # tinygrad keeps optimizer state in OPTIM_DTYPE (float32): moments made at the half default overflowed, and an Adam
+    # step of lr 1e10 gave inf (tinygrad's test_mixed_precision)
+    x0, g0 = np.array([0.5, -1.5, 2.0], np.float32), np.array([0.25, -3.0, 0.125], np.float32)
+    with Context(DEFAULT_FLOAT=dtypes.float16, TRAINING=1):
+        x = Tensor(x0.copy(), requires_grad=True)
+        opt = Adam([x], lr=1e10)
+        assert all(s.dtype is dtypes.float32 for s in opt.state)
+        opt.zero_grad()
+        (x * Tensor(g0)).sum().backward()
+        opt.step()
+        got = x.numpy()
+    m, v = 0.1 * g0.astype(np.float64), 0.001 * g0.astype(np.float64) ** 2
+    want = x0 - 1e10 * (m / 0.1) / (np.sqrt(v / 0.001) + 1e-8)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_optim_dtype_names_the_state_dtype(monkeypatch):
+    from uop_scheduler import ArgumentError
+
+    monkeypatch.setenv("OPTIM_DTYPE", "float64")
+    assert all(s.dtype is dtypes.float64 for s in SGD([Tensor([1.0, 2.0], requires_grad=True)], momentum=0.9).state)
+    monkeypatch.setenv("OPTIM_DTYPE", "int8")
+    with pytest.raises(ArgumentError, match="float dtype"):
+        Adam([Tensor([1.0], requires_grad=True)])

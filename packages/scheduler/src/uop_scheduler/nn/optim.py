@@ -12,11 +12,11 @@ import math
 import os
 import weakref
 
-from uopir import CallInfo, DType, KernelInfo, Ops, UOp, kernel_form
+from uopir import CallInfo, DType, KernelInfo, Ops, UOp, dtypes, kernel_form, to_dtype
 
 from ..call_values import IN_PLACE, version_under
 from ..elementwise import const_uop
-from ..errors import TensorRuntimeError
+from ..errors import ArgumentError, TensorRuntimeError
 from ..tensor import Tensor
 from ..writes import own_copy, write_by_kernel
 
@@ -28,12 +28,25 @@ def _trust_ratio(r1: Tensor, r2: Tensor, ratio: Tensor) -> Tensor:
     return (r1 > 0).where((r2 > 0).where(ratio, 1.0), 1.0)
 
 
+def _optim_dtype() -> DType:
+    """The dtype of optimizer state: `OPTIM_DTYPE` (a dtype name, float32 by default), as tinygrad reads it."""
+    name = os.environ.get("OPTIM_DTYPE", "float32")
+    try:
+        dt = to_dtype(name)
+    except (KeyError, ValueError, AttributeError):
+        raise ArgumentError(f"OPTIM_DTYPE={name!r} is not a dtype") from None
+    if not dtypes.is_float(dt):
+        raise ArgumentError(f"OPTIM_DTYPE must be a float dtype, got {dt}")
+    return dt
+
+
 def _state_like(p: Tensor) -> Tensor:
     """Optimizer state for parameter `p`: zeros in a buffer of their own, filled now. Left a constant (or a pending
     fill), the first step's update kernels fold the zeros in and differ from every later step's: a second set of
     kernels was compiled at the second step (an MLP's second eager step took 0.5 s instead of 0.15 s cold). State of
     a parameter on several devices stays a sharded constant (one tensor object, which `to_` can move)."""
-    zeros = Tensor.zeros(*p.shape, device=p.device, requires_grad=False)
+    # float32 whatever the default float (tinygrad's OPTIM_DTYPE): moments of a half default overflowed (Adam with lr 1e10)
+    zeros = Tensor.zeros(*p.shape, device=p.device, dtype=_optim_dtype(), requires_grad=False)
     if isinstance(p.device, tuple):
         return zeros
     # a buffer of its own (an own copy: `zeros.contiguous()` is one node for every state of this shape, and the tensors
@@ -168,7 +181,7 @@ class LAMB(Optimizer):
         self.v = [_state_like(p) for p in self.params]
         # b1**t and b2**t live in tensors rather than constants, so every step has the same graph: one schedule and
         # one set of kernels for the whole run instead of new ones per step
-        self.b1_t, self.b2_t = Tensor([1.0], requires_grad=False), Tensor([1.0], requires_grad=False)
+        self.b1_t, self.b2_t = (Tensor([1.0], dtype=dtypes.float32, requires_grad=False) for _ in range(2))
         self.state = [self.b1_t, self.b2_t, *self.m, *self.v]
 
     def schedule_step(self) -> list[Tensor]:

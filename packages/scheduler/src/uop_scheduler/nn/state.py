@@ -21,12 +21,12 @@ from typing import Any
 import numpy as np
 from uopir import dtypes
 
-from ..errors import SchedulerError, ShapeError
+from ..errors import SchedulerError, ShapeError, TensorTypeError
 from ..tensor import Tensor
 
 __all__ = [
     "SafetensorsError", "get_parameters", "get_state_dict", "load_state_dict", "safe_load", "safe_load_metadata", "safe_save",
-    "tar_extract", "zip_extract",
+    "TensorIO", "tar_extract", "zip_extract",
 ]
 
 SAFETENSORS_DTYPES = {
@@ -279,3 +279,41 @@ def zip_extract(fn: Tensor | str | os.PathLike) -> dict[str, Tensor]:
 
     with zipfile.ZipFile(io.BytesIO(_file_bytes(fn))) as zf:
         return {info.filename: _uint8(zf.read(info)) for info in zf.infolist() if not info.is_dir()}
+
+
+class TensorIO(io.RawIOBase):
+    """A read-only, seekable binary file over the bytes of a 1-D uint8 tensor (`Tensor(path)`, `Tensor(data)`), for
+    readers that take file objects (tarfile, zipfile, pickle): each read computes only the slice it returns, so a
+    file's tensor is read piece by piece."""
+
+    def __init__(self, t: Tensor):
+        if not isinstance(t, Tensor) or t.dtype is not dtypes.uint8 or t.ndim != 1:
+            raise TensorTypeError(f"TensorIO reads a 1-D uint8 tensor, got {t!r}")
+        super().__init__()
+        self._tensor, self._pos = t, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._tensor.shape[0]}.get(whence)
+        if base is None:
+            raise ValueError(f"invalid whence {whence}: use io.SEEK_SET, SEEK_CUR or SEEK_END")
+        if base + offset < 0:
+            raise ValueError(f"negative seek position {base + offset}")
+        self._pos = base + offset
+        return self._pos
+
+    def readinto(self, buffer: Any) -> int:
+        view = memoryview(buffer).cast("B")
+        n = max(0, min(len(view), self._tensor.shape[0] - self._pos))
+        if n:
+            view[:n] = self._tensor[self._pos:self._pos + n].numpy().tobytes()
+            self._pos += n
+        return n
