@@ -252,3 +252,15 @@ def test_bytes_are_the_storage_of_their_dtype(dtype, np_dtype):
     np.testing.assert_array_equal(Tensor(raw, dtype=dtype).numpy(), np.frombuffer(raw, np_dtype))
     with pytest.raises(RuntimeError, match="not a whole number"):
         Tensor(raw[:47], dtype=dtypes.float32)
+
+
+def test_const_and_data_forms():
+    from uopir import UOp
+
+    assert Tensor.const(2.5).dtype is dtypes.weakfloat and Tensor.const(3, dtypes.int8).dtype is dtypes.int8
+    assert Tensor.const(UOp.const(1.0, dtypes.float32), dtypes.int8).dtype is dtypes.int8
+    assert Tensor.const(UOp.variable("x", 1, 10).bind(5), dtypes.int32).item() == 5
+    empty = Tensor(np.zeros((0, 2), np.int32)).data()
+    assert empty.itemsize == 4 and empty.shape == (0,) and list(empty) == []
+    two = Tensor(np.array([[1, 2.5], [3, 4]], np.float32)).data()
+    assert two.shape == (2, 2) and two[0, 1] == 2.5

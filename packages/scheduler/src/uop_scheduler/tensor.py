@@ -572,8 +572,9 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
         return self.numpy().reshape(()).item()
 
     def data(self) -> memoryview:
-        """The values as a memoryview in row-major order."""
-        return memoryview(self.numpy())
+        """The values as a memoryview of this shape (flat when empty: Python lists no empty multi-dim memoryview)."""
+        values = self.numpy()
+        return memoryview(values if values.size else values.reshape(0))
 
     def to(self, device: str | tuple[str, ...] | None) -> Tensor:
         """This tensor on `device` (a lazy COPY when it differs); on several devices, a copy on each (`shard(device)`)."""
@@ -749,6 +750,14 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
             dev = canonicalize(device) if device is not None else Device.DEFAULT
             return Tensor._in_own_buffer(Tensor(const.reshape((1,) * len(dims)).expand(dims), device=dev), **kwargs)
         return Tensor(const.reshape((1,) * len(dims)).expand(dims), device=device, **kwargs)
+
+    @staticmethod
+    def const(value: Any, dtype: Any = None) -> Tensor:
+        """A 0-d tensor of `value`: a number (weakly typed unless `dtype`) or a scalar UOp such as a bound Variable."""
+        dt = _norm_dtype(dtype)
+        if isinstance(value, UOp):
+            return Tensor(value if dt is None or value.dtype is dt else value.cast(dt))
+        return Tensor(value, dtype=dt)
 
     @staticmethod
     def zeros(*shape: Any, dtype: Any = None, device: str | None = None, **kwargs: Any) -> Tensor:
