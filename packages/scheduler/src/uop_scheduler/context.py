@@ -18,17 +18,18 @@ from uopir import DType, dtypes, to_dtype
 from .errors import ArgumentError
 
 # knob -> (the dtypes attribute it sets, the kind of dtype it takes)
-_DEFAULT_DTYPES = {"DEFAULT_FLOAT": ("default_float", dtypes.is_float), "DEFAULT_INT": ("default_int", dtypes.is_int)}
+_DEFAULT_DTYPES = {"DEFAULT_FLOAT": ("default_float", "float"), "DEFAULT_INT": ("default_int", "int")}
 
 
-def _default_dtype(knob: str, value: Any) -> DType:
-    attr, kind = _DEFAULT_DTYPES[knob]
+def dtype_knob(knob: str, value: Any, kind: str) -> DType:
+    """The dtype a knob names (a DType, or a name such as "half" or "HALF"), which must be a strong `kind` ("float" or
+    "int") dtype; an ArgumentError naming the knob otherwise."""
     try:
         dt = value if isinstance(value, DType) else to_dtype(str(value).lower())
     except (KeyError, ValueError, TypeError, AttributeError):
         raise ArgumentError(f"{knob}={value!r} is not a dtype") from None
-    if not kind(dt) or dt in dtypes.weaks:
-        raise ArgumentError(f"{knob} must be a {attr.split('_')[1]} dtype, got {dt}")
+    if not (dtypes.is_float if kind == "float" else dtypes.is_int)(dt) or dt in dtypes.weaks:
+        raise ArgumentError(f"{knob} must be a {kind} dtype, got {dt}")
     return dt
 
 
@@ -36,7 +37,7 @@ class Context(contextlib.ContextDecorator):
     """Temporarily set knobs: `with Context(DEBUG=2): ...` or `@Context(DEV="CPU:1")`."""
 
     def __init__(self, **kwargs: Any):
-        self.defaults = {k: _default_dtype(k, v) for k, v in kwargs.items() if k in _DEFAULT_DTYPES}
+        self.defaults = {k: dtype_knob(k, v, _DEFAULT_DTYPES[k][1]) for k, v in kwargs.items() if k in _DEFAULT_DTYPES}
         self.kwargs = {k: str(int(v) if isinstance(v, bool) else v) for k, v in kwargs.items() if k not in _DEFAULT_DTYPES}
         self._saved: list[dict[str, Any]] = []
 

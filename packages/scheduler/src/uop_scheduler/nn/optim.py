@@ -12,11 +12,12 @@ import math
 import os
 import weakref
 
-from uopir import CallInfo, DType, KernelInfo, Ops, UOp, dtypes, kernel_form, to_dtype
+from uopir import CallInfo, DType, KernelInfo, Ops, UOp, dtypes, kernel_form
 
 from ..call_values import IN_PLACE, version_under
+from ..context import dtype_knob
 from ..elementwise import const_uop
-from ..errors import ArgumentError, TensorRuntimeError
+from ..errors import TensorRuntimeError
 from ..tensor import Tensor
 from ..writes import own_copy, write_by_kernel
 
@@ -30,14 +31,7 @@ def _trust_ratio(r1: Tensor, r2: Tensor, ratio: Tensor) -> Tensor:
 
 def _optim_dtype() -> DType:
     """The dtype of optimizer state: `OPTIM_DTYPE` (a dtype name, float32 by default), as tinygrad reads it."""
-    name = os.environ.get("OPTIM_DTYPE", "float32")
-    try:
-        dt = to_dtype(name)
-    except (KeyError, ValueError, AttributeError):
-        raise ArgumentError(f"OPTIM_DTYPE={name!r} is not a dtype") from None
-    if not dtypes.is_float(dt):
-        raise ArgumentError(f"OPTIM_DTYPE must be a float dtype, got {dt}")
-    return dt
+    return dtype_knob("OPTIM_DTYPE", os.environ.get("OPTIM_DTYPE", "float32"), "float")
 
 
 def _state_like(p: Tensor) -> Tensor:
