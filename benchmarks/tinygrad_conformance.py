@@ -3,8 +3,10 @@
     uv run python benchmarks/tinygrad_conformance.py TINYGRAD_SRC [--files test/unit/test_assign.py ...] [--no-baseline]
 
 TINYGRAD_SRC is a local checkout of the public tinygrad repository (never committed here). test/backend/test_ops.py
-checks each op against torch: run this script with an interpreter that has torch and numpy (the venv vs_torch.py
-describes); without torch that file counts for neither side. For our side, a shim
+checks each op against torch, and test/unit/test_disk_tensor.py reads files safetensors writes: run this script with an
+interpreter that has torch, numpy and safetensors (the venv vs_torch.py describes, plus `pip install safetensors`);
+without them those files count for neither side. examples/gpt2.py and extra/gradcheck.py are read from the checkout
+(test_symbolic_ops.py and test_ops.py import them). For our side, a shim
 package named `tinygrad` is put first on the path: its modules only re-export names from `uop_scheduler` and its
 neighbours (a name with no counterpart is a placeholder that raises when used, so the tests that need it fail while
 the rest of the file still runs). tinygrad's `test/helpers.py` is replaced by a small stub of our own. Each test has a

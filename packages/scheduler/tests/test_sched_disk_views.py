@@ -142,3 +142,5 @@ def test_a_tensor_of_a_path_is_the_files_bytes(tmp_path):
         Tensor(pathlib.Path(tmp_path / "missing.bin"))
     with pytest.raises(RuntimeError, match="not a whole number"):
         Tensor(path, dtype=dtypes.int64)
+    with pytest.raises(RuntimeError, match="is a directory"):
+        Tensor(pathlib.Path(tmp_path))

@@ -159,6 +159,8 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
         dt = _norm_dtype(dtype)
         if isinstance(data, pathlib.Path):  # a file's bytes as a DISK tensor (of `dtype`, uint8 by default), or copied to `device`
             dt, nbytes = dt or dtypes.uint8, data.stat().st_size  # (a missing file is a FileNotFoundError)
+            if data.is_dir():
+                raise TensorRuntimeError(f"{data} is a directory: Tensor(path) reads the bytes of a file")
             if nbytes % dt.itemsize:
                 raise TensorRuntimeError(f"{data} holds {nbytes} bytes, not a whole number of {dt} ({dt.itemsize} bytes each)")
             disk = Tensor.empty(nbytes // dt.itemsize, dtype=dt, device=f"disk:{data.resolve()}")
