@@ -224,7 +224,34 @@ def test_symbolic_shapes_refused_where_they_cannot_hold():
         Tensor(np.zeros(30, np.float32)).reshape(3, v)  # a concrete size is no symbolic one
     with pytest.raises(ArgumentError, match="concrete shape"):
         Tensor.rand(2, v)
-    with pytest.raises(ShapeError, match="concrete spatial dims"):
+    with pytest.raises(ShapeError, match="smallest size 1"):  # a window of 3 does not fit the Variable's minimum
         Tensor.ones(1, 2, 10)[:, :, :v].conv2d(Tensor.ones(4, 2, 3))
     with pytest.raises(IndexError, match="out of bounds with size=3"):
         Tensor(B3)[:, :v][:, 3]
+
+
+
+def _conv1d_ref(x: np.ndarray, w: np.ndarray, stride: int, pad: int) -> np.ndarray:
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad)))
+    n = (xp.shape[2] - w.shape[2]) // stride + 1
+    return np.stack([np.einsum("bck,ock->bo", xp[:, :, t * stride:t * stride + w.shape[2]], w) for t in range(n)], axis=-1)
+
+
+def test_convolution_and_pooling_over_a_symbolic_axis_match_numpy():
+    # the windows repeat the axis as often as its smallest size needs; tinygrad's test_conv2d_ceildiv_edge_case (79)
+    from uopir import sym_infer
+
+    rng = np.random.default_rng(3)
+    xn, wn = rng.standard_normal((1, 8, 100)).astype(np.float32), rng.standard_normal((16, 8, 12)).astype(np.float32)
+    pn = rng.standard_normal((2, 3, 20, 8)).astype(np.float32)
+    x, w, p = Tensor(xn).realize(), Tensor(wn).realize(), Tensor(pn).realize()
+    for val in (79, 11, 40):
+        out = x[:, :, :Variable("v", 11, 100).bind(val)].conv2d(w, stride=6, padding=(3, 3))
+        want = _conv1d_ref(xn[:, :, :val], wn, 6, 3)
+        assert tuple(sym_infer(d, {"v": val}) for d in out.shape) == want.shape
+        np.testing.assert_allclose(out[:, :, :want.shape[2]].numpy(), want, rtol=1e-4, atol=1e-4)
+    for val in (4, 7, 20):
+        v = Variable("r", 4, 20).bind(val)
+        rows = val // 2
+        pooled = p[:, :, :v].max_pool2d(2)
+        np.testing.assert_array_equal(pooled[:, :, :rows].numpy(), pn[:, :, :rows * 2].reshape(2, 3, rows, 2, 4, 2).max(axis=(3, 5)))

@@ -279,21 +279,22 @@ class NNMixin(TensorFields):
             raise ShapeError(f"can't pool {self.shape} with {kernel}")
         s_, d_ = make_tuple(stride, nk), make_tuple(dilation, nk)
         lead = self.ndim - nk
-        if any(isinstance(n, UOp) for n in self.shape[lead:]):
-            raise ShapeError(f"pooling and convolution windows need concrete spatial dims, got {shape_str(self.shape)}: "
-                             "pad the symbolic axis to its maximum and shrink the result")
         y = _Steps(self)
         for j, (k, s, d) in enumerate(zip(kernel, s_, d_)):
             # axis lead+j holds the spatial dim; earlier spatial dims are already (out, k) pairs at the end
             axis = lead + j
             i = y.shape[axis]
             o = (i - d * (k - 1) - 1) // s + 1
-            if o <= 0:
+            symbolic = isinstance(i, UOp)
+            if symbolic and int(i.vmin) < d * (k - 1) + 1:  # (below that size there is no window at all)
+                raise ShapeError(f"a window of kernel {kernel} with dilation {d_} does not fit the symbolic axis of "
+                                 f"{shape_str(self.shape)} at its smallest size {int(i.vmin)}: give the Variable a larger minimum")
+            if not symbolic and o <= 0:
                 raise ShapeError(f"kernel {kernel} with dilation {d_} does not fit the spatial shape {self.shape[lead:]}")
             ndim = len(y.shape)
             y.add(Ops.PERMUTE, tuple([a for a in range(ndim) if a != axis] + [axis]))
             rest = ndim - 1
-            if k <= s and d == 1:
+            if k <= s and d == 1 and not symbolic:  # (a symbolic size takes the repeat below, which holds for every size)
                 # windows do not overlap: cut the axis into (o, s) rows and keep the first k of each (the pad is a new
                 # value, as `pad` makes it, not a view)
                 y = y.padded(((0, 0),) * rest + ((0, max(0, o * s - i)),))
@@ -304,8 +305,9 @@ class NNMixin(TensorFields):
                 continue
             if s > 1 + d * k:
                 raise ShapeError(f"stride {s_} is larger than dilation*kernel+1 for kernel {kernel}: not supported")
-            # overlapping windows: repeat the axis and view it as (k, i+d) rows, so row r starts at element r*d
-            reps = math.ceil(k * (i + d) / i)
+            # overlapping windows: repeat the axis and view it as (k, i+d) rows, so row r starts at element r*d (a symbolic
+            # size repeats as often as its smallest value needs: k*(i+d)/i only falls as i grows)
+            reps = math.ceil(k * (int(i.vmin) + d) / int(i.vmin)) if symbolic else math.ceil(k * (i + d) / i)
             base = y.shape
             y.add(Ops.RESHAPE, tuple(v for n in base for v in (1, n)))
             y.add(Ops.RESHAPE, y.shape)  # `repeat` expands through `_broadcast_to`, which reshapes first
