@@ -264,3 +264,15 @@ def test_const_and_data_forms():
     assert empty.itemsize == 4 and empty.shape == (0,) and list(empty) == []
     two = Tensor(np.array([[1, 2.5], [3, 4]], np.float32)).data()
     assert two.shape == (2, 2) and two[0, 1] == 2.5
+
+
+def test_a_weak_tensor_stays_weak_through_ops_with_numbers():
+    # Tensor(2).exp() is a weak float (it was float32): combined with a half tensor it is half, as tinygrad's
+    import math
+
+    half = Tensor(np.array([1.0], np.float16))
+    for out, want in ((Tensor(2).exp(), math.exp(2)), (Tensor(2).cos(), math.cos(2)), (Tensor(2.5) * 3, 7.5),
+                      (Tensor(2).sigmoid(), 1 / (1 + math.exp(-2)))):
+        assert out.dtype is dtypes.weakfloat and (out + half).dtype is dtypes.float16
+        np.testing.assert_allclose(out.item(), want, rtol=1e-6)
+    assert (Tensor(2) * 3).dtype is dtypes.weakint and (Tensor(2) * 3 + Tensor(np.array([1], np.int8))).dtype is dtypes.int8

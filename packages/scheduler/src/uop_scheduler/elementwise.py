@@ -80,8 +80,10 @@ def _const_dtype(x: Scalar) -> DType:
 
 @functools.cache
 def _scalar_promotion(dt: DType, scalar_dt: DType) -> DType:
-    """The dtype of a tensor of dtype `dt` combined with a Python scalar of dtype `scalar_dt` (a weak literal)."""
-    return strong_dtype(least_upper_dtype(dt, scalar_dt))
+    """The dtype of a tensor of dtype `dt` combined with a Python scalar of dtype `scalar_dt` (a weak literal): the
+    tensor's kind of dtype, weak when the tensor is (`Tensor(2).exp()` stays a weak float, as tinygrad's)."""
+    out = least_upper_dtype(dt, scalar_dt)
+    return out if dt in dtypes.weaks else strong_dtype(out)
 
 
 class ElementwiseMixin(OperatorMixin, TensorFields):
