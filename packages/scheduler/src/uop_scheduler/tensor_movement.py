@@ -354,8 +354,9 @@ class TensorMovementMixin(TensorFields):
                 n = size if isinstance(size, int) else concrete(size)  # a symbolic axis: checked at its bound value
                 if idx >= n or idx < -n:
                     raise TensorIndexError(f"index={int(idx)} is out of bounds with size={n} for dim {axis} of {shape_str(self.shape)}")
-                # (counted from the end of a symbolic axis by an addition: a kernel has no floor modulo of a variable)
-                x = x._slice_axis(axis, int(idx) % size if isinstance(size, int) or idx >= 0 else size + int(idx), 1, 1)
+                # a negative index counts from the end by an addition (a modulo of a symbolic size is a floor modulo of a
+                # variable in the kernel, which the C renderer has no code for)
+                x = x._slice_axis(axis, int(idx) if idx >= 0 else size + int(idx), 1, 1)
             elif isinstance(idx, slice) and (any(isinstance(b, UOp) for b in (idx.start, idx.stop)) or not isinstance(size, int)):
                 # a symbolic bound (a bound Variable) or a symbolic axis: a plain [start, stop) shrink, a negative int
                 # bound counting from the end
