@@ -96,13 +96,26 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
     def _broadcast_to(self: Tensor, shape: tuple[int, ...]) -> Tensor:
         if self.shape == tuple(shape):
             return self
+        padded = self._broadcast_padded(tuple(shape))
+        steps = ((Ops.RESHAPE, padded), (Ops.EXPAND, tuple(shape)))  # one view tensor for both steps
+        return self._view_steps(self.uop.reshape(padded).expand(tuple(shape)), steps)
+
+    def _broadcast_padded(self: Tensor, shape: tuple[int, ...]) -> tuple[int, ...]:
+        """This shape with leading 1s to the length of `shape`, checked to broadcast to it."""
         if len(shape) < self.ndim:
             raise BroadcastError(f"cannot broadcast tensor to fewer dimensions. shape={self.shape} to new_shape={shape}")
         padded = (1,) * (len(shape) - self.ndim) + self.shape
         if any(p != 1 and p != s for p, s in zip(padded, shape)):
-            raise BroadcastError(f"cannot broadcast {self.shape} to new_shape={tuple(shape)}")
-        steps = ((Ops.RESHAPE, padded), (Ops.EXPAND, tuple(shape)))  # one view tensor for both steps
-        return self._view_steps(self.uop.reshape(padded).expand(tuple(shape)), steps)
+            raise BroadcastError(f"cannot broadcast {self.shape} to new_shape={shape}")
+        return padded
+
+    def _operand_to(self: Tensor, shape: tuple[int, ...]) -> Tensor:
+        """This tensor broadcast to `shape` as the operand of an op being built: a new value, not a view (`_broadcast_to`).
+        An operand is only read by that op and never returned or written through, and a view tensor's bookkeeping (a
+        constructor call, its root's set of views) was two thirds of a broadcasting binary op's graph building."""
+        if self.shape == shape:
+            return self
+        return self._wrap(self.uop.reshape(self._broadcast_padded(shape)).expand(shape))
 
     def _const(self: Tensor, value: Scalar, dtype: DType, shape: tuple[int, ...] | None = None) -> Tensor:
         return self._wrap(const_uop(value, dtype, self.shape if shape is None else shape))
@@ -130,7 +143,7 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
             yt = x._const(y, out_dt, shape)  # made in x's shape at once: broadcasting a () tensor took two view steps
             if out_dt is x.dtype:
                 return (yt, x) if reverse else (x, yt)
-        x, yt = x._broadcast_to(shape).cast(out_dt), yt._broadcast_to(shape).cast(out_dt)
+        x, yt = x._operand_to(shape).cast(out_dt), yt._operand_to(shape).cast(out_dt)
         return (yt, x) if reverse else (x, yt)
 
     def _alu(self: Tensor, op: Ops, *srcs: Tensor, dtype: DType | None = None) -> Tensor:
@@ -249,7 +262,7 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
         else:
             x, y = type(self)(x, device=self.device)._broadcasted(y)
         shape = broadcast_shape(cond.shape, x.shape, y.shape)
-        cond, x, y = cond._broadcast_to(shape), x._broadcast_to(shape), y._broadcast_to(shape)
+        cond, x, y = cond._operand_to(shape), x._operand_to(shape), y._operand_to(shape)
         return cond._alu(Ops.WHERE, x, y)
 
     # a ShardedTensor operand answers these itself (its reflected operator)
@@ -282,7 +295,7 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
             return self._alu(op, self._const(x, self.dtype))
         x._check_int(name)
         shape = broadcast_shape(self.shape, x.shape)
-        return self._broadcast_to(shape)._alu(op, x.cast(self.dtype)._broadcast_to(shape))
+        return self._operand_to(shape)._alu(op, x.cast(self.dtype)._operand_to(shape))
 
     def logical_not(self: Tensor) -> Tensor:
         """not self, as bool."""
