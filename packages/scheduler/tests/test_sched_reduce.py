@@ -70,6 +70,38 @@ def test_softmax_family(rng, close, shape, axis):
     close(Tensor(x).logsumexp(axis), lse.astype(np.float32), rtol=1e-5, atol=1e-5)
 
 
+def _softmax_by_tensor_ops(x: Tensor, axis: int, log: bool) -> Tensor:
+    """softmax and log_softmax written with tensor ops: the reference graph of their UOp-built path."""
+    shifted = x.sub(x.max(axis, keepdim=True).detach())
+    if log:
+        return shifted.sub(shifted.exp().sum(axis, keepdim=True).log())
+    e = shifted.exp()
+    return e.div(e.sum(axis, keepdim=True))
+
+
+@pytest.mark.parametrize("shape,axis", [((5,), -1), ((3, 4), 0), ((3, 4), -1), ((2, 3, 4), 1), ((1, 7), -1), ((2, 1, 3), 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_builds_the_tensor_ops_graph(rng, shape, axis, dtype, log):
+    x = Tensor((rng.standard_normal(shape) * 3).astype(dtype))
+    got = x.log_softmax(axis) if log else x.softmax(axis)
+    assert got.uop is _softmax_by_tensor_ops(x, axis, log).uop  # hash-consed: the same node is the same graph
+    v = x.numpy().astype(np.float64)
+    e = np.exp(v - v.max(axis, keepdims=True))
+    soft = e / e.sum(axis, keepdims=True)
+    np.testing.assert_allclose(got.numpy(), np.log(soft) if log else soft, rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_of_half_and_empty_axes(rng):
+    """The tensor-op path still serves what the UOp-built one leaves to it: half (computed in float32), a 0-d tensor and
+    an empty axis."""
+    x = (rng.standard_normal((3, 5)) * 3).astype(np.float16)
+    e = np.exp(x.astype(np.float64) - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(Tensor(x).softmax(-1).numpy(), e / e.sum(-1, keepdims=True), rtol=2e-3, atol=2e-3)
+    assert Tensor(2.0).softmax().item() == 1.0
+    assert Tensor.ones(0, 3).softmax(-1).shape == (0, 3)
+
+
 def test_cumulative(rng, close):
     x = rng.standard_normal((3, 5)).astype(np.float32)
     close(Tensor(x).cumsum(1), x.cumsum(1), rtol=1e-5, atol=1e-6)

@@ -95,7 +95,12 @@ class NNMixin(TensorFields):
         shape = broadcast_shape(xu.shape, wu.shape)
         xu = xu.reshape((1,) * (len(shape) - len(xs)) + xs).expand(shape)
         wu = wu.reshape((1,) * (len(shape) - len(ws)) + wu.shape).expand(shape)
-        return self._wrap(UOp(Ops.MUL, self.dtype, (xu, wu))).sum(-1, dtype=dtype).cast(out_dt)
+        product = UOp(Ops.MUL, self.dtype, (xu, wu))
+        if dtype is None and sum_acc_dtype(out_dt) is out_dt is self.dtype:
+            # the sum over the last axis and the reshape dropping it, as `sum(-1)` builds them (a reduce tensor and a
+            # view tensor of it were a third of a matmul's graph building)
+            return self._wrap(product.r(Ops.ADD, (len(shape) - 1,)).reshape(shape[:-1]))
+        return self._wrap(product).sum(-1, dtype=dtype).cast(out_dt)
 
     def matmul(self: Tensor, x: Tensor, reverse: bool = False, dtype: Any = None) -> Tensor:
         """self @ x (x @ self when reverse)."""

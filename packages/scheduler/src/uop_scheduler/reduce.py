@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from uopir import Ops, UOp, dtypes, sum_acc_dtype, to_dtype
 
+from .elementwise import const_uop
 from .errors import TensorIndexError, TensorRuntimeError
 from .fields import TensorFields
 
@@ -163,6 +164,9 @@ class ReduceMixin(TensorFields):
     def softmax(self: Tensor, axis: int = -1, dtype: Any = None) -> Tensor:
         """exp(self) / sum(exp(self)) along `axis`, with the max subtracted first."""
         x = self.cast(to_dtype(dtype)) if dtype is not None else self
+        if (parts := x._shifted_exp(axis)) is not None:
+            _, e, axes = parts
+            return x._wrap(UOp.elementwise(Ops.FDIV, None, e, e.r(Ops.ADD, axes).expand(x.shape)))
         # the max is detached: the result does not depend on the shift, whose gradient through the max only added
         # rounding (nonzero gradients of ~1e-7 where the exact one is 0) and a backward max pass
         shifted = x.sub(x.max(axis, keepdim=True).detach())
@@ -172,8 +176,28 @@ class ReduceMixin(TensorFields):
     def log_softmax(self: Tensor, axis: int = -1, dtype: Any = None) -> Tensor:
         """log(softmax(self)) along `axis`."""
         x = self.cast(to_dtype(dtype)) if dtype is not None else self
+        if (parts := x._shifted_exp(axis)) is not None:
+            shifted, e, axes = parts
+            total = e.r(Ops.ADD, axes)
+            log = UOp.elementwise(Ops.MUL, None, UOp.elementwise(Ops.LOG2, None, total), const_uop(math.log(2), x.dtype, total.shape))
+            return x._wrap(UOp.elementwise(Ops.SUB, None, shifted, log.expand(x.shape)))
         shifted = x.sub(x.max(axis, keepdim=True).detach())  # see softmax
         return shifted.sub(shifted.exp().sum(axis, keepdim=True).log())
+
+    def _shifted_exp(self: Tensor, axis: int) -> tuple[UOp, UOp, tuple[int, ...]] | None:
+        """For a float32 or float64 tensor of fixed shape: (self - max, its exp, the reduced axes) as UOps, the graph
+        the tensor ops of `softmax` build node for node (a test compares them), without their tensors (a softmax was
+        seven tensor ops, ~70 us of graph building). None otherwise (the tensor ops handle it)."""
+        dt, shape = self.dtype, self.shape
+        if dt not in (dtypes.float32, dtypes.float64) or sum_acc_dtype(dt) is not dt or not all(isinstance(d, int) for d in shape):
+            return None
+        axes = self._axes(axis)
+        if not axes or any(shape[a] == 0 for a in axes):
+            return None
+        x = self.uop
+        shifted = UOp.elementwise(Ops.SUB, None, x, x.r(Ops.MAX, axes).detach().expand(shape))
+        scaled = UOp.elementwise(Ops.MUL, None, shifted, const_uop(1 / math.log(2), dt, shape))
+        return shifted, UOp.elementwise(Ops.EXP2, None, scaled), axes
 
     def _cumulative(self: Tensor, op: Ops, axis: int) -> Tensor:
         axis = self._resolve_dim(axis)
