@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from uop_scheduler import Tensor, dtypes
+from uop_scheduler import Tensor, Variable, dtypes
 
 FLOAT_BINOPS = [
     ("add", lambda a, b: a + b, np.add), ("sub", lambda a, b: a - b, np.subtract), ("mul", lambda a, b: a * b, np.multiply),
@@ -233,3 +233,27 @@ def test_exp2_is_faithful_and_log2_within_a_few_ulps_over_every_exponent():
     y = np.concatenate([np.exp2(rng.uniform(-149, 127, 200000)), rng.uniform(0.5, 2, 10000)]).astype(np.float32)
     y = y[y > 0]
     assert _ulps(Tensor(y).log2().numpy(), np.log2(y.astype(np.float64))) <= 4.0
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("shape", [(), (3,), (2, 3)])
+def test_relu_and_exp_build_the_tensor_ops_graph(rng, dtype, shape):
+    """relu and exp of float32/float64 are built as UOps: the same nodes as their tensor-op forms (half goes through
+    the tensor ops, in float32)."""
+    x = Tensor(np.asarray(rng.standard_normal(shape) * 3).astype(dtype))
+    assert x.relu().uop is (x > 0).where(x, 0).uop
+    wide = x if dtype != np.float16 else x.cast(dtypes.float32)
+    ref = wide.mul(1 / math.log(2)).exp2()
+    assert x.exp().uop is (ref if dtype != np.float16 else ref.cast(dtypes.float16)).uop
+    v = x.numpy().astype(np.float64)
+    tol = 2e-3 if dtype == np.float16 else 1e-6
+    np.testing.assert_allclose(x.relu().numpy(), np.maximum(v, 0), rtol=tol)
+    np.testing.assert_allclose(x.exp().numpy(), np.exp(v), rtol=tol)
+
+
+def test_relu_and_exp_over_a_symbolic_axis():
+    v = Variable("i", 1, 10).bind(4)
+    x = (Tensor.arange(30).reshape(3, 10).float() - 15).contiguous()[:, :v]
+    want = np.arange(30, dtype=np.float64).reshape(3, 10)[:, :4] - 15
+    np.testing.assert_allclose(x.relu().contiguous().numpy(), np.maximum(want, 0))
+    np.testing.assert_allclose(x.exp().contiguous().numpy(), np.exp(want), rtol=1e-6)

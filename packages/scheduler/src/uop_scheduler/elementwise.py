@@ -50,6 +50,8 @@ def in_float32(fn: Any) -> Any:
 
 
 _NARROW_FLOATS = frozenset((dtypes.float16, dtypes.bfloat16, *dtypes.fp8s))
+# float dtypes whose elementwise math runs in the dtype itself (strong: a weak float takes its partner's dtype)
+_WIDE_FLOATS = frozenset((dtypes.float32, dtypes.float64))
 
 
 def _defers(x: Any) -> bool:
@@ -344,6 +346,9 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
     @in_float32
     def exp(self: Tensor) -> Tensor:
         """e ** self."""
+        if self.dtype in _WIDE_FLOATS:  # the graph of the tensor ops below, built as UOps (a test compares them)
+            scaled = UOp.elementwise(Ops.MUL, None, self.uop, const_uop(1 / math.log(2), self.dtype, self.shape))
+            return self._wrap(UOp.elementwise(Ops.EXP2, None, scaled))
         return self._float().mul(1 / math.log(2)).exp2()
 
     @in_float32
@@ -387,6 +392,9 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
 
     def relu(self: Tensor) -> Tensor:
         """max(self, 0)."""
+        if self.dtype in _WIDE_FLOATS:  # the graph of the tensor ops below, built as UOps (a test compares them)
+            zero = const_uop(0, self.dtype, self.shape)
+            return self._wrap(UOp.elementwise(Ops.WHERE, None, UOp.elementwise(Ops.CMPLT, None, zero, self.uop), self.uop, zero))
         return (self > 0).where(self, 0)
 
     def leaky_relu(self: Tensor, neg_slope: float = 0.01) -> Tensor:
