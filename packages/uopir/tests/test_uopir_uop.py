@@ -295,3 +295,36 @@ def test_elementwise_nodes_take_their_sources_shape_as_inference_gives_it():
     assert UOp.elementwise(Ops.ADD, None, fresh, a).shape == (3, 4)
     # not an elementwise op: made as UOp() makes it
     assert UOp.elementwise(Ops.BITCAST, dtypes.float16, a).shape == (3, 8)
+
+
+def test_ops_enum_behaves_as_an_enum():
+    """Ops' class attribute reads skip the enum metaclass's hook (see ops._OpsType); everything an enum offers still works."""
+    import copy
+    import pickle
+
+    from uopir import Ops
+
+    assert Ops(Ops.ADD.value) is Ops.ADD and Ops["ADD"] is Ops.ADD and Ops.ADD.name == "ADD"
+    assert list(Ops)[0] is Ops.SPECIAL and len(Ops) == len(Ops.__members__) and Ops.ADD in set(Ops)
+    assert pickle.loads(pickle.dumps(Ops.MUL)) is Ops.MUL and copy.deepcopy(Ops.MUL) is Ops.MUL
+    assert isinstance(Ops.ADD, Ops) and isinstance(Ops.ADD, int) and repr(Ops.ADD) == "Ops.ADD"
+    with pytest.raises(ValueError, match="not a valid Ops"):
+        Ops(10**6)
+    with pytest.raises(KeyError):
+        Ops["NOT_AN_OP"]
+    with pytest.raises(AttributeError):
+        _ = Ops.NOT_AN_OP
+
+
+def test_uop_fields_and_inferred_dtypes():
+    """Nodes made without a dtype take the one `_infer_dtype` gives: the first source's for ALU and movement ops."""
+    from uopir import Ops, UOp, dtypes
+
+    a = UOp.const(1.5, dtypes.float32).reshape((1,)).expand((4,))
+    b = UOp(Ops.ADD, None, (a, a))
+    assert b.dtype is dtypes.float32 and b.op is Ops.ADD and b.src == (a, a) and b.arg is None and b.tag is None
+    assert UOp(Ops.CMPLT, None, (a, a)).dtype is dtypes.bool
+    assert UOp(Ops.WHERE, None, (UOp(Ops.CMPLT, None, (a, a)), a, a)).dtype is dtypes.float32
+    assert UOp(Ops.SINK, None, (b,)).dtype is dtypes.void and UOp(Ops.CONST, None, (), 2).dtype is dtypes.weakint
+    assert UOp(Ops.ADD, None, (a, a)) is b  # hash-consed
+    assert UOp(Ops.CONST, dtypes.float32, (), 0.0) is not UOp(Ops.CONST, dtypes.float32, (), -0.0)  # keyed by the bits

@@ -32,6 +32,11 @@ _VOID_OPS = frozenset({Ops.STORE, Ops.SINK, Ops.GROUP, Ops.END, Ops.BARRIER, Ops
 
 def _infer_dtype(op: Ops, src: tuple[UOp, ...], arg: Any) -> DType:
     """The dtype a node gets when the builder does not give one."""
+    # most nodes (ALU ops, movement ops, reduces) take their first source's: asked of a set, not of the chain below (an
+    # `Ops.X` attribute costs 60 ns on Python 3.11, the enum metaclass's __getattr__ hook; the chain was a third of
+    # making a node)
+    if op in _FIRST_SOURCE_DTYPE and src:
+        return src[0].dtype
     if op is Ops.CONST:
         return dtypes.from_py(arg)
     if op in GroupOp.Comparison:
@@ -58,6 +63,11 @@ def _infer_dtype(op: Ops, src: tuple[UOp, ...], arg: Any) -> DType:
     return dtypes.void
 
 
+#: the ops `_infer_dtype` answers with the first source's dtype: all but those its chain handles first
+_FIRST_SOURCE_DTYPE = frozenset(Ops) - {Ops.CONST, Ops.WHERE, Ops.CALL, Ops.PARAM, Ops.BUFFER, Ops.LOAD, Ops.BINARY, Ops.GETADDR,
+                                        Ops.WMMA} - GroupOp.Comparison - _VOID_OPS
+
+
 def _arg_key(arg: Any) -> Any:
     # 0.0 == -0.0 and nan != nan: floats are keyed by their bits so each constant keeps its own node
     if type(arg) is float:
@@ -81,17 +91,23 @@ class UOpMeta(type):
     def __call__(cls, op: Ops, dtype: DType | None = None, src: tuple[UOp, ...] = (), arg: Any = None, tag: Any = None) -> UOp:
         if dtype is None:
             dtype = _infer_dtype(op, src, arg)
-        key = (op, dtype, src, _arg_key(arg), tag)
+        key = (op, dtype, src, (float, _pack_double(arg)) if type(arg) is float else arg, tag)  # `_arg_key`, inlined
         try:
-            ref = UOpMeta.cache.get(key)
+            ref = _node_cache.get(key)
         except TypeError:  # an unhashable arg: such nodes are not shared
             key = (op, dtype, src, ("unhashable", id(arg)), tag)
             ref = None
         if ref is not None and (ret := ref()) is not None:
             return ret
-        node = super().__call__(op, dtype, src, arg, tag)
+        # the fields set here rather than by a call of __init__ (the same assignments; one Python frame less per node)
+        node = _new_object(cls)
+        _set_op(node, op)
+        _set_dtype(node, dtype)
+        _set_src(node, src)
+        _set_arg(node, arg)
+        _set_tag(node, tag)
         _set_key(node, key)
-        UOpMeta.cache[key] = weakref.ref(node)
+        _node_cache[key] = _weak_ref(node)
         return node
 
 
@@ -622,6 +638,10 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
         return UOp(Ops.DETACH, self.dtype, (self,))
 
 _set_op = UOp.__dict__["op"].__set__
+_node_cache = UOpMeta.cache
+_new_object = object.__new__
+_weak_ref = weakref.ref
+_pack_double = struct.Struct("<d").pack
 _set_dtype = UOp.__dict__["dtype"].__set__
 _set_src = UOp.__dict__["src"].__set__
 _set_arg = UOp.__dict__["arg"].__set__
