@@ -19,6 +19,14 @@ if TYPE_CHECKING:
 # the weakint constants of movement-op sizes, made once each (an eager training step builds thousands of movement ops)
 _DIMS: dict[int, UOp] = {}
 _DIMS_MAX = 1 << 14
+# movement ops whose argument is their sizes, and those whose argument is the node's arg
+_SIZED = frozenset({Ops.RESHAPE, Ops.EXPAND})
+_ARGED = frozenset({Ops.PERMUTE, Ops.FLIP})
+
+
+def _set_shape(node: Any, shape: tuple[sint, ...]) -> None:
+    """Set a new node's `_shape` (uop.py replaces this with the slot's own setter, once UOp exists)."""
+    object.__setattr__(node, "_shape", shape)
 
 
 def _dim(node: UOp, d: int) -> UOp:
@@ -48,10 +56,13 @@ class MovementMixin:
         # every tensor op: this loop and the shape below were half of writing into a buffer)
         srcs: list[Any] = [self]
         plain = True
+        get = _DIMS.get
         for d in dims:
-            if isinstance(d, int):
-                srcs.append(u if (u := _DIMS.get(d)) is not None else _dim(self, d))
-                plain = plain and type(d) is int
+            if type(d) is int:
+                srcs.append(u if (u := get(d)) is not None else _dim(self, d))
+            elif isinstance(d, int):  # a bool or another int subclass: its size node, but no plain shape
+                srcs.append(u if (u := get(d)) is not None else _dim(self, d))
+                plain = False
             else:
                 srcs.append(d)
                 plain = False
@@ -61,8 +72,8 @@ class MovementMixin:
         # validate now: a bad movement op fails where it is built. A new node with plain int sizes takes its shape from
         # them (`marg` in the form UOp.marg reads back from the size nodes, a third of building a view)
         if plain and (ps := self.shape_or_none) is not None:
-            marg = dims if op in (Ops.RESHAPE, Ops.EXPAND) else arg if op in (Ops.PERMUTE, Ops.FLIP) else tuple(zip(dims[0::2], dims[1::2]))
-            object.__setattr__(ret, "_shape", movement_shape(op, ps, marg))  # UOp's own __setattr__ refuses every field
+            marg = dims if op in _SIZED else arg if op in _ARGED else tuple(zip(dims[0::2], dims[1::2]))
+            _set_shape(ret, movement_shape(op, ps, marg))  # UOp's own __setattr__ refuses every field
         else:
             _ = ret.shape
         return ret

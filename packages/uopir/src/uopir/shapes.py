@@ -32,6 +32,9 @@ def is_int_dim(d: sint) -> bool:
     return isinstance(d, int)
 
 
+_INT_TYPES = frozenset({int, bool})
+
+
 def _same(a: sint, b: sint) -> bool:
     return a is b if not isinstance(a, int) or not isinstance(b, int) else a == b
 
@@ -206,12 +209,18 @@ def movement_shape(op: Ops, ps: tuple[sint, ...], marg: Any) -> tuple[sint, ...]
     """The shape a movement op `op` with plain argument `marg` (see `UOp.marg`) gives a value of shape `ps`; raises
     GraphError for an argument that does not fit the shape."""
     if op is Ops.RESHAPE:
-        if all(isinstance(d, int) for d in ps + marg) and prod(ps) != prod(marg):
+        if set(map(type, ps + marg)) <= _INT_TYPES and prod(ps) != prod(marg):  # (every dim an int: `is_int_dim`)
             raise GraphError(f"cannot reshape {ps} to {marg}: the sizes differ")
         return marg
     if op is Ops.EXPAND:
-        if len(marg) != len(ps) or any(not (_same(p, m) or (isinstance(p, int) and p == 1)) for p, m in zip(ps, marg)):
+        if len(marg) != len(ps):
             raise GraphError(f"cannot expand {ps} to {marg}: only size-1 dims expand (reshape to add dims)")
+        # one loop, `_same` inlined: a view is checked for every broadcast operand of every tensor op
+        for p, m in zip(ps, marg):
+            if p is m or (type(p) is int and (p == 1 or (type(m) is int and p == m))):
+                continue
+            if not (_same(p, m) or (isinstance(p, int) and p == 1)):
+                raise GraphError(f"cannot expand {ps} to {marg}: only size-1 dims expand (reshape to add dims)")
         return marg
     if op is Ops.PERMUTE:
         if sorted(marg) != list(range(len(ps))):

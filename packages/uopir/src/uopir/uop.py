@@ -13,6 +13,7 @@ try:  # CPython's built-in BLAKE2 (the same function as hashlib's): importing ha
 except ImportError:  # pragma: no cover - other interpreters
     from hashlib import blake2s
 
+from uopir import movement as _movement
 from uopir.args import CallInfo, ParamArg
 from uopir.bounds import compute_bounds
 from uopir.calls import CallMixin, unique_slots
@@ -649,6 +650,7 @@ _set_tag = UOp.__dict__["tag"].__set__
 _set_key = UOp.__dict__["_cache_key"].__set__
 _set_bounds = UOp.__dict__["_bounds"].__set__
 _set_shape = UOp.__dict__["_shape"].__set__
+_movement._set_shape = _set_shape  # movement.py is imported first: it takes the setter now
 _set_dev = UOp.__dict__["_dev"].__set__
 _set_hash_key = UOp.__dict__["_key"].__set__
 
