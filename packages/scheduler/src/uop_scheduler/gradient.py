@@ -110,9 +110,11 @@ NON_DIFFERENTIABLE = frozenset({Ops.DETACH, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops
                                 Ops.CDIV, Ops.CMOD, Ops.FLOORDIV, Ops.FLOORMOD, Ops.BITCAST, Ops.THREEFRY})
 
 
-def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
-    """d(root)/d(t) for each t in `targets` reachable from `root` (missing when no path leads there)."""
-    order = list(root.toposort())
+def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp], order: list[UOp] | None = None) -> dict[UOp, UOp]:
+    """d(root)/d(t) for each t in `targets` reachable from `root` (missing when no path leads there); `order`: the
+    toposort of `root` when the caller has it."""
+    if order is None:
+        order = list(root.toposort())
     leads: set[UOp] = set()
     for node in order:  # sources come first, so one pass finds every node with a target below it
         if node in targets or any(s in leads for s in node.src):
@@ -184,9 +186,10 @@ class GradientMixin:
                 raise GradientError(f"target {i} is a constant (no buffer in its graph): it has no gradient; use a tensor made from data")
         return self._gradients(targets, gradient)
 
-    def _gradients(self, targets, gradient, graph=None, keys=None) -> list:
+    def _gradients(self, targets, gradient, graph=None, keys=None, order=None) -> list:
         """`gradient` for targets already known to be float tensors with a buffer below them; `keys` (default each
-        target's value) are the nodes of `graph` (default `_autograd_graph()`) that stand for them."""
+        target's value) are the nodes of `graph` (default `_autograd_graph()`) that stand for them; `order` is `graph`'s
+        toposort when the caller has it."""
         if gradient is None:
             if self.shape != ():
                 raise GradientError(f"gradient of a non-scalar tensor of shape {self.shape} needs an explicit `gradient=`")
@@ -194,7 +197,7 @@ class GradientMixin:
         else:
             seed = gradient.uop
         keys = [t.uop for t in targets] if keys is None else keys
-        grads = compute_gradient(self._autograd_graph() if graph is None else graph, seed, set(keys))
+        grads = compute_gradient(self._autograd_graph() if graph is None else graph, seed, set(keys), order)
         return [t._wrap(grads[k]) if k in grads else t.zeros_like() for t, k in zip(targets, keys)]
 
     def _autograd_graph(self):
@@ -222,7 +225,8 @@ class GradientMixin:
         from .writes import all_tensors
 
         graph = self._autograd_graph()
-        nodes = set(graph.toposort())
+        order = list(graph.toposort())  # walked once: the gradient pass takes the same order
+        nodes = set(order)
         found: list[tuple[object, UOp]] = []  # (tensor, the node standing for it in the graph)
         for t in list(all_tensors):
             # a realized value read through the graph it was computed by (see _autograd_graph) is that graph's root
@@ -234,7 +238,7 @@ class GradientMixin:
         asked = {k for t, k in found if t.requires_grad}
         chosen = [(t, k) for t, k in found if t.requires_grad or k not in asked]
         targets = [t for t, _ in chosen]
-        for t, g in zip(targets, self._gradients(targets, gradient, graph, [k for _, k in chosen])):
+        for t, g in zip(targets, self._gradients(targets, gradient, graph, [k for _, k in chosen], order)):
             if t.grad is None:
                 t.grad = g
             else:
