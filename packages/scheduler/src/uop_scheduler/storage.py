@@ -18,8 +18,16 @@ from .schedule import _is_leaf_view, bytes_only
 
 def touches_storage(nodes) -> bool:
     """Whether a walked graph (its nodes and input leaves) holds a value of a bytes-only device: only then does
-    `off_storage` have anything to do (the check every realize pays is this scan, not a second walk)."""
-    return any(n.op in (Ops.BUFFER, Ops.COPY, Ops.AFTER) and bytes_only(n.device) for n in nodes)
+    `off_storage` have anything to do (the check every realize pays is this scan, not a second walk). The devices are
+    gathered first and each asked once (a deep model's step holds hundreds of buffers, all on one or two devices)."""
+    devices = set()
+    for n in nodes:
+        op = n.op
+        if op is Ops.BUFFER:
+            devices.add(n.arg.device)
+        elif op is Ops.COPY or op is Ops.AFTER:
+            devices.add(n.device)
+    return any(bytes_only(d) for d in devices)
 
 
 

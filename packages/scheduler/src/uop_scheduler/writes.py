@@ -331,6 +331,9 @@ def co_readers(targets: list[Tensor]) -> list[Tensor]:
     bits = {v: 1 << i for i, v in enumerate(dict.fromkeys((*old, *fresh)))}
     of_bit = {b: v for v, b in bits.items()}
     fresh_mask = sum(bits[v] for v in fresh)
+    on_device: dict[str, int] = {}  # device -> the bits of the overwritten versions on it
+    for v, (_, device) in old.items():
+        on_device[device] = on_device.get(device, 0) | bits[v]
     memo: dict[UOp, int] = {}  # node -> the watched versions its graph reads (shared by every tensor's graph)
     for t in tensors:
         u = t.uop
@@ -339,23 +342,21 @@ def co_readers(targets: list[Tensor]) -> list[Tensor]:
         if id(t) in skip or before_capture(t) or u in done or storage_of(u) is not None:
             continue
         read = _watched_reads(u, bits, memo)
-        if not read or read & fresh_mask:
+        # what it reads must all be on its device (the versions as bits: a mask per device)
+        if not read or read & fresh_mask or read & ~on_device.get(t.device, 0):
             continue
-        versions = []
+        shape = t.shape
+        if not all(isinstance(d, int) for d in shape):
+            continue
+        # no bigger than what it reads: summed only as far as needed (most gradients: their parameter's version alone)
+        need, total = math.prod(shape) * t.dtype.itemsize, 0
         while read:
             low = read & -read
-            versions.append(of_bit[low])
-            read ^= low
-        device, shape = t.device, t.shape
-        if any(old[v][1] != device for v in versions) or not all(isinstance(d, int) for d in shape):
-            continue
-        # no bigger than what it reads: summed only as far as needed
-        need, total = math.prod(shape) * t.dtype.itemsize, 0
-        for v in versions:
-            total += old[v][0]
+            total += old[of_bit[low]][0]
             if total >= need:
                 chosen.append(t)
                 break
+            read ^= low
     return chosen
 
 
@@ -363,20 +364,27 @@ def _watched_reads(u: UOp, bits: dict[UOp, int], memo: dict[UOp, int]) -> int:
     """The versions among `bits`'s keys that `u`'s graph reads (as `_versions_read` finds them), as the OR of their
     bits, each node's answer kept in `memo`: the live tensors' graphs overlap (a step's activations, loss and
     gradients), and each node is asked once."""
-    stack: list[tuple[UOp, bool]] = [(u, False)]
+    # depth first, a node entered once and finished when popped again (every source is answered by then: see
+    # `UOp.toposort`)
+    stack: list[UOp] = [u]
+    entered: set[UOp] = set()
     while stack:
-        n, ready = stack.pop()
+        n = stack.pop()
         if n in memo:
             continue
-        if n.op in (Ops.BUFFER, Ops.AFTER) or n in done:
+        if n in entered:
+            found = 0
+            for s in n.src:
+                found |= memo[s]
+            memo[n] = found
+            continue
+        op = n.op
+        if op is Ops.BUFFER or op is Ops.AFTER or n in done:
             memo[n] = bits.get(version_of(n), 0)
             continue
-        if not ready:
-            stack.append((n, True))
-            stack.extend((s, False) for s in n.src if s not in memo)
-            continue
-        found = 0
+        entered.add(n)
+        stack.append(n)
         for s in n.src:
-            found |= memo[s]
-        memo[n] = found
+            if s not in memo:
+                stack.append(s)
     return memo[u]
