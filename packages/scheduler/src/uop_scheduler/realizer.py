@@ -107,11 +107,11 @@ def capturing() -> bool:
 class _Realized:
     """The nodes whose value already sits in a buffer (a realized node or a buffer version a write made)."""
 
-    def __contains__(self, node: UOp) -> bool:
+    def __contains__(self, node: UOp, _ref: Callable = weakref.ref, _after: Ops = Ops.AFTER) -> bool:
         # the weak dictionaries' own tables, asked directly: this test runs for every node of every realize's walks
         # (every UOp has a plain weak reference, the hash-consing cache's, so weakref.ref(node) makes nothing)
-        ref = weakref.ref(node)
-        return ref in _realized_table or (node.op is Ops.AFTER and ref in _written_table)
+        ref = _ref(node)
+        return ref in _realized_table or (node.op is _after and ref in _written_table)
 
 
 done = _Realized()

@@ -944,16 +944,26 @@ def _index_constant(t: Tensor) -> Tensor:
 def _reads_any(root: UOp, leaves: set[UOp], memo: dict[UOp, bool]) -> bool:
     """Whether a node of `leaves` is under `root` (itself included); `memo` keeps the answer for every node walked. It
     stays right while `leaves` grows by nodes that themselves read a leaf (what a realize adds as it settles)."""
-    stack: list[tuple[UOp, bool]] = [(root, False)]
+    # depth first, a node entered once and finished when popped again (its sources are answered by then)
+    stack: list[UOp] = [root]
+    entered: set[UOp] = set()
     while stack:
-        node, ready = stack.pop()
+        node = stack.pop()
         if node in memo:
             continue
-        if node in leaves:
+        if node in entered:
+            found = False
+            for s in node.src:
+                if memo[s]:
+                    found = True
+                    break
+            memo[node] = found
+        elif node in leaves:
             memo[node] = True
-        elif not ready:
-            stack.append((node, True))
-            stack.extend((s, False) for s in node.src if s not in memo)
         else:
-            memo[node] = any(memo[s] for s in node.src)
+            entered.add(node)
+            stack.append(node)
+            for s in node.src:
+                if s not in memo:
+                    stack.append(s)
     return memo[root]

@@ -540,7 +540,11 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
     @staticmethod
     def new_buffer(device: str | tuple[str, ...] | None, size: int, dtype: DType) -> UOp:
         """A fresh BUFFER of `size` elements (its identity is unique)."""
-        return UOp(Ops.BUFFER, dtype, (), ParamArg(next(unique_slots), dtype, size, device=device))
+        ret = UOp(Ops.BUFFER, dtype, (), ParamArg(next(unique_slots), dtype, size, device=device))
+        # shaped and placed now (what inference would give): every realize makes buffers, and walks read both of each
+        _set_shape(ret, () if size is None else (size,))
+        _set_dev(ret, device)
+        return ret
 
     @property
     def is_unbound(self) -> bool:
