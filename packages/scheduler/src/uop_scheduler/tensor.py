@@ -268,14 +268,14 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
         rebuilt whenever the root gets a new value and written through by `assign` (see writes.py). The step is recorded
         as it was asked for, even when the resulting graph node is the same as this one's (`a[:]`, `a.reshape(a.shape)`)."""
         step = (op, arg)
-        ret = Tensor(apply_view(self.uop, step), device=self._device)
+        ret = self._wrap(apply_view(self.uop, step))  # what Tensor(u, device=self._device) makes, without its dispatch
         ret._make_view_of(self, (step,))
         return ret
 
     def _view_steps(self, u: UOp, steps: tuple[ViewStep, ...]) -> Tensor:
         """This tensor seen through several view steps at once (`u` is its value through them): one tensor for the
         whole chain, with the same root and steps as a tensor per step would have."""
-        ret = Tensor(u, device=self._device)
+        ret = self._wrap(u)
         ret._make_view_of(self, steps)
         return ret
 
@@ -690,7 +690,7 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
     def detach(self) -> Tensor:
         """The same value, cut off from gradients: none flows through it to this tensor; the detached tensor is a leaf
         of its own (backward fills its `.grad` like any float tensor's, as tinygrad does)."""
-        ret = Tensor(self.uop.detach(), device=self.device)
+        ret = self._wrap(self.uop.detach())
         ret._make_view_of(self, ((Ops.DETACH, None),))
         return ret
 
