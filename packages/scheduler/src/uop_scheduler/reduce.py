@@ -57,10 +57,12 @@ class ReduceMixin(TensorFields):
             kept = tuple(1 if i in axes else d for i, d in enumerate(self.shape))
             ret = type(self).full(kept, identity[op], dtype=self.dtype, device=self.device)
             return ret if keepdim else ret.reshape(tuple(d for i, d in enumerate(self.shape) if i not in axes))
-        ret = self._wrap(self.uop.r(op, axes)) if axes else self
-        if keepdim:
-            return ret
-        return ret.reshape(tuple(d for i, d in enumerate(self.shape) if i not in axes))
+        if not axes:
+            return self if keepdim else self.reshape(self.shape)
+        u = self.uop.r(op, axes)
+        # the reduced axes dropped from the new value directly (a view tensor of an intermediate tensor nothing else holds
+        # only cost its bookkeeping)
+        return self._wrap(u if keepdim else u.reshape(tuple(d for i, d in enumerate(self.shape) if i not in axes)))
 
     def _lowest(self: Tensor) -> float | int:
         """The smallest value of the dtype, as an operand (the identity of max)."""

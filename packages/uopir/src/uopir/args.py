@@ -39,6 +39,15 @@ class ParamArg:
                  if getattr(self, k) != defaults[k]]
         return f"ParamArg({', '.join([repr(self.slot), repr(self.dtype), *extra])})"
 
+    @staticmethod
+    def of_buffer(slot: int, dtype: DType, size: int | None, device: str | tuple[str, ...] | None) -> ParamArg:
+        """`ParamArg(slot, dtype, size, device=device)`: a BUFFER's arg, its fields written in one step (a frozen
+        dataclass sets each field through object.__setattr__: 1 us a buffer, and every realize makes buffers)."""
+        ret = object.__new__(ParamArg)
+        ret.__dict__.update(slot=slot, dtype=dtype, size=size, vmin_vmax=None, name=None, addrspace=AddrSpace.GLOBAL, axis=None,
+                            device=device, unbound=False)
+        return ret
+
 
 @dataclass(frozen=True)
 class CallInfo:

@@ -469,7 +469,13 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
 
     def after(self, *srcs: UOp, **kwargs: Any) -> UOp:
         """This value, ordered after `srcs` (a new version of a buffer once a store is done)."""
-        return UOp(Ops.AFTER, self.dtype, (self, *srcs), **kwargs) if srcs else self
+        if not srcs:
+            return self
+        ret = UOp(Ops.AFTER, self.dtype, (self, *srcs), **kwargs)
+        # shaped as this value (what inference gives), so the shape never walks what it is ordered after
+        if not hasattr(ret, "_shape") and hasattr(self, "_shape"):
+            _set_shape(ret, self._shape)
+        return ret
 
     def end(self, *ranges: UOp) -> UOp:
         """Close `ranges` after this (a STORE or value) finishes."""
@@ -540,7 +546,7 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
     @staticmethod
     def new_buffer(device: str | tuple[str, ...] | None, size: int, dtype: DType) -> UOp:
         """A fresh BUFFER of `size` elements (its identity is unique)."""
-        ret = UOp(Ops.BUFFER, dtype, (), ParamArg(next(unique_slots), dtype, size, device=device))
+        ret = UOp(Ops.BUFFER, dtype, (), ParamArg.of_buffer(next(unique_slots), dtype, size, device))
         # shaped and placed now (what inference would give): every realize makes buffers, and walks read both of each
         _set_shape(ret, () if size is None else (size,))
         _set_dev(ret, device)
