@@ -212,11 +212,13 @@ def schedule_for(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str,
     return cached_schedule(walk, targets, [b.arg.device for b in held], default_device, live, alias, store, binds or ())
 
 
-def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Callable[[], set[UOp]] | None = None) -> list[UOp]:
+def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Callable[[], set[UOp]] | None = None,
+                 placed: frozenset[UOp] | set[UOp] = frozenset()) -> list[UOp]:
     """Compute every target node; returns the BUFFER UOp holding each (targets already in a buffer are not rerun).
 
     `live_reads` lists the buffer versions values outside this schedule may still read; it is asked only when the
-    schedule overwrites a version in place, and those versions are kept (copied) for their readers."""
+    schedule overwrites a version in place, and those versions are kept (copied) for their readers. `placed`: targets
+    the caller knows read a buffer (so they belong to its device: see the end)."""
     if bytes_only(default_device):  # values of constants alone copied into a file are computed on the default device
         default_device = Device.DEFAULT
     walk = walk_graph(plan_targets := targets, done, default_device)
@@ -269,6 +271,6 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     searched: dict[UOp, str | None] = {}
     lone = len(targets) == 1 and bool(walk.inputs)
     for t, buf in zip(targets, outs):
-        if t.op not in (Ops.BUFFER, Ops.AFTER) and (lone or device_below_in(t, searched) is not None):
+        if t.op not in (Ops.BUFFER, Ops.AFTER) and (lone or t in placed or device_below_in(t, searched) is not None):
             realized_buffers[t] = buf
     return outs

@@ -371,8 +371,10 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
                 t.uop = t.uop.cast(strong_dtype(t.uop.dtype))
         tensors = list({id(t): t for t in (*flat, *pending)}.values())
         pending.clear()
+        readers: list[Tensor] = []
         if any(storage_of(t.uop) is not None for t in tensors):  # writes: their old versions' small readers come along
-            tensors += co_readers(tensors)
+            readers = co_readers(tensors)
+            tensors += readers
         by_device: dict[str, list[tuple[Tensor, UOp]]] = {}
         reach = _Settling()  # shared by every tensor this realize settles
         for t in tensors:
@@ -392,7 +394,8 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
         exclude = {id(t) for group in by_device.values() for t, u in group if u.op is not Ops.AFTER}
         # one schedule per target device: a target with no buffer below it (a constant) belongs to its tensor's device
         for device, group in by_device.items():
-            bufs = realize_uops(tuple(dict.fromkeys(u for _, u in group)), device, lambda: live_reads(exclude))
+            # (the readers read a buffer version on this device: co_readers chose them for it)
+            bufs = realize_uops(tuple(dict.fromkeys(u for _, u in group)), device, lambda: live_reads(exclude), {t.uop for t in readers})
             got = dict(zip(dict.fromkeys(u for _, u in group), bufs))
             owned: set[UOp] = set()
             for t, u in group:
