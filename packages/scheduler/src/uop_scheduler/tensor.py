@@ -946,27 +946,32 @@ def _index_constant(t: Tensor) -> Tensor:
 
 def _reads_any(root: UOp, leaves: set[UOp], memo: dict[UOp, bool]) -> bool:
     """Whether a node of `leaves` is under `root` (itself included); `memo` keeps the answer for every node walked. It
-    stays right while `leaves` grows by nodes that themselves read a leaf (what a realize adds as it settles)."""
-    # depth first, a node entered once and finished when popped again (its sources are answered by then)
+    stays right while `leaves` grows by nodes that themselves read a leaf (what a realize adds as it settles).
+
+    Depth first, a node entered once and finished when popped again; the walk stops at the first leaf it meets: then
+    every node entered and not finished reads it (they are the path down to it), and the nodes finished before read none
+    (a gradient's graph meets a parameter within a few nodes, where the whole graph under it is the model's)."""
+    if (known := memo.get(root)) is not None:
+        return known
     stack: list[UOp] = [root]
     entered: set[UOp] = set()
     while stack:
         node = stack.pop()
-        if node in memo:
+        if (known := memo.get(node)) is not None:
+            if not known:
+                continue
+        elif node in entered:
+            memo[node] = False  # every source finished without a leaf
             continue
-        if node in entered:
-            found = False
-            for s in node.src:
-                if memo[s]:
-                    found = True
-                    break
-            memo[node] = found
-        elif node in leaves:
-            memo[node] = True
-        else:
+        elif node not in leaves:
             entered.add(node)
             stack.append(node)
-            for s in node.src:
-                if s not in memo:
-                    stack.append(s)
+            stack.extend(node.src)
+            continue
+        else:
+            memo[node] = True
+        for n in entered:  # a leaf under the open path: every node on it reads one
+            if n not in memo:
+                memo[n] = True
+        return True
     return memo[root]
