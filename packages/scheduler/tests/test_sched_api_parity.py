@@ -587,3 +587,31 @@ def test_sparse_crossentropy_of_a_class_with_minus_infinity_logit_is_finite(igno
     grad = (np.exp(logp) - np.eye(4)[labels]) * keep[:, None] / keep.sum()
     np.testing.assert_allclose(loss.numpy(), want, rtol=1e-6)
     np.testing.assert_allclose(x.grad.numpy(), grad, rtol=1e-5, atol=1e-7)
+
+
+def _sparse_ce_by_tensor_ops(x: Tensor, y: Tensor, reduction: str) -> Tensor:
+    """sparse_categorical_crossentropy without ignore_index or smoothing, written with tensor ops: the reference graph
+    of its UOp-built path."""
+    target = y.unsqueeze(-1)._one_hot_along(x.shape[-1], -1)
+    unreduced = target.where(x.log_softmax(), 0).sum(-1)
+    if reduction == "mean":
+        return unreduced.sum().div(y.numel()).neg()
+    return unreduced._do_reduction(reduction).neg()
+
+
+@pytest.mark.parametrize("shape", [(4, 5), (2, 3, 7), (6,)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_sparse_crossentropy_builds_the_tensor_ops_graph(rng, shape, dtype, reduction):
+    logits = rng.standard_normal(shape).astype(dtype)
+    labels = rng.integers(0, shape[-1], shape[:-1]).astype(np.int32)
+    x, y = Tensor(logits), Tensor(labels)
+    got = x.sparse_categorical_crossentropy(y, reduction=reduction)
+    assert got.uop is _sparse_ce_by_tensor_ops(x, y, reduction).uop  # hash-consed: the same node is the same graph
+    logp = _log_softmax(logits.astype(np.float64), -1)
+    picked = -np.take_along_axis(logp, labels[..., None].astype(np.int64), -1)[..., 0]
+    want = {"mean": picked.mean(), "sum": picked.sum(), "none": picked}[reduction]
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+    # int64 labels take the tensor ops (the class index is int32): the same values
+    np.testing.assert_allclose(x.sparse_categorical_crossentropy(Tensor(labels.astype(np.int64)), reduction=reduction).numpy(), want,
+                               rtol=1e-5, atol=1e-6)

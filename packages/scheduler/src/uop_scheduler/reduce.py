@@ -178,13 +178,19 @@ class ReduceMixin(TensorFields):
     def log_softmax(self: Tensor, axis: int = -1, dtype: Any = None) -> Tensor:
         """log(softmax(self)) along `axis`."""
         x = self.cast(to_dtype(dtype)) if dtype is not None else self
-        if (parts := x._shifted_exp(axis)) is not None:
-            shifted, e, axes = parts
-            total = e.r(Ops.ADD, axes)
-            log = UOp.elementwise(Ops.MUL, None, UOp.elementwise(Ops.LOG2, None, total), const_uop(math.log(2), x.dtype, total.shape))
-            return x._wrap(UOp.elementwise(Ops.SUB, None, shifted, log.expand(x.shape)))
+        if (u := x._log_softmax_uop(axis)) is not None:
+            return x._wrap(u)
         shifted = x.sub(x.max(axis, keepdim=True).detach())  # see softmax
         return shifted.sub(shifted.exp().sum(axis, keepdim=True).log())
+
+    def _log_softmax_uop(self: Tensor, axis: int) -> UOp | None:
+        """log_softmax's value as `log_softmax`'s tensor ops build it (see `_shifted_exp`), or None."""
+        if (parts := self._shifted_exp(axis)) is None:
+            return None
+        shifted, e, axes = parts
+        total = e.r(Ops.ADD, axes)
+        log = UOp.elementwise(Ops.MUL, None, UOp.elementwise(Ops.LOG2, None, total), const_uop(math.log(2), self.dtype, total.shape))
+        return UOp.elementwise(Ops.SUB, None, shifted, log.expand(self.shape))
 
     def _shifted_exp(self: Tensor, axis: int) -> tuple[UOp, UOp, tuple[int, ...]] | None:
         """For a float32 or float64 tensor of fixed shape: (self - max, its exp, the reduced axes) as UOps, the graph
