@@ -54,13 +54,14 @@ class Buffer:
     allocated on first use (`ensure_allocated`, `copyin`, ...) and returned to the device's allocator when
     the last reference to the base goes away."""
 
-    __slots__ = ("device", "size", "dtype", "options", "offset", "_base", "_opaque", "external", "__weakref__")
+    __slots__ = ("device", "size", "dtype", "options", "offset", "_base", "_opaque", "_address", "external", "__weakref__")
 
     def __init__(self, device: str, size: int, dtype: Any, *, base: Buffer | None = None, offset: int = 0, options: Any = None):
         if size < 0:
             raise AllocationError(f"a buffer cannot have {size} elements")
         self.device, self.size, self.dtype, self.options = canonicalize(device), size, dtype, options
         self.offset, self._base, self._opaque = offset, None, None
+        self._address: int | None = None  # the memory's address, once asked (it does not move while the buffer lives)
         self.external = False  # memory owned by someone else (`from_address`): never freed or reused here
         if base is not None:
             if base._base is not None:
@@ -106,7 +107,9 @@ class Buffer:
 
     @property
     def address(self) -> int:
-        return self.allocator.address(self.opaque)
+        if (address := self._address) is None:  # asked of every input of every linked run: remembered
+            address = self._address = self.allocator.address(self.opaque)
+        return address
 
     @staticmethod
     def from_address(device: str, size: int, dtype: Any, address: int) -> Buffer:

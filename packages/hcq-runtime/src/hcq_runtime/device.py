@@ -77,6 +77,8 @@ class DeviceRegistry:
         raise DeviceError(f"unknown device {prefix!r}: known backends are {', '.join(self.backends())}")
 
     def __getitem__(self, name: str) -> Any:
+        if (dev := self._opened.get(name)) is not None:  # a canonical name already opened (every buffer's device)
+            return dev
         canonical = canonicalize(name)
         if (dev := self._opened.get(canonical)) is None:
             dev = self._opened[canonical] = self._factory(canonical.split(":")[0])(canonical)
