@@ -288,7 +288,8 @@ def _versions_read(u: UOp, seen: set[UOp]) -> Iterator[UOp]:
         if n in seen:
             continue
         seen.add(n)
-        if n in done or n.op is Ops.BUFFER or (n.op is Ops.AFTER and not is_call_output(n)):
+        op = n.op  # (the cheap tests first: `done` is asked through weak references)
+        if op is Ops.BUFFER or (op is Ops.AFTER and not is_call_output(n)) or n in done:
             yield version_of(n)
         else:
             stack.extend(n.src[1].src if n.op is Ops.AFTER else n.src)  # a call output: its call's body and arguments
