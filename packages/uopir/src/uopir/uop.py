@@ -144,10 +144,11 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
             key = self._cache_key
         except AttributeError:
             return
-        ref = cache.get(key)
-        # only drop the entry if it still points at this (dying) node, not at a newer twin
-        if ref is not None and ref() in (None, self):
-            del cache[key]
+        # the entry taken out (one hash of the key: a lookup and a delete took two), and put back when it points at a
+        # newer twin rather than at this (dying) node
+        ref = cache.pop(key, None)
+        if ref is not None and (node := ref()) is not None and node is not self:
+            cache[key] = ref
 
     def __reduce__(self) -> tuple:
         return UOp, (self.op, self.dtype, self.src, self.arg, self.tag)
