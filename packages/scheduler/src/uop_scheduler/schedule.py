@@ -85,6 +85,8 @@ class GraphWalk:
     marked: list[UOp]  # the nodes realize looks at (MARKED_OPS: storage, calls, writes, bound variables), in order
 
 
+_ENTERED = -1  # a walk's state of a node whose sources are being walked
+
 #: the ops whose nodes a walk lists in `GraphWalk.marked`, so realize checks them without scanning every node again
 MARKED_OPS = frozenset({Ops.BUFFER, Ops.COPY, Ops.AFTER, Ops.BIND, Ops.STORE, Ops.CALL})
 
@@ -99,49 +101,51 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
     # toposort with a gate closure followed by a second loop over its order took 1.7x as long (0.5 ms of an eager MLP
     # training step's ~300 nodes). A node popped again after it was entered is finished (see `UOp.toposort`); a node
     # the walk does not enter (a buffer, a bound variable, a leaf, a kernel's opaque body) is finished at once
+    # one dict for both walk states: a node's position once finished, ENTERED while its sources are walked (a set of
+    # entered nodes beside the positions was a second lookup per pop)
     position: dict[UOp, int] = {}
     nodes: list[UOp] = []
     inputs: list[UOp] = []
     key: list[Any] = [default_device]
     marked: list[UOp] = []
     inlined: set[UOp] = set()  # the bodies of value calls met
-    entered: set[UOp] = set()
     stack = [sink]
-    pop, push, at = stack.pop, stack.append, position.__getitem__
+    pop, push, at, state = stack.pop, stack.append, position.__getitem__, position.get
+    SINK, BUFFER, BIND, CALL = Ops.SINK, Ops.BUFFER, Ops.BIND, Ops.CALL
     while stack:
         node = pop()
-        if node in position:
+        if (seen := state(node)) is not None and seen >= 0:
             continue
         op = node.op
         entry: Any
-        if node in entered:
+        if seen is not None:  # entered: every source is finished now
             if node is sink:
                 continue
-            if op is Ops.SINK:
+            if op is SINK:
                 entry = ("body", node)
             else:
                 arg = node.arg
                 entry = (op, node.dtype, _arg_key(arg) if type(arg) in (float, str) else arg, tuple(map(at, node.src)))
-        elif op is Ops.BUFFER:
+        elif op is BUFFER:
             if node.arg.unbound:  # a call's output buffer: the call is inlined, it holds nothing
                 entry = ("out", node.dtype, node.shape, node.device)
             else:
                 inputs.append(node)
                 entry = ("in", node.dtype, node.shape, node.device)
-        elif op is Ops.BIND:  # a bound variable is its variable here (its value is passed at run time): one schedule for every value
+        elif op is BIND:  # a bound variable is its variable here (its value is passed at run time): one schedule for every value
             entry = (op, node.dtype, node.src[0].arg)
         elif node in leaves:  # realized already (`leaves` is asked once per node: it may be a costly container)
             inputs.append(node)
             entry = ("in", node.dtype, node.shape, node.device)
-        elif op is Ops.SINK and node is not sink and node not in inlined:  # a hand-written kernel's body is opaque
+        elif op is SINK and node is not sink and node not in inlined:  # a hand-written kernel's body is opaque
             entry = ("body", node)
         else:
-            if op is Ops.CALL and is_value_call(node):
+            if op is CALL and is_value_call(node):
                 inlined.add(node.src[0])
-            entered.add(node)
+            position[node] = _ENTERED
             push(node)
             for s in reversed(node.src):
-                if s not in position:
+                if (st := state(s)) is None or st < 0:
                     push(s)
             continue
         position[node] = len(nodes)
