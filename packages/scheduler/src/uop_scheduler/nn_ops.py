@@ -6,6 +6,7 @@ a matmul is one kernel (a broadcast multiply fused into its sum), a convolution 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,26 @@ def _resample_weights(n_in: int, n_out: int, mode: str, align_corners: bool) -> 
     return w
 
 
+#: `_dot_plan`'s answer: the operands' reshaped shapes, the right operand's transposing permutation, the product's
+#: broadcast shape and each operand's shape padded to it (after the permutation, for the right one)
+_DotPlan = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+
+@functools.lru_cache(maxsize=1024)
+def _dot_plan(xshape: tuple[int, ...], wshape: tuple[int, ...]) -> _DotPlan:
+    """The shapes `dot` views its fixed-shape operands through, worked out once per pair of shapes (a model's matmuls
+    repeat a few): x reshaped to (..., 1, K) and w to (..., 1, K, N) and transposed, both broadcast to the product's
+    shape (a BroadcastError for batch axes that do not broadcast)."""
+    n1, n2 = len(xshape), len(wshape)
+    axis_w, extra = -min(n2, 2), min(n1 - 1, n2 - 1, 1)
+    xs, ws = (*xshape[0:-1], *[1] * extra, xshape[-1]), (*wshape[0:-2], *[1] * extra, *wshape[axis_w:])
+    order = list(range(len(ws)))
+    order[-1], order[axis_w] = order[axis_w], order[-1]
+    w_permuted = tuple(ws[i] for i in order)
+    shape = broadcast_shape(xs, w_permuted)
+    return xs, ws, tuple(order), shape, (1,) * (len(shape) - len(xs)) + xs, (1,) * (len(shape) - len(ws)) + w_permuted
+
+
 class NNMixin(TensorFields):
     """Composite ops of Tensor."""
 
@@ -65,18 +86,19 @@ class NNMixin(TensorFields):
     def dot(self: Tensor, w: Tensor, dtype: Any = None) -> Tensor:
         """Matrix product with numpy's broadcasting rules for batch axes and 1-D operands."""
         x: Tensor = self
-        n1, n2 = x.ndim, w.ndim
+        xshape, wshape = x.shape, w.shape
+        n1, n2 = len(xshape), len(wshape)
         if n1 == 0 or n2 == 0:
             raise TensorRuntimeError(f"both tensors need to be at least 1D, got {n1}D and {n2}D")
         axis_w = -min(n2, 2)
-        if x.shape[-1] != w.shape[axis_w]:
-            raise TensorRuntimeError(f"cannot dot {x.shape} and {w.shape}")
-        extra = min(n1 - 1, n2 - 1, 1)
-        xs, ws = (*x.shape[0:-1], *[1] * extra, x.shape[-1]), (*w.shape[0:-2], *[1] * extra, *w.shape[axis_w:])
+        if xshape[-1] != wshape[axis_w]:
+            raise TensorRuntimeError(f"cannot dot {xshape} and {wshape}")
         out_dt = least_upper_dtype(x.dtype, w.dtype) if dtype is None else to_dtype(dtype)
         if x.dtype is w.dtype and x.device == w.device and dtypes.is_float(out_dt) and out_dt not in (dtypes.float16, dtypes.bfloat16) \
-                and all(isinstance(d, int) for d in (*xs, *ws)):
-            return x._dot_uops(w, xs, ws, axis_w, dtype, out_dt)
+                and all(type(d) is int for d in xshape) and all(type(d) is int for d in wshape):
+            return x._dot_uops(w, _dot_plan(xshape, wshape), dtype, out_dt)
+        extra = min(n1 - 1, n2 - 1, 1)
+        xs, ws = (*xshape[0:-1], *[1] * extra, xshape[-1]), (*wshape[0:-2], *[1] * extra, *wshape[axis_w:])
         x, w = x.reshape(xs), w.reshape(ws).transpose(-1, axis_w)
         if out_dt in (dtypes.float16, dtypes.bfloat16):
             # products of half-precision inputs are formed in float32, where the sum accumulates anyway: more exact,
@@ -85,16 +107,13 @@ class NNMixin(TensorFields):
             return x.cast(acc).mul(w.cast(acc)).sum(-1).cast(out_dt)
         return x.mul(w).sum(-1, dtype=dtype).cast(out_dt)
 
-    def _dot_uops(self: Tensor, w: Tensor, xs: tuple[int, ...], ws: tuple[int, ...], axis_w: int, dtype: Any, out_dt: DType) -> Tensor:
-        """`dot` of same-dtype float operands with fixed shapes (reshaped to `xs` and `ws`), its operands' reshapes,
-        transpose and broadcasts built as UOps: the graph of `dot`'s tensor ops node for node (a test compares them),
-        without a tensor per view (they were 60% of an attention's graph building)."""
-        order = list(range(len(ws)))
-        order[-1], order[axis_w] = order[axis_w], order[-1]
-        xu, wu = self.uop.reshape(xs), w.uop.reshape(ws).permute(tuple(order))
-        shape = broadcast_shape(xu.shape, wu.shape)
-        xu = xu.reshape((1,) * (len(shape) - len(xs)) + xs).expand(shape)
-        wu = wu.reshape((1,) * (len(shape) - len(ws)) + wu.shape).expand(shape)
+    def _dot_uops(self: Tensor, w: Tensor, plan: _DotPlan, dtype: Any, out_dt: DType) -> Tensor:
+        """`dot` of same-dtype float operands with fixed shapes (see `_dot_plan`), its operands' reshapes, transpose and
+        broadcasts built as UOps: the graph of `dot`'s tensor ops node for node (a test compares them), without a
+        tensor per view (they were 60% of an attention's graph building)."""
+        xs, ws, order, shape, x_full, w_full = plan
+        xu = self.uop.reshape(xs).reshape(x_full).expand(shape)
+        wu = w.uop.reshape(ws).permute(order).reshape(w_full).expand(shape)
         product = UOp(Ops.MUL, self.dtype, (xu, wu))
         if dtype is None and sum_acc_dtype(out_dt) is out_dt is self.dtype:
             # the sum over the last axis and the reshape dropping it, as `sum(-1)` builds them (a reduce tensor and a
