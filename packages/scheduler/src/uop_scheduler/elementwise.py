@@ -22,8 +22,10 @@ if TYPE_CHECKING:
 Scalar = bool | int | float
 
 
+@functools.lru_cache(maxsize=4096)
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """The numpy broadcast of `shapes` (right-aligned; size-1 dims stretch)."""
+    """The numpy broadcast of `shapes` (right-aligned; size-1 dims stretch); remembered per shapes (every broadcasting
+    op asks, and a model's shapes repeat)."""
     ndim = max(len(s) for s in shapes)
     padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
     out = []
