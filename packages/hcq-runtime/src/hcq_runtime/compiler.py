@@ -97,7 +97,11 @@ def compiler_version(cc: str) -> str:
 
 def gcc_only_flags(version_line: str) -> tuple[str, ...]:
     """Flags `CCompiler` adds when the C compiler is GCC (its `--version` line does not name clang): see `CCompiler`."""
-    return () if "clang" in version_line.lower() else ("-fno-tree-loop-if-convert",)
+    if "clang" in version_line.lower():
+        return ()
+    versions = re.findall(r"\b(\d+)\.\d+\.\d+\b", version_line)  # the last is the compiler's ("gcc (GCC) 13.2.1 20230801")
+    # (the option exists from GCC 12, the first to emit AVX512-FP16)
+    return ("-fno-tree-loop-if-convert", *(("-mno-avx512fp16",) if versions and int(versions[-1]) >= 12 else ()))
 
 
 def source_line_error(src: str, stderr: str, filename: str) -> str:
@@ -168,7 +172,9 @@ class CCompiler(Compiler):
     a completely unrolled (`GCC unroll`) register loop of gated loads once it if-converts it (a padded int tensor summed over
     its padded axis read the wrong elements; test_sched_reduce.py has the case). Loops without conditionals, matmuls among
     them, vectorize as before; the cost measured on benchmarks/cpu_kernels.py is within its run-to-run noise. clang rejects
-    the flag, so it is never passed to clang."""
+    the flag, so it is never passed to clang. -mno-avx512fp16 (GCC 12 and later): on a CPU with AVX512-FP16, GCC 12.2
+    writes a half select as a masked `vmovsh` that binutils 2.40 refuses ("unsupported masking"), so `relu` of a half
+    tensor failed to compile; half values are then converted to float for arithmetic (F16C), as on CPUs without it."""
 
     def __init__(self, flags: tuple[str, ...] = ("-O2", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-ffp-contract=off"),
                  direct_link: bool = False, cc: str | None = None):
