@@ -117,8 +117,10 @@ class Ops(IntEnum, metaclass=_OpsType):
 
 
 # member reads as plain attribute reads of the class namespace (see _OpsType): set once the class exists, because making
-# an enum class reads attributes its bases define
-_OpsType.__getattribute__ = object.__getattribute__  # type: ignore[assignment,method-assign]
+# an enum class reads attributes its bases define. Only where the hook exists: Python 3.12 dropped EnumType.__getattr__,
+# and there a member read is already as fast (19 ns; the generic read measured 21-24)
+if "__getattr__" in vars(EnumType):
+    _OpsType.__getattribute__ = object.__getattribute__  # type: ignore[assignment,method-assign]
 
 
 class GroupOp:
