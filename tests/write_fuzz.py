@@ -366,9 +366,7 @@ def generate_from(chooser: Chooser, n_ops: int = 14, calls: bool = False) -> Pro
 def _np_reshape_view(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     """`a` reshaped as a view (numpy refuses when the strides do not allow it: then the program uses a copy on both
     sides, see `run`)."""
-    v = a.view()
-    v.shape = shape
-    return v
+    return np.reshape(a, shape, copy=False)  # (a ValueError when it would copy; setting `.shape` is deprecated in NumPy 2.5)
 
 
 class _NotAView(Exception):
@@ -410,7 +408,7 @@ def run(program: Program) -> Mismatch | None:
         try:
             exec(ncode, nenv)
         except (AttributeError, ValueError, IndexError) as e:
-            if any(text in str(e) for text in ("ncompatible shape", "without copying", "read-only")):
+            if any(text in str(e) for text in ("ncompatible shape", "without copying", "avoid creating a copy", "read-only")):
                 break  # a reshape numpy can only do as a copy, or a write into a broadcast: the program stops (both sides)
             # numpy refuses the statement (an empty reduction, say): Tensor must refuse it too, then the program stops
             try:
