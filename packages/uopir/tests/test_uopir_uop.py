@@ -328,3 +328,16 @@ def test_uop_fields_and_inferred_dtypes():
     assert UOp(Ops.SINK, None, (b,)).dtype is dtypes.void and UOp(Ops.CONST, None, (), 2).dtype is dtypes.weakint
     assert UOp(Ops.ADD, None, (a, a)) is b  # hash-consed
     assert UOp(Ops.CONST, dtypes.float32, (), 0.0) is not UOp(Ops.CONST, dtypes.float32, (), -0.0)  # keyed by the bits
+
+
+def test_buffer_arg_fast_constructor_matches_the_dataclass():
+    """`ParamArg.of_buffer` (what new buffers use) builds the same arg as the dataclass constructor, frozen as it is."""
+    import dataclasses
+
+    from uopir import dtypes
+    from uopir.args import ParamArg
+
+    fast, slow = ParamArg.of_buffer(7, dtypes.float32, 16384, "CPU"), ParamArg(7, dtypes.float32, 16384, device="CPU")
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow) and dataclasses.asdict(fast) == dataclasses.asdict(slow)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.size = 3  # type: ignore[misc]

@@ -245,9 +245,7 @@ class HostBatch(LinkedPart):
     def __call__(self, inputs: Sequence[Buffer], var_vals: Mapping[str, int]) -> None:
         addresses = self._addresses
         for i, index in enumerate(self._used):
-            buf = inputs[index]
-            # an allocated buffer's address is remembered on it (`Buffer.address`): read directly
-            addresses[i] = buf._address if buf._address is not None else buf.ensure_allocated().address
+            addresses[i] = inputs[index].address  # (allocated on first use, then remembered on the buffer)
         for i, name in enumerate(self.variables):
             if name not in var_vals:
                 raise DeviceError(f"variable {name} is unbound (no value): pass it in var_vals")

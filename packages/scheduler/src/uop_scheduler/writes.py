@@ -237,9 +237,6 @@ def write_by_kernel(kernel: UOp, info: Any, written: list[Tensor], reads: list[U
     for base in bases:
         new = UOp.new_buffer(base.arg.device, base.arg.size, base.dtype)
         bind_buffer(new, buffer_for(base))
-        # shaped now, so the call's shape is inferred from its sources directly (a new source without one made every
-        # parameter's step walk the call's graph: an eighth of an optimizer step's graph building)
-        _ = new.shape
         launch.append(new)
     # a buffer read in its elements' order is launched as that buffer; anything else is computed into one first
     read_launch = [b if (b := version_under(r)) is not None and b.op is Ops.BUFFER else r for r in reads]

@@ -44,10 +44,12 @@ class ParamArg:
         """`ParamArg(slot, dtype, size, device=device)`: a BUFFER's arg, its fields written in one step (a frozen
         dataclass sets each field through object.__setattr__: 1 us a buffer, and every realize makes buffers)."""
         ret = object.__new__(ParamArg)
-        ret.__dict__.update(slot=slot, dtype=dtype, size=size, vmin_vmax=None, name=None, addrspace=AddrSpace.GLOBAL, axis=None,
-                            device=device, unbound=False)
+        ret.__dict__.update(_PARAM_DEFAULTS, slot=slot, dtype=dtype, size=size, device=device)
         return ret
 
+
+# every field's default (`ParamArg.of_buffer` starts from them)
+_PARAM_DEFAULTS = {f.name: f.default for f in fields(ParamArg)}
 
 @dataclass(frozen=True)
 class CallInfo:

@@ -58,11 +58,10 @@ class MovementMixin:
         plain = True
         get = _DIMS.get
         for d in dims:
-            if type(d) is int:
+            if isinstance(d, int):
                 srcs.append(u if (u := get(d)) is not None else _dim(self, d))
-            elif isinstance(d, int):  # a bool or another int subclass: its size node, but no plain shape
-                srcs.append(u if (u := get(d)) is not None else _dim(self, d))
-                plain = False
+                if type(d) is not int:  # a bool or another int subclass: its size node, but no plain shape
+                    plain = False
             else:
                 srcs.append(d)
                 plain = False
