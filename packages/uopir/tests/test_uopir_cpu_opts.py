@@ -133,10 +133,13 @@ def test_a_reduction_along_the_contiguous_axis_gets_vector_lanes_and_an_output_t
     ast = UOp.sink(out.index(i * 256 + j).store((a.index(i * 784 + r).load() * b.index(j * 784 + r).load()).reduce(r)).end(i, j))
     # w (256 x 784) is the bigger operand: the loop over its rows goes outside, so x's rows stay in cache
     assert heuristic_opts(ast, n_cores=2, vector_width=16) == [Opt(OptOps.LANES, 2, 16), Opt(OptOps.UPCAST, 1, 4),
-                                                               Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.THREAD, 0, 2), Opt(OptOps.SWAP, 0, 1)]
+                                                               Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.THREAD, 1, 2), Opt(OptOps.SWAP, 0, 1)]
     src = to_program(ast, CRenderer(vector_width=16), n_cores=2).src[2].arg
     loops = re.findall(r"for \(long long ridx(\d+) = 0; ridx\d+ < (\d+)ll", src)
-    assert loops[:2] == [("0", "64"), ("1", "8")]  # 64 quads of w's rows outside, 8 quads of this core's x rows inside
+    # the cores split w's rows (each reads half of the larger operand): this core's 32 quads of them outside, the 16
+    # quads of x's rows inside
+    assert loops[:2] == [("0", "32"), ("1", "16")]
+    assert "core_id * 128ll" in src  # ... 128 of w's rows a core
     # x the bigger operand: no swap
     big_x = UOp.sink(out.index(i * 256 + j).store((UOp.param(1, dtypes.float32.ptr(64 * 784 * 16)).index(i * 784 + r).load()
                                                    * b.index(j * 784 + r).load()).reduce(r)).end(i, j))

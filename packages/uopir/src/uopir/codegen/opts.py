@@ -270,7 +270,11 @@ def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[i
             # a short innermost axis (the 3 query heads a grouped-query KV head serves) is tiled whole
             opts.append(Opt(OptOps.UPCAST, i, sizes[i]))
             sizes[i] = 1
-    if (threaded := _thread_opt(loops, sizes, n_cores, work)) is not None:
+    # cores split the axis of the larger operand, so each reads half of it and the other one whole: in a training
+    # step each core then finds in its own cache the half of the weight its part of the optimizer step just wrote
+    # (x @ w.T, 64x784 by 256x784 in an MLP step: 169 -> 144 us; alone, warm: 88 -> 71 us)
+    by_bytes = sorted(loops, key=lambda i: -_operand_bytes(ast, ranges[i])) if len(tile) == 2 else loops
+    if (threaded := _thread_opt(by_bytes, sizes, n_cores, work)) is not None:
         opts.append(threaded)
     # loop order: every iteration of a loop reads again what the loops inside it read, so of the tile's two loops the
     # one moving through more operand bytes goes outside (x @ w.T with w the larger: w's rows outside, x's rows inside,
