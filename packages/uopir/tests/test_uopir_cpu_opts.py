@@ -41,6 +41,17 @@ def test_matmuls_get_a_register_tile_and_no_row_unroll():
     assert opts == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 4)]
 
 
+def test_a_row_of_one_vector_takes_twice_the_rows():
+    # 784 columns are 49 vectors of 16: one vector per row, so 16 rows keep 16 accumulators (an MLP's weight gradient)
+    assert heuristic_opts(matmul(256, 784, 64), vector_width=16)[:2] == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 16)]
+    # two vectors per row keep 8 rows; so do rows no axis divides into 16
+    assert heuristic_opts(matmul(256, 1024, 64), vector_width=16)[:2] == [Opt(OptOps.UPCAST, 1, 32), Opt(OptOps.UPCAST, 0, 8)]
+    assert heuristic_opts(matmul(24, 784, 64), vector_width=16)[:2] == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 8)]
+    # and so do rows too long for 16 of them to stay in the first-level cache (16 x 784 floats: 50 KiB)
+    assert heuristic_opts(matmul(64, 784, 784), vector_width=16)[:2] == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 8)]
+    assert heuristic_opts(matmul(512, 784, 512), vector_width=16)[:2] == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 16)]
+
+
 def test_a_long_accumulator_loop_is_not_unrolled_and_runs_outside_the_row_unroll():
     src = to_program(matvec(512, 4608), CRenderer(vector_width=16), n_cores=2).src[2].arg
     assert all(n <= MAX_UNROLL for n in unroll_pragmas(src)) and f"< {72}" in src
