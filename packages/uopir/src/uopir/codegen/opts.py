@@ -231,10 +231,14 @@ def _load_offsets(ast: UOp, r: UOp) -> list[UOp]:
     return [idx.src[1] for idx in _moving_indexes(ast, r)]
 
 
-def _thread_opt(loops: list[int], sizes: dict[int, int], n_cores: int, work: int) -> Opt | None:
-    """THREAD on the outermost loop axis that divides evenly among the cores, when there is enough work to pay for them."""
+def _thread_opt(ast: UOp, ranges: list[UOp], loops: list[int], sizes: dict[int, int], n_cores: int, work: int) -> Opt | None:
+    """THREAD on the outermost loop axis that divides evenly among the cores, when there is enough work to pay for them.
+    Only an axis every store of the kernel runs under: each core runs the whole kernel with its part of that axis, so a
+    store outside it (a kernel of two loops, one per output) would run on every core, each writing it again."""
     if n_cores <= 1 or work < 1 << 16:
         return None
+    under = [set(s.toposort()) for s in ast.src]
+    loops = [i for i in loops if all(ranges[i] in nodes for nodes in under)]
     threaded = next(((i, c) for i in loops for c in range(n_cores, 1, -1) if sizes[i] % c == 0), None)
     return Opt(OptOps.THREAD, *threaded) if threaded is not None else None
 
@@ -276,7 +280,7 @@ def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[i
     # step each core then finds in its own cache the half of the weight its part of the optimizer step just wrote
     # (x @ w.T, 64x784 by 256x784 in an MLP step: 169 -> 144 us; alone, warm: 88 -> 71 us)
     by_bytes = sorted(loops, key=lambda i: -_operand_bytes(ast, ranges[i])) if len(tile) == 2 else loops
-    if (threaded := _thread_opt(by_bytes, sizes, n_cores, work)) is not None:
+    if (threaded := _thread_opt(ast, ranges, by_bytes, sizes, n_cores, work)) is not None:
         opts.append(threaded)
     # loop order: every iteration of a loop reads again what the loops inside it read, so of the tile's two loops the
     # one moving through more operand bytes goes outside (x @ w.T with w the larger: w's rows outside, x's rows inside,
@@ -388,7 +392,7 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
                     sizes[second] //= amount
                     break
     # cores: split the outermost loop axis that divides evenly, when there is enough work to pay for the threads
-    if (threaded := _thread_opt(loops, sizes, n_cores, work)) is not None:
+    if (threaded := _thread_opt(ast, ranges, loops, sizes, n_cores, work)) is not None:
         opts.append(threaded)
         sizes[threaded.axis] //= threaded.arg
     # loop order of a matmul's tile loops: rows outside, column strips inside re-read the whole right operand for every
