@@ -425,6 +425,9 @@ def gpu_heuristic_opts(ast: UOp, local_size: int = 32, tensor_cores: tuple[Tenso
     ranges = kernel_ranges(ast)
     if any(r.src[0].op is not Ops.CONST for r in ranges):
         return []
+    under = [set(s.toposort()) for s in ast.src]
+    if any(not all(r in nodes for nodes in under) for r in ranges if axis_type(r) not in REDUCE_AXES):
+        return []  # loops of some stores only (one loop per output) stay loops: see gpudims.add_gpu_dims
     for mm in find_matmuls(ast, tensor_cores)[:1]:
         sizes = [range_end(r) for r in (mm.m, mm.n, mm.k)]
         if min(sizes) >= TILE:
