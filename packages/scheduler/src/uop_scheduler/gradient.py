@@ -137,9 +137,10 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp], order: list[U
     if order is None:
         order = list(root.toposort())
     leads: set[UOp] = set()
+    disjoint, add = leads.isdisjoint, leads.add
     for node in order:  # sources come first, so one pass finds every node with a target below it
-        if node in targets or any(s in leads for s in node.src):
-            leads.add(node)
+        if node in targets or not disjoint(node.src):
+            add(node)
     grads: dict[UOp, UOp] = {root: root_grad}
     call_grads: dict[UOp, dict[int, UOp]] = {}  # per CALL: the gradients of its outputs, by argument position
     for node in reversed(order):
@@ -163,7 +164,7 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp], order: list[U
                 if src in leads:
                     grads[src] = src_grad if src not in grads else grads[src] + src_grad
             continue
-        need = tuple(s in leads for s in node.src)
+        need = tuple(map(leads.__contains__, node.src))
         if not any(need):  # (a target that is itself a view of a buffer: nothing below it wants a gradient)
             continue
         if (partial := _PARTIAL_RULES.get(node.op)) is not None and not all(need):
