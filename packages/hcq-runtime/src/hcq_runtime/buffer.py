@@ -88,14 +88,16 @@ class Buffer:
 
     def ensure_allocated(self) -> Buffer:
         """Allocate the memory if it is not allocated yet; returns self."""
-        base = self.base
+        # (the allocator and the size looked up once: every realize allocates its new buffers through here)
+        base = self if self._base is None else self._base
         if base._opaque is None:
-            base._opaque = base.allocator.alloc(max(base.nbytes, 1), base.options)
-            if base.allocator.fresh_memory:  # (a file's mapping is no device memory)
-                counters.mem_used += base.nbytes
+            allocator, nbytes = Device[base.device].allocator, base.size * base.dtype.itemsize
+            base._opaque = allocator.alloc(max(nbytes, 1), base.options)
+            if allocator.fresh_memory:  # (a file's mapping is no device memory)
+                counters.mem_used += nbytes
                 if poison_enabled():
-                    base.allocator.poison(base._opaque, memoryview(poison_pattern(base.dtype, max(base.nbytes, 1))))
-        if self._base is not None and self._opaque is None:
+                    allocator.poison(base._opaque, memoryview(poison_pattern(base.dtype, max(nbytes, 1))))
+        if base is not self and self._opaque is None:
             self._opaque = self.allocator.offset(base._opaque, self.offset, self.nbytes)
         return self
 
@@ -108,7 +110,7 @@ class Buffer:
     @property
     def address(self) -> int:
         if (address := self._address) is None:  # asked of every input of every linked run: remembered
-            address = self._address = self.allocator.address(self.opaque)
+            address = self._address = Device[self.device].allocator.address(self.ensure_allocated()._opaque)
         return address
 
     @staticmethod
@@ -164,10 +166,10 @@ class Buffer:
     def __del__(self) -> None:
         if self._base is None and self._opaque is not None and not self.external:
             try:
-                allocator = self.allocator
-                allocator.free(self._opaque, max(self.nbytes, 1), self.options)
+                allocator, nbytes = Device[self.device].allocator, self.size * self.dtype.itemsize
+                allocator.free(self._opaque, max(nbytes, 1), self.options)
                 if allocator.fresh_memory:
-                    counters.mem_used -= self.nbytes
+                    counters.mem_used -= nbytes
             except Exception:  # at interpreter shutdown the device or its allocator may already be gone
                 pass
 
