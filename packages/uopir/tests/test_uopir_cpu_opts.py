@@ -7,7 +7,7 @@ import re
 import pytest
 from uopir import AMDOpenCLRenderer, AxisType, CRenderer, Ops, Opt, OptOps, UOp, dtypes, heuristic_opts, to_program
 from uopir.codegen.linearize import MAX_UNROLL
-from uopir.codegen.opts import MATVEC_ROWS
+from uopir.codegen.opts import MATMUL_UNROLL, MATVEC_ROWS
 from uopir.renderer.cstyle import UNROLL_BUDGET
 
 
@@ -36,9 +36,13 @@ def test_matvec_keeps_the_accumulator_row_and_reads_several_weight_rows_per_pass
     assert opts[3:] == ([Opt(OptOps.UNROLL, 1, rows)] if rows else [])
 
 
-def test_matmuls_get_a_register_tile_and_no_row_unroll():
+def test_matmuls_get_a_register_tile_and_step_the_reduce_loop_by_eight():
+    # two vectors per row: the reduce loop takes MATMUL_UNROLL steps per iteration (no matvec row unroll)
     opts = heuristic_opts(matmul(64, 64, 64), vector_width=8)
-    assert opts == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 4)]
+    assert opts == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UNROLL, 2, MATMUL_UNROLL)]
+    # a tile of one-vector rows (784 = 49 x 16) keeps its loop as it is; so does a reduce of 8 or fewer steps
+    assert not any(o.op is OptOps.UNROLL for o in heuristic_opts(matmul(128, 784, 256), vector_width=16))
+    assert not any(o.op is OptOps.UNROLL for o in heuristic_opts(matmul(64, 64, 8), vector_width=8))
 
 
 def test_a_row_of_one_vector_takes_twice_the_rows():
