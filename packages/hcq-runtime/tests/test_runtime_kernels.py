@@ -550,21 +550,3 @@ def test_matmuls_whose_right_operand_outgrows_the_l2_loop_over_its_strips_outsid
         program = to_program(ast, CRenderer(vector_width=lanes, l2_bytes=l2_bytes), n_cores=2)
         got = run(program, (n * m, dtypes.float32), x, w)
         np.testing.assert_allclose(got.reshape(n, m), want, rtol=1e-4, atol=1e-4)
-
-
-def test_a_kernel_of_two_loops_runs_each_store_once_on_several_cores():
-    # one loop per output: splitting one of them across the cores left the other to run on every core, each core adding
-    # 1 to the same elements (2 where 1 was due). The heuristic now threads only an axis every store runs under
-    n, m = 1000, 300_000
-    out, acc = param(0, dtypes.float32, n), param(1, dtypes.float32, m)
-    x = param(2, dtypes.float32, n)
-    i, j = UOp.range(n, 0), UOp.range(m, 1)
-    ast = UOp.sink(out.index(i).store(x.index(i).load() * 2.0).end(i), acc.index(j).store(acc.index(j).load() + 1.0).end(j))
-    assert not any(o.op is OptOps.THREAD for o in heuristic_opts(lower_kernel(ast), n_cores=2, vector_width=16))
-    xs, start = np.arange(n, dtype=np.float32), np.arange(m, dtype=np.float32)
-    buffers = [UOp.new_buffer("CPU", n, dtypes.float32), UOp.new_buffer("CPU", m, dtypes.float32), UOp.new_buffer("CPU", n, dtypes.float32)]
-    buffer_for(buffers[1]).copyin(start)
-    buffer_for(buffers[2]).copyin(xs)
-    run_linear(UOp(Ops.LINEAR, dtypes.void, (UOp(Ops.CALL, dtypes.void, (ast, *buffers)),)))
-    np.testing.assert_array_equal(buffer_for(buffers[0]).numpy(), xs * 2)
-    np.testing.assert_array_equal(buffer_for(buffers[1]).numpy(), start + 1)

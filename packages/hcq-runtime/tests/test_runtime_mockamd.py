@@ -148,19 +148,3 @@ def test_gfx950_runs_kernels_assembled_by_amd_isa():
     lane = np.arange(192)
     np.testing.assert_array_equal(buffer_for(out).numpy(), 2 * (lane % 64) + lane // 64)
     assert gpu.dispatches == before + 1
-
-
-def test_a_kernel_of_two_loops_runs_each_store_once_on_mockamd():
-    # one loop per output: each loop became a workgroup index, so each store ran once per index of the other loop (the
-    # in-place +1 of 64 elements was applied 16 times). Loops of some stores only now stay loops inside the work-item
-    n, m = 16, 64
-    out, acc, x = (UOp.param(s, dtypes.float32.ptr(size)) for s, size in ((0, n), (1, m), (2, n)))
-    i, j = UOp.range(n, 0), UOp.range(m, 1)
-    ast = UOp.sink(out.index(i).store(x.index(i).load() * 2.0).end(i), acc.index(j).store(acc.index(j).load() + 1.0).end(j))
-    xs, start = np.arange(n, dtype=np.float32), np.arange(m, dtype=np.float32)
-    bufs = [UOp.new_buffer("MOCKAMD", size, dtypes.float32) for size in (n, m, n)]
-    buffer_for(bufs[1]).copyin(start)
-    buffer_for(bufs[2]).copyin(xs)
-    run_linear(UOp(Ops.LINEAR, dtypes.void, (UOp(Ops.CALL, dtypes.void, (ast, *bufs)),)))
-    np.testing.assert_array_equal(buffer_for(bufs[0]).numpy(), xs * 2)
-    np.testing.assert_array_equal(buffer_for(bufs[1]).numpy(), start + 1)
