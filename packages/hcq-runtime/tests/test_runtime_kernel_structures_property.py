@@ -87,9 +87,15 @@ def test_the_two_loop_kernels_that_raced():
     check([1000, 300_000, 1], [((0,), "scale", 1), ((1,), "in place", 1)], device="CPU")
     check([1, 256, 256], [((2,), "in place", 1), ((0, 1), "scale", 1)], device="CPU")
     check([256, 256, 3], [((0, 1), "sum", 4), ((2,), "in place", 1), ((0,), "in place", 1)], device="CPU")
-    # the heuristic splits across the cores only a loop every store runs under (here: none)
+    # each nest splits its own loop across the cores (each store runs under exactly one split loop) and vectorizes it
     ast, _ = build([1000, 300_000, 1], [((0,), "scale", 1), ((1,), "in place", 1)])
-    assert not any(o.op is OptOps.THREAD for o in heuristic_opts(lower_kernel(ast), n_cores=2, vector_width=16))
+    opts = heuristic_opts(lower_kernel(ast), n_cores=2, vector_width=16)
+    assert sorted(o.axis for o in opts if o.op is OptOps.THREAD) == [0, 1]
+    assert {o.axis for o in opts if o.op is OptOps.UPCAST} == {0, 1}
+    # nests that overlap split only a loop every store runs under (splitting 0 too would split the first store twice)
+    ast, _ = build([256, 256, 3], [((0, 1), "scale", 1), ((1,), "in place", 1)])
+    assert [o.axis for o in heuristic_opts(lower_kernel(ast), n_cores=2, vector_width=16) if o.op is OptOps.THREAD] == [1]
+    check([256, 256, 3], [((0, 1), "scale", 1), ((1,), "in place", 1)], device="CPU")
 
 
 def test_the_two_loop_kernel_that_ran_per_workgroup_on_mockamd():

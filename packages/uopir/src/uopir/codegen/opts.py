@@ -31,6 +31,7 @@ from .kernel import (
     range_end,
     reduce_identity,
     replace_ranges,
+    strip_end,
 )
 from .tc import PAD_LEVEL, TILE, TensorCore, apply_tc, find_matmuls
 
@@ -304,6 +305,50 @@ def _operand_bytes(ast: UOp, r: UOp) -> int:
     return total
 
 
+def _store_nests(ast: UOp, ranges: list[UOp], loops: list[int]) -> list[list[int]] | None:
+    """The loop axes each store of the kernel runs under, when they are disjoint nests (a kernel of one loop nest per
+    output, as a hand-written kernel updating several buffers is: stores of one nest share all its loops, stores of
+    two nests share none). None for a kernel whose stores all run under every loop, or whose nests overlap."""
+    under = [set(s.toposort()) for s in ast.src]
+    nests = [[i for i in loops if ranges[i] in nodes] for nodes in under]
+    if all(len(n) == len(loops) for n in nests):
+        return None
+    owner: dict[int, tuple[int, ...]] = {}
+    for nest in nests:
+        if not nest or any(owner.setdefault(i, tuple(nest)) != tuple(nest) for i in nest):
+            return None
+    return nests
+
+
+def _nest_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], nests: list[list[int]], n_cores: int, vector_width: int,
+               work: int) -> list[Opt]:
+    """Opts for a kernel of disjoint loop nests (see `_store_nests`): each nest vectorizes its stores' contiguous axis,
+    and with enough work each nest splits its own outermost loop across the cores, so every store runs under exactly
+    one split loop (a store under none would run on every core, each writing it again: then no nest is split)."""
+    opts: list[Opt] = []
+    sizes = dict(sizes)
+    for store, nest in zip(ast.src, nests):
+        idx = strip_end(store).src[0]
+        inner = next((i for i in reversed(nest) if len(idx.src) >= 2 and stride(idx.src[1], ranges[i]) == 1), None)
+        if inner is None or any(o.axis == inner for o in opts):
+            continue
+        amount = next((n for n in (vector_width, 4) if sizes[inner] % n == 0 and sizes[inner] > n), None)
+        if amount is not None:
+            opts.append(Opt(OptOps.UPCAST, inner, amount))
+            sizes[inner] //= amount
+    if n_cores <= 1 or work < 1 << 16:
+        return opts
+    threads: dict[tuple[int, ...], Opt] = {}
+    for nest in nests:
+        if tuple(nest) in threads:
+            continue
+        axis = next((i for i in nest if sizes[i] % n_cores == 0), None)
+        if axis is None or ranges[axis].dtype != ranges[nests[0][0]].dtype:  # (one core_id for all)
+            return opts
+        threads[tuple(nest)] = Opt(OptOps.THREAD, axis, n_cores)
+    return opts + list(threads.values())
+
+
 def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: int = 1 << 20) -> list[Opt]:
     """Opts that make a kernel fast on a CPU: vectorize the contiguous output axis, register-tile matmul-like
     reductions, unroll short reduce loops, and spread the outermost loop axis across cores. `l2_bytes`: one core's
@@ -321,6 +366,8 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
     work = math.prod(sizes.values()) * math.prod(int(r.src[0].vmax) for i, r in enumerate(ranges) if i not in sizes)
     # the contiguous output axis gets a vector-sized upcast (two vectors per row of a register tile; one vector for
     # elementwise kernels, where a wider unroll measured slower)
+    if not symbolic and len(ast.src) > 1 and (nests := _store_nests(ast, ranges, loops)) is not None:
+        return _nest_opts(ast, ranges, sizes, nests, n_cores, vector_width, work)
     inner = None if symbolic else next((i for i in reversed(loops) if _contiguous_in(ast, ranges[i])), None)
     if (lane_opts := _lane_opts(ast, ranges, sizes, loops, reduces, inner, n_cores, vector_width, work)) is not None:
         return lane_opts
