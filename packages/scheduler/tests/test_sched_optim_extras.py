@@ -403,3 +403,36 @@ def test_optim_dtype_names_the_state_dtype(monkeypatch):
     monkeypatch.setenv("OPTIM_DTYPE", "int8")
     with pytest.raises(ArgumentError, match="float dtype"):
         Adam([Tensor([1.0], requires_grad=True)])
+
+
+def test_adam_steps_every_plain_parameter_in_one_kernel():
+    """The in-place step of several parameters (of one device and dtype) is one kernel with a loop per parameter. In the
+    first step one parameter is a computed value, which cannot be written in place: the others are stepped in place
+    one by one and it takes the step graph (then it holds a buffer of its own and joins them). Values are the step
+    graph's, bit for bit."""
+    from uop_scheduler.realizer import counters
+
+    results, counts = [], []
+    for fused in (True, False):
+        rng = np.random.default_rng(5)
+        params = [Tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True) for s in ((7, 3), (5,), (2, 2, 2))]
+        lazy = Tensor(rng.standard_normal((4,)).astype(np.float32)) * 1.0  # a computed value: no buffer of its own
+        lazy.requires_grad = True
+        opt = Adam([*params, lazy], lr=0.05)
+        opt.fused_steps = fused
+        for _ in range(3):
+            opt.zero_grad()
+            sum(((p * p).sin()).sum() for p in (*params, lazy)).backward()
+            opt.step()
+        Tensor.realize(*params)
+        opt.zero_grad()
+        sum(((p * p).sin()).sum() for p in (*params, lazy)).backward()
+        Tensor.realize(*[p.grad for p in (*params, lazy)])
+        before = counters.kernels
+        opt.step()
+        counts.append(counters.kernels - before)
+        results.append([t.numpy() for t in (*params, lazy, *opt.m, *opt.v)])
+    for a, b in zip(*results):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    # the bias corrections' two writes, then one kernel for the four parameters (the graph: three per parameter)
+    assert counts == [3, 2 + 3 * 4], counts
