@@ -341,3 +341,11 @@ def test_buffer_arg_fast_constructor_matches_the_dataclass():
     assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow) and dataclasses.asdict(fast) == dataclasses.asdict(slow)
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.size = 3  # type: ignore[misc]
+
+
+def test_assume_shape_gives_a_shape_only_to_a_node_without_one():
+    a = UOp.new_buffer("CPU", 12, dtypes.float32).reshape((3, 4))
+    fresh = UOp(Ops.MUL, dtypes.float32, (a, a))  # made directly: no shape until asked (or given)
+    assert fresh.assume_shape((3, 4)) is fresh and fresh.shape == (3, 4)
+    shaped = a.reshape((4, 3))
+    assert shaped.assume_shape((12,)).shape == (4, 3)  # a node that has one keeps it

@@ -167,6 +167,11 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp], order: list[U
         need = tuple(map(leads.__contains__, node.src))
         if not any(need):  # (a target that is itself a view of a buffer: nothing below it wants a gradient)
             continue
+        if (shape := node.shape_or_none) is not None:
+            # a node's gradient has the node's shape: given, not inferred (the rules' own nodes are made unshaped; a
+            # rule asking for it walked back through them, a third of an MLP's backward(), and a cached schedule never
+            # needs the shapes of the nodes in between: MLP step 2.18 -> 2.02 ms)
+            g.assume_shape(shape)
         if (partial := _PARTIAL_RULES.get(node.op)) is not None and not all(need):
             src_grads = partial(g, node, need)  # only the gradients some target reads (the others were built and dropped)
         elif (rule := GRADIENT_RULES.get(node.op)) is not None:

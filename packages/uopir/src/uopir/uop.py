@@ -296,6 +296,13 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
         except AttributeError:
             return self._infer_shape()
 
+    def assume_shape(self, shape: tuple[sint, ...]) -> UOp:
+        """This node, given `shape` as its shape when it has none yet, instead of inferring it when first asked: for a
+        caller that knows it by construction (a gradient has the shape of the node it is the gradient of). Returns self."""
+        if not hasattr(self, "_shape"):
+            _set_shape(self, shape)
+        return self
+
     def _infer_shape(self) -> tuple[sint, ...] | None:
         """The shape, inferred (with the shapes of the sources not inferred yet) and remembered."""
         for s in self.src:
