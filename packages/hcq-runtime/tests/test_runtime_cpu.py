@@ -311,3 +311,23 @@ def test_threads_that_sleep_at_once_are_woken_for_every_launch(monkeypatch):
         time.sleep(0.001)
         program([out.address], [40, launch], n_cores=3)
         np.testing.assert_array_equal(out.numpy(), np.arange(40) * launch + (np.arange(40) % 3) * 1000)
+
+
+def test_a_wake_hint_before_launches_keeps_every_launch_correct(monkeypatch):
+    # expect_work wakes sleeping launch threads ahead of a launch; with no spinning they sleep again at once, so the
+    # hints land on workers asleep, waking, spinning and running, in every order with the launches
+    import time
+
+    monkeypatch.setenv("UOP_CPU_SPIN_US", "0")
+    dev = Device["CPU:8"]
+    dev.expect_work()  # no launcher yet: nothing to wake
+    assert "launcher" not in dev.__dict__
+    program = dev.program("fill", dev.compiler.compile(FILL))
+    out = Buffer("CPU:8", 40, Int32())
+    for launch in range(30):
+        for _ in range(launch % 3):
+            dev.expect_work()
+        if launch % 2:
+            time.sleep(0.0005)
+        program([out.address], [40, launch], n_cores=3)
+        np.testing.assert_array_equal(out.numpy(), np.arange(40) * launch + (np.arange(40) % 3) * 1000)

@@ -154,7 +154,7 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp], order: list[U
             continue
         if node.op in NON_DIFFERENTIABLE or not node.src or node.op is Ops.PARAM:  # a PARAM's srcs are its shape
             continue
-        if is_call_output(node) or is_kernel_output(node):
+        if node.op is Ops.AFTER and (is_call_output(node) or is_kernel_output(node)):
             per_output = call_grads.setdefault(node.src[1], {})
             pos = output_position(node)
             per_output[pos] = g if pos not in per_output else per_output[pos] + g
