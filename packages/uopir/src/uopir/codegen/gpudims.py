@@ -14,14 +14,14 @@ from __future__ import annotations
 from uopir.ops import AxisType, Ops
 from uopir.uop import UOp
 
-from .kernel import DERIVED_AXES, REDUCE_AXES, CodegenError, add_gate, axis_type, kernel_ranges, replace_ranges
+from .kernel import DERIVED_AXES, REDUCE_AXES, CodegenError, add_gate, axis_type, kernel_ranges, replace_ranges, store_ranges
 
 
 def add_gpu_dims(ast: UOp, local_size: int) -> UOp:
     ranges = kernel_ranges(ast)
     # only loops every store runs under become workgroup indices: a loop of one store alone (a kernel of one loop per
     # output) would run that store once per index of the other loops; it stays a loop inside each work-item
-    under = [set(s.toposort()) for s in ast.src]
+    under = store_ranges(ast)
     loops = [r for r in ranges if axis_type(r) not in REDUCE_AXES | DERIVED_AXES and r.src[0].op is Ops.CONST
              and all(r in nodes for nodes in under)]
     lanes = [r for r in ranges if axis_type(r) is AxisType.WARP] + [r for r in reversed(ranges) if axis_type(r) is AxisType.LOCAL] + \

@@ -53,6 +53,13 @@ def strip_end(x: UOp) -> UOp:
     return x
 
 
+def store_ranges(ast: UOp) -> list[set[UOp]]:
+    """The RANGEs each store of a kernel runs under (those in its subtree: address, value, END), in SINK order. A
+    kernel of one loop nest per output has stores under different ranges: a loop split across cores or workgroups
+    must be one every store runs under, or the other stores would run once per part."""
+    return [{u for u in s.toposort() if u.op is Ops.RANGE} for s in ast.src]
+
+
 def kernel_stores(ast: UOp) -> list[UOp]:
     """The STOREs of a kernel, in SINK order."""
     if ast.op is not Ops.SINK:

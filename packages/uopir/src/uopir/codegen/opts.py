@@ -31,6 +31,7 @@ from .kernel import (
     range_end,
     reduce_identity,
     replace_ranges,
+    store_ranges,
     strip_end,
 )
 from .tc import PAD_LEVEL, TILE, TensorCore, apply_tc, find_matmuls
@@ -240,7 +241,7 @@ def _thread_opt(ast: UOp, ranges: list[UOp], loops: list[int], sizes: dict[int, 
     store outside it (a kernel of two loops, one per output) would run on every core, each writing it again."""
     if n_cores <= 1 or work < 1 << 16:
         return None
-    under = [set(s.toposort()) for s in ast.src]
+    under = store_ranges(ast)
     loops = [i for i in loops if all(ranges[i] in nodes for nodes in under)]
     threaded = next(((i, c) for i in loops for c in range(n_cores, 1, -1) if sizes[i] % c == 0), None)
     return Opt(OptOps.THREAD, *threaded) if threaded is not None else None
@@ -309,8 +310,7 @@ def _store_nests(ast: UOp, ranges: list[UOp], loops: list[int]) -> list[list[int
     """The loop axes each store of the kernel runs under, when they are disjoint nests (a kernel of one loop nest per
     output, as a hand-written kernel updating several buffers is: stores of one nest share all its loops, stores of
     two nests share none). None for a kernel whose stores all run under every loop, or whose nests overlap."""
-    under = [set(s.toposort()) for s in ast.src]
-    nests = [[i for i in loops if ranges[i] in nodes] for nodes in under]
+    nests = [[i for i in loops if ranges[i] in nodes] for nodes in store_ranges(ast)]
     if all(len(n) == len(loops) for n in nests):
         return None
     owner: dict[int, tuple[int, ...]] = {}
@@ -482,7 +482,7 @@ def gpu_heuristic_opts(ast: UOp, local_size: int = 32, tensor_cores: tuple[Tenso
     ranges = kernel_ranges(ast)
     if any(r.src[0].op is not Ops.CONST for r in ranges):
         return []
-    under = [set(s.toposort()) for s in ast.src]
+    under = store_ranges(ast)
     if any(not all(r in nodes for nodes in under) for r in ranges if axis_type(r) not in REDUCE_AXES):
         return []  # loops of some stores only (one loop per output) stay loops: see gpudims.add_gpu_dims
     for mm in find_matmuls(ast, tensor_cores)[:1]:
