@@ -9,6 +9,7 @@ one gradient per argument (None allowed).
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Container
 
 from uopir import Ops, UOp
@@ -86,10 +87,25 @@ def is_kernel_output(u: UOp) -> bool:
 def output_position(u: UOp) -> int:
     """The argument position of call output (or kernel output) `u`."""
     call = u.src[1]
-    for pos, arg in enumerate(call.src[1:]):
-        if arg is u.src[0]:
-            return pos
+    if len(call.src) > _SCANNED_ARGUMENTS:
+        # a call of many arguments (one Adam kernel for every parameter: 3 outputs and ~8 arguments each) is asked for
+        # each of its outputs: a scan each was quadratic in the parameters (a fifth of a 24-layer step's co_readers)
+        if (positions := _positions.get(call)) is None:
+            positions = _positions[call] = {}
+            for pos, arg in enumerate(call.src[1:]):
+                positions.setdefault(arg, pos)
+        if (found := positions.get(u.src[0])) is not None:
+            return found
+    else:
+        for pos, arg in enumerate(call.src[1:]):
+            if arg is u.src[0]:
+                return pos
     raise SchedulerError("a call output's buffer is not among its call's arguments")
+
+
+#: calls of up to this many sources are scanned; larger ones keep a table of their arguments' positions
+_SCANNED_ARGUMENTS = 16
+_positions: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _argument(param: UOp, arg: UOp) -> UOp:
