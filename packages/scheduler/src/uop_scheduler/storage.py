@@ -21,12 +21,15 @@ def touches_storage(nodes) -> bool:
     `off_storage` have anything to do (the check every realize pays is this scan, not a second walk). The devices are
     gathered first and each asked once (a deep model's step holds hundreds of buffers, all on one or two devices)."""
     devices = set()
+    add, BUFFER = devices.add, Ops.BUFFER
     for n in nodes:
         op = n.op
-        if op is Ops.BUFFER:
-            devices.add(n.arg.device)
+        if op is BUFFER:
+            add(n.arg.device)
+        elif op is Ops.AFTER and (base := n.src[0]).op is BUFFER:  # a written version: its buffer's device, read directly
+            add(base.arg.device)
         elif op is Ops.COPY or op is Ops.AFTER:
-            devices.add(n.device)
+            add(n.device)
     return any(bytes_only(d) for d in devices)
 
 
