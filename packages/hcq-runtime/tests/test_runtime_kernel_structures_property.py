@@ -75,6 +75,15 @@ def check(sizes: list[int], stores: list[tuple], device: str) -> None:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"store {s} of {stores} over loop sizes {sizes}")
 
 
+def _need_amd_compiler() -> None:
+    from hcq_runtime import AMDCompiler, CompileError
+
+    try:
+        AMDCompiler("gfx1100")
+    except CompileError:
+        pytest.skip("clang-15 and ld.lld-15 are needed to build AMD kernels")
+
+
 # sizes whose products pass the CPU heuristic's threshold for using every core (65536 elements of work)
 @settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(structures([1, 3, 16, 64, 256, 300], [4, 17]))
@@ -100,22 +109,12 @@ def test_the_two_loop_kernels_that_raced():
 
 def test_the_two_loop_kernel_that_ran_per_workgroup_on_mockamd():
     # and on the GPU, where each store's loop was a workgroup index: the in-place store ran once per index of the other
-    from hcq_runtime import AMDCompiler, CompileError
-
-    try:
-        AMDCompiler("gfx1100")
-    except CompileError:
-        pytest.skip("clang-15 and ld.lld-15 are needed to build AMD kernels")
+    _need_amd_compiler()
     check([3, 1, 1], [((1,), "in place", 1), ((0,), "scale", 1)], device="MOCKAMD")
 
 
 @settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(structures([1, 3, 8], [4]))
 def test_stores_under_their_own_loops_compute_numpys_values_on_mockamd(case):
-    from hcq_runtime import AMDCompiler, CompileError
-
-    try:
-        AMDCompiler("gfx1100")
-    except CompileError:
-        pytest.skip("clang-15 and ld.lld-15 are needed to build AMD kernels")
+    _need_amd_compiler()
     check(*case, device="MOCKAMD")

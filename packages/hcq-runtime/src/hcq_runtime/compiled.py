@@ -34,6 +34,10 @@ class CompiledDevice:
 
         return Linked if isinstance(self, (CPUDevice, QueueDevice)) else None
 
+    def expect_work(self) -> None:
+        """A hint that kernels will launch soon (a realize has started); a device with threads or queues to wake may
+        prepare them. Nothing by default."""
+
     def program(self, name: str, binary: bytes) -> Any:
         """Load `binary` and return its entry point `name` as a program with `launch(...)`."""
         raise NotImplementedError

@@ -222,8 +222,10 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     if bytes_only(default_device):  # values of constants alone copied into a file are computed on the default device
         default_device = Device.DEFAULT
     walk = walk_graph(plan_targets := targets, done, default_device)
+    # (the CPU's launch threads wake now, while the schedule is looked up, not at the first kernel; a device from
+    # another package may not define the CompiledDevice hook)
     if (expect_work := getattr(Device[default_device], "expect_work", None)) is not None:
-        expect_work()  # (the CPU's launch threads wake now, while the schedule is looked up, not at the first kernel)
+        expect_work()
     if touches_storage(walk.marked):
         # views of a file's buffer are computed from a copy of the bytes they read (a DISK device runs no kernels)
         walk = walk_graph(plan_targets := off_storage(targets, default_device), done, default_device)

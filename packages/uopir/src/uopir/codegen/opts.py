@@ -241,8 +241,9 @@ def _thread_opt(ast: UOp, ranges: list[UOp], loops: list[int], sizes: dict[int, 
     store outside it (a kernel of two loops, one per output) would run on every core, each writing it again."""
     if n_cores <= 1 or work < 1 << 16:
         return None
-    under = store_ranges(ast)
-    loops = [i for i in loops if all(ranges[i] in nodes for nodes in under)]
+    if len(ast.src) > 1:  # (one store runs under every loop)
+        under = store_ranges(ast)
+        loops = [i for i in loops if all(ranges[i] in nodes for nodes in under)]
     threaded = next(((i, c) for i in loops for c in range(n_cores, 1, -1) if sizes[i] % c == 0), None)
     return Opt(OptOps.THREAD, *threaded) if threaded is not None else None
 
@@ -364,10 +365,10 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
     loops = [i for i, r in enumerate(ranges) if axis_type(r) not in REDUCE_AXES and i in sizes]
     reduces = [i for i, r in enumerate(ranges) if axis_type(r) in REDUCE_AXES]
     work = math.prod(sizes.values()) * math.prod(int(r.src[0].vmax) for i, r in enumerate(ranges) if i not in sizes)
-    # the contiguous output axis gets a vector-sized upcast (two vectors per row of a register tile; one vector for
-    # elementwise kernels, where a wider unroll measured slower)
     if not symbolic and len(ast.src) > 1 and (nests := _store_nests(ast, ranges, loops)) is not None:
         return _nest_opts(ast, ranges, sizes, nests, n_cores, vector_width, work)
+    # the contiguous output axis gets a vector-sized upcast (two vectors per row of a register tile; one vector for
+    # elementwise kernels, where a wider unroll measured slower)
     inner = None if symbolic else next((i for i in reversed(loops) if _contiguous_in(ast, ranges[i])), None)
     if (lane_opts := _lane_opts(ast, ranges, sizes, loops, reduces, inner, n_cores, vector_width, work)) is not None:
         return lane_opts
@@ -399,11 +400,11 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
         # rows of the other operand stay in the first-level cache (all of them are read again for every column strip):
         # on AVX-512, 256x64 @ 64x784 (an MLP's weight gradient) 98 -> 88 us, 512x512 @ 512x784 2.77 -> 1.77 ms;
         # with 784-long rows (16 rows: 50 KiB) 64x784 @ 784x784 went 358 -> 387 us
-        one_vector = opts[-1] == Opt(OptOps.UPCAST, inner, vector_width)
-        row_bytes = math.prod(sizes[i] for i in reduces if i in sizes) * max(
-            (n.src[0].dtype.base.itemsize for n in ast.toposort() if n.op is Ops.LOAD), default=4)
-        rows = next((n for n in ((2 * rows, rows) if one_vector and 2 * rows * row_bytes <= TILE_ROWS_BYTES else (rows,))
-                     if any(i != inner and sizes[i] % n == 0 and sizes[i] > n for i in loops)), rows)
+        if opts[-1] == Opt(OptOps.UPCAST, inner, vector_width):  # one vector per row
+            row_bytes = math.prod(sizes[i] for i in reduces if i in sizes) * max(
+                (n.src[0].dtype.base.itemsize for n in ast.toposort() if n.op is Ops.LOAD), default=4)
+            if 2 * rows * row_bytes <= TILE_ROWS_BYTES and any(i != inner and sizes[i] % (2 * rows) == 0 and sizes[i] > 2 * rows for i in loops):
+                rows *= 2
         candidates = [i for i in reversed(loops) if i != inner and sizes[i] % rows == 0 and sizes[i] > rows]
         # rows that share each loaded vector: an axis the vector-loaded operands do not move along (a convolution's
         # output channels, not its output rows: the input row would be loaded again for every channel)
