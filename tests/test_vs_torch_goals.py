@@ -1,0 +1,41 @@
+"""benchmarks/vs_torch.py's goal report: each goal of #36 checked against a run's numbers, with the reason a ratio
+goal is missed taken from what the run measured."""
+
+import importlib.util
+import pathlib
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+
+
+def _vs_torch():
+    spec = importlib.util.spec_from_file_location("vs_torch_goals", ROOT / "benchmarks" / "vs_torch.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_missed_ratio_goal_says_how_the_call_splits_between_kernels_and_python():
+    vs = _vs_torch()
+    results = {("ours", "cnn_step"): {"warm_median": 4.0e-3, "kernel_seconds": 0.5e-3, "compile_max": 0.2},
+               ("torch", "cnn_step"): {"warm_median": 1.6e-3}}
+    (ratio, compile_goal) = vs.goal_report(results, ["cnn_step"], None)
+    assert ratio["met"] is False and ratio["value"] == 2.5
+    assert "kernels 0.50 ms of 4.00 ms" in ratio["why"] and "the other 3.50 ms is Python" in ratio["why"]
+    assert compile_goal["met"] is True
+
+
+def test_met_goals_carry_no_reason_and_every_kind_of_goal_is_checked():
+    vs = _vs_torch()
+    results = {("ours", "mlp_step"): {"warm_median": 1.9e-3, "kernel_seconds": 0.3e-3, "first": 0.5, "second": 0.2, "compile_max": 0.6},
+               ("torch", "mlp_step"): {"warm_median": 1.0e-3}}
+    report = {g["goal"]: g for g in vs.goal_report(results, ["mlp_step"], 0.65)}
+    assert report["mlp_step: warm median at most 2x PyTorch's"]["met"] and "why" not in report["mlp_step: warm median at most 2x PyTorch's"]
+    assert report["mlp_step: cold first call at most 2 s"]["met"]
+    assert not report["mlp_step: cold second call at most 0.1 s"]["met"]
+    assert not report["mlp_step: every kernel compiles in at most 0.5 s"]["met"]
+    assert not report["matmul: at least 70% of the float32 FMA peak"]["met"]
+
+
+def test_a_workload_without_a_peer_measurement_reports_no_ratio_goal():
+    vs = _vs_torch()
+    assert vs.goal_report({("ours", "attention"): {"warm_median": 1e-3}}, ["attention"], None) == []
