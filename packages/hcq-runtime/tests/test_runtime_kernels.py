@@ -247,11 +247,18 @@ def test_opts_that_do_not_apply_are_refused():
         to_program(ast, CRenderer(), opts=[Opt(OptOps.UPCAST, 7, 2)])
 
 
-@pytest.mark.parametrize("out_ch", [8, 16])
-def test_a_convolution_weight_gradient_with_a_register_tile_of_accumulators(rng, out_ch):
-    """dw[o, ky, kx] = sum of g[b, o, y, x] * x[b, y + ky, x + kx] with the heuristic's opts (a tile of scalar
-    accumulators over the 3 taps and the output channels) against numpy."""
-    batch, size, taps = 4, 12, 3
+@pytest.mark.parametrize(("out_ch", "size", "vector_width", "first"), [
+    (8, 12, 16, OptOps.PADTO),  # 10-wide rows: one vector, 6 padded lanes
+    (16, 28, 16, OptOps.PADTO),  # 26: two vectors, the loop over them unrolled
+    (8, 18, 16, OptOps.LANES),  # 16: one whole vector
+    (8, 34, 16, OptOps.LANES),  # 32: a loop of whole vectors
+    (16, 28, 8, OptOps.UPCAST),  # 26 on 8 lanes: over two vectors padded, so a tile of scalar accumulators
+])
+def test_a_convolution_weight_gradient_against_numpy(rng, out_ch, size, vector_width, first):
+    """dw[o, ky, kx] = sum of g[b, o, y, x] * x[b, y + ky, x + kx] with the heuristic's opts: the image rows summed in
+    vector lanes (padded to whole vectors) with a tile of vector accumulators over the taps and the output channels,
+    or a tile of scalar accumulators, against numpy."""
+    batch, taps = 4, 3
     n = size - taps + 1
     out = param(0, dtypes.float32, out_ch * taps * taps)
     g, x = param(1, dtypes.float32, batch * out_ch * n * n), param(2, dtypes.float32, batch * size * size)
@@ -259,12 +266,33 @@ def test_a_convolution_weight_gradient_with_a_register_tile_of_accumulators(rng,
     b, y, xx = (UOp.range(s, 3 + i, AxisType.REDUCE) for i, s in enumerate((batch, n, n)))
     value = (g.index(((b * out_ch + o) * n + y) * n + xx).load() * x.index((b * size + y + ky) * size + xx + kx).load()).reduce(b, y, xx)
     ast = UOp.sink(out.index((o * taps + ky) * taps + kx).store(value).end(o, ky, kx))
-    opts = heuristic_opts(lower_kernel(ast), n_cores=2, vector_width=16)
-    assert [o.op for o in opts[:2]] == [OptOps.UPCAST, OptOps.UPCAST]
+    opts = heuristic_opts(lower_kernel(ast), n_cores=2, vector_width=vector_width)
+    assert opts[0].op is first and Opt(OptOps.UPCAST, 2, 3) in opts
     gn, xn = rng.standard_normal((batch, out_ch, n, n), dtype=np.float32), rng.standard_normal((batch, size, size), dtype=np.float32)
-    got = run(to_program(ast, CRenderer(vector_width=16), opts=opts, n_cores=2), (out_ch * taps * taps, dtypes.float32), gn, xn)
+    got = run(to_program(ast, CRenderer(vector_width=vector_width), opts=opts, n_cores=2), (out_ch * taps * taps, dtypes.float32), gn, xn)
     want = np.stack([np.einsum("boyx,byx->o", gn, xn[:, i:i + n, j:j + n]) for i in range(taps) for j in range(taps)], axis=1)
     np.testing.assert_allclose(got.reshape(out_ch, taps * taps), want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize(("body", "want", "vector"), [
+    (lambda a, c: a * c, lambda an, cn: (an * cn).sum(1), True),  # a product of gated loads: 0 by itself, vector code
+    (lambda a, c: a + 1.0, lambda an, cn: (an + 1).sum(1), False),  # + 1 in a padded lane would count: selected away
+    (lambda a, c: a * 3.0, lambda an, cn: (an * 3).sum(1), False),
+])
+def test_padded_reduce_lanes_add_nothing(rng, body, want, vector):
+    """A row sum over an 11-wide axis padded to 16 lanes: the padded lanes must add the sum's identity, whether the
+    summed value is 0 there by itself (a product of loads that read 0 past the row) or not (+ 1, a constant factor).
+    The rows are 11 apart, so a padded lane that read memory would read the next row."""
+    rows, n = 6, 11
+    out, a, c = param(0, dtypes.float32, rows), param(1, dtypes.float32, rows * n), param(2, dtypes.float32, rows * n)
+    r, k = UOp.range(rows, 0), UOp.range(n, 1, AxisType.REDUCE)
+    value = body(a.index(r * n + k).load(), c.index(r * n + k).load()).reduce(k)
+    ast = UOp.sink(out.index(r).store(value).end(r))
+    an, cn = rng.standard_normal((rows, n), dtype=np.float32), rng.standard_normal((rows, n), dtype=np.float32)
+    program = to_program(ast, CRenderer(vector_width=16), opts=[Opt(OptOps.PADTO, 1, 16), Opt(OptOps.LANES, 1, 16)])
+    assert ("*(uop_float_x16_u *)&data1" in program.src[2].arg) is vector  # the row read as vectors
+    got = run(program, (rows, dtypes.float32), an, cn)
+    np.testing.assert_allclose(got, want(an, cn), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize(("size", "lanes"), [(13, 4), (28, 8), (9, 4)])

@@ -209,14 +209,32 @@ def conv_weight_gradient(batch: int, out_ch: int, size: int, taps: int = 3) -> U
     return UOp.sink(out.index((o * taps + ky) * taps + kx).store(value).end(o, ky, kx))
 
 
-@pytest.mark.parametrize(("vector_width", "out_ch", "tile"), [(16, 8, 4), (16, 16, 8), (8, 16, 4)])
-def test_a_reduction_without_an_output_vector_keeps_a_register_tile_of_accumulators(vector_width, out_ch, tile):
+@pytest.mark.parametrize(("vector_width", "out_ch", "size", "tile"), [(8, 16, 28, 4), (8, 8, 60, 4)])
+def test_a_reduction_without_an_output_vector_keeps_a_register_tile_of_accumulators(vector_width, out_ch, size, tile):
     # the filter row's 3 taps whole, times a tile of output channels (the image row each tap loads serves all of them),
-    # instead of one serial chain of adds per output; within 3 * rows scalar accumulators
-    opts = heuristic_opts(conv_weight_gradient(16, out_ch, 28), n_cores=2, vector_width=vector_width)
+    # instead of one serial chain of adds per output; within 3 * rows scalar accumulators. Image rows more than two
+    # vectors wide and not a whole number of them (26 and 58 on 8 lanes) are not summed in lanes
+    opts = heuristic_opts(conv_weight_gradient(16, out_ch, size), n_cores=2, vector_width=vector_width)
     assert opts[:2] == [Opt(OptOps.UPCAST, 2, 3), Opt(OptOps.UPCAST, 0, tile)]
     rows = 8 if vector_width >= 16 else 4
     assert math.prod(o.arg for o in opts if o.op is OptOps.UPCAST) <= 3 * rows and any(o.op is OptOps.THREAD for o in opts)
+
+
+@pytest.mark.parametrize(("size", "lanes_opts"), [
+    (13, [Opt(OptOps.PADTO, 5, 16), Opt(OptOps.LANES, 5, 16)]),  # 11-wide rows: one vector, padded
+    (28, [Opt(OptOps.PADTO, 5, 16), Opt(OptOps.LANES, 5, 16), Opt(OptOps.UNROLL, 5, 2)]),  # 26: two, the loop unrolled
+    (18, [Opt(OptOps.LANES, 5, 16)]),  # 16: a whole vector
+    (66, [Opt(OptOps.LANES, 5, 16)]),  # 64: a loop of whole vectors
+])
+def test_a_weight_gradient_sums_its_image_rows_in_vector_lanes(size, lanes_opts):
+    # with no output axis to vectorize, the image rows (contiguous in both operands) are the lanes, padded to whole
+    # vectors; the tile is the 3 taps times output channels (the channels' gradient rows beside the taps' input rows:
+    # 3 + 4 vector loads for 12 accumulators), at most 2 * rows of them
+    opts = heuristic_opts(conv_weight_gradient(16, 8, size), n_cores=2, vector_width=16)
+    assert opts[:len(lanes_opts)] == lanes_opts
+    assert opts[len(lanes_opts):len(lanes_opts) + 2] == [Opt(OptOps.UPCAST, 2, 3), Opt(OptOps.UPCAST, 0, 4)]
+    src = to_program(conv_weight_gradient(16, 8, size), CRenderer(vector_width=16), n_cores=2).src[2].arg
+    assert "uop_fma_float_x16(" in src
 
 
 def conv_forward(batch: int, out_ch: int, in_ch: int, size: int, taps: int = 3) -> UOp:

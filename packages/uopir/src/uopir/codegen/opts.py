@@ -126,17 +126,35 @@ def _padto(ast: UOp, r: UOp, amount: int) -> UOp:
     ast = replace_ranges(ast, {r: (new, (new,))})
     valid = new < end
     memo: dict[UOp, UOp] = {}
+    gated: set[UOp] = set()  # the accesses given the gate, and the loads through them (they read 0 in padded iterations)
     for node in ast.toposort():
         src = tuple(memo[s] for s in node.src)
         if node.op is Ops.INDEX and new in node.toposort():
             # gate every access that depends on the padded range: no load or store past the old end
             memo[node] = add_gate(node.replace(src=src), valid)
+            gated.add(memo[node])
         elif node.op is Ops.REDUCE and new in node.src[1:] and node.src[0].op is not Ops.WMMA:
-            # padded iterations contribute the reduce's identity
-            memo[node] = node.replace(src=(valid.where(src[0], src[0].const_like(reduce_identity(node.arg, node.dtype))), *src[1:]))
+            # padded iterations contribute the reduce's identity: a sum of values 0 wherever its loads read 0 (a
+            # product of two gated loads, as a convolution's weight gradient sums) is that already; anything else
+            # is selected (a select on the padded range keeps a vector block of the range from being vector code)
+            identity = reduce_identity(node.arg, node.dtype)
+            body = src[0] if identity == 0 and _zero_where_gated(src[0], gated) else valid.where(src[0], src[0].const_like(identity))
+            memo[node] = node.replace(src=(body, *src[1:]))
         else:
             memo[node] = node.replace(src=src)
+            if node.op is Ops.LOAD and len(src) == 1 and src[0] in gated:
+                gated.add(memo[node])
     return memo[ast]
+
+
+def _zero_where_gated(value: UOp, gated: set[UOp]) -> bool:
+    """Whether `value` is 0 wherever the loads in `gated` read 0: it is one of them, or sums, differences, negations,
+    conversions and products of such values only (no other operand: a product with anything else could be 0 * inf)."""
+    if value in gated:
+        return True
+    if value.op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.MULACC, Ops.NEG, Ops.CAST) and value.src:
+        return all(_zero_where_gated(s, gated) for s in value.src)
+    return False
 
 
 #: derived axes PADTO may still pad: work-items of a group, which then gate their accesses
@@ -297,6 +315,29 @@ def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[i
     return opts
 
 
+#: vectors a padded reduce axis may take (see _reduce_lanes): each is a step of the unrolled loop
+PADDED_LANE_STEPS = 2
+
+
+def _reduce_lanes(ast: UOp, ranges: list[UOp], sizes: dict[int, int], reduces: list[int], vector_width: int) -> tuple[int, int] | None:
+    """(axis, lanes) for a reduction with no output axis to vectorize whose innermost reduce axis every load moving
+    along it reads contiguously, and that is a whole number of vectors or more than half of one and at most
+    PADDED_LANE_STEPS (padded), with LANES_MIN_STEPS vector steps per output or more; None otherwise (see
+    heuristic_opts)."""
+    k = reduces[-1]
+    if k not in sizes or vector_width < 8 or sizes[k] <= vector_width // 2 or \
+            (sizes[k] % vector_width and sizes[k] > PADDED_LANE_STEPS * vector_width):
+        return None
+    # the lanes are combined once per output, after every reduce loop: worth it only over LANES_MIN_STEPS vector steps
+    # (a lone short reduce, 30 products per output, is left to the scalar tile)
+    if math.prod(sizes.get(i, LANES_MIN_STEPS) for i in reduces if i != k) * -(-sizes[k] // vector_width) < LANES_MIN_STEPS:
+        return None
+    offsets = _load_offsets(ast, ranges[k])
+    if not offsets or any(stride(off, ranges[k]) != 1 for off in offsets):
+        return None
+    return k, vector_width
+
+
 def _operand_bytes(ast: UOp, r: UOp) -> int:
     """The bytes of the buffers whose loads move with the range `r` (0 for a buffer of unknown size)."""
     total = 0
@@ -422,6 +463,23 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
     # along, up to 2 * rows, so the tile writes one run. Measured on a small CNN's gradient kernels (AVX-512, us):
     # weight gradients 459 -> 52 and 319 -> 136 (taps x rows; the 3x3 taps: 125, 372), input gradient 338 -> 68
     # (3x3 taps; taps x 8 rows: 148). Attention scores (no contiguous output axis, none short) keep `rows` of a long axis.
+    # a reduce with no output vector whose innermost axis every operand reads contiguously (a convolution's weight
+    # gradient, along its image rows) sums that axis in vector lanes, padded to whole vectors when it is not a multiple
+    # (11- and 26-wide rows: the padded lanes' loads are gated, they read 0 and the products they make are 0). Its
+    # accumulators are vectors then, so the tile below keeps at most 2 * rows of them (AVX-512, a small CNN's weight
+    # gradients: 3 taps x 8 channels scalar 118 -> 3 x 4 vectors 48 us, 45 -> 19-24 us over 26-wide rows; 3 x 2 was 62)
+    lanes_axis = _reduce_lanes(ast, ranges, sizes, reduces, vector_width) if reduces and not vectorized and not symbolic else None
+    if lanes_axis is not None:
+        k, lanes = lanes_axis
+        steps = -(-sizes[k] // lanes)
+        if sizes[k] % lanes:
+            # padded: the loop over the vectors is unrolled, so each one's gates are constants the compiler folds (a
+            # loop would test them lane by lane at run time)
+            opts += [Opt(OptOps.PADTO, k, lanes), Opt(OptOps.LANES, k, lanes)] + ([Opt(OptOps.UNROLL, k, steps)] if steps > 1 else [])
+            sizes[k] = 1
+        else:
+            opts.append(Opt(OptOps.LANES, k, lanes))
+            sizes[k] = steps
     if reduces and not vectorized:
         first = next((i for i in reversed(loops) if 1 < sizes[i] <= rows), None)
         width = 1
@@ -435,9 +493,14 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
                 opts.append(Opt(OptOps.UPCAST, nxt, sizes[nxt]))
                 width, sizes[nxt] = width * sizes[nxt], 1
         else:
-            for amount in (rows, rows // 2):
-                second = next((i for i in reversed(loops) if sizes[i] % amount == 0 and sizes[i] > amount), None)
-                if second is not None and width * amount <= 3 * rows:
+            # with vector accumulators, rows the first axis's loads do not move along: each load then serves a whole
+            # row or column of the tile (a weight gradient's output channels beside its taps: the taps' input rows
+            # and the channels' gradient rows, 3 + n loads for 3n products, not 2n + 1 for 2n)
+            shared = _load_offsets(ast, ranges[first]) if lanes_axis is not None and first is not None else []
+            order = sorted(reversed(loops), key=lambda i: any(stride(off, ranges[i]) != 0 for off in shared))
+            for amount in (rows, rows // 2, rows // 4) if lanes_axis is not None else (rows, rows // 2):
+                second = next((i for i in order if sizes[i] % amount == 0 and sizes[i] > amount), None)
+                if second is not None and width * amount <= (2 * rows if lanes_axis is not None else 3 * rows):
                     opts.append(Opt(OptOps.UPCAST, second, amount))
                     sizes[second] //= amount
                     break
