@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from uop_scheduler import DTypeOverflowError, Tensor, dtypes
 
@@ -79,6 +79,7 @@ def test_scalar_log_softmax_gradient():
 # ---- softmax: the max it subtracts carries no gradient ----
 
 @given(st.integers(0, 2**31 - 1), st.sampled_from([0, 1, -1]))
+@example(seed=1048575, axis=0)  # w - sum(w * s) cancels to 0.019: float32 is 1.3e-7 off there, a few ulps of w's scale
 @settings(max_examples=20, deadline=None)
 def test_softmax_gradients_match_float64(seed, axis):
     rng = np.random.default_rng(seed)
@@ -89,9 +90,9 @@ def test_softmax_gradients_match_float64(seed, axis):
     s = e / e.sum(axis, keepdims=True)
     # d/dx sum(w * softmax(x)) = s * (w - sum(w * s)); d/dx sum(w * log_softmax(x)) = w - s * sum(w)
     np.testing.assert_allclose(grad_of(lambda t: t.softmax(axis) * Tensor(w32), x)[0],
-                               s * (w - (w * s).sum(axis, keepdims=True)), rtol=1e-6, atol=1e-7)
+                               s * (w - (w * s).sum(axis, keepdims=True)), rtol=1e-6, atol=5e-7)
     np.testing.assert_allclose(grad_of(lambda t: t.log_softmax(axis) * Tensor(w32), x)[0],
-                               w - s * w.sum(axis, keepdims=True), rtol=1e-6, atol=2e-7)
+                               w - s * w.sum(axis, keepdims=True), rtol=1e-6, atol=5e-7)
 
 
 # ---- sigmoid and what is built on it, at inputs where e**-x overflows ----

@@ -114,3 +114,20 @@ def test_lamb_state_offloaded_to_cpu(rng, sharded):
         return t.numpy()
 
     np.testing.assert_allclose(run(True), run(False), rtol=1e-5, atol=1e-6)
+
+
+def test_a_constant_gradient_an_optimizer_kernel_read_is_not_placed_on_its_device():
+    """Adam's kernel reads w.sum()'s gradient, a constant of ones with no device: computed with the kernel's schedule
+    it must not be recorded as that device's value, or the same constant on other devices (the sharded training's
+    gradient of a mean) would be read from it there."""
+    for make in (optim.SGD, optim.Adam):
+        for params in ("once", "twice"):
+            w = Tensor([1.0, 2.0])
+            opt = make([w] if params == "once" else [w, w], lr=0.1)
+            for _ in range(2):
+                opt.zero_grad()
+                w.sum().backward()
+                opt.step()
+            np.testing.assert_allclose(w.numpy(), [0.8, 1.8], rtol=1e-5)
+    np.testing.assert_allclose(_train(True, lambda ps: optim.SGD(ps, lr=0.1)), _train(False, lambda ps: optim.SGD(ps, lr=0.1)),
+                               rtol=1e-5, atol=1e-6)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from hcq_runtime import bind_buffer, buffer_for
 from uopir import GroupOp, Ops, UOp, dtypes
 
-from .call_values import is_call_output, is_kernel_output, kernel_output_before, version_under
+from .call_values import computed_arguments, is_call_output, is_kernel_output, kernel_output_before, version_under
 from .errors import TensorRuntimeError
 from .identity import IdentitySet
 from .realizer import before_capture, done, version_of
@@ -292,16 +292,15 @@ def _versions_read(u: UOp, seen: set[UOp]) -> Iterator[UOp]:
             stack.extend(n.src[1].src if n.op is Ops.AFTER else n.src)  # a call output: its call's body and arguments
 
 
-def co_readers(targets: list[Tensor]) -> list[Tensor]:
-    """The live tensors a schedule realizing `targets` computes too: values not yet computed that read a buffer version
-    one of the schedule's writes overwrites in place, read no version it makes, sit on that buffer's device and are no
-    bigger than the versions they read there (implicit gradients, of tensors that did not ask for one, excepted).
-    Computed before the write, they need no copy of the old version, and they share the schedule's kernels (a training
-    step's loss shares its forward pass with the gradients the step applies). Bigger values keep today's way: the old
-    version is copied and they are computed when read. Tensors that existed before a TinyJit capture began are left
-    out: their kernels would rerun on every replay."""
-    old: dict[UOp, tuple[int, str]] = {}  # overwritten version -> its bytes, device
+def _overwritten(targets: list[Tensor]) -> tuple[dict[UOp, tuple[int, str]], set[UOp], dict[UOp, str]]:
+    """What the pending writes under `targets` do: the buffer versions they overwrite in place (each with its bytes and
+    device), the versions they make (`fresh`), and the values their hand-written kernels read that the schedule
+    computes first (`computed_arguments`), each with the kernel's device. A write's chain is followed back through the
+    versions it overwrites while those are pending writes too."""
+    old: dict[UOp, tuple[int, str]] = {}
     fresh: set[UOp] = set()
+    computed: dict[UOp, str] = {}
+    calls: set[UOp] = set()
     for t in targets:
         s = storage_of(t.uop)
         while s is not None and s.op is Ops.AFTER and s not in done and s not in fresh:
@@ -311,6 +310,9 @@ def co_readers(targets: list[Tensor]) -> list[Tensor]:
                 if (before := storage_of(kernel_output_before(s))) is None:
                     break
                 prev = before
+                if (call := s.src[1]) not in calls and isinstance(device := s.src[0].arg.device, str):
+                    calls.add(call)
+                    computed.update(dict.fromkeys(computed_arguments(call), device))
             else:
                 break
             fresh.add(s)
@@ -318,6 +320,20 @@ def co_readers(targets: list[Tensor]) -> list[Tensor]:
             if base.op is Ops.BUFFER and isinstance(base.arg.device, str):
                 old[version_of(prev)] = (base.arg.size * base.dtype.itemsize, base.arg.device)
             s = prev
+    return old, fresh, computed
+
+
+def co_readers(targets: list[Tensor]) -> list[Tensor]:
+    """The live tensors a schedule realizing `targets` computes too: values not yet computed that read a buffer version
+    one of the schedule's writes overwrites in place, read no version it makes, sit on that buffer's device and are no
+    bigger than the versions they read there (implicit gradients, of tensors that did not ask for one, excepted).
+    Computed before the write, they need no copy of the old version, and they share the schedule's kernels (a training
+    step's loss shares its forward pass with the gradients the step applies). Bigger values keep today's way: the old
+    version is copied and they are computed when read. Values a write's hand-written kernel reads as arguments (the
+    gradients an optimizer's kernel reads) are computed first by the schedule anyway: they come along without a walk
+    of their graphs (in a training step, those walks were most of this function's time). Tensors that existed before
+    a TinyJit capture began are left out: their kernels would rerun on every replay."""
+    old, fresh, computed = _overwritten(targets)
     if not old:
         return []
     chosen: list[Tensor] = []
@@ -339,6 +355,12 @@ def co_readers(targets: list[Tensor]) -> list[Tensor]:
             continue
         if id(t) in skip or before_capture(t) or u in done or storage_of(u) is not None:
             continue
+        # computed before the write anyway: an argument of its kernel (a gradient an optimizer's kernel reads), when it
+        # reads a buffer on that device (a constant, as the gradient of a sum over a bias is, has none: realize must not
+        # place it on one)
+        if (device := computed.get(u)) is not None and device == t.device and _near_buffer_on(u, device):
+            chosen.append(t)
+            continue
         read = _watched_reads(u, bits, memo)
         # what it reads must all be on its device (the versions as bits: a mask per device)
         if not read or read & fresh_mask or read & ~on_device.get(t.device, 0):
@@ -356,6 +378,27 @@ def co_readers(targets: list[Tensor]) -> list[Tensor]:
                 break
             read ^= low
     return chosen
+
+
+def _near_buffer_on(root: UOp, device: str, budget: int = 64) -> bool:
+    """Whether a BUFFER on `device` is among the `budget` nodes nearest `root` (breadth first): a cheap proof that a
+    value reads one (a gradient's weight or activation is a few nodes below it). False proves nothing."""
+    seen = {root}
+    level = [root]
+    while level and budget > 0:
+        nxt: list[UOp] = []
+        for node in level:
+            if node.op is Ops.BUFFER:
+                if node.arg.device == device:
+                    return True
+                continue
+            budget -= 1
+            for src in node.src:
+                if src not in seen and src.op is not Ops.CONST:  # (a movement op's sizes are constant sources)
+                    seen.add(src)
+                    nxt.append(src)
+        level = nxt
+    return False
 
 
 def _watched_reads(u: UOp, bits: dict[UOp, int], memo: dict[UOp, int]) -> int:
