@@ -295,7 +295,7 @@ def test_padded_reduce_lanes_add_nothing(rng, body, want, vector):
     np.testing.assert_allclose(got, want(an, cn), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize(("size", "lanes"), [(13, 4), (28, 8), (9, 4)])
+@pytest.mark.parametrize(("size", "lanes"), [(13, 4), (28, 8), (9, 4), (13, 16), (9, 8)])
 def test_a_convolution_over_odd_rows_padded_to_whole_vectors(rng, size, lanes):
     """A valid 3x3 convolution whose output rows (11, 26, 7 wide) are padded to whole vectors: full vectors inside the
     row, the last partial one lane by lane, against numpy. The output rows are `GAP` elements apart, filled with NaN
