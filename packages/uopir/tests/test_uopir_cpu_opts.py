@@ -287,3 +287,48 @@ def test_an_odd_axis_of_half_floats_is_not_padded():
     y, x = UOp.range(8, 0), UOp.range(26, 1)
     ast = UOp.sink(out.index(y * 26 + x).store(a.index(y * 26 + x).load() * 2).end(y, x))
     assert not any(o.op is OptOps.PADTO for o in heuristic_opts(ast, vector_width=16))
+
+
+def row_softmax(rows: int, n: int) -> UOp:
+    """out[i, j] = exp(x[i, j] - max_k x[i, k]) / sum_k exp(x[i, k] - max): the rows' reductions beside the output loop,
+    as the scheduler fuses them (uop_scheduler.schedule._row_fused)."""
+    out, x = UOp.param(0, dtypes.float32.ptr(rows * n)), UOp.param(1, dtypes.float32.ptr(rows * n))
+    i, j = UOp.range(rows, 0), UOp.range(n, 1)
+    k1, k2 = UOp.range(n, 2, AxisType.REDUCE), UOp.range(n, 3, AxisType.REDUCE)
+    top = x.index(i * n + k1).load().reduce(k1, arg=Ops.MAX)
+    total = (x.index(i * n + k2).load() - top).exp2().reduce(k2)
+    return UOp.sink(out.index(i * n + j).store((x.index(i * n + j).load() - top).exp2() / total).end(i, j))
+
+
+def _loops_in_order(lin: list[UOp]) -> list[tuple[int, int]]:
+    """(axis id, depth) of each loop (not a register axis) a linear program opens, in program order."""
+    depth, ret = 0, []
+    for u in lin:
+        if u.op is Ops.RANGE:
+            if u.arg[1] in (AxisType.LOOP, AxisType.REDUCE):
+                ret.append((u.arg[0], depth))
+            depth += 1
+        elif u.op is Ops.END:
+            depth -= 1
+    return ret
+
+
+@pytest.mark.parametrize("opts", [[], None])
+def test_a_row_reduction_the_row_reads_is_one_loop_per_row_ahead_of_the_row(opts):
+    # the max and the sum do not move along j: each is computed once per row i, in a loop beside j's, not inside it
+    # (inside, each row would be reduced once per element: n times the work). The sum reads the max: the max comes first
+    lin = list(to_program(row_softmax(8, 64), CRenderer(), opts=opts).src[1].src)
+    loops = _loops_in_order(lin)
+    reduce_loops = [(a, d) for a, d in loops if a in (2, 3)]
+    assert [a for a, _ in reduce_loops] == [2, 3], loops
+    j_depth = next(d for a, d in loops if a == 1)
+    assert all(d == j_depth for _, d in reduce_loops), loops  # siblings of j's loop (same depth), not nested in it
+    assert [a for a, _ in loops].index(1) == len(loops) - 1  # j's loop opens last
+
+
+def test_row_reductions_get_vector_lanes_the_output_vectors_and_the_rows_the_cores():
+    opts = heuristic_opts(row_softmax(2048, 256), n_cores=2, vector_width=16)
+    # axes: i, j (loops), then k1, k2 (reduces)
+    assert opts == [Opt(OptOps.LANES, 2, 16), Opt(OptOps.LANES, 3, 16), Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.THREAD, 0, 2)]
+    # an odd row keeps its reductions scalar, and no cores for a small kernel
+    assert heuristic_opts(row_softmax(4, 30), n_cores=2, vector_width=16) == []

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -312,10 +313,12 @@ def _fused_cost(value: UOp, boundary: set[UOp]) -> int:
     return cost
 
 
-def buffered_nodes(nodes: list[UOp], targets: tuple[UOp, ...] | list[UOp], leaf_set: set[UOp]) -> set[UOp]:
+def buffered_nodes(nodes: list[UOp], targets: tuple[UOp, ...] | list[UOp], leaf_set: set[UOp], rows: bool = False) -> set[UOp]:
     """Which of `nodes` (a graph in topological order, stopping at the leaves) get a buffer of their own: the targets,
     CONTIGUOUS and COPY nodes and the sources of COPYs, the REDUCEs that do not fuse into their consumer, and values an
-    EXPAND would recompute too often (see the module docstring); leaves and AFTERs never (they have one)."""
+    EXPAND would recompute too often (see the module docstring); leaves and AFTERs never (they have one). With `rows`
+    (a device whose kernels are loops: see `_row_fused`), a reduction over rows that only its own rows read is
+    computed inside the one kernel that reads it."""
     consumers: dict[UOp, list[UOp]] = {n: [] for n in nodes}
     for node in nodes:
         if node in leaf_set:
@@ -333,8 +336,11 @@ def buffered_nodes(nodes: list[UOp], targets: tuple[UOp, ...] | list[UOp], leaf_
             if node.op is Ops.COPY and _is_leaf_view(node.src[0], leaf_set) is None and \
                     (device_below(node.src[0]) is not None or bytes_only(node.arg)):
                 realized.add(node.src[0])
+    row_reduces: list[UOp] = []
     for node in nodes:
         if node.op is Ops.REDUCE and node not in leaf_set and not _fuses_into_consumer(node, consumers, realized):
+            if node not in realized:
+                row_reduces.append(node)
             realized.add(node)
     # a value read through an EXPAND is computed once into a buffer when the expand would have the kernel reading it
     # compute it again often enough, at enough cost per element, that the repeated work (beyond reading a buffer) is
@@ -349,7 +355,80 @@ def buffered_nodes(nodes: list[UOp], targets: tuple[UOp, ...] | list[UOp], leaf_
             if src.op in GroupOp.ALU and src not in leaf_set and src not in realized and (repeats := _repeats(node, src)) > 0 \
                     and repeats * (_fused_cost(src, realized | leaf_set) - 1) >= COSTLY_WORK:
                 realized.add(src)
+    if rows:
+        # the last first: a row's sum of exp(x - max) is fused before its max is asked about (the max's rows then
+        # reach one kernel through the sum)
+        for node in reversed(row_reduces):
+            if _row_fused(node, consumers, realized):
+                realized.discard(node)
     return {n for n in realized if n not in leaf_set and n.op is not Ops.AFTER}
+
+
+#: whether row reductions are fused into their reader (see `_row_fused`; UOP_ROW_FUSION=0 turns it off)
+ROW_FUSION = os.environ.get("UOP_ROW_FUSION", "1") != "0"
+
+
+@functools.lru_cache(maxsize=64)
+def row_fusion(device: str) -> bool:
+    """Whether `device` fuses row reductions into their reader: one whose kernels are loops (its renderer has no GPU
+    launch dimensions; a GPU kernel runs each element as its own work-item, which would reduce the row once per
+    element)."""
+    if not ROW_FUSION:
+        return False
+    try:
+        renderer = getattr(Device[device], "renderer", None)
+    except Exception:  # noqa: BLE001 -- a device that cannot be opened here gets its error where it runs
+        return False
+    return renderer is not None and not getattr(renderer, "global_dims", True)
+
+
+#: the longest row (elements) a reduction is fused into its reader over (see `_row_fused`): each pass over the row
+#: reads it from the first-level cache
+ROW_FUSE_MAX = 1 << 13
+# ops a row's reduction may reach its reader through (elementwise ops, views that keep the rows, reductions of rows)
+_ROW_OPS = GroupOp.ALU | {Ops.CAST, Ops.RESHAPE, Ops.EXPAND, Ops.REDUCE, Ops.DETACH}
+
+
+def _row_reduce(node: UOp) -> int | None:
+    """The number of leading axes (at least one) a reduction keeps, when it reduces all the others, of constant sizes
+    and at most ROW_FUSE_MAX elements (a row); else None."""
+    shape = node.src[0].shape_or_none
+    if shape is None or not all(isinstance(d, int) for d in shape):
+        return None
+    lead = len(shape) - len(node.arg[1])
+    if lead < 1 or tuple(sorted(node.arg[1])) != tuple(range(lead, len(shape))) or math.prod(shape[lead:]) > ROW_FUSE_MAX:
+        return None
+    return lead
+
+
+def _row_fused(red: UOp, consumers: dict[UOp, list[UOp]], realized: set[UOp]) -> bool:
+    """Whether the reduction `red` of rows (softmax's max and sum, a norm's mean) can be computed in the kernel of the
+    one value that reads it: when every path from it to a value with a buffer goes through elementwise ops, reshapes
+    and expands that keep the rows' axes in front, and reductions of the same rows, and ends at one such value. That
+    kernel's loops then run over the rows outermost, and each row's reduction is one loop over the row ahead of the
+    loops over its elements (`codegen.linearize`, `Linearizer.open_loops`), where it would otherwise be a kernel that
+    writes the reductions and a second pass that reads them back."""
+    if (lead := _row_reduce(red)) is None:
+        return False
+    rows = red.src[0].shape[:lead]
+    ends: set[UOp] = set()
+    seen, stack = {red}, [red]
+    while stack:
+        for user in consumers[stack.pop()]:
+            if user in seen:
+                continue
+            seen.add(user)
+            shape = user.shape_or_none
+            if user.op not in _ROW_OPS or shape is None or tuple(shape[:lead]) != rows or \
+                    (user.op is Ops.REDUCE and _row_reduce(user) != lead):
+                return False
+            if user in realized:
+                ends.add(user)
+                if len(ends) > 1:
+                    return False
+            else:
+                stack.append(user)
+    return len(ends) == 1
 
 
 @functools.cache

@@ -51,6 +51,7 @@ from .schedule import (
     buffered_nodes,
     operand_packs_of,
     packed_operand_bytes,
+    row_fusion,
     schedule_cache,
 )
 
@@ -117,7 +118,7 @@ def _is_write(n: UOp) -> bool:
     return n.op is Ops.STORE and len(n.src) == 3
 
 
-def mark_buffers(graph: Parameterised) -> UOp:
+def mark_buffers(graph: Parameterised, default_device: str | None = None) -> UOp:
     """SINK(the targets' sink, SINK(live versions)) with every node that needs a buffer tagged
     (`schedule.buffered_nodes` decides which; every write is one), a write whose value also reads the version it
     overwrites at other places than the ones it writes with _SELF_READ (it must read a copy: x.assign(x.flip(0)) must
@@ -127,7 +128,8 @@ def mark_buffers(graph: Parameterised) -> UOp:
     leaves = {n for n in nodes if n.op is Ops.PARAM}
     writes = [n for n in nodes if _is_write(n)]
     in_place = [n for n in nodes if n.op is Ops.CALL and in_place_arity(n) is not None]
-    marked = buffered_nodes(nodes, (*sink.src, *writes, *in_place, *(a for c in in_place for a in computed_arguments(c))), leaves)
+    marked = buffered_nodes(nodes, (*sink.src, *writes, *in_place, *(a for c in in_place for a in computed_arguments(c))), leaves,
+                            rows=default_device is not None and row_fusion(default_device))
     # the live versions ride along (SINK(targets' sink, SINK(live))) so later passes know what they became
     sink = UOp.sink(sink, UOp.sink(*graph.live))
     tags = dict.fromkeys(marked, _BUFFERED)
@@ -360,7 +362,7 @@ def linearize(sink: UOp, ctx: _Kernelize) -> Linearized:
 
 def schedule_rewrites(graph: Parameterised, default_device: str) -> Linearized:
     """The passes, in order, over a parameterised graph."""
-    return linearize(*kernelize(mark_buffers(graph), graph, default_device))
+    return linearize(*kernelize(mark_buffers(graph, default_device), graph, default_device))
 
 
 def _arg_slot(k: int) -> UOp:

@@ -161,6 +161,17 @@ class Linearizer:
             self.close_range()
         return lowered
 
+    def open_loops(self, loops: list[UOp], values: list[UOp]) -> None:
+        """Open `loops` outermost first, computing each reduction `values` read before the first loop it does not
+        depend on: a row's maximum that each element of the row is compared with is one loop over the row, ahead of the
+        loop over its elements, not one such loop per element."""
+        pending = [red for red in self.top_level_reduces(values) if red.src[0].op is not Ops.WMMA]
+        for n, r in enumerate(loops):
+            later = set(loops[n:])
+            if ready := [red for red in pending if red not in self.reduce_value and not later & self.deps(red)]:
+                self.emit_reductions(ready)
+            self.open_range(r)
+
     def top_level_reduces(self, values: list[UOp]) -> list[UOp]:
         found: dict[UOp, None] = {}
         for v in values:
@@ -230,10 +241,10 @@ class Linearizer:
         # initialize
         inits = [acc.index(flat).store(UOp.const(reduce_identity(red.arg, red.dtype), red.dtype)) for red, acc in zip(group, accs)]
         self.emit_block(inits)
-        # accumulate: real reduce loops outside, register axes (outputs and unrolled reduce axes) inside
+        # accumulate: real reduce loops outside, register axes (outputs and unrolled reduce axes) inside; a reduction
+        # the updates read that does not move along a loop is computed before that loop opens
         loops = [r for r in ranges if r.op is Ops.RANGE and axis_type(r) not in REGISTER_AXES]
-        for r in loops:
-            self.open_range(r)
+        self.open_loops(loops, [red.src[0] for red in group])
         # a WMMA writes all its registers at once: its slots start at the flat index with the register axis at 0
         base = (flat_index([r for r in out_regs if r not in wmma_registers]) * math.prod(range_end(r) for r in wmma_registers)).simplify()
         updates = [wmma_update(red.src[0], acc.index(base)) if red.src[0].op is Ops.WMMA
@@ -313,8 +324,7 @@ def linearize(ast: UOp, lane_sums: bool = False) -> list[UOp]:
             common += 1
         while len(lin.open) > common:
             lin.close_range()
-        for r in loops[common:]:
-            lin.open_range(r)
+        lin.open_loops(loops[common:], [store])
         lin.emit_block([store])
     while lin.open:
         lin.close_range()

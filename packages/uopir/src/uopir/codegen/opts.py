@@ -315,6 +315,37 @@ def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[i
     return opts
 
 
+def _row_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[int], reduces: list[int], n_cores: int,
+              vector_width: int) -> list[Opt] | None:
+    """Opts for a kernel with row reductions its elements read (softmax's max and sum beside its output, a norm's
+    mean; the scheduler fuses them, see `uop_scheduler.schedule._row_fused`), which the linearizer computes once per row
+    ahead of the loop over the row's elements: each reduce axis the loads read contiguously becomes vector lanes, the
+    contiguous output axis vectors, and the rows are spread over the cores. A register tile of rows is not made (each
+    row's reductions would be accumulators of the tile). None when no reduction leaves out a loop axis."""
+    loop_ranges = {ranges[i] for i in loops}
+    hoisted = [u for u in ast.toposort() if u.op is Ops.REDUCE and not loop_ranges <= set(u.toposort())]
+    if not hoisted or not reduces:
+        return None
+    opts: list[Opt] = []
+    for k in reduces:
+        offsets = _load_offsets(ast, ranges[k])
+        lanes = next((n for n in (vector_width, vector_width // 2, vector_width // 4) if n >= 4 and sizes[k] % n == 0), None)
+        if lanes is not None and offsets and all(stride(off, ranges[k]) == 1 for off in offsets):
+            opts.append(Opt(OptOps.LANES, k, lanes))
+            sizes[k] //= lanes
+    inner = next((i for i in reversed(loops) if _contiguous_in(ast, ranges[i])), None)
+    if inner is not None and all(stride(off, ranges[inner]) in (0, 1) for off in _load_offsets(ast, ranges[inner])):
+        if (amount := next((n for n in (vector_width, 4) if sizes[inner] % n == 0), None)) is not None:
+            opts.append(Opt(OptOps.UPCAST, inner, amount))
+            sizes[inner] //= amount
+    # the work is a pass over each row per reduction and one for the output (not the product of all the axes: the
+    # reductions do not run per element)
+    work = math.prod(range_end(ranges[i]) for i in loops) * (1 + len(reduces))
+    if (threaded := _thread_opt(ast, ranges, loops, sizes, n_cores, work)) is not None:
+        opts.append(threaded)
+    return opts
+
+
 #: vectors a padded reduce axis may take (see _reduce_lanes): each is a step of the unrolled loop
 PADDED_LANE_STEPS = 2
 
@@ -408,6 +439,8 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
     work = math.prod(sizes.values()) * math.prod(int(r.src[0].vmax) for i, r in enumerate(ranges) if i not in sizes)
     if not symbolic and len(ast.src) > 1 and (nests := _store_nests(ast, ranges, loops)) is not None:
         return _nest_opts(ast, ranges, sizes, nests, n_cores, vector_width, work)
+    if not symbolic and (row_opts := _row_opts(ast, ranges, sizes, loops, reduces, n_cores, vector_width)) is not None:
+        return row_opts
     # the contiguous output axis gets a vector-sized upcast (two vectors per row of a register tile; one vector for
     # elementwise kernels, where a wider unroll measured slower)
     inner = None if symbolic else next((i for i in reversed(loops) if _contiguous_in(ast, ranges[i])), None)
