@@ -123,3 +123,19 @@ def test_row_reductions_in_gradients_match_numpy():
     r = 1 / np.sqrt((x * x).mean(1, keepdims=True) + 1e-5)
     want = g * r - x * (r**3) * (g * x).sum(1, keepdims=True) / x.shape[1]
     np.testing.assert_allclose(t.grad.numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_rows_of_a_symbolic_length_match_numpy():
+    # the live rows of a KV cache: the row's length is a bound variable (its largest value bounds the row), one kernel
+    # and one schedule for every length
+    from uop_scheduler import Variable
+
+    x = np.random.default_rng(4).standard_normal((6, 40)).astype(np.float32)
+    t = Tensor(x).realize()
+    for n in (1, 17, 40):
+        view = t[:, :Variable("n", 1, 40).bind(n)]
+        for name in ("softmax", "layernorm"):
+            out = PROGRAMS[name][0](view, (1,)).contiguous()
+            assert kernels_for(out) == 1
+            got = out.numpy()[:, :n] if out.shape[1] != n else out.numpy()
+            np.testing.assert_allclose(got, PROGRAMS[name][1](x[:, :n].astype(np.float64), (1,)), rtol=2e-5, atol=2e-5)

@@ -386,17 +386,18 @@ def row_fusion(device: str) -> bool:
 #: reads it from the first-level cache
 ROW_FUSE_MAX = 1 << 13
 # ops a row's reduction may reach its reader through (elementwise ops, views that keep the rows, reductions of rows)
-_ROW_OPS = GroupOp.ALU | {Ops.CAST, Ops.RESHAPE, Ops.EXPAND, Ops.REDUCE, Ops.DETACH}
+_ROW_OPS = GroupOp.ALU | {Ops.CAST, Ops.RESHAPE, Ops.EXPAND, Ops.REDUCE, Ops.DETACH, Ops.CONTIGUOUS}
 
 
 def _row_reduce(node: UOp) -> int | None:
-    """The number of leading axes (at least one) a reduction keeps, when it reduces all the others, of constant sizes
-    and at most ROW_FUSE_MAX elements (a row); else None."""
+    """The number of leading axes (at least one) a reduction keeps, when it reduces all the others, of at most
+    ROW_FUSE_MAX elements (a row; a symbolic size by its largest value); else None."""
     shape = node.src[0].shape_or_none
-    if shape is None or not all(isinstance(d, int) for d in shape):
+    if shape is None:
         return None
     lead = len(shape) - len(node.arg[1])
-    if lead < 1 or tuple(sorted(node.arg[1])) != tuple(range(lead, len(shape))) or math.prod(shape[lead:]) > ROW_FUSE_MAX:
+    if lead < 1 or tuple(sorted(node.arg[1])) != tuple(range(lead, len(shape))) or \
+            math.prod(d if isinstance(d, int) else int(d.vmax) for d in shape[lead:]) > ROW_FUSE_MAX:
         return None
     return lead
 
