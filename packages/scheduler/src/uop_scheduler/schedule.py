@@ -6,7 +6,8 @@ Which nodes get their own buffer ("realized", `buffered_nodes`):
 - a REDUCE, unless it reaches a realized node through single-consumer elementwise or one-to-one movement ops only
   (then it is computed inside that node's kernel, as in `x.sum() + 1`). So a reduce feeding another reduce, a reduce read through a
   movement op (softmax's `x - x.max()` broadcast) and a reduce with several consumers are materialized once instead
-  of being recomputed per output element.
+  of being recomputed per output element. On a device whose kernels are loops, a reduction of rows that only its own
+  rows read (softmax's max and sum, a norm's mean) is computed in the one kernel that reads it instead (`_row_fused`).
 Everything else (elementwise chains, movement ops, constants) is fused into each kernel that reads it.
 
 A plan refers to buffers by number (the graph's inputs first, then the buffers it creates), so it does not depend on

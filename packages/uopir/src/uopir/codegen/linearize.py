@@ -165,7 +165,9 @@ class Linearizer:
         """Open `loops` outermost first, computing each reduction `values` read before the first loop it does not
         depend on: a row's maximum that each element of the row is compared with is one loop over the row, ahead of the
         loop over its elements, not one such loop per element."""
-        pending = [red for red in self.top_level_reduces(values) if red.src[0].op is not Ops.WMMA]
+        if not loops:
+            return
+        pending = self.top_level_reduces(values)
         for n, r in enumerate(loops):
             later = set(loops[n:])
             if ready := [red for red in pending if red not in self.reduce_value and not later & self.deps(red)]:

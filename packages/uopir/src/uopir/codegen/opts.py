@@ -323,8 +323,7 @@ def _row_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[in
     contiguous output axis vectors, and the rows are spread over the cores. A register tile of rows is not made (each
     row's reductions would be accumulators of the tile). None when no reduction leaves out a loop axis."""
     loop_ranges = {ranges[i] for i in loops}
-    hoisted = [u for u in ast.toposort() if u.op is Ops.REDUCE and not loop_ranges <= set(u.toposort())]
-    if not hoisted or not reduces:
+    if not reduces or not any(u.op is Ops.REDUCE and not loop_ranges <= set(u.toposort()) for u in ast.toposort()):
         return None
     opts: list[Opt] = []
     for k in reduces:
