@@ -436,3 +436,18 @@ def test_adam_steps_every_plain_parameter_in_one_kernel():
         assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
     # the bias corrections' two writes, then one kernel for the four parameters (the graph: three per parameter)
     assert counts == [3, 2 + 3 * 4], counts
+
+
+@pytest.mark.parametrize("wd", [0.0, 0.1], ids=["adam", "adamw"])
+def test_the_in_place_adam_kernel_divides_once_per_element(wd):
+    """Per element the fused step takes one division and one square root: the bias corrections are reciprocals of
+    scalars the loop does not change (three divisions per element made the step of an MLP's 200k parameters 103 us,
+    one 55 us on AVX-512)."""
+    from uop_scheduler.nn.optim import _adam_kernel
+    from uopir import Ops
+    from uopir.codegen.kernel import kernel_ranges
+
+    kernel, _ = _adam_kernel((((12, 12, 12, 12), 12), ((5, 5, 5, 5), 5)), (1, 1, 1), dtypes.float32, 0.9, 0.999, 1e-8, wd)
+    loops = set(kernel_ranges(kernel))
+    per_element = {op: [n for n in kernel.toposort() if n.op is op and loops & set(n.toposort())] for op in (Ops.FDIV, Ops.SQRT)}
+    assert len(per_element[Ops.FDIV]) == 2 and len(per_element[Ops.SQRT]) == 2, per_element

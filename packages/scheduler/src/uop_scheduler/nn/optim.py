@@ -236,7 +236,9 @@ class LAMB(Optimizer):
         # the moments keep their dtype (float32 state for a float64 or half parameter, as tinygrad keeps it)
         m = self.m[i].assign((self.b1 * self.m[i] + (1 - self.b1) * g).cast(self.m[i].dtype))
         v = self.v[i].assign((self.b2 * self.v[i] + (1 - self.b2) * g * g).cast(self.v[i].dtype))
-        m_hat, v_hat = m / (1 - self.b1_t.to(state_device)), v / (1 - self.b2_t.to(state_device))
+        # each bias correction is one reciprocal of a scalar, multiplied in: an element then takes one division and one
+        # square root, not three divisions (the fused kernel's divisions were most of an MLP step's Adam time)
+        m_hat, v_hat = m * (1 / (1 - self.b1_t.to(state_device))), v * (1 / (1 - self.b2_t.to(state_device)))
         up = m_hat / (v_hat.sqrt() + self.eps)
         up = up.to(p.device) if state_device != p.device else up
         if self.wd:
@@ -269,11 +271,11 @@ class LAMB(Optimizer):
         def op(o: Ops, a: UOp, b: UOp) -> UOp:
             return UOp.elementwise(o, dt, a, b)
 
-        def unbiased(moment: UOp, b_t: Tensor) -> UOp:  # moment / (1 - b_t), b_t broadcast as a tensor op does
-            scale = op(Ops.SUB, const_uop(1, dt, b_t.shape), b_t.uop)
+        def unbiased(moment: UOp, b_t: Tensor) -> UOp:  # moment * (1 / (1 - b_t)), b_t broadcast as a tensor op does
+            scale = op(Ops.FDIV, const_uop(1, dt, b_t.shape), op(Ops.SUB, const_uop(1, dt, b_t.shape), b_t.uop))
             if b_t.shape != shape:
                 scale = scale.reshape((1,) * (len(shape) - b_t.ndim) + b_t.shape).expand(shape)
-            return op(Ops.FDIV, moment, scale)
+            return op(Ops.MUL, moment, scale)
 
         gu = g.uop
         m.assign(p._wrap(op(Ops.ADD, op(Ops.MUL, k(self.b1), m.uop), op(Ops.MUL, k(1 - self.b1), gu))))
@@ -349,7 +351,8 @@ def _adam_kernel(nests: tuple[tuple[tuple[int, int, int, int], int], ...], share
         gi = g.index(i).load()
         m_new = k(b1) * m.index(i).load() + k(1 - b1) * gi
         v_new = k(b2) * v.index(i).load() + k(1 - b2) * gi * gi
-        up = (m_new / (k(1) - b1_t.index(first).load())) / ((v_new / (k(1) - b2_t.index(first).load())).sqrt() + k(eps))
+        # (the reciprocals of the bias corrections are the same scalars in every iteration: the compiler hoists them)
+        up = (m_new * (k(1) / (k(1) - b1_t.index(first).load()))) / ((v_new * (k(1) / (k(1) - b2_t.index(first).load()))).sqrt() + k(eps))
         if wd:
             up = up + k(wd) * p.index(i).load()
         p_new = p.index(i).load() - lr.index(first).load() * up
