@@ -10,6 +10,7 @@ from uopir import Ops, UOp, dtypes
 from .elementwise import const_uop
 from .errors import ArgumentError, TensorRuntimeError
 from .fields import TensorFields
+from .templates import templated
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -57,6 +58,7 @@ class LossMixin(TensorFields):
             pos = pos.mul(pos_weight)
         return pos.add(Y.sub(1, True).mul(self.neg().logsigmoid())).neg()._do_reduction(reduction)
 
+    @templated
     def sparse_categorical_crossentropy(self: Tensor, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0,  # noqa: N803
                                         reduction: str = "mean") -> Tensor:
         """Cross-entropy of logits `self` (classes on the last axis) against int labels `Y`; labels equal to
@@ -108,6 +110,7 @@ class LossMixin(TensorFields):
                 out = UOp.elementwise(Ops.FDIV, None, out, const_uop(Y.numel(), self.dtype, ()))
         return UOp.elementwise(Ops.MUL, None, out, const_uop(-1, self.dtype, out.shape))
 
+    @templated
     def cross_entropy(self: Tensor, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:  # noqa: N803
         """Cross-entropy of logits `self` (classes on axis 1, or 0 for 1-D) against class indices or probabilities."""
         _check_reduction(reduction)

@@ -17,6 +17,7 @@ from uopir import DType, Ops, UOp, dtypes, least_upper_dtype, shape_str, sum_acc
 from .elementwise import broadcast_shape
 from .errors import ArgumentError, ShapeError, TensorIndexError, TensorRuntimeError
 from .fields import TensorFields
+from .templates import templated
 from .writes import apply_view
 
 if TYPE_CHECKING:
@@ -222,6 +223,7 @@ class NNMixin(TensorFields):
             out = layer(out)
         return out
 
+    @templated
     def linear(self: Tensor, weight: Tensor, bias: Tensor | None = None, dtype: Any = None) -> Tensor:
         """self @ weight + bias (an elementwise product for a 1-D weight)."""
         x = self.mul(weight) if weight.ndim == 1 else self.dot(weight, dtype=dtype)
@@ -348,6 +350,7 @@ class NNMixin(TensorFields):
         # each step put its window axis last, in spatial order: the result is (lead..., o1, o2, ..., k1, k2, ...)
         return y.tensor()
 
+    @templated
     def conv2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, ...] = 1,
                dilation: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0, dtype: Any = None) -> Tensor:
         """N-d convolution (cross-correlation) of (bs, cin, *spatial) with weight (cout, cin/groups, *kernel)."""
@@ -412,6 +415,7 @@ class NNMixin(TensorFields):
             out.append((b, e + max(0, (o - 1) * ss + dd * (kk - 1) + 1 - (n + b + e))))
         return tuple(out)
 
+    @templated
     def avg_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: Any = None, dilation: int | tuple[int, ...] = 1,
                    padding: int | tuple[int, ...] = 0, ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
         """Average over windows of the last two axes; the divisor counts the padding when `count_include_pad`, never
@@ -430,6 +434,7 @@ class NNMixin(TensorFields):
         counts = counted.pad((*lead, *full))._pool(k, s, dilation).sum(axes)
         return windows.sum(axes).div(counts)
 
+    @templated
     def max_pool2d(self: Tensor, kernel_size: int | tuple[int, ...] = (2, 2), stride: Any = None, dilation: int | tuple[int, ...] = 1,
                    padding: int | tuple[int, ...] = 0, ceil_mode: bool = False, return_indices: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """Max over windows of the last len(kernel_size) axes (padding counts as -inf). With `return_indices`, also the
@@ -495,6 +500,7 @@ class NNMixin(TensorFields):
         return (x if dtypes.is_float(self.dtype) else x.round()).cast(self.dtype)
 
     # ---- normalization and friends ----
+    @templated
     def layernorm(self: Tensor, axis: int | tuple[int, ...] = -1, eps: float = 1e-5) -> Tensor:
         """(self - mean) / sqrt(var + eps) over `axis` (no affine part)."""
         y = self.sub(self.mean(axis, keepdim=True))

@@ -14,6 +14,7 @@ from uopir import Ops, UOp, dtypes, sum_acc_dtype, to_dtype
 from .elementwise import const_uop
 from .errors import TensorIndexError, TensorRuntimeError
 from .fields import TensorFields
+from .templates import templated
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -163,6 +164,7 @@ class ReduceMixin(TensorFields):
         ret = self.sub(m).exp().sum(axis, keepdim=True).log().add(m)
         return ret if keepdim else ret.reshape(tuple(d for i, d in enumerate(self.shape) if i not in self._axes(axis)))
 
+    @templated
     def softmax(self: Tensor, axis: int = -1, dtype: Any = None) -> Tensor:
         """exp(self) / sum(exp(self)) along `axis`, with the max subtracted first."""
         x = self.cast(to_dtype(dtype)) if dtype is not None else self
@@ -175,6 +177,7 @@ class ReduceMixin(TensorFields):
         e = shifted.exp()
         return e.div(e.sum(axis, keepdim=True))
 
+    @templated
     def log_softmax(self: Tensor, axis: int = -1, dtype: Any = None) -> Tensor:
         """log(softmax(self)) along `axis`."""
         x = self.cast(to_dtype(dtype)) if dtype is not None else self

@@ -1,0 +1,213 @@
+"""Graph templates of composite ops (templates.py): a rebuilt graph is the graph the op builds as written, node for node,
+for every signature; what a template cannot stand for runs as written."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from uop_scheduler import Context, Tensor, TinyJit, Variable, dtypes
+from uop_scheduler.errors import SchedulerError
+from uop_scheduler.nn_ops import NNMixin
+from uop_scheduler.templates import _RUN_AS_WRITTEN, templated
+
+RNG = np.random.default_rng(0)
+
+
+def _t(*shape: int, dtype=np.float32, requires_grad: bool | None = None) -> Tensor:
+    return Tensor(RNG.standard_normal(shape).astype(dtype), requires_grad=requires_grad).realize()
+
+
+def _both(monkeypatch, build):
+    """`build()`'s tensor with templates (twice: traced, then rebuilt) and as written."""
+    first, second = build(), build()
+    monkeypatch.setenv("UOP_TEMPLATES", "0")
+    written = build()
+    monkeypatch.delenv("UOP_TEMPLATES")
+    return first, second, written
+
+
+@settings(max_examples=40, deadline=None)
+@given(bs=st.integers(1, 3), cin=st.integers(1, 4), cout=st.integers(1, 4), h=st.integers(3, 9), w=st.integers(3, 9),
+       k=st.integers(1, 3), stride=st.integers(1, 3), dilation=st.integers(1, 2), padding=st.integers(0, 2),
+       groups=st.sampled_from([1, 2]), bias=st.booleans(), pool=st.sampled_from(["max", "avg", None]))
+def test_a_rebuilt_convolution_is_the_graph_built_as_written(bs, cin, cout, h, w, k, stride, dilation, padding, groups, bias, pool):
+    """Generated convolutions and poolings (odd sizes, strides, dilations, padding, groups): the templated op's graph is
+    the same node as the op built as written, on the first call (traced) and later ones (rebuilt over new inputs)."""
+    import os
+
+    cin, cout = cin * groups, cout * groups
+    if (h + 2 * padding - dilation * (k - 1)) < 1 or (w + 2 * padding - dilation * (k - 1)) < 1:
+        return
+    for _ in range(2):  # new input buffers each time: a template serves every buffer of its signature
+        x, wt = _t(bs, cin, h, w), _t(cout, cin // groups, k, k)
+        b = _t(cout) if bias else None
+
+        def build(x=x, wt=wt, b=b):
+            out = x.conv2d(wt, b, groups=groups, stride=stride, dilation=dilation, padding=padding)
+            if pool == "max" and min(out.shape[2:]) >= 2:
+                out = out.max_pool2d(2)
+            elif pool == "avg" and min(out.shape[2:]) >= 2:
+                out = out.avg_pool2d(2, stride=1)
+            return out
+
+        got = build()
+        os.environ["UOP_TEMPLATES"] = "0"
+        try:
+            written = build()
+        finally:
+            del os.environ["UOP_TEMPLATES"]
+        assert got.uop is written.uop
+        assert got.shape == written.shape and got.dtype == written.dtype and got.device == written.device
+
+
+def test_rebuilt_ops_are_the_graphs_built_as_written(monkeypatch):
+    """Each templated op, with its arguments, gives the graph it builds as written."""
+    x, y = _t(6, 10), Tensor(RNG.integers(0, 10, 6).astype(np.int32))
+    w, b = _t(7, 10), _t(7)
+    cases = [
+        lambda: x.linear(w.T, b), lambda: x.linear(w.T), lambda: x.softmax(), lambda: x.log_softmax(0),
+        lambda: x.softmax(dtype=dtypes.float16), lambda: x.layernorm(), lambda: x.layernorm(eps=1e-3),
+        lambda: x.sparse_categorical_crossentropy(y), lambda: x.sparse_categorical_crossentropy(y, label_smoothing=0.1),
+        lambda: x.sparse_categorical_crossentropy(y, ignore_index=3, reduction="sum"),
+        lambda: x.cross_entropy(x.softmax()), lambda: x.reshape(6, 1, 10, 1).max_pool2d((2, 1), padding=(1, 0)),
+    ]
+    for case in cases:
+        first, second, written = _both(monkeypatch, case)
+        assert first.uop is written.uop and second.uop is written.uop
+
+
+def test_rebuilt_ops_compute_the_values_numpy_computes():
+    """The values and gradients of a templated convolution, pooling and loss, over two calls with new inputs."""
+    for _ in range(2):
+        xn, wn = RNG.standard_normal((2, 3, 6, 6)).astype(np.float32), RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+        x, w = Tensor(xn), Tensor(wn, requires_grad=True)
+        out = x.conv2d(w, padding=1)
+        xp = np.pad(xn, ((0, 0), (0, 0), (1, 1), (1, 1)))
+        want = np.zeros((2, 4, 6, 6))
+        for i in range(6):
+            for j in range(6):
+                want[:, :, i, j] = np.einsum("bchw,ochw->bo", xp[:, :, i:i + 3, j:j + 3], wn)
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-5)
+        pooled = out.max_pool2d(2).numpy()
+        np.testing.assert_allclose(pooled, want.reshape(2, 4, 3, 2, 3, 2).max(axis=(3, 5)), rtol=1e-5, atol=1e-5)
+        out.sum().backward()
+        want_gw = np.zeros_like(wn, dtype=np.float64)
+        for i in range(6):
+            for j in range(6):
+                want_gw += xp[:, :, i:i + 3, j:j + 3].sum(axis=0)[None]
+        np.testing.assert_allclose(w.grad.numpy(), want_gw, rtol=1e-5, atol=1e-4)
+
+
+def test_the_signature_holds_training_default_dtypes_and_requires_grad(monkeypatch):
+    """A template is per signature: Tensor.training, the default float, and whether an input asks for a gradient."""
+    x, w = _t(2, 3, 5, 5), _t(4, 3, 3, 3)
+    cache = NNMixin.conv2d.templates
+    before = len(cache)
+    x.conv2d(w)
+    with Context(TRAINING=1):
+        x.conv2d(w)
+    with Context(DEFAULT_FLOAT="half"):
+        x.conv2d(w)
+    x.conv2d(_t(4, 3, 3, 3, requires_grad=True))
+    x.conv2d(w)  # (the first signature again)
+    assert len(cache) - before == 4
+
+
+def test_what_a_template_cannot_stand_for_runs_as_written():
+    """A failing trace (its error comes from the op as written), a graph reading a buffer or a random number, a
+    result that is a view of its input, and an unhashable or symbolic argument: the op runs as written."""
+    calls = []
+
+    def reads_a_buffer(x: Tensor) -> Tensor:
+        calls.append(1)
+        return x + Tensor([1.0, 2.0])
+
+    def random_noise(x: Tensor) -> Tensor:
+        calls.append(1)
+        return x + Tensor.rand(*x.shape)
+
+    def a_view(x: Tensor) -> Tensor:
+        calls.append(1)
+        return x.reshape(-1)
+
+    def with_list(x: Tensor, shape: list) -> Tensor:
+        calls.append(1)
+        return x.reshape(shape) + 1
+
+    x = _t(2)
+    for fn in (reads_a_buffer, random_noise, a_view):
+        op = templated(fn)
+        calls.clear()
+        op(x)
+        op(x)
+        assert list(op.templates.values()) == [_RUN_AS_WRITTEN]
+        assert len(calls) == 3  # traced once, then as written every time
+    # the trace gave back the random numbers it drew: the stream is the one the op as written draws
+    op = templated(random_noise)
+    Tensor.manual_seed(5)
+    got = [op(x).numpy() for _ in range(2)]
+    Tensor.manual_seed(5)
+    want = [random_noise(x).numpy() for _ in range(2)]
+    np.testing.assert_array_equal(got, want)
+    assert not np.array_equal(got[0], got[1])
+    op = templated(with_list)
+    np.testing.assert_allclose(op(x, [2, 1]).numpy(), x.numpy().reshape(2, 1) + 1)
+    assert not op.templates
+    v = Variable("n", 1, 4).bind(2)
+    sym = _t(4)[:v]
+    op = templated(lambda t: t * 2)
+    np.testing.assert_allclose(op(sym).numpy(), sym.numpy() * 2)
+    assert not op.templates
+    with pytest.raises(SchedulerError, match="does not match the shape of the weights"):
+        _t(1, 2, 4, 4).conv2d(_t(3, 5, 3, 3))
+
+
+def test_a_trace_leaves_no_write_pending_and_a_writing_op_runs_as_written():
+    """An op that writes into its input is not a template: its write happens once per call, as written."""
+
+    def bump(x: Tensor) -> Tensor:
+        x.assign(x + 1)
+        return x * 2
+
+    op = templated(bump)
+    x = Tensor([1.0, 2.0]).realize()
+    np.testing.assert_allclose(op(x).numpy(), [4.0, 6.0])
+    np.testing.assert_allclose(x.numpy(), [2.0, 3.0])
+    assert list(op.templates.values()) == [_RUN_AS_WRITTEN]
+
+
+def test_a_jitted_step_with_templated_ops_trains_as_the_eager_one():
+    """A small CNN's jitted Adam steps (templates traced outside and inside the capture) match the same steps run
+    eagerly with templates off."""
+    import os
+
+    from uop_scheduler import nn
+
+    def run(jit: bool) -> list[float]:
+        rng = np.random.default_rng(3)
+        c = Tensor(rng.standard_normal((4, 1, 3, 3)).astype(np.float32) * 0.3, requires_grad=True)
+        lw = Tensor(rng.standard_normal((10, 36)).astype(np.float32) * 0.1, requires_grad=True)
+        x = Tensor(rng.standard_normal((5, 1, 8, 8)).astype(np.float32)).realize()
+        y = Tensor(rng.integers(0, 10, 5).astype(np.int32)).realize()
+        opt = nn.optim.Adam([c, lw], lr=0.01)
+
+        def step():
+            Tensor.training = True
+            opt.zero_grad()
+            loss = x.conv2d(c).relu().max_pool2d(2).flatten(1).linear(lw.T).sparse_categorical_crossentropy(y)
+            loss.backward()
+            loss.realize(*opt.schedule_step())
+            return loss
+
+        fn = TinyJit(step) if jit else step
+        return [float(fn().item()) for _ in range(5)]
+
+    jitted = run(True)
+    os.environ["UOP_TEMPLATES"] = "0"
+    try:
+        eager = run(False)
+    finally:
+        del os.environ["UOP_TEMPLATES"]
+    np.testing.assert_allclose(jitted, eager, rtol=1e-6)
