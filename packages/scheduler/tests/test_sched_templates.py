@@ -211,3 +211,108 @@ def test_a_jitted_step_with_templated_ops_trains_as_the_eager_one():
     finally:
         del os.environ["UOP_TEMPLATES"]
     np.testing.assert_allclose(jitted, eager, rtol=1e-6)
+
+
+_HEADS: dict[int, Tensor] = {}
+
+
+def _head(n: int) -> Tensor:
+    """A fixed (5, n) weight (no gradient), one per width."""
+    if n not in _HEADS:
+        _HEADS[n] = Tensor(np.linspace(-1, 1, 5 * n, dtype=np.float32).reshape(5, n)).realize()
+    return _HEADS[n]
+
+
+def _grads(build, params, templates=True):
+    import os
+
+    if not templates:
+        os.environ["UOP_TEMPLATES"] = "0"
+    try:
+        for p in params:
+            p.grad = None
+        build().backward()
+        return [p.grad.uop for p in params]
+    finally:
+        os.environ.pop("UOP_TEMPLATES", None)
+
+
+@settings(max_examples=25, deadline=None)
+@given(bs=st.integers(1, 3), cin=st.integers(1, 3), cout=st.integers(1, 3), h=st.integers(3, 8), k=st.integers(1, 3),
+       stride=st.integers(1, 2), padding=st.integers(0, 1), pool=st.booleans(), bias=st.booleans(), x_grad=st.booleans())
+def test_an_instances_gradients_are_the_gradients_built_as_written(bs, cin, cout, h, k, stride, padding, pool, bias, x_grad):
+    """The gradients a templated convolution, pooling, linear layer and loss pass on (rebuilt from their traced
+    gradient pass) are the nodes the gradient pass builds through the op as written, whichever inputs want one."""
+    if h + 2 * padding < k:
+        return
+    x = _t(bs, cin, h, h, requires_grad=True if x_grad else None)
+    w, b = _t(cout, cin, k, k, requires_grad=True), _t(cout, requires_grad=True)
+    y = Tensor(RNG.integers(0, 5, bs).astype(np.int32))
+    params = [p for p in (x, w, b) if p.requires_grad or p is x and x_grad]
+
+    def build():
+        out = x.conv2d(w, b if bias else None, stride=stride, padding=padding).relu()
+        if pool and min(out.shape[2:]) >= 2:
+            out = out.max_pool2d(2)
+        flat = out.flatten(1)
+        return flat.linear(_head(flat.shape[1]).T).sparse_categorical_crossentropy(y)
+
+    params = [p for p in params if p is not b or bias]
+    for _ in range(2):  # traced, then rebuilt
+        got = _grads(build, params)
+    assert got == _grads(build, params, templates=False)
+
+
+def test_an_inner_node_that_is_a_target_or_read_elsewhere_gets_its_gradient():
+    """A live tensor whose value is a node inside an instance (the product inside `linear`) takes its gradient, and a
+    node inside an instance that something else reads passes on that gradient too: values as with templates off."""
+    x, w, b = _t(4, 6), _t(3, 6, requires_grad=True), _t(3, requires_grad=True)
+
+    def shared():
+        return x.linear(w.T, b).square().sum() + (x @ w.T).sin().sum()
+
+    def target():
+        product = x @ w.T  # a live tensor: backward gives it a gradient
+        loss = x.linear(w.T, b).square().sum()
+        return loss, product
+
+    for templates in (True, False):
+        for p in (w, b):
+            p.grad = None
+        import os
+
+        if not templates:
+            os.environ["UOP_TEMPLATES"] = "0"
+        try:
+            shared().backward()
+            got_shared = [w.grad.numpy(), b.grad.numpy()]
+            loss, product = target()
+            loss.backward()
+            got_target = product.grad.numpy()
+        finally:
+            os.environ.pop("UOP_TEMPLATES", None)
+        if templates:
+            with_templates = (got_shared, got_target)
+    xn, wn, bn = x.numpy().astype(np.float64), w.numpy().astype(np.float64), b.numpy().astype(np.float64)
+    lin = xn @ wn.T + bn
+    np.testing.assert_allclose(with_templates[0][0], 2 * lin.T @ xn + np.cos(xn @ wn.T).T @ xn, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(with_templates[0][1], 2 * lin.sum(0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(with_templates[1], 2 * lin, rtol=1e-5, atol=1e-5)
+    # (the shared product's two gradients are summed after its backward instead of before: rounding differs)
+    np.testing.assert_allclose(with_templates[0][0], got_shared[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(with_templates[1], got_target, rtol=1e-6)
+
+
+def test_the_instance_registry_does_not_keep_a_graph_alive():
+    """An instance is remembered while its root node lives: dropping the result drops the entry."""
+    import gc
+
+    from uop_scheduler.templates import instances
+
+    x, w = _t(2, 3, 6, 6), _t(4, 3, 3, 3)
+    out = x.conv2d(w)
+    assert out.uop in instances
+    count = len(instances)
+    del out
+    gc.collect()
+    assert len(instances) == count - 1

@@ -16,6 +16,8 @@ from uopir import Ops, UOp, dtypes
 from .call_values import call_gradients, is_call_output, is_kernel_output, output_position
 from .errors import GradientError
 from .identity import IdentitySet
+from .templates import _instances_table as instances_table
+from .templates import instance_gradients
 
 Rule = Callable[[UOp, UOp], tuple[UOp | None, ...]]
 _LN2 = math.log(2)
@@ -153,6 +155,11 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp], order: list[U
         if g is None or node not in leads or node in targets and not node.src:
             continue
         if node.op in NON_DIFFERENTIABLE or not node.src or node.op is Ops.PARAM:  # a PARAM's srcs are its shape
+            continue
+        if instances_table and (passed := instance_gradients(node, g, leads, targets)) is not None:
+            # a composite op's instance (templates.py): its inputs' gradients rebuilt from its traced gradient pass
+            for src, src_grad in passed:
+                grads[src] = src_grad if src not in grads else grads[src] + src_grad
             continue
         if node.op is Ops.AFTER and (is_call_output(node) or is_kernel_output(node)):
             per_output = call_grads.setdefault(node.src[1], {})

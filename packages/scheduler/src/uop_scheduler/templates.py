@@ -18,6 +18,12 @@ tracing builds nothing from the inputs' values. What could make a trace stand fo
 - symbolic shapes and tensors over several devices run the op as written.
 Folding that looks at an input's node (a constant input folded into the result) is not done by a rebuilt graph;
 its value is the same. `UOP_TEMPLATES=0` turns templates off (every call runs the op as written).
+
+Gradients too: each rebuilt result is remembered (weakly) as an instance of its template, and the gradient pass,
+reaching one with its gradient, rebuilds its inputs' gradients from the gradient pass over the traced graph (traced
+once per set of inputs that want one) instead of applying a rule per inner node (a small CNN's backward 0.77 -> 0.58
+ms). Its inner nodes then pass on only the gradients other readers give them, which the pass handles as usual; an
+instance with an inner node that is itself a target (a live tensor holding it) is differentiated node by node.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from __future__ import annotations
 import functools
 import os
 import struct
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -68,39 +75,96 @@ def templates_enabled() -> bool:
     return os.environ.get("UOP_TEMPLATES", "1") not in ("0", "")
 
 
-class _Template:
-    """The nodes of a traced graph that depend on its placeholders, in build order: each as (op, dtype, sources, arg,
-    shape), a source being a slot (an int: an input, or an earlier rebuilt node) or a node kept as it is."""
+class _Plan:
+    """The nodes of traced graphs (`roots`) that depend on their placeholders, in build order: each as (op, dtype,
+    sources, arg, shape), a source being a slot (an int: an input, or an earlier rebuilt node) or a node kept as it is."""
 
-    __slots__ = ("plan", "root", "device")
+    __slots__ = ("steps", "roots", "n_inputs")
 
-    def __init__(self, root: UOp, placeholders: list[UOp], device: str):
-        self.device = device
+    def __init__(self, roots: list[UOp | None], placeholders: list[UOp]):
+        self.n_inputs = len(placeholders)
         slot: dict[UOp, int] = {p: i for i, p in enumerate(placeholders)}
-        plan: list[tuple] = []
-        for node in root.toposort():
-            if node in slot:
+        steps: list[tuple] = []
+        sink = UOp.sink(*(r for r in roots if r is not None))
+        for node in sink.toposort():
+            if node is sink or node in slot:
                 continue
             if any(s in slot for s in node.src):
-                slot[node] = len(placeholders) + len(plan)
+                slot[node] = len(placeholders) + len(steps)
                 refs = tuple(slot[s] if s in slot else s for s in node.src)
-                plan.append((node.op, node.dtype, refs, node.arg, node.shape_or_none))
-        self.plan = tuple(plan)
-        # a result that reads no input (a constant) is kept as it is
-        self.root: UOp | int = slot.get(root, root)
+                steps.append((node.op, node.dtype, refs, node.arg, node.shape_or_none))
+        self.steps = tuple(steps)
+        # a root that reads no input (a constant) is kept as it is
+        self.roots: tuple[Any, ...] = tuple(slot.get(r, r) if r is not None else None for r in roots)
 
-    def build(self, inputs: list[UOp]) -> UOp:
-        """The traced graph over `inputs` (one node per placeholder)."""
-        if type(self.root) is not int:
-            return self.root
+    def build(self, inputs: list[UOp]) -> list[Any]:
+        """Every value the plan rebuilt over `inputs` (one node per placeholder), inputs first."""
         values: list[Any] = list(inputs)
         append = values.append
-        for op, dtype, refs, arg, shape in self.plan:
+        for op, dtype, refs, arg, shape in self.steps:
             node = UOp(op, dtype, tuple(values[r] if type(r) is int else r for r in refs), arg)
             if shape is not None and not hasattr(node, "_shape"):
                 node.assume_shape(shape)
             append(node)
-        return values[self.root]
+        return values
+
+    def root_values(self, values: list[Any]) -> list[Any]:
+        return [values[r] if type(r) is int else r for r in self.roots]
+
+
+# the template instances built and alive: root node -> (template, its inputs, the nodes rebuilt for it). The gradient
+# pass asks it (see `instance_gradients`); asked through the weak dictionary's own table, as `realizer.done` is
+instances: weakref.WeakKeyDictionary[UOp, tuple] = weakref.WeakKeyDictionary()
+_instances_table = instances.data
+
+
+class _Template:
+    """A traced op: its plan (one root), the device of its result, and what its gradients are traced from."""
+
+    __slots__ = ("plan", "device", "traced", "placeholders", "gradient_plans")
+
+    def __init__(self, root: UOp, placeholders: list[UOp], device: str):
+        self.plan, self.device = _Plan([root], placeholders), device
+        self.traced, self.placeholders = root, placeholders
+        self.gradient_plans: dict[tuple[bool, ...], _Plan] = {}
+
+    def build(self, inputs: list[UOp]) -> UOp:
+        """The traced graph over `inputs`; an instance the gradient pass recognizes."""
+        values = self.plan.build(inputs)
+        root = self.plan.root_values(values)[0]
+        # (over its own placeholders, as inside a trace whose inputs are the same PARAMs, it is the traced graph, which
+        # its gradients are traced from)
+        if len(values) > len(inputs) and values[-1] is root and root is not self.traced:
+            # (the rebuilt nodes below the root, not the root: an entry that held its key would keep it alive forever)
+            instances[root] = (self, tuple(inputs), tuple(values[len(inputs):-1]))
+        return root
+
+    def gradients(self, need: tuple[bool, ...], inputs: tuple[UOp, ...], grad: UOp) -> list[UOp | None]:
+        """The gradient of each input the instance over `inputs` passes on from `grad` (its root's), for the inputs
+        `need` marks (None for the others): the gradient pass over the traced graph, traced once per `need` and
+        rebuilt, as the op is."""
+        if (plan := self.gradient_plans.get(need)) is None:
+            from .gradient import compute_gradient
+
+            seed = UOp.param(len(self.placeholders), self.traced.dtype, self.traced.shape, self.device, name=_PLACEHOLDER_NAME)
+            wanted = {p for p, n in zip(self.placeholders, need) if n}
+            got = compute_gradient(self.traced, seed, wanted)
+            plan = self.gradient_plans[need] = _Plan([got.get(p) if n else None for p, n in zip(self.placeholders, need)],
+                                                     [*self.placeholders, seed])
+        return plan.root_values(plan.build([*inputs, grad]))
+
+
+def instance_gradients(node: UOp, grad: UOp, leads: set[UOp], targets: set[UOp]) -> list[tuple[UOp, UOp]] | None:
+    """When `node` is a template instance none of whose rebuilt nodes is a target: (input, its gradient) for each input
+    in `leads`, the gradient `grad` of `node` passes on through the instance (see `_Template.gradients`). Its inner
+    nodes then pass on only what other readers give them (the gradient pass goes on as usual); None otherwise."""
+    if (entry := _instances_table.get(weakref.ref(node))) is None:
+        return None
+    template, inputs, inner = entry
+    if not targets.isdisjoint(inner):  # (the root itself may be a target: its own gradient is kept as usual)
+        return None
+    need = tuple(i in leads for i in inputs)
+    return [(i, g) for i, g in zip(inputs, template.gradients(need, inputs, grad)) if g is not None]
 
 
 def _reads_only_placeholders(root: UOp, placeholders: set[UOp]) -> bool:
@@ -136,8 +200,9 @@ def _trace(fn: Callable, args: tuple, kwargs: dict, positions: list[tuple[bool, 
         RandomMixin._calls = calls
         if rng is not None:
             rng.calls = jit_calls
-    # (a view of an input is a tensor of its own, which writes reach: only new values are templates)
-    if drew or type(ret) is not Tensor or ret._root is not None or any(ret is s for s in stand_ins) or len(pending) != was_pending \
+    # (a view of an input is a tensor writes reach its input through: not a template. A view of a value the op made
+    # (a reshape of its sum) is a new value to the caller: its result is one tensor of its own)
+    if drew or type(ret) is not Tensor or any(ret is s or ret._root is s for s in stand_ins) or len(pending) != was_pending \
             or not isinstance(ret.device, str) or not _reads_only_placeholders(ret.uop, set(placeholders)):
         return _RUN_AS_WRITTEN
     return _Template(ret.uop, placeholders, ret.device)
