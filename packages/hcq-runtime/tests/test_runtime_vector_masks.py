@@ -7,7 +7,7 @@ import shutil
 import numpy as np
 import pytest
 from hcq_runtime import CCompiler, Device
-from uopir import CRenderer, Ops, Opt, OptOps, UOp, dtypes, to_program
+from uopir import AxisType, CRenderer, Ops, Opt, OptOps, UOp, dtypes, to_program
 
 NP = {dtypes.float32: np.float32, dtypes.float64: np.float64, dtypes.int32: np.int32, dtypes.int64: np.int64, dtypes.int8: np.int8,
       dtypes.int16: np.int16, dtypes.uint32: np.uint32}
@@ -156,3 +156,39 @@ def test_gated_vector_blocks(rng, cc, lanes):
     got = np.full((rows, cols), np.nan, np.float32)
     prog([got.ctypes.data, an.ctypes.data, bn.ctypes.data], [], n_cores=1)
     np.testing.assert_array_equal(got, np.where(np.arange(rows)[:, None] < 2, an, bn) + 1)
+
+
+def row_reduce(rows: int, n: int, how: Ops) -> UOp:
+    """out[i] = the sum (ADD) or maximum (MAX) of row i of x, its reduce axis summed in vector lanes."""
+    out, x = UOp.param(0, dtypes.float32.ptr(rows)), UOp.param(1, dtypes.float32.ptr(rows * n))
+    i, k = UOp.range(rows, 0), UOp.range(n, 1, AxisType.REDUCE)
+    return UOp.sink(out.index(i).store(x.index(i * n + k).load().reduce(k, arg=how)).end(i))
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+@pytest.mark.parametrize("how", [Ops.ADD, Ops.MAX])
+def test_a_single_accumulator_combines_its_lanes_by_halves(rng, cc, lanes, how):
+    """A row's sum or max taken in vector lanes ends with the lanes combined by halves (CUSTOM(LANE_REDUCE)), with the
+    plain update's values: a NaN anywhere in the row gives NaN, infinities and signed zeros as numpy has them."""
+    rows, n = 12, 4 * lanes
+    x = rng.standard_normal((rows, n)).astype(np.float32)
+    x[1, 3] = np.nan
+    x[2, :] = -np.inf
+    x[3, n - 1] = np.inf
+    x[4, :] = -0.0
+    x[5, 0], x[5, n - 1] = np.inf, -np.inf  # a sum of NaN
+    x[6, lanes + 1] = np.nan
+    ast = row_reduce(rows, n, how)
+    program = to_program(ast, CRenderer(vector_width=lanes), opts=[Opt(OptOps.LANES, 1, lanes)])
+    src = program.src[2].arg
+    assert f"uop_lane_{how.name.lower()}_float_{lanes}(" in src
+    if cc not in _compilers:
+        _compilers[cc] = CCompiler(cc=cc)
+    prog = Device["CPU"].program(program.arg.function_name, _compilers[cc].compile(src))
+    out = np.zeros(rows, np.float32)
+    prog([out.ctypes.data, x.ctypes.data], [], n_cores=1)
+    with np.errstate(invalid="ignore"):  # (inf + -inf)
+        want = x.astype(np.float64).sum(axis=1) if how is Ops.ADD else x.max(axis=1)
+    np.testing.assert_allclose(out, want.astype(np.float32), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(want))

@@ -62,6 +62,8 @@ def register_order(r: UOp) -> tuple[bool, bool, int]:
 
 #: the arg tag of a CUSTOM statement combining vector lanes (see `Linearizer.emit_lane_sums`)
 LANE_SUMS = "lane_sums"
+#: ... and of one combining the lanes of a single accumulator into one value (a row's sum or max)
+LANE_REDUCE = "lane_reduce"
 
 
 class Linearizer:
@@ -194,20 +196,24 @@ class Linearizer:
         """The sum over a LANES axis (see `codegen.opts._lanes`) as CUSTOM(LANE_SUMS) statements, when the renderer
         takes them: each adds the n lanes of n consecutive accumulators at once with a tree of vector shuffles, where
         the plain update adds one lane of one accumulator at a time (64 scalar adds and lane extractions per 4x2 tile
-        of 8 lanes: after a short loop, such as q @ k^T over 64-wide heads, as long as the loop itself). False when
-        the reduce is not such a sum (the inner reduction is emitted either way)."""
+        of 8 lanes: after a short loop, such as q @ k^T over 64-wide heads, as long as the loop itself). A single
+        accumulator (a row's sum or max in a fused softmax or norm: one value per row) is combined by a tree of halves
+        instead (CUSTOM(LANE_REDUCE)): the plain update was a chain of 16 dependent scalar steps per row. False when
+        the reduce is neither (the inner reduction is emitted either way)."""
         if not self.lane_sums or len(group) != 1 or len(ranges) != 1:
             return False
         red, lane = group[0], ranges[0]
         inner = red.src[0]
-        if red.arg is not Ops.ADD or red.dtype != dtypes.float32 or inner.op is not Ops.REDUCE or inner.src[0].op is Ops.WMMA:
+        if red.arg not in (Ops.ADD, Ops.MAX) or red.dtype != dtypes.float32 or inner.op is not Ops.REDUCE or inner.src[0].op is Ops.WMMA:
             return False
         if lane.op is not Ops.RANGE or axis_type(lane) is not AxisType.UPCAST or (n := range_end(lane)) not in (4, 8, 16):
             return False
         out_regs = sorted({r for r in self.deps(red) if axis_type(r) in REGISTER_AXES}, key=register_order)
         inner_regs = sorted({r for r in self.deps(inner) if axis_type(r) in REGISTER_AXES}, key=register_order)
         size = math.prod(range_end(r) for r in out_regs)
-        if inner_regs != [*out_regs, lane] or size % n:  # each accumulator's lanes must be one run of n slots
+        single = size == 1
+        # each accumulator's lanes must be one run of n slots; the sums of several accumulators at once are adds only
+        if inner_regs != [*out_regs, lane] or (size % n and not single) or (red.arg is not Ops.ADD and not single):
             return False
         self.emit_reductions([inner])
         value = self.reduce_value[inner]
@@ -219,7 +225,9 @@ class Linearizer:
         self.n_accs += 1
         self.out.append(acc)
         self.scopes[-1].add(acc)
-        for g in range(size // n):  # accumulators g*n .. g*n+n-1 from their lanes at partial[g*n*n ..]
+        if single:
+            self.out.append(UOp(Ops.CUSTOM, dtypes.void, (partial, acc), (LANE_REDUCE, n, red.arg)))
+        for g in range(0 if single else size // n):  # accumulators g*n .. g*n+n-1 from their lanes at partial[g*n*n ..]
             self.out.append(UOp(Ops.CUSTOM, dtypes.void, (partial, acc), (LANE_SUMS, n, g)))
         self.reduce_value[red] = acc.index(flat_index(out_regs)).load()
         return True

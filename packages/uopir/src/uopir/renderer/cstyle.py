@@ -32,7 +32,7 @@ from uopir.ops import AxisType, GroupOp, Ops
 from uopir.uop import UOp
 
 from ..codegen.kernel import REGISTER_AXES, CodegenError, variable_name
-from ..codegen.linearize import LANE_SUMS, MAX_UNROLL
+from ..codegen.linearize import LANE_REDUCE, LANE_SUMS, MAX_UNROLL
 from ..codegen.opts import stride
 from .base import Renderer
 from .c_support import BF16_FAST, GENERIC, SMALL_FLOATS, small_float_helpers
@@ -354,6 +354,10 @@ class _CProgram:
             _, n, g = node.arg
             self.line(f"{self.lane_sums_helper(n)}(&{srcs[0]}[{g * n * n}], &{srcs[1]}[{g * n}]);")
             return
+        if op is Ops.CUSTOM and isinstance(node.arg, tuple) and node.arg[0] == LANE_REDUCE:
+            _, n, how = node.arg
+            self.line(f"{srcs[1]}[0] = {self.lane_reduce_helper(n, how)}(&{srcs[0]}[0]);")
+            return
         if op is Ops.CONST:
             self.names[node] = self.r.const_literal(node.arg, node.dtype)
             return
@@ -426,6 +430,49 @@ class _CProgram:
                          f"__builtin_shufflevector(v[2 * i], v[2 * i + 1], {b});")
             count, step = count // 2, step * 2
         lines += [f"  *({vtu} *)out = v[0];", "#endif", "}", ""]
+        self.helpers[name] = "\n".join(lines)
+        return name
+
+    def lane_reduce_helper(self, n: int, how: Ops) -> str:
+        """A function returning the sum (ADD) or the maximum (MAX, NaN if any lane is) of n floats: log2(n) rounds, each
+        combining a vector's low half with its high half (the vector helpers of GCC 12+ and clang; lane by lane
+        otherwise)."""
+        name = f"uop_lane_{how.name.lower()}_float_{n}"
+        if name in self.helpers:
+            return name
+
+        lines = [f"static inline float {name}(const float *lanes) {{",
+                 "#if !defined(__clang__) && defined(__GNUC__) && __GNUC__ < 12  /* no __builtin_shufflevector: lane by lane */",
+                 "  float r = lanes[0];",
+                 f"  for (int l = 1; l < {n}; l++) r = {'r + lanes[l]' if how is Ops.ADD else '(r != r || r > lanes[l]) ? r : lanes[l]'};",
+                 "  return r;", "#else"]
+        vtu, typedef_u = vector_type("float", n, aligned=False)
+        self.helpers.setdefault(vtu, typedef_u)
+        vt, typedef = vector_type("float", n)
+        self.helpers.setdefault(vt, typedef)
+        lines.append(f"  {vt} v{n} = *(const {vtu} *)lanes;")
+        width = n
+        while width > 1:
+            half = width // 2
+            if half > 1:
+                ht, htypedef = vector_type("float", half)
+                it, itypedef = vector_type("int", half)
+                self.helpers.setdefault(ht, htypedef)
+                self.helpers.setdefault(it, itypedef)
+            else:
+                ht, it = "float", "int"
+            lo = f"__builtin_shufflevector(v{width}, v{width}, {', '.join(map(str, range(half)))})" if half > 1 else f"v{width}[0]"
+            hi = f"__builtin_shufflevector(v{width}, v{width}, {', '.join(map(str, range(half, width)))})" if half > 1 else f"v{width}[1]"
+            lines.append(f"  {ht} a{half} = {lo}, b{half} = {hi};")
+            if how is Ops.ADD:
+                lines.append(f"  {ht} v{half} = a{half} + b{half};")
+            elif half > 1:  # a lane of a where it is NaN or bigger, else b's: as the plain update selects
+                lines.append(f"  {it} k{half} = ({it})((a{half} != a{half}) | (a{half} > b{half}));")
+                lines.append(f"  {ht} v{half} = ({ht})((({it})a{half} & k{half}) | (({it})b{half} & ~k{half}));")
+            else:
+                lines.append("  float v1 = (a1 != a1 || a1 > b1) ? a1 : b1;")
+            width = half
+        lines += ["  return v1;", "#endif", "}", ""]
         self.helpers[name] = "\n".join(lines)
         return name
 
