@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from uop_scheduler import Context, Tensor, TinyJit, Variable, dtypes
 from uop_scheduler.errors import SchedulerError
 from uop_scheduler.nn_ops import NNMixin
-from uop_scheduler.templates import _RUN_AS_WRITTEN, templated
+from uop_scheduler.templates import _RUN_AS_WRITTEN, _Template, templated
 
 RNG = np.random.default_rng(0)
 
@@ -65,17 +65,28 @@ def test_a_rebuilt_convolution_is_the_graph_built_as_written(bs, cin, cout, h, w
 def test_rebuilt_ops_are_the_graphs_built_as_written(monkeypatch):
     """Each templated op, with its arguments, gives the graph it builds as written."""
     x, y = _t(6, 10), Tensor(RNG.integers(0, 10, 6).astype(np.int32))
-    w, b = _t(7, 10), _t(7)
+    w, b, w6 = _t(7, 10), _t(7), _t(6, 2, 3)
     cases = [
         lambda: x.linear(w.T, b), lambda: x.linear(w.T), lambda: x.softmax(), lambda: x.log_softmax(0),
         lambda: x.softmax(dtype=dtypes.float16), lambda: x.layernorm(), lambda: x.layernorm(eps=1e-3),
         lambda: x.sparse_categorical_crossentropy(y), lambda: x.sparse_categorical_crossentropy(y, label_smoothing=0.1),
         lambda: x.sparse_categorical_crossentropy(y, ignore_index=3, reduction="sum"),
         lambda: x.cross_entropy(x.softmax()), lambda: x.reshape(6, 1, 10, 1).max_pool2d((2, 1), padding=(1, 0)),
+        lambda: x.logsumexp(1), lambda: x.logsumexp(0, keepdim=True), lambda: x.sigmoid().binary_crossentropy(x.sigmoid()),
+        lambda: x.binary_crossentropy_logits(x.sigmoid(), pos_weight=b[:1].expand(10)),
+        lambda: x.reshape(1, 6, 10).scaled_dot_product_attention(x.reshape(1, 6, 10), x.reshape(1, 6, 10)),
+        lambda: x.reshape(1, 6, 10).scaled_dot_product_attention(x.reshape(1, 6, 10), x.reshape(1, 6, 10), attn_mask=x[:, :6] > 0),
+        lambda: x.reshape(2, 3, 10).batchnorm(b[:3], None, b[:3], b[:3].abs()),
+        lambda: x.reshape(1, 6, 10).conv_transpose2d(w6, stride=2), lambda: x.reshape(1, 6, 10).conv_transpose2d(w6, b[:2], padding=1),
     ]
     for case in cases:
         first, second, written = _both(monkeypatch, case)
         assert first.uop is written.uop and second.uop is written.uop
+    # (each op was a template, not run as written)
+    for name in ("linear", "softmax", "log_softmax", "layernorm", "sparse_categorical_crossentropy", "cross_entropy", "max_pool2d",
+                 "logsumexp", "binary_crossentropy", "binary_crossentropy_logits", "scaled_dot_product_attention", "batchnorm",
+                 "conv_transpose2d"):
+        assert any(isinstance(v, _Template) for v in getattr(Tensor, name).templates.values()), name
 
 
 def test_rebuilt_ops_compute_the_values_numpy_computes():

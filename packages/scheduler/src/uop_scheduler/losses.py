@@ -44,11 +44,13 @@ class LossMixin(TensorFields):
         after = self.ndim - self._resolve_dim(dim) - 1
         return self.eq(type(self).arange(num_classes, device=self.device).reshape((num_classes,) + (1,) * after))
 
+    @templated
     def binary_crossentropy(self: Tensor, Y: Tensor, reduction: str = "mean") -> Tensor:  # noqa: N803 -- tinygrad's name
         """-(Y log(self) + (1 - Y) log(1 - self)) for probabilities `self`."""
         _check_reduction(reduction)
         return Y.neg().mul(self.log()).sub(Y.sub(1, True).mul(self.sub(1, True).log()))._do_reduction(reduction)
 
+    @templated
     def binary_crossentropy_logits(self: Tensor, Y: Tensor, reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:  # noqa: N803
         """Binary cross-entropy of sigmoid(self), computed from the logits stably; `pos_weight` scales the positive
         term."""

@@ -377,6 +377,7 @@ class NNMixin(TensorFields):
         ret = ret.cast(least_upper_dtype(self.dtype, weight.dtype) if dtype is None else to_dtype(dtype))
         return ret if bias is None else ret.add(bias.reshape(1, -1, *[1] * len(hw)))
 
+    @templated
     def conv_transpose2d(self: Tensor, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | tuple[int, ...] = 1,
                          dilation: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0,
                          output_padding: int | tuple[int, ...] = 0) -> Tensor:
@@ -506,6 +507,7 @@ class NNMixin(TensorFields):
         y = self.sub(self.mean(axis, keepdim=True))
         return y.mul(y.mul(y).mean(axis, keepdim=True).add(eps).rsqrt())
 
+    @templated
     def batchnorm(self: Tensor, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor,
                   axis: int | tuple[int, ...] = 1) -> Tensor:
         """(self - mean) * invstd * weight + bias, with the statistics laid along `axis`."""
@@ -553,6 +555,7 @@ class NNMixin(TensorFields):
         """Keep the elements on and below the `diagonal`-th diagonal."""
         return self._tri(diagonal, False)
 
+    @templated
     def scaled_dot_product_attention(self: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
                                      is_causal: bool = False, enable_gqa: bool = False) -> Tensor:
         """softmax(self @ key^T / sqrt(d) + mask) @ value (a bool mask keeps where True). With `enable_gqa`, key and

@@ -155,6 +155,7 @@ class ReduceMixin(TensorFields):
         """Index of the first minimum along `axis`."""
         return self._inverse().argmax(axis, keepdim)
 
+    @templated
     def logsumexp(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
         """log(sum(exp(self))) over `axis`, computed stably."""
         # the shift's own gradient is exactly zero (the result does not depend on it): detached, the backward pass
