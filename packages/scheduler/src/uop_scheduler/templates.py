@@ -10,8 +10,8 @@ the real inputs, node for node (hash-consing makes an unchanged graph the same g
 The rebuilt graph is the traced one with the inputs substituted, so it has the same value as building it again would:
 tracing builds nothing from the inputs' values. What could make a trace stand for something else is kept out:
 - the signature holds everything the ops read besides the inputs' values: each tensor's shape, dtype, device and
-  `requires_grad`, the
-  other arguments (hashable ones only), `Tensor.training` and the default dtypes;
+  `requires_grad`, the other arguments (numbers, strings, None, dtypes and tuples of them), `Tensor.training` and the
+  default dtypes;
 - a trace whose graph reads anything but its placeholders and constants (a buffer, a variable), that draws random
   numbers (they are constants of their call number), that leaves a write pending, or that fails, is not kept: that
   signature runs the op as written from then on;
@@ -51,8 +51,6 @@ _RUN_AS_WRITTEN = object()  # a signature whose trace cannot be kept
 _UNKEYED = ("an argument a signature cannot hold",)
 _PLACEHOLDER_NAME = "template input"
 _MAX_SIGNATURES = 256  # per op: the oldest signature's template is dropped past this many
-
-
 _PLAIN = frozenset({int, bool, str, type(None)})
 
 
