@@ -3,6 +3,9 @@ for every signature; what a template cannot stand for runs as written."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -19,12 +22,21 @@ def _t(*shape: int, dtype=np.float32, requires_grad: bool | None = None) -> Tens
     return Tensor(RNG.standard_normal(shape).astype(dtype), requires_grad=requires_grad).realize()
 
 
-def _both(monkeypatch, build):
+@contextlib.contextmanager
+def _templates_off():
+    """Every templated op runs as written inside the block (UOP_TEMPLATES=0)."""
+    os.environ["UOP_TEMPLATES"] = "0"
+    try:
+        yield
+    finally:
+        del os.environ["UOP_TEMPLATES"]
+
+
+def _both(build):
     """`build()`'s tensor with templates (twice: traced, then rebuilt) and as written."""
     first, second = build(), build()
-    monkeypatch.setenv("UOP_TEMPLATES", "0")
-    written = build()
-    monkeypatch.delenv("UOP_TEMPLATES")
+    with _templates_off():
+        written = build()
     return first, second, written
 
 
@@ -35,8 +47,6 @@ def _both(monkeypatch, build):
 def test_a_rebuilt_convolution_is_the_graph_built_as_written(bs, cin, cout, h, w, k, stride, dilation, padding, groups, bias, pool):
     """Generated convolutions and poolings (odd sizes, strides, dilations, padding, groups): the templated op's graph is
     the same node as the op built as written, on the first call (traced) and later ones (rebuilt over new inputs)."""
-    import os
-
     cin, cout = cin * groups, cout * groups
     if (h + 2 * padding - dilation * (k - 1)) < 1 or (w + 2 * padding - dilation * (k - 1)) < 1:
         return
@@ -53,16 +63,13 @@ def test_a_rebuilt_convolution_is_the_graph_built_as_written(bs, cin, cout, h, w
             return out
 
         got = build()
-        os.environ["UOP_TEMPLATES"] = "0"
-        try:
+        with _templates_off():
             written = build()
-        finally:
-            del os.environ["UOP_TEMPLATES"]
         assert got.uop is written.uop
         assert got.shape == written.shape and got.dtype == written.dtype and got.device == written.device
 
 
-def test_rebuilt_ops_are_the_graphs_built_as_written(monkeypatch):
+def test_rebuilt_ops_are_the_graphs_built_as_written():
     """Each templated op, with its arguments, gives the graph it builds as written."""
     x, y = _t(6, 10), Tensor(RNG.integers(0, 10, 6).astype(np.int32))
     w, b, w6 = _t(7, 10), _t(7), _t(6, 2, 3)
@@ -80,7 +87,7 @@ def test_rebuilt_ops_are_the_graphs_built_as_written(monkeypatch):
         lambda: x.reshape(1, 6, 10).conv_transpose2d(w6, stride=2), lambda: x.reshape(1, 6, 10).conv_transpose2d(w6, b[:2], padding=1),
     ]
     for case in cases:
-        first, second, written = _both(monkeypatch, case)
+        first, second, written = _both(case)
         assert first.uop is written.uop and second.uop is written.uop
     # (each op was a template, not run as written)
     for name in ("linear", "softmax", "log_softmax", "layernorm", "sparse_categorical_crossentropy", "cross_entropy", "max_pool2d",
@@ -111,7 +118,7 @@ def test_rebuilt_ops_compute_the_values_numpy_computes():
         np.testing.assert_allclose(w.grad.numpy(), want_gw, rtol=1e-5, atol=1e-4)
 
 
-def test_the_signature_holds_training_default_dtypes_and_requires_grad(monkeypatch):
+def test_the_signature_holds_training_default_dtypes_and_requires_grad():
     """A template is per signature: Tensor.training, the default float, and whether an input asks for a gradient."""
     x, w = _t(2, 3, 5, 5), _t(4, 3, 3, 3)
     cache = NNMixin.conv2d.templates
@@ -192,8 +199,6 @@ def test_a_trace_leaves_no_write_pending_and_a_writing_op_runs_as_written():
 def test_a_jitted_step_with_templated_ops_trains_as_the_eager_one():
     """A small CNN's jitted Adam steps (templates traced outside and inside the capture) match the same steps run
     eagerly with templates off."""
-    import os
-
     from uop_scheduler import nn
 
     def run(jit: bool) -> list[float]:
@@ -216,11 +221,8 @@ def test_a_jitted_step_with_templated_ops_trains_as_the_eager_one():
         return [float(fn().item()) for _ in range(5)]
 
     jitted = run(True)
-    os.environ["UOP_TEMPLATES"] = "0"
-    try:
+    with _templates_off():
         eager = run(False)
-    finally:
-        del os.environ["UOP_TEMPLATES"]
     np.testing.assert_allclose(jitted, eager, rtol=1e-6)
 
 
@@ -234,18 +236,12 @@ def _head(n: int) -> Tensor:
     return _HEADS[n]
 
 
-def _grads(build, params, templates=True):
-    import os
-
-    if not templates:
-        os.environ["UOP_TEMPLATES"] = "0"
-    try:
-        for p in params:
-            p.grad = None
-        build().backward()
-        return [p.grad.uop for p in params]
-    finally:
-        os.environ.pop("UOP_TEMPLATES", None)
+def _grads(build, params):
+    """The gradient nodes `build()`'s backward gives `params`."""
+    for p in params:
+        p.grad = None
+    build().backward()
+    return [p.grad.uop for p in params]
 
 
 @settings(max_examples=25, deadline=None)
@@ -259,7 +255,7 @@ def test_an_instances_gradients_are_the_gradients_built_as_written(bs, cin, cout
     x = _t(bs, cin, h, h, requires_grad=True if x_grad else None)
     w, b = _t(cout, cin, k, k, requires_grad=True), _t(cout, requires_grad=True)
     y = Tensor(RNG.integers(0, 5, bs).astype(np.int32))
-    params = [p for p in (x, w, b) if p.requires_grad or p is x and x_grad]
+    params = [p for p in (x, w, b) if (p is not x or x_grad) and (p is not b or bias)]
 
     def build():
         out = x.conv2d(w, b if bias else None, stride=stride, padding=padding).relu()
@@ -268,10 +264,10 @@ def test_an_instances_gradients_are_the_gradients_built_as_written(bs, cin, cout
         flat = out.flatten(1)
         return flat.linear(_head(flat.shape[1]).T).sparse_categorical_crossentropy(y)
 
-    params = [p for p in params if p is not b or bias]
     for _ in range(2):  # traced, then rebuilt
         got = _grads(build, params)
-    assert got == _grads(build, params, templates=False)
+    with _templates_off():
+        assert got == _grads(build, params)
 
 
 def test_an_inner_node_that_is_a_target_or_read_elsewhere_gets_its_gradient():
@@ -287,23 +283,18 @@ def test_an_inner_node_that_is_a_target_or_read_elsewhere_gets_its_gradient():
         loss = x.linear(w.T, b).square().sum()
         return loss, product
 
-    for templates in (True, False):
+    def run() -> tuple[list[np.ndarray], np.ndarray]:
         for p in (w, b):
             p.grad = None
-        import os
+        shared().backward()
+        got_shared = [w.grad.numpy(), b.grad.numpy()]
+        loss, product = target()
+        loss.backward()
+        return got_shared, product.grad.numpy()
 
-        if not templates:
-            os.environ["UOP_TEMPLATES"] = "0"
-        try:
-            shared().backward()
-            got_shared = [w.grad.numpy(), b.grad.numpy()]
-            loss, product = target()
-            loss.backward()
-            got_target = product.grad.numpy()
-        finally:
-            os.environ.pop("UOP_TEMPLATES", None)
-        if templates:
-            with_templates = (got_shared, got_target)
+    with_templates = run()
+    with _templates_off():
+        got_shared, got_target = run()
     xn, wn, bn = x.numpy().astype(np.float64), w.numpy().astype(np.float64), b.numpy().astype(np.float64)
     lin = xn @ wn.T + bn
     np.testing.assert_allclose(with_templates[0][0], 2 * lin.T @ xn + np.cos(xn @ wn.T).T @ xn, rtol=1e-5, atol=1e-5)

@@ -77,10 +77,9 @@ class _Plan:
     """The nodes of traced graphs (`roots`) that depend on their placeholders, in build order: each as (op, dtype,
     sources, arg, shape), a source being a slot (an int: an input, or an earlier rebuilt node) or a node kept as it is."""
 
-    __slots__ = ("steps", "roots", "n_inputs")
+    __slots__ = ("steps", "roots")
 
     def __init__(self, roots: list[UOp | None], placeholders: list[UOp]):
-        self.n_inputs = len(placeholders)
         slot: dict[UOp, int] = {p: i for i, p in enumerate(placeholders)}
         steps: list[tuple] = []
         sink = UOp.sink(*(r for r in roots if r is not None))
@@ -206,6 +205,14 @@ def _trace(fn: Callable, args: tuple, kwargs: dict, positions: list[tuple[bool, 
     return _Template(ret.uop, placeholders, ret.device)
 
 
+@functools.cache
+def _tensor_class() -> type:
+    """`Tensor`, looked up once: the ops are decorated while tensor.py is being imported."""
+    from .tensor import Tensor
+
+    return Tensor
+
+
 def templated(fn: F) -> F:
     """Trace `fn` (a Tensor method or function of tensors returning one new tensor, pure in its inputs' values) once
     per signature and rebuild its graph over the inputs of later calls (see the module docstring)."""
@@ -215,7 +222,7 @@ def templated(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if not templates_enabled():
             return fn(*args, **kwargs)
-        from .tensor import Tensor  # (the ops are decorated while tensor.py is being imported)
+        Tensor = _tensor_class()  # noqa: N806
 
         positions: list[tuple[bool, Any]] = []
         tensors: list[Tensor] = []
