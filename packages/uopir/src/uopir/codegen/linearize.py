@@ -10,6 +10,9 @@ The linear program is a list of UOps a renderer walks top to bottom:
   A tensor-core REDUCE (its body a WMMA, see `tc`) is updated by one void WMMA(A, B, INDEX(acc, base)) statement that
   reads and writes the 8 consecutive accumulator slots from `base`, its accumulator register axis innermost.
 - Every other node appears once per scope that needs it, after its sources; STOREs are statements.
+- A costly value a reduction's loop computes that the kernel's output computes again over its own loops of the same
+  sizes (a softmax's exp(x - max), summed, then divided by the sum) is kept in a stash (a REG array over the
+  reduction's loops) when the renderer takes stashes: the output loop reads it back instead of computing it again.
 """
 
 from __future__ import annotations
@@ -66,10 +69,30 @@ LANE_SUMS = "lane_sums"
 LANE_REDUCE = "lane_reduce"
 
 
+#: a stash holds at most this many elements (16 KiB of floats: with the row it is read back from, within a core's L1)
+STASH_MAX = 4096
+#: ... of a value that costs at least this many operations per element to compute again (an exp is about 25)
+STASH_MIN_OPS = 8
+
+
+class _Stash:
+    """A value a reduction's update loop stores (`value`, at `index` of `param`) and the output loop loads at `out_index`
+    instead of computing `out_value` (`value` over the output's loops) again."""
+
+    __slots__ = ("param", "value", "index", "out_value", "out_index")
+
+    def __init__(self, param: UOp, value: UOp, index: UOp, out_value: UOp, out_index: UOp):
+        self.param, self.value, self.index, self.out_value, self.out_index = param, value, index, out_value, out_index
+
+
 class Linearizer:
     def __init__(self, ast: UOp, lane_sums: bool = False):
         self.ast = ast
         self.lane_sums = lane_sums
+        #: per innermost REDUCE, the stashes its update loop fills (see `plan_stashes`)
+        self.stashes: dict[UOp, list[_Stash]] = {}
+        #: values the program loads from a filled stash instead of computing them
+        self.stashed: dict[UOp, _Stash] = {}
         self.out: list[UOp] = []
         self.scopes: list[set[UOp]] = [set()]
         self.open: list[UOp] = []
@@ -122,6 +145,14 @@ class Linearizer:
         while stack:
             cur, srcs_ready = stack.pop()
             if cur in done:
+                continue
+            # (only while the stash's declaration is in scope: a store after its loops closed computes the value again)
+            if (stash := self.stashed.get(cur)) is not None and self.visible(stash.param):
+                kept = stash.param.index(stash.out_index).load()
+                if kept in done:
+                    done[cur] = done[kept]
+                else:
+                    stack += [(cur, False), (kept, False)]
                 continue
             if cur.op is Ops.REDUCE:
                 if cur not in self.reduce_value:
@@ -192,6 +223,96 @@ class Linearizer:
         for ranges, group in groups.items():
             self.emit_reduce_group(ranges, group)
 
+    def plan_stashes(self, store: UOp) -> None:
+        """Find the costly values a reduction `store` reads computes that `store` computes again over its own loops.
+
+        For each reduction the store reads, the ranges its innermost body moves along beyond the reduction's own
+        enclosing loops are paired with the store's other ranges of the same size and kind (register axis or loop).
+        A node of the body whose renamed copy is a node of the store is the same value at the paired positions: the
+        largest such nodes that cost enough are stashed. The stash is filled by the reduction's update loop and read
+        once that loop has closed, within the same iterations of the enclosing loops (it depends on no other)."""
+        store_nodes: dict[UOp, None] | None = None
+        for red in self.top_level_reduces([store]):
+            core = red
+            while core.src[0].op is Ops.REDUCE:
+                core = core.src[0]
+            if core.src[0].op is Ops.WMMA or core in self.stashes:
+                continue
+            outer = self.deps(red)
+            body = core.src[0]
+            inner = self.deps(body) - outer
+            # the stash is indexed by the inner ranges alone: an enclosing register axis would share its slots
+            if not inner or any(axis_type(r) in REGISTER_AXES for r in self.deps(body) & outer):
+                continue
+            if store_nodes is None:
+                store_nodes = store.toposort()
+            mapping = self._pair_ranges(inner, self.deps(store) - outer)
+            if mapping is None:
+                continue
+            renamed = self._renamed(body, mapping)
+            covered: set[UOp] = set()
+            found: list[_Stash] = []
+            for node in reversed(list(body.toposort(gate=lambda n: n.op is not Ops.REDUCE))):
+                if node in covered:
+                    continue
+                copy = renamed.get(node, node)
+                if copy is node or copy not in store_nodes or not self._stashable(node, inner):
+                    continue
+                covered.update(node.toposort())
+                order = self._stash_order(self.deps(node) - outer)
+                size = math.prod(range_end(r) for r in order)
+                ptr = node.dtype.ptr(size, AddrSpace.REG)
+                param = UOp(Ops.PARAM, ptr, (), ParamArg(self.n_accs, ptr, addrspace=AddrSpace.REG))
+                self.n_accs += 1
+                found.append(_Stash(param, node, flat_index(order), copy, flat_index([mapping[r] for r in order])))
+            if found:
+                self.stashes[core] = found
+
+    @staticmethod
+    def _pair_ranges(inner: frozenset[UOp], others: frozenset[UOp]) -> dict[UOp, UOp] | None:
+        """Each inner range paired with one of `others` of the same size and kind, in axis order; None when one has none."""
+        def kind(r: UOp) -> tuple[bool, int] | None:
+            if r.op is not Ops.RANGE or r.src[0].op is not Ops.CONST:
+                return None
+            return (axis_type(r) in REGISTER_AXES, range_end(r))
+        free: dict[tuple[bool, int], list[UOp]] = {}
+        for r in sorted(others, key=lambda r: r.arg[0]):
+            if (k := kind(r)) is not None:
+                free.setdefault(k, []).append(r)
+        mapping = {}
+        for r in sorted(inner, key=lambda r: r.arg[0]):
+            if (k := kind(r)) is None or not free.get(k):
+                return None
+            mapping[r] = free[k].pop(0)
+        return mapping
+
+    @staticmethod
+    def _renamed(body: UOp, mapping: dict[UOp, UOp]) -> dict[UOp, UOp]:
+        """Every node of `body` (REDUCEs not entered) with the ranges of `mapping` renamed."""
+        new: dict[UOp, UOp] = {}
+        for node in body.toposort(gate=lambda n: n.op is not Ops.REDUCE):
+            if node in mapping:
+                new[node] = mapping[node]
+            elif node.op is not Ops.REDUCE and any(new.get(s, s) is not s for s in node.src):
+                new[node] = node.replace(src=tuple(new.get(s, s) for s in node.src))
+        return new
+
+    def _stashable(self, node: UOp, inner: frozenset[UOp]) -> bool:
+        if node.dtype not in (dtypes.float32, dtypes.float64):
+            return False
+        order = self._stash_order(self.deps(node) & inner)
+        if not order or math.prod(range_end(r) for r in order) > STASH_MAX:
+            return False
+        ops = sum(1 for n in node.toposort(gate=lambda n: n.op is not Ops.REDUCE)
+                  if n.op not in (Ops.CONST, Ops.INDEX, Ops.LOAD, Ops.PARAM, Ops.RANGE, Ops.REDUCE) and self.deps(n) & inner)
+        return ops >= STASH_MIN_OPS
+
+    @staticmethod
+    def _stash_order(ranges: frozenset[UOp]) -> list[UOp]:
+        """Loops outermost by axis, then register axes as they nest (the vector axis innermost: contiguous slots)."""
+        loops = sorted((r for r in ranges if axis_type(r) not in REGISTER_AXES), key=lambda r: r.arg[0])
+        return loops + sorted((r for r in ranges if axis_type(r) in REGISTER_AXES), key=register_order)
+
     def emit_lane_sums(self, ranges: tuple[UOp, ...], group: list[UOp]) -> bool:
         """The sum over a LANES axis (see `codegen.opts._lanes`) as CUSTOM(LANE_SUMS) statements, when the renderer
         takes them: each adds the n lanes of n consecutive accumulators at once with a tree of vector shuffles, where
@@ -245,9 +366,11 @@ class Linearizer:
             ptr = red.dtype.ptr(size, AddrSpace.REG)
             acc = UOp(Ops.PARAM, ptr, (), ParamArg(self.n_accs, ptr, addrspace=AddrSpace.REG))
             self.n_accs += 1
-            self.out.append(acc)
-            self.scopes[-1].add(acc)
             accs.append(acc)
+        stashes = [st for red in group for st in self.stashes.get(red, ())]
+        for param in [*accs, *(st.param for st in stashes)]:
+            self.out.append(param)
+            self.scopes[-1].add(param)
         # initialize
         inits = [acc.index(flat).store(UOp.const(reduce_identity(red.arg, red.dtype), red.dtype)) for red, acc in zip(group, accs)]
         self.emit_block(inits)
@@ -259,6 +382,7 @@ class Linearizer:
         base = (flat_index([r for r in out_regs if r not in wmma_registers]) * math.prod(range_end(r) for r in wmma_registers)).simplify()
         updates = [wmma_update(red.src[0], acc.index(base)) if red.src[0].op is Ops.WMMA
                    else acc.index(flat).store(accumulate(red, acc.index(flat).load())) for red, acc in zip(group, accs)]
+        updates += [st.param.index(st.index).store(st.value) for st in stashes]
         # an unrolled reduce axis no update reads (a sum of a constant) still counts its iterations: emit_block opens only
         # the register loops the updates depend on, so open the others around them
         used = {r for u in updates for r in self.deps(u)}
@@ -268,6 +392,7 @@ class Linearizer:
         self.emit_block(updates)
         for _ in [*unread, *loops]:
             self.close_range()
+        self.stashed.update((st.out_value, st) for st in stashes)
         lanes = [r for r in ranges if r.op is Ops.SPECIAL]
         if lanes:
             self.combine_across_lanes(group, accs, lanes[0], flat, size)
@@ -316,10 +441,14 @@ def _closed(end: UOp) -> list[UOp]:
     return ranges
 
 
-def linearize(ast: UOp, lane_sums: bool = False) -> list[UOp]:
+def linearize(ast: UOp, lane_sums: bool = False, stash: bool = False) -> list[UOp]:
     """The linear program of a kernel AST (see the module docstring for its shape). `lane_sums`: the renderer takes
-    CUSTOM(LANE_SUMS) statements (see `Linearizer.emit_lane_sums`)."""
+    CUSTOM(LANE_SUMS) statements (see `Linearizer.emit_lane_sums`); `stash`: it keeps large REG arrays on a stack
+    (see `Linearizer.plan_stashes`)."""
     lin = Linearizer(ast, lane_sums)
+    if stash:
+        for store in kernel_stores(ast):
+            lin.plan_stashes(store)
     for node in ast.toposort():
         if node.op in _DEFINES and node.arg is not None and getattr(node.arg, "addrspace", AddrSpace.GLOBAL) is not AddrSpace.REG:
             lin.out.append(node)

@@ -66,7 +66,7 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | tuple[Opt, ...] |
             raise CodegenError(f"kernel {name} reads or writes images (ImageDType PARAMs), which the {renderer.device or type(renderer).__name__} "
                                "renderer has no image path for")
         kernel = lower_kernel(lower_images(kernel))
-    linear = linearize(kernel, lane_sums=renderer.lane_sums)
+    linear = linearize(kernel, lane_sums=renderer.lane_sums, stash=renderer.stash)
     global_size, local_size = launch_dims(linear)
     source = renderer.render(name, linear)
     ops, mem = kernel_estimates(lowered)

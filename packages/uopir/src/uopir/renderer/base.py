@@ -21,7 +21,9 @@ class Renderer:
     (the lanes of n accumulators added at once, see `uopir.codegen.linearize`); supports_images: it renders the texel
     reads (LOAD of a vector from an image INDEX), channel picks (CUSTOM(IMAGE_CHANNEL)) and texel writes (STORE of a
     STACK) `uopir.codegen.images` lowers image PARAMs' accesses to; l2_bytes: the second-level cache of one core, for
-    the opt heuristic's loop order (see `heuristic_opts`).
+    the opt heuristic's loop order (see `heuristic_opts`); stash: a kernel may keep a costly value its reduction's loop
+    computes in a REG array of up to `uopir.codegen.linearize.STASH_MAX` elements for its output loop to read back
+    (a stack array on a CPU; a GPU would spill it).
     """
 
     device: str = ""
@@ -36,6 +38,7 @@ class Renderer:
     packed_operand_bytes: int = 0
     l2_bytes: int = 1 << 20
     lane_sums: bool = False
+    stash: bool = False
     #: it renders texel reads and writes of `ImageDType` PARAMs (see `uopir.codegen.images`)
     supports_images: bool = False
 

@@ -81,6 +81,7 @@ class CRenderer(Renderer):
     #: write vectorizable register loops with GCC vector types (see cvector)
     vectorize = True
     lane_sums = True
+    stash = True
 
     def __init__(self, vector_width: int = 8, l2_bytes: int = 1 << 20):
         self.vector_width, self.l2_bytes = vector_width, l2_bytes
