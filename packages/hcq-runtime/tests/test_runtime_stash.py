@@ -3,13 +3,12 @@ value a reduction's loop computes and a store computes again over its own loop o
 Each kernel is compiled with the CPU renderer's stash on and off and run over the same inputs: the outputs agree bit
 for bit, and with numpy. Kernels with two stores check that only the store the stash was planned for reads it."""
 
-import copy
 import shutil
 
 import numpy as np
 import pytest
 from hcq_runtime import CCompiler, Device
-from uopir import AxisType, CRenderer, Ops, UOp, dtypes, to_program
+from uopir import AxisType, CRenderer, Ops, Renderer, UOp, dtypes, to_program
 
 COMPILERS = [found for names in (("clang", "clang-19", "clang-15"), ("gcc",)) if (found := next(filter(shutil.which, names), None))]
 ROWS, N = 6, 48
@@ -48,7 +47,7 @@ _compilers: dict[str, CCompiler] = {}
 
 
 def run(cc: str, ast: UOp, stash: bool, x: np.ndarray) -> tuple[str, list[np.ndarray]]:
-    renderer = copy.copy(CRenderer(vector_width=16))
+    renderer = CRenderer(vector_width=16)
     renderer.stash = stash
     program = to_program(ast, renderer, n_cores=1)
     src = program.src[2].arg
@@ -86,6 +85,4 @@ def test_a_stashed_value_is_computed_once_with_the_same_bits(rng, cc, two_stores
 def test_renderers_without_a_stack_keep_computing():
     """GPU renderers take no stash (a work-item's array of thousands of floats would spill): the base renderer's flag is
     off, the CPU's on."""
-    from uopir.renderer.base import Renderer
-
     assert CRenderer.stash and not Renderer.stash

@@ -256,11 +256,10 @@ class Linearizer:
                 if node in covered:
                     continue
                 copy = renamed.get(node, node)
-                if copy is node or copy not in store_nodes or not self._stashable(node, inner):
+                if copy is node or copy not in store_nodes or (slots := self._stash_slots(node, inner)) is None:
                     continue
                 covered.update(node.toposort())
-                order = self._stash_order(self.deps(node) - outer)
-                size = math.prod(range_end(r) for r in order)
+                order, size = slots
                 ptr = node.dtype.ptr(size, AddrSpace.REG)
                 param = UOp(Ops.PARAM, ptr, (), ParamArg(self.n_accs, ptr, addrspace=AddrSpace.REG))
                 self.n_accs += 1
@@ -297,15 +296,17 @@ class Linearizer:
                 new[node] = node.replace(src=tuple(new.get(s, s) for s in node.src))
         return new
 
-    def _stashable(self, node: UOp, inner: frozenset[UOp]) -> bool:
+    def _stash_slots(self, node: UOp, inner: frozenset[UOp]) -> tuple[list[UOp], int] | None:
+        """The ranges a stash of `node` is indexed by (see `_stash_order`) and its size, or None when `node` is not worth
+        one: not a float32/float64 value, too large, or too cheap to compute again."""
         if node.dtype not in (dtypes.float32, dtypes.float64):
-            return False
+            return None
         order = self._stash_order(self.deps(node) & inner)
-        if not order or math.prod(range_end(r) for r in order) > STASH_MAX:
-            return False
+        if not order or (size := math.prod(range_end(r) for r in order)) > STASH_MAX:
+            return None
         ops = sum(1 for n in node.toposort(gate=lambda n: n.op is not Ops.REDUCE)
                   if n.op not in (Ops.CONST, Ops.INDEX, Ops.LOAD, Ops.PARAM, Ops.RANGE, Ops.REDUCE) and self.deps(n) & inner)
-        return ops >= STASH_MIN_OPS
+        return (order, size) if ops >= STASH_MIN_OPS else None
 
     @staticmethod
     def _stash_order(ranges: frozenset[UOp]) -> list[UOp]:
