@@ -422,7 +422,7 @@ def test_half_matvec_with_wide_vectors_and_two_cores(rng, k):
     x, w = rng.standard_normal(k, dtype=np.float32), rng.standard_normal((k, n)).astype(np.float16)
     program = to_program(matvec(k, n), CRenderer(vector_width=16), n_cores=2)
     src = program.src[2].arg
-    assert program.arg.global_size[0] == 2 and "_Float16" in src and "vector_size(32 * sizeof(float))" in src
+    assert program.arg.global_size[0] == 2 and "_Float16" in src and "32 lanes as 2 vectors of 16" in src
     out = run(program, (n, dtypes.float32), x, w)
     np.testing.assert_allclose(out, x @ w.astype(np.float32), rtol=1e-4, atol=1e-3)
 

@@ -24,17 +24,40 @@ def kernel(in_dtypes, out_dtype, fn) -> UOp:
 
 
 _compilers: dict[str, CCompiler] = {}
+_chunks = [1]
+
+
+@pytest.fixture(autouse=True, params=[1, 2], ids=["one-vector", "two-vectors"])
+def chunks(request):
+    """Every block of this module is rendered as one vector, then as two vectors of a register each (a block wider than
+    the target's vector register, as a matmul tile's rows of 32 lanes are on AVX-512)."""
+    _chunks[0] = request.param
+    yield request.param
+    _chunks[0] = 1
+
+
+def compiled(cc: str, src: str, name: str):
+    if cc not in _compilers:
+        _compilers[cc] = CCompiler(cc=cc)
+    return Device["CPU"].program(name, _compilers[cc].compile(src))
+
+
+def blocks_as(lanes: int) -> str:
+    """How the source names a block of `lanes` lanes split as this test's chunk count says."""
+    n = _chunks[0]
+    return f"{lanes} lanes as one vector" if n == 1 else f"{lanes} lanes as {n} vectors of {lanes // n}"
 
 
 def run(cc: str, ast: UOp, out_dtype, *arrays: np.ndarray, lanes: int = 8) -> np.ndarray:
-    """Render `ast` with `lanes`-wide vector blocks, compile it with `cc` and run it on the host over `arrays`."""
-    program = to_program(ast, CRenderer(vector_width=lanes), opts=[Opt(OptOps.UPCAST, 0, lanes)])
+    """Render `ast` with vector blocks of `lanes` lanes per register (in `chunks` registers), compile it with `cc` and
+    run it on the host over `arrays`."""
+    widest = max(p.dtype.base.itemsize for p in ast.toposort() if p.op is Ops.PARAM)
+    assert lanes * widest % 4 == 0
+    upcast = lanes * _chunks[0]
+    program = to_program(ast, CRenderer(vector_width=lanes * widest // 4), opts=[Opt(OptOps.UPCAST, 0, upcast)])
     src = program.src[2].arg
-    assert f"{lanes} lanes as one vector" in src, "the block stayed a scalar loop"
-    if cc not in _compilers:
-        _compilers[cc] = CCompiler(cc=cc)
-    dev = Device["CPU"]
-    prog = dev.program(program.arg.function_name, _compilers[cc].compile(src))
+    assert blocks_as(upcast) in src, "the block stayed a scalar loop"
+    prog = compiled(cc, src, program.arg.function_name)
     out = np.zeros(N, NP[out_dtype])
     arrays = tuple(np.ascontiguousarray(a) for a in arrays)
     prog([out.ctypes.data, *(a.ctypes.data for a in arrays)], [], n_cores=1)
@@ -146,12 +169,12 @@ def test_gated_vector_blocks(rng, cc, lanes):
     va = a.index(r * cols + c, first).load()  # a third INDEX source gates the access
     vb = b.index(r * cols + c, first.ne(True)).load()
     ast = UOp.sink(out.index(r * cols + c).store(first.where(va, vb) + 1.0).end(r, c))
-    program = to_program(ast, CRenderer(vector_width=16), opts=[Opt(OptOps.PADTO, 1, lanes), Opt(OptOps.UPCAST, 1, lanes)])
+    # (two vectors: the padded row is two blocks of 2 * lanes, the last vector of the second partly gated)
+    width = lanes * _chunks[0]
+    program = to_program(ast, CRenderer(vector_width=lanes), opts=[Opt(OptOps.PADTO, 1, width), Opt(OptOps.UPCAST, 1, width)])
     src = program.src[2].arg
-    assert f"{lanes} lanes as one vector" in src and "else for (int l = 0;" in src
-    if cc not in _compilers:
-        _compilers[cc] = CCompiler(cc=cc)
-    prog = Device["CPU"].program(program.arg.function_name, _compilers[cc].compile(src))
+    assert blocks_as(width) in src and "else for (int l = 0;" in src
+    prog = compiled(cc, src, program.arg.function_name)
     an, bn = rng.standard_normal((rows, cols), dtype=np.float32), rng.standard_normal((rows, cols), dtype=np.float32)
     got = np.full((rows, cols), np.nan, np.float32)
     prog([got.ctypes.data, an.ctypes.data, bn.ctypes.data], [], n_cores=1)
@@ -180,12 +203,11 @@ def test_a_single_accumulator_combines_its_lanes_by_halves(rng, cc, lanes, how):
     x[5, 0], x[5, n - 1] = np.inf, -np.inf  # a sum of NaN
     x[6, lanes + 1] = np.nan
     ast = row_reduce(rows, n, how)
-    program = to_program(ast, CRenderer(vector_width=lanes), opts=[Opt(OptOps.LANES, 1, lanes)])
+    # (two vectors: the accumulator's lanes are two registers, updated in two vector statements)
+    program = to_program(ast, CRenderer(vector_width=lanes // _chunks[0]), opts=[Opt(OptOps.LANES, 1, lanes)])
     src = program.src[2].arg
     assert f"uop_lane_{how.name.lower()}_float_{lanes}(" in src
-    if cc not in _compilers:
-        _compilers[cc] = CCompiler(cc=cc)
-    prog = Device["CPU"].program(program.arg.function_name, _compilers[cc].compile(src))
+    prog = compiled(cc, src, program.arg.function_name)
     out = np.zeros(rows, np.float32)
     prog([out.ctypes.data, x.ctypes.data], [], n_cores=1)
     with np.errstate(invalid="ignore"):  # (inf + -inf)

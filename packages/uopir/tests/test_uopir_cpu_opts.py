@@ -18,8 +18,8 @@ def matvec(k: int, n: int) -> UOp:
     return UOp.sink(out.index(j).store(value).end(j))
 
 
-def matmul(n: int, m: int, k: int) -> UOp:
-    out, a, b = (UOp.param(i, dtypes.float32.ptr(s)) for i, s in enumerate((n * m, n * k, k * m)))
+def matmul(n: int, m: int, k: int, dtype=dtypes.float32) -> UOp:
+    out, a, b = (UOp.param(i, dtype.ptr(s)) for i, s in enumerate((n * m, n * k, k * m)))
     i, j, r = UOp.range(n, 0), UOp.range(m, 1), UOp.range(k, 2, AxisType.REDUCE)
     return UOp.sink(out.index(i * m + j).store((a.index(i * k + r).load() * b.index(r * m + j).load()).reduce(r)).end(i, j))
 
@@ -80,17 +80,29 @@ def prefetches(src: str) -> list[str]:
     return re.findall(r"__builtin_prefetch\(&(data\d+)\[.* \+ (\d+)ll\]\);", src)
 
 
+@pytest.mark.parametrize(("vector_width", "dtype", "lanes", "per_vector"),
+                         [(16, dtypes.float32, 32, 16), (8, dtypes.float32, 16, 8), (16, dtypes.float64, 32, 8)])
+def test_vector_blocks_wider_than_a_register_are_written_as_register_vectors(vector_width, dtype, lanes, per_vector):
+    """A matmul tile's rows of two vectors are written as register-wide vectors, the loop over them unrolled: GCC 12 keeps
+    a vector type twice a register wide in two registers within an expression but sends it through the stack between
+    statements (1024^3 float32 on AVX-512: 12 ms instead of 6.7; clang is as fast either way)."""
+    src = to_program(matmul(256, 256, 256, dtype), CRenderer(vector_width=vector_width), n_cores=2).src[2].arg
+    assert f"{lanes} lanes as {lanes // per_vector} vectors of {per_vector}" in src
+    widths = {int(w) for w in re.findall(r"vector_size\((\d+) \* sizeof", src)}
+    assert widths and max(widths) * dtype.itemsize <= vector_width * 4, widths
+
+
 def test_matvec_weight_loads_prefetch_the_next_pass():
     n = 4608
     src = to_program(matvec(512, n), CRenderer(vector_width=16), n_cores=2).src[2].arg
     # each 64-byte half vector is one cache line; the next pass starts MATVEC_ROWS weight rows further on
     assert prefetches(src) == [("data2", str(MATVEC_ROWS * n))]
-    # float32 weights: a 32-lane vector spans two lines, each prefetched
+    # float32 weights: a block of 32 lanes is two vectors of one line each, each prefetching its own line
     out, x, w = UOp.param(0, dtypes.float32.ptr(n)), UOp.param(1, dtypes.float32.ptr(512)), UOp.param(2, dtypes.float32.ptr(512 * n))
     j, r = UOp.range(n, 0), UOp.range(512, 1, AxisType.REDUCE)
     f32 = UOp.sink(out.index(j).store((x.index(r).load() * w.index(r * n + j).load()).reduce(r)).end(j))
     src = to_program(f32, CRenderer(vector_width=16), n_cores=2).src[2].arg
-    assert prefetches(src) == [("data2", str(MATVEC_ROWS * n)), ("data2", str(MATVEC_ROWS * n + 16))]
+    assert "32 lanes as 2 vectors of 16" in src and prefetches(src) == [("data2", str(MATVEC_ROWS * n))]
 
 
 def test_no_prefetch_for_an_operand_every_output_tile_reads_again():

@@ -50,7 +50,7 @@ class VectorBlock:
     lane_scalars: frozenset[UOp] = frozenset()
 
 
-def _element(index: UOp) -> DType:
+def element_dtype(index: UOp) -> DType:
     buf = index.src[0]
     return buf.dtype.base if isinstance(buf.dtype, PtrDType) else buf.dtype
 
@@ -72,7 +72,7 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
         if node.op is Ops.INDEX:
             if len(node.src) not in (2, 3) or node.src[0] in kind or kind.get(node.src[1]) != "index" or stride(node.src[1], lane) != 1:
                 return None
-            if len(node.src) == 3 and (kind.get(node.src[2]) not in (None, "gate", "monotone") or _element(node) not in VECTOR_DTYPES):
+            if len(node.src) == 3 and (kind.get(node.src[2]) not in (None, "gate", "monotone") or element_dtype(node) not in VECTOR_DTYPES):
                 return None
             kind[node] = "access"
         elif node.op is Ops.LOAD:
@@ -80,7 +80,7 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
                 return None
             kind[node] = "value"
         elif node.op is Ops.STORE:
-            if kind.get(node.src[0]) != "access" or _element(node.src[0]) not in VECTOR_DTYPES | STORAGE_ONLY_DTYPES:
+            if kind.get(node.src[0]) != "access" or element_dtype(node.src[0]) not in VECTOR_DTYPES | STORAGE_ONLY_DTYPES:
                 return None
             kind[node] = "store"
         elif all(kind.get(s) in (None, "index") for s in node.src) and dtypes.is_int(node.dtype) and node.op in GroupOp.ALU:
