@@ -2,6 +2,8 @@
 bool is a mask vector), compiled for the CPU with clang and with GCC where present, checked against numpy on values
 that exercise the edges: NaN, infinities, signed zeros, fractions around the rounding points, integers past 2**23."""
 
+import ctypes
+import mmap
 import shutil
 
 import numpy as np
@@ -179,6 +181,37 @@ def test_gated_vector_blocks(rng, cc, lanes):
     got = np.full((rows, cols), np.nan, np.float32)
     prog([got.ctypes.data, an.ctypes.data, bn.ctypes.data], [], n_cores=1)
     np.testing.assert_array_equal(got, np.where(np.arange(rows)[:, None] < 2, an, bn) + 1)
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float64])
+def test_gated_vectors_never_touch_memory_past_their_lanes(cc, dtype):
+    """A padded row (13 wide, in vectors of 16) whose input ends where an inaccessible page begins: the padded lanes of
+    its last vector are gated off, so neither the lane-by-lane path nor GCC's masked load and store (AVX-512) may read
+    or write them. Its output likewise ends at an inaccessible page."""
+    n, itemsize = 13, dtype.itemsize
+    lanes = 64 // itemsize  # a block of one 512-bit register (or two of 256 bits)
+    out, a = UOp.param(0, dtype.ptr(n)), UOp.param(1, dtype.ptr(n))
+    c = UOp.range(n, 0)
+    ast = UOp.sink(out.index(c).store(a.index(c).load() * 2.0 + 1.0).end(c))
+    program = to_program(ast, CRenderer(vector_width=16 // _chunks[0]), opts=[Opt(OptOps.PADTO, 0, lanes), Opt(OptOps.UPCAST, 0, lanes)])
+    src = program.src[2].arg
+    assert "else for (int l = 0;" in src and "_mask(" in src  # the lane-by-lane path, and GCC's masked one
+    prog = compiled(cc, src, program.arg.function_name)
+    page = mmap.PAGESIZE
+    maps = [mmap.mmap(-1, 2 * page) for _ in range(2)]
+    libc = ctypes.CDLL(None)
+    views = []
+    for m in maps:
+        base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+        assert libc.mprotect(ctypes.c_void_p(base + page), ctypes.c_size_t(page), 0) == 0  # PROT_NONE
+        views.append(np.frombuffer(m, dtype=NP[dtype], count=n, offset=page - n * itemsize))
+    got, x = views
+    x[:] = np.arange(n, dtype=NP[dtype]) - 6.5
+    got[:] = np.nan
+    prog([got.ctypes.data, x.ctypes.data], [], n_cores=1)
+    np.testing.assert_array_equal(got, x * 2 + 1)
+    del got, x, views
 
 
 def row_reduce(rows: int, n: int, how: Ops) -> UOp:
