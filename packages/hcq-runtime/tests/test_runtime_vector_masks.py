@@ -214,6 +214,25 @@ def test_gated_vectors_never_touch_memory_past_their_lanes(cc, dtype):
     del got, x, views
 
 
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float64])
+def test_scalar_max_propagates_nan_from_either_side(rng, cc, dtype):
+    """The scalar float max (a helper: GCC gets a select of a select, clang one select of two tests) against numpy over
+    every pairing of NaN, infinities, signed zeros and ordinary values, in both operand orders."""
+    edge = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -1.5, 3e38 if dtype == dtypes.float32 else 1e300], NP[dtype])
+    a, b = (np.ascontiguousarray(v.ravel()) for v in np.meshgrid(edge, edge))
+    n = a.size
+    out_p, a_p, b_p = (UOp.param(s, dtype.ptr(n)) for s in range(3))
+    i = UOp.range(n, 0)
+    ast = UOp.sink(out_p.index(i).store(a_p.index(i).load().maximum(b_p.index(i).load())).end(i))
+    program = to_program(ast, CRenderer(vector_width=16), opts=[])
+    src = program.src[2].arg
+    assert "uop_max_" in src and "lanes as" not in src
+    got = np.zeros(n, NP[dtype])
+    compiled(cc, src, program.arg.function_name)([got.ctypes.data, a.ctypes.data, b.ctypes.data], [], n_cores=1)
+    np.testing.assert_array_equal(got, np.maximum(a, b))
+
+
 def row_reduce(rows: int, n: int, how: Ops) -> UOp:
     """out[i] = the sum (ADD) or maximum (MAX) of row i of x, its reduce axis summed in vector lanes."""
     out, x = UOp.param(0, dtypes.float32.ptr(rows)), UOp.param(1, dtypes.float32.ptr(rows * n))
