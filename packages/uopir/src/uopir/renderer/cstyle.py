@@ -14,8 +14,11 @@ Semantics it guarantees, whatever the C compiler does with undefined behaviour:
 - float16 is `_Float16` with a cast after every op (no excess precision); bfloat16 and the fp8 formats are stored as
   their bits and computed in float32 with the result of every op rounded back (see `c_support`).
 - Casts from float to int truncate; a value outside the target's range is undefined, as in C and numpy.
-- Contiguous upcast register loops are written with GCC vector types (see `cvector`); the rest are unrolled loops or,
-  when long or deeply nested, loops the C compiler vectorizes (see `_CProgram.plan_unrolls`).
+- Contiguous upcast register loops are written with GCC vector types (see `cvector`), a block wider than one register
+  as register-wide vectors (`_CProgram.chunk_lanes`); the rest are unrolled loops or, when long or deeply nested,
+  loops the C compiler vectorizes (see `_CProgram.plan_unrolls`).
+- The same source suits clang and GCC: where GCC 12's code was far slower, helpers choose by compiler (x86 builtins
+  of the vector FMA, masked loads and stores, half-to-float conversion; a nested select for the scalar float max).
 - A vector load in a reduce loop that jumps across rows (a matrix-vector kernel's weight rows) prefetches what the next
   iteration reads, unless an outer loop reads the same addresses again (see `_CProgram.prefetch_next`).
 ABI: `void NAME(void **bufs, const long long *vals, int core_id, int n_cores)`, buffers in slot order, variables by
