@@ -541,7 +541,7 @@ class _CProgram:
         assert self.block is not None
         size = self.block.width * elem.itemsize
         kind = {dtypes.float32: "ps", dtypes.float64: "pd"}.get(elem)
-        if kind is None or size not in (16, 32, 64) or not isinstance(self.r, CRenderer) or self.r.vector_width <= 1:
+        if kind is None or size not in (16, 32, 64) or self.r.vector_width <= 1:
             return None
         guard = "defined(__AVX512F__)" if size == 64 else "defined(__AVX512F__) && defined(__AVX512VL__)"
         builtin = f"__builtin_ia32_{'store' if store else 'load'}u{kind}{size * 8}_mask"
