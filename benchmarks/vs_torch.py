@@ -313,8 +313,16 @@ def goal_report(results: dict[tuple[str, str], dict], workloads: list[str], peak
             report.append({"goal": f"{name}: every kernel compiles in at most {MAX_COMPILE_GOAL:g} s", "value": round(ours["compile_max"], 3),
                            "met": ours["compile_max"] <= MAX_COMPILE_GOAL})
     if peak_fraction is not None:
-        report.append({"goal": f"matmul: at least {PEAK_FRACTION_GOAL:.0%} of the float32 FMA peak", "value": round(peak_fraction, 3),
-                       "met": peak_fraction >= PEAK_FRACTION_GOAL})
+        line = {"goal": f"matmul: at least {PEAK_FRACTION_GOAL:.0%} of the float32 FMA peak", "value": round(peak_fraction, 3),
+                "met": peak_fraction >= PEAK_FRACTION_GOAL}
+        ours = results.get(("ours", "matmul"))
+        if not line["met"] and ours and ours.get("kernel_seconds"):
+            # the rate counts the whole call; the kernels' own share says what the code generator reached
+            kernels, total = ours["kernel_seconds"], ours["warm_median"]
+            line["why"] = (f"the kernels (the operand's pack and the matmul) took {kernels * 1e3:.2f} ms of {total * 1e3:.2f} ms per call, "
+                           f"{peak_fraction * total / kernels:.1%} of the peak by themselves; the other {(total - kernels) * 1e3:.2f} ms is "
+                           f"Python: building the graph, scheduling and launching")
+        report.append(line)
     return report
 
 
