@@ -214,9 +214,10 @@ def test_gated_vectors_never_touch_memory_past_their_lanes(cc, dtype):
     del got, x, views
 
 
+@pytest.mark.parametrize("chunks", [1], indirect=True)  # (scalar code: no vector block to split)
 @pytest.mark.parametrize("cc", COMPILERS)
 @pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float64])
-def test_scalar_max_propagates_nan_from_either_side(rng, cc, dtype):
+def test_scalar_max_propagates_nan_from_either_side(chunks, cc, dtype):
     """The scalar float max (a helper: GCC gets a select of a select, clang one select of two tests) against numpy over
     every pairing of NaN, infinities, signed zeros and ordinary values, in both operand orders."""
     edge = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5, -1.5, 3e38 if dtype == dtypes.float32 else 1e300], NP[dtype])

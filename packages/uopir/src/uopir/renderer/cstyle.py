@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
+from collections.abc import Callable
 
 from uopir.dtypes import AddrSpace, DType, PtrDType, dtypes
 from uopir.ops import AxisType, GroupOp, Ops
@@ -517,7 +518,8 @@ class _CProgram:
         """A lane-dependent scalar of the block (index math or a gate) evaluated at lane `lane` (C text) instead of 0."""
         assert self.block is not None
         if node is self.block.lane:  # (relative to the vector's first lane when the block is several vectors)
-            return f"({self.names[node]} + {lane})" if self.chunked else f"(({self.r.index_type}){lane})"
+            chunked = self.block.width < int(node.src[0].arg)
+            return f"({self.names[node]} + {lane})" if chunked else f"(({self.r.index_type}){lane})"
         if node not in self.block.lane_scalars:
             return self.names[node]
         return self.alu(node, [self.at_lane(s, lane) for s in node.src])
@@ -565,10 +567,22 @@ class _CProgram:
                                       f"  return __builtin_convertvector(h, {vt});\n#endif\n}}\n")
         return name
 
-    def lane_mask(self, gate_l: str) -> str:
-        """C statements setting `unsigned int m_` to the lanes (bit l for lane l) where the gate `gate_l` holds."""
+    def partial_access(self, elem: DType, store: bool, gate_l: str, lane_by_lane: str, masked: Callable[[str, str], str]) -> None:
+        """The `else` of a gated vector access for when its gate does not hold at every lane: the statement
+        `lane_by_lane`, or where GCC has them (`masked_access`) the masked access `masked(builtin, mask)`, its mask the
+        lanes (bit l for lane l) where the gate `gate_l` holds."""
         assert self.block is not None
-        return f"unsigned int m_ = 0; for (int l = 0; l < {self.block.width}; l++) m_ |= (unsigned int)({gate_l}) << l;"
+        found = self.masked_access(elem, store)
+        if found is not None:
+            guard, builtin, mask_type = found
+            what = "store" if store else "load (the other lanes read 0, never fault)"
+            self.line(f"#if !defined(__clang__) && {guard}  /* GCC: a masked {what} */")
+            self.line(f"else {{ unsigned int m_ = 0; for (int l = 0; l < {self.block.width}; l++) m_ |= (unsigned int)({gate_l}) << l; "
+                      f"{masked(builtin, f'({mask_type})m_')}; }}")
+            self.line("#else")
+        self.line(f"else {lane_by_lane}")
+        if found is not None:
+            self.line("#endif")
 
     def render_vector_node(self, node: UOp, srcs: list[str]) -> None:
         op = node.op
@@ -578,15 +592,8 @@ class _CProgram:
                 every, gate_l, lane_target = run
                 value = self.named(self.vec(node.src[1], srcs[1]), self.vtype(elem))
                 self.line(f"if {every} *({self.vtype(elem, aligned=False)} *)&{target} = {value};")
-                if (masked := self.masked_access(elem, store=True)) is not None:
-                    guard, builtin, mask_type = masked
-                    mask = self.lane_mask(gate_l)
-                    self.line(f"#if !defined(__clang__) && {guard}  /* GCC: a masked store */")
-                    self.line(f"else {{ {mask} {builtin}(&{target}, {value}, ({mask_type})m_); }}")
-                    self.line("#else")
-                self.line(f"else for (int l = 0; l < {self.block.width}; l++) if ({gate_l}) {lane_target} = {value}[l];")
-                if masked is not None:
-                    self.line("#endif")
+                self.partial_access(elem, True, gate_l, f"for (int l = 0; l < {self.block.width}; l++) if ({gate_l}) {lane_target} = {value}[l];",
+                                    lambda builtin, mask: f"{builtin}(&{target}, {value}, {mask})")
                 return
             self.line(f"*({self.vtype(elem, aligned=False)} *)&{target} = {self.vec(node.src[1], srcs[1])};")
             return
@@ -597,16 +604,10 @@ class _CProgram:
                 name = self.fresh("val")
                 self.line(f"{self.vtype(node.dtype)} {name};")
                 self.line(f"if {every} {name} = *({self.vtype(node.dtype, aligned=False)} *)&{target};")
-                if (masked := self.masked_access(node.dtype, store=False)) is not None:
-                    guard, builtin, mask_type = masked
-                    mask = self.lane_mask(gate_l)
-                    self.line(f"#if !defined(__clang__) && {guard}  /* GCC: a masked load (the other lanes read 0, never fault) */")
-                    self.line(f"else {{ {mask} {name} = {builtin}(&{target}, ({self.vtype(node.dtype)}){{}}, ({mask_type})m_); }}")
-                    self.line("#else")
-                self.line(f"else for (int l = 0; l < {self.block.width}; l++) {name}[l] = {gate_l} ? {lane_target} : "
-                          f"{self.r.const_literal(0, node.dtype)};")
-                if masked is not None:
-                    self.line("#endif")
+                zero = self.r.const_literal(0, node.dtype)
+                lanes = f"for (int l = 0; l < {self.block.width}; l++) {name}[l] = {gate_l} ? {lane_target} : {zero};"
+                self.partial_access(node.dtype, False, gate_l, lanes,
+                                    lambda builtin, mask: f"{name} = {builtin}(&{target}, ({self.vtype(node.dtype)}){{}}, {mask})")
                 self.names[node] = name
                 return
             self.prefetch_next(node.src[0])
@@ -838,7 +839,6 @@ class _CProgram:
                   if node.op is Ops.RANGE and self.r.vectorize and (found := find_vector_block(self.linear, i)) is not None}
         self.unrolls = self.plan_unrolls(set(blocks))
         self.block: VectorBlock | None = None
-        self.chunked = False  # the open block is several register-sized vectors (see chunk_lanes)
         vector_ends = {end for _, end in blocks.values()}
         for i, node in enumerate(self.linear):
             if node.op is Ops.RANGE:
@@ -850,13 +850,11 @@ class _CProgram:
                 name = self.names[node] = f"uidx{node.arg[0]}"
                 chunk = self.chunk_lanes(block)
                 if chunk < block.width:  # register-sized vectors, the loop over them unrolled
-                    self.chunked = True
                     end, step = (self.r.int_literal(n, dtypes.int64) for n in (block.width, chunk))
                     self.line(f"_Pragma(\"GCC unroll {block.width // chunk}\") for ({self.r.index_type} {name} = 0; {name} < {end}; "
                               f"{name} += {step}) {{  /* {block.width} lanes as {block.width // chunk} vectors of {chunk} */")
                     block = dataclasses.replace(block, width=chunk)
                 else:
-                    self.chunked = False
                     self.line(f"{{ const {self.r.index_type} {name} = 0;  /* {block.width} lanes as one vector */")
                 self.block = block
                 self.depth += 1
