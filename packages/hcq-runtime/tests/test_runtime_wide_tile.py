@@ -1,0 +1,103 @@
+"""A large float32 matmul's register tile of 6 rows of 4 vectors (AVX-512), whose rows no power of two divides: each
+core's last tile overlaps the one before (`OptOps.OVERLAP`). Compiled with clang and GCC, run on two cores, checked
+against numpy; the overlapped rows must hold the same values as every other row."""
+
+import shutil
+
+import numpy as np
+import pytest
+from hcq_runtime import CCompiler, Device
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from uopir import AxisType, CodegenError, CRenderer, Opt, OptOps, UOp, dtypes, heuristic_opts, to_program
+from uopir.codegen.opts import WIDE_TILE_ROWS
+from uopir.codegen.program import lower_kernel
+
+COMPILERS = [found for names in (("clang", "clang-19", "clang-15"), ("gcc",)) if (found := next(filter(shutil.which, names), None))]
+_compilers: dict[str, CCompiler] = {}
+
+
+def matmul(n: int, m: int, k: int, accumulate: bool = False) -> UOp:
+    """out[n, m] = a[n, k] @ b[k, m] (+ out[n, m] with `accumulate`: a kernel that reads the buffer it writes)."""
+    out, a, b = UOp.param(0, dtypes.float32.ptr(n * m)), UOp.param(1, dtypes.float32.ptr(n * k)), UOp.param(2, dtypes.float32.ptr(k * m))
+    i, j, r = UOp.range(n, 0), UOp.range(m, 1), UOp.range(k, 2, AxisType.REDUCE)
+    value = (a.index(i * k + r).load() * b.index(r * m + j).load()).reduce(r)
+    if accumulate:
+        value = value + out.index(i * m + j).load()
+    return UOp.sink(out.index(i * m + j).store(value).end(i, j))
+
+
+def run(cc: str, n: int, m: int, k: int, opts=None, cores: int = 2, seed: int = 0) -> tuple[np.ndarray, np.ndarray, str]:
+    """The kernel's result (opts None: the heuristic's for AVX-512 and `cores`), numpy's in float64, and the source."""
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((n, k), dtype=np.float32), rng.standard_normal((k, m), dtype=np.float32)
+    program = to_program(matmul(n, m, k), CRenderer(vector_width=16), opts=opts, n_cores=cores)
+    src = program.src[2].arg
+    if cc not in _compilers:
+        _compilers[cc] = CCompiler(cc=cc)
+    prog = Device["CPU"].program(program.arg.function_name, _compilers[cc].compile(src))
+    out = np.full((n, m), np.nan, np.float32)
+    prog([out.ctypes.data, a.ctypes.data, b.ctypes.data], [], n_cores=program.arg.global_size[0])
+    return out, a.astype(np.float64) @ b.astype(np.float64), src
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("n, m, k", [(392, 128, 256), (1024, 128, 300), (2 * 6 * 20, 192, 256)])
+def test_the_heuristic_tiles_large_matmuls_with_overlapping_last_rows(cc, n, m, k):
+    opts = heuristic_opts(lower_kernel(matmul(n, m, k)), 2, 16)
+    per_core = n // 2
+    assert Opt(OptOps.THREAD, 0, 2) in opts and Opt(OptOps.OVERLAP, 0, WIDE_TILE_ROWS) in opts
+    assert Opt(OptOps.UPCAST, 1, 32) in opts and Opt(OptOps.UPCAST, 1, 2) in opts
+    out, want, src = run(cc, n, m, k)
+    # every row written (NaN-filled before), each within float32 rounding of the float64 product
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    # no gate: the last tile of each core starts earlier instead of reading or writing past its rows
+    assert " if (" not in src and ("? " in src) == bool(per_core % WIDE_TILE_ROWS)
+    if per_core % WIDE_TILE_ROWS:
+        # the overlapped rows were computed twice: bit for bit the values an unoverlapped tiling computes
+        plain, _, _ = run(cc, n, m, k, opts=[o for o in opts if o.op is not OptOps.OVERLAP] + [Opt(OptOps.UPCAST, 0, 2)])
+        np.testing.assert_array_equal(out, plain)
+
+
+@pytest.mark.parametrize("n, m, k, vector_width, why", [
+    (1024, 128, 256, 8, "AVX2 has 16 vector registers, not the 24 accumulators"),
+    (64, 128, 256, 16, "too few rows per core"),
+    (1024, 128, 64, 16, "a short reduction"),
+    (1024, 96, 256, 16, "the row is not a multiple of 4 vectors"),
+    (200, 128, 256, 16, "100 rows per core in tiles of 6 compute 2 again: more than 1/64 of them"),
+])
+def test_the_wide_tile_is_only_for_large_float32_matmuls_on_avx512(n, m, k, vector_width, why):
+    opts = heuristic_opts(lower_kernel(matmul(n, m, k)), 2, vector_width)
+    assert not any(o.op is OptOps.OVERLAP for o in opts), why
+
+
+def test_no_wide_tile_for_float64_or_a_kernel_reading_its_output():
+    out, a, b = (UOp.param(slot, dtypes.float64.ptr(size)) for slot, size in enumerate((1024 * 128, 1024 * 256, 256 * 128)))
+    i, j, r = UOp.range(1024, 0), UOp.range(128, 1), UOp.range(256, 2, AxisType.REDUCE)
+    f64 = UOp.sink(out.index(i * 128 + j).store((a.index(i * 256 + r).load() * b.index(r * 128 + j).load()).reduce(r)).end(i, j))
+    for ast in (f64, matmul(1024, 128, 256, accumulate=True)):
+        assert not any(o.op is OptOps.OVERLAP for o in heuristic_opts(lower_kernel(ast), 2, 16))
+
+
+def test_overlap_is_refused_where_a_second_store_would_differ():
+    # C += A @ B: the overlapped rows would add A @ B twice
+    with pytest.raises(CodegenError, match="reads a buffer it writes"):
+        to_program(matmul(20, 16, 8, accumulate=True), CRenderer(), opts=[Opt(OptOps.OVERLAP, 0, 6)])
+    with pytest.raises(CodegenError, match="loop axis"):
+        to_program(matmul(20, 16, 8), CRenderer(), opts=[Opt(OptOps.OVERLAP, 2, 3)])
+    with pytest.raises(CodegenError, match="loop axis"):
+        to_program(matmul(4, 16, 8), CRenderer(), opts=[Opt(OptOps.OVERLAP, 0, 6)])
+
+
+@pytest.mark.parametrize("cc", COMPILERS[:1])
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(n=st.integers(2, 40), m=st.sampled_from([1, 3, 16, 20]), amount=st.integers(2, 9), cores=st.sampled_from([1, 2]), col=st.booleans())
+def test_overlapping_tiles_of_any_size_compute_every_element(cc, n, m, amount, cores, col):
+    threaded = cores > 1 and n % cores == 0 and not col
+    axis, size = (1, m) if col else (0, n // cores if threaded else n)
+    if size < amount:
+        return
+    opts = [Opt(OptOps.THREAD, 0, cores)] if threaded else []
+    opts.append(Opt(OptOps.OVERLAP, axis, amount))
+    out, want, _ = run(cc, n, m, 8, opts=opts, cores=cores, seed=n * 100 + m)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
