@@ -1,6 +1,6 @@
-"""A large float32 matmul's register tile of 6 rows of 4 vectors (AVX-512), whose rows no power of two divides: each
-core's last tile overlaps the one before (`OptOps.OVERLAP`). Compiled with clang and GCC, run on two cores, checked
-against numpy; the overlapped rows must hold the same values as every other row."""
+"""A large float32 matmul's register tile of 6 rows of 4 vectors (AVX-512; 2 on AVX2), whose rows no power of two
+divides: each core's last tile overlaps the one before (`OptOps.OVERLAP`). Compiled with clang and GCC, run on two
+cores, checked against numpy; the overlapped rows must hold the same values as every other row."""
 
 import shutil
 
@@ -27,11 +27,12 @@ def matmul(n: int, m: int, k: int, accumulate: bool = False) -> UOp:
     return UOp.sink(out.index(i * m + j).store(value).end(i, j))
 
 
-def run(cc: str, n: int, m: int, k: int, opts=None, cores: int = 2, seed: int = 0) -> tuple[np.ndarray, np.ndarray, str]:
-    """The kernel's result (opts None: the heuristic's for AVX-512 and `cores`), numpy's in float64, and the source."""
+def run(cc: str, n: int, m: int, k: int, opts=None, cores: int = 2, seed: int = 0, vector_width: int = 16) -> tuple[np.ndarray, np.ndarray, str]:
+    """The kernel's result (opts None: the heuristic's for `vector_width` and `cores`), numpy's in float64, and the
+    source."""
     rng = np.random.default_rng(seed)
     a, b = rng.standard_normal((n, k), dtype=np.float32), rng.standard_normal((k, m), dtype=np.float32)
-    program = to_program(matmul(n, m, k), CRenderer(vector_width=16), opts=opts, n_cores=cores)
+    program = to_program(matmul(n, m, k), CRenderer(vector_width=vector_width), opts=opts, n_cores=cores)
     src = program.src[2].arg
     if cc not in _compilers:
         _compilers[cc] = CCompiler(cc=cc)
@@ -42,31 +43,34 @@ def run(cc: str, n: int, m: int, k: int, opts=None, cores: int = 2, seed: int = 
 
 
 @pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("vector_width", [16, 8], ids=["avx512", "avx2"])
 @pytest.mark.parametrize("n, m, k", [(392, 128, 256), (1024, 128, 300), (2 * 6 * 20, 192, 256)])
-def test_the_heuristic_tiles_large_matmuls_with_overlapping_last_rows(cc, n, m, k):
-    opts = heuristic_opts(lower_kernel(matmul(n, m, k)), 2, 16)
+def test_the_heuristic_tiles_large_matmuls_with_overlapping_last_rows(cc, vector_width, n, m, k):
+    opts = heuristic_opts(lower_kernel(matmul(n, m, k)), 2, vector_width)
     per_core = n // 2
     assert Opt(OptOps.THREAD, 0, 2) in opts and Opt(OptOps.OVERLAP, 0, WIDE_TILE_ROWS) in opts
-    assert Opt(OptOps.UPCAST, 1, 32) in opts and Opt(OptOps.UPCAST, 1, 2) in opts
-    out, want, src = run(cc, n, m, k)
+    # rows of 4 vectors (2 runs of 2) on AVX-512, of 2 on AVX2
+    assert Opt(OptOps.UPCAST, 1, 2 * vector_width) in opts and (Opt(OptOps.UPCAST, 1, 2) in opts) == (vector_width == 16)
+    out, want, src = run(cc, n, m, k, vector_width=vector_width)
     # every row written (NaN-filled before), each within float32 rounding of the float64 product
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
     # no gate: the last tile of each core starts earlier instead of reading or writing past its rows
     assert " if (" not in src and ("? " in src) == bool(per_core % WIDE_TILE_ROWS)
     if per_core % WIDE_TILE_ROWS:
         # the overlapped rows were computed twice: bit for bit the values an unoverlapped tiling computes
-        plain, _, _ = run(cc, n, m, k, opts=[o for o in opts if o.op is not OptOps.OVERLAP] + [Opt(OptOps.UPCAST, 0, 2)])
+        plain_opts = [o for o in opts if o.op is not OptOps.OVERLAP] + [Opt(OptOps.UPCAST, 0, 2)]
+        plain, _, _ = run(cc, n, m, k, opts=plain_opts, vector_width=vector_width)
         np.testing.assert_array_equal(out, plain)
 
 
 @pytest.mark.parametrize("n, m, k, vector_width, why", [
-    (1024, 128, 256, 8, "AVX2 has 16 vector registers, not the 24 accumulators"),
+    (1024, 128, 256, 4, "SSE (4 lanes) keeps its tile"),
     (64, 128, 256, 16, "too few rows per core"),
     (1024, 128, 64, 16, "a short reduction"),
     (1024, 96, 256, 16, "the row is not a multiple of 4 vectors"),
     (200, 128, 256, 16, "100 rows per core in tiles of 6 compute 2 again: more than 1/64 of them"),
 ])
-def test_the_wide_tile_is_only_for_large_float32_matmuls_on_avx512(n, m, k, vector_width, why):
+def test_the_wide_tile_is_only_for_large_float32_matmuls_on_avx2_or_avx512(n, m, k, vector_width, why):
     opts = heuristic_opts(lower_kernel(matmul(n, m, k)), 2, vector_width)
     assert not any(o.op is OptOps.OVERLAP for o in opts), why
 

@@ -263,7 +263,7 @@ SHORT_REDUCE = 64
 TILE_ROWS_BYTES = 32 * 1024
 #: reduce steps a matmul's register tile of two-vector rows takes per loop iteration (see heuristic_opts)
 MATMUL_UNROLL = 8
-#: a large float32 matmul's register tile on AVX-512: rows of vectors (see `_wide_tile_axis`)
+#: a large float32 matmul's register tile on AVX-512: rows of vectors (AVX2: 2 vectors; see `_wide_tile_axis`)
 WIDE_TILE_ROWS, WIDE_TILE_VECTORS = 6, 4
 #: ... the fewest reduce steps it takes, and the most rows it may pad as a fraction of the row axis
 WIDE_TILE_MIN_REDUCE, WIDE_TILE_WASTE = 256, 1 / 64
@@ -282,22 +282,30 @@ def _load_offsets(ast: UOp, r: UOp) -> list[UOp]:
     return [idx.src[1] for idx in _moving_indexes(ast, r)]
 
 
+def _wide_tile_vectors(vector_width: int) -> int:
+    """Vectors per row of a wide tile: 4 with AVX-512's 32 registers (24 accumulators), 2 with AVX2's 16 (12)."""
+    return WIDE_TILE_VECTORS if vector_width >= 16 else 2
+
+
 def _wide_tile_axis(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[int], reduces: list[int], inner: int,
                     n_cores: int, vector_width: int) -> int | None:
-    """The row axis of a large float32 matmul that takes a register tile of 6 rows of 4 vectors on AVX-512, or None.
+    """The row axis of a large float32 matmul that takes a register tile of 6 rows of 4 vectors on AVX-512 (of 2 on
+    AVX2), or None.
 
     Per reduce step that tile loads 4 vectors and broadcasts 6 values for 24 FMAs (24 of the 32 registers hold
     accumulators); the 8 rows of 2 vectors of `heuristic_opts` load 10 for 16. 1024^3 float32 on 2 AVX-512 cores in a
-    C harness: 6.7-7.0 ms against 7.1-7.5 (Intel), 6.52-6.57 against 6.76 (AMD Zen). 6 rows divide no power of two:
+    C harness: 6.7-7.0 ms against 7.1-7.5 (Intel), 6.52-6.57 against 6.76 (AMD Zen). On AVX2 (16 registers) 6 rows of 2
+    vectors keep 12 accumulators where `heuristic_opts` keeps 4 rows (8): 1024^3 compiled for Haswell on the same Intel
+    cores, 12.8-13.0 ms against 14.0-14.3 (85% of the AVX2 peak). 6 rows divide no power of two:
     each core's rows are tiled with the last tile overlapping the one before (`OVERLAP`), only where that computes at
     most `WIDE_TILE_WASTE` of them again. The rows are an axis the vector-loaded operand does not move along; one ADD
     reduction of at least `WIDE_TILE_MIN_REDUCE` steps into 4-byte accumulators, and no buffer both read and written."""
     reduce_nodes = [u for u in ast.toposort() if u.op is Ops.REDUCE]
-    if vector_width < 16 or len(reduces) != 1 or reduces[0] not in sizes or sizes[reduces[0]] < WIDE_TILE_MIN_REDUCE:
+    if vector_width < 8 or len(reduces) != 1 or reduces[0] not in sizes or sizes[reduces[0]] < WIDE_TILE_MIN_REDUCE:
         return None
     if len(reduce_nodes) != 1 or reduce_nodes[0].arg is not Ops.ADD or reduce_nodes[0].dtype.itemsize != 4:
         return None
-    lanes = WIDE_TILE_VECTORS * vector_width
+    lanes = _wide_tile_vectors(vector_width) * vector_width
     if sizes[inner] % lanes or sizes[inner] < 2 * lanes:
         return None
     written = {strip_end(s).src[0].src[0] for s in ast.src}
@@ -536,8 +544,9 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
         # the tile's 4 vectors are 2 runs of 2: a packed operand's strips are 2 vectors wide (`packed_operand_bytes`),
         # and a run of 4 would cross strips ((n / 32) * rows + n % 32: no vector load). The cores split the rows
         # first, so each overlaps its own last tile (no element is written by both)
-        opts.append(Opt(OptOps.UPCAST, inner, WIDE_TILE_VECTORS // 2))
-        sizes[inner] //= WIDE_TILE_VECTORS // 2
+        if (runs := _wide_tile_vectors(vector_width) // 2) > 1:
+            opts.append(Opt(OptOps.UPCAST, inner, runs))
+            sizes[inner] //= runs
         if (threaded := _thread_opt(ast, ranges, [wide], sizes, n_cores, work)) is not None:
             opts.append(threaded)
             sizes[wide] //= threaded.arg
