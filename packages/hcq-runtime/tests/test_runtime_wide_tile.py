@@ -105,3 +105,25 @@ def test_overlapping_tiles_of_any_size_compute_every_element(cc, n, m, amount, c
     opts.append(Opt(OptOps.OVERLAP, axis, amount))
     out, want, _ = run(cc, n, m, 8, opts=opts, cores=cores, seed=n * 100 + m)
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("vector_width, n, m, k", [(16, 100, 128, 300), (16, 29, 64, 40), (8, 77, 64, 100), (8, 50, 48, 9)])
+def test_rows_no_tile_divides_get_the_tile_with_an_overlapping_last_one(cc, vector_width, n, m, k):
+    # without it such a matmul had no row tile at all (100x1024 @ 1024x1024: 13 GFLOP/s against ~250 for 104 rows)
+    rows = 8 if vector_width == 16 else 4
+    assert n % rows
+    opts = heuristic_opts(lower_kernel(matmul(n, m, k)), 2, vector_width)
+    assert Opt(OptOps.OVERLAP, 0, rows) in opts
+    # the cores split another axis: both would store the rows where the last tile overlaps
+    assert not any(o.op is OptOps.THREAD and o.axis == 0 for o in opts)
+    out, want, src = run(cc, n, m, k, vector_width=vector_width)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    assert " if (" not in src
+
+
+@pytest.mark.parametrize("n, accumulate, why", [(100, True, "the kernel reads the buffer it writes"),
+                                                 (10, False, "10 rows in tiles of 8 would compute 6 twice")])
+def test_uneven_rows_that_keep_no_row_tile(n, accumulate, why):
+    opts = heuristic_opts(lower_kernel(matmul(n, 128, 300, accumulate=accumulate)), 2, 16)
+    assert not any(o.op is OptOps.OVERLAP for o in opts), why

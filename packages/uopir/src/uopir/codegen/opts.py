@@ -149,6 +149,12 @@ def _padto(ast: UOp, r: UOp, amount: int) -> UOp:
     return memo[ast]
 
 
+def _reads_what_it_writes(ast: UOp) -> bool:
+    """Whether the kernel loads from a buffer one of its stores writes."""
+    written = {strip_end(s).src[0].src[0] for s in ast.src}
+    return any(n.op is Ops.LOAD and n.src[0].op is Ops.INDEX and n.src[0].src[0] in written for n in ast.toposort())
+
+
 def _overlap(ast: UOp, r: UOp, amount: int) -> UOp:
     """UPCAST of a loop axis by `amount` when that does not divide it: ceil(end / amount) tiles, the last one starting
     at end - amount instead of past the end, so no access needs a gate (a gated load in a reduce loop is a test per
@@ -160,8 +166,7 @@ def _overlap(ast: UOp, r: UOp, amount: int) -> UOp:
         return _split(ast, r, amount, AxisType.UPCAST)
     if axis_type(r) in REDUCE_AXES or amount <= 1 or end < amount:
         raise CodegenError(f"cannot overlap axis {r.arg[0]} of size {end} in tiles of {amount}: a loop axis of at least {amount} iterations")
-    written = {strip_end(s).src[0].src[0] for s in ast.src}
-    if any(n.op is Ops.LOAD and n.src[0].op is Ops.INDEX and n.src[0].src[0] in written for n in ast.toposort()):
+    if _reads_what_it_writes(ast):
         raise CodegenError(f"cannot overlap axis {r.arg[0]}: the kernel reads a buffer it writes, so a second store is not the same value")
     rest = UOp.range(-(-end // amount), r.arg[0], axis_type(r), r.dtype)
     new = UOp.range(amount, next_axis_id(ast), AxisType.UPCAST, r.dtype)
@@ -267,6 +272,8 @@ MATMUL_UNROLL = 8
 WIDE_TILE_ROWS, WIDE_TILE_VECTORS = 6, 4
 #: ... the fewest reduce steps it takes, and the most rows it may pad as a fraction of the row axis
 WIDE_TILE_MIN_REDUCE, WIDE_TILE_WASTE = 256, 1 / 64
+#: the most rows a matmul's register tile may compute twice, as a fraction of its row axis (see heuristic_opts)
+OVERLAP_WASTE = 1 / 8
 #: loop steps a LANES reduction keeps at least
 LANES_MIN_STEPS = 8
 
@@ -308,8 +315,7 @@ def _wide_tile_axis(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: l
     lanes = _wide_tile_vectors(vector_width) * vector_width
     if sizes[inner] % lanes or sizes[inner] < 2 * lanes:
         return None
-    written = {strip_end(s).src[0].src[0] for s in ast.src}
-    if any(n.op is Ops.LOAD and n.src[0].op is Ops.INDEX and n.src[0].src[0] in written for n in ast.toposort()):
+    if _reads_what_it_writes(ast):
         return None
     vector_loaded = [off for off in _load_offsets(ast, ranges[inner]) if stride(off, ranges[inner]) == 1]
     cores = max(n_cores, 1)
@@ -539,10 +545,10 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
     # (8 rows of 2 vectors are 16 accumulators: half of AVX-512's 32 registers; AVX2's 16 registers take 4 rows)
     rows = 8 if vector_width >= 16 else 4
     vectorized = bool(opts)  # the contiguous output axis got its vectors
-    other = None
+    other = overlapped = None
     if wide is not None:
-        # the tile's 4 vectors are 2 runs of 2: a packed operand's strips are 2 vectors wide (`packed_operand_bytes`),
-        # and a run of 4 would cross strips ((n / 32) * rows + n % 32: no vector load). The cores split the rows
+        # AVX-512's 4 vectors per row are 2 runs of 2: a packed operand's strips are 2 vectors wide
+        # (`packed_operand_bytes`), and a run of 4 would cross strips ((n / 32) * rows + n % 32: no vector load). The cores split the rows
         # first, so each overlaps its own last tile (no element is written by both)
         if (runs := _wide_tile_vectors(vector_width) // 2) > 1:
             opts.append(Opt(OptOps.UPCAST, inner, runs))
@@ -572,6 +578,18 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
         if other is not None:
             opts.append(Opt(OptOps.UPCAST, other, rows))
             sizes[other] //= rows
+        elif not _reads_what_it_writes(ast):
+            # rows no tile divides (a batch of 100, a prompt of 77 tokens) get the tile too, the last one overlapping
+            # the one before (OVERLAP): without one, 100x1024 @ 1024x1024 ran at 13 GFLOP/s (AVX-512, 2 cores), with it
+            # as fast as 104 rows. Only an axis the vector-loaded operands do not move along, and only while the rows
+            # computed twice are at most OVERLAP_WASTE of it (10 rows in tiles of 8 would compute 16)
+            other = next((i for i in reversed(loops) if i != inner and sizes[i] > rows
+                          and -(-sizes[i] // rows) * rows - sizes[i] <= sizes[i] * OVERLAP_WASTE
+                          and all(stride(off, ranges[i]) == 0 for off in vector_loaded)), None)
+            if other is not None:
+                opts.append(Opt(OptOps.OVERLAP, other, rows))
+                sizes[other] = -(-sizes[other] // rows)
+                overlapped = other
     # a reduce with no output axis to vectorize keeps a register tile of scalar accumulators instead: independent
     # chains rather than one serial chain of adds, each loaded value serving several of them. It starts with the
     # innermost short output axis, whole (a 3x3 filter's 3 taps in a row, in a convolution's gradients). A long reduce
@@ -623,7 +641,9 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
                     sizes[second] //= amount
                     break
     # cores: split the outermost loop axis that divides evenly, when there is enough work to pay for the threads
-    if not any(o.op is OptOps.THREAD for o in opts) and (threaded := _thread_opt(ast, ranges, loops, sizes, n_cores, work)) is not None:
+    # (not an overlapped axis: the cores would both store the rows where one's last tile overlaps the other's)
+    threadable = [i for i in loops if i != overlapped]
+    if not any(o.op is OptOps.THREAD for o in opts) and (threaded := _thread_opt(ast, ranges, threadable, sizes, n_cores, work)) is not None:
         opts.append(threaded)
         sizes[threaded.axis] //= threaded.arg
     # loop order of a matmul's tile loops: rows outside, column strips inside re-read the whole right operand for every
