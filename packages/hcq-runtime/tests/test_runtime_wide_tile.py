@@ -127,3 +127,23 @@ def test_rows_no_tile_divides_get_the_tile_with_an_overlapping_last_one(cc, vect
 def test_uneven_rows_that_keep_no_row_tile(n, accumulate, why):
     opts = heuristic_opts(lower_kernel(matmul(n, 128, 300, accumulate=accumulate)), 2, 16)
     assert not any(o.op is OptOps.OVERLAP for o in opts), why
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("vector_width, n, m, k", [(16, 64, 100, 300), (16, 40, 77, 64), (16, 96, 200, 40), (8, 48, 100, 70), (8, 24, 36, 33)])
+def test_output_rows_no_vector_divides_take_two_vector_tiles_with_an_overlapping_last_one(cc, vector_width, n, m, k):
+    # they had vectors of 4 lanes or padded ones and no unrolled reduce loop: 1024x1024 @ 1024x100 5.5 -> 1.8 ms
+    assert m % vector_width
+    opts = heuristic_opts(lower_kernel(matmul(n, m, k)), 2, vector_width)
+    assert Opt(OptOps.OVERLAP, 1, 2 * vector_width) in opts
+    assert not any(o.op is OptOps.THREAD and o.axis == 1 for o in opts)
+    out, want, src = run(cc, n, m, k, vector_width=vector_width)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    assert " if (" not in src and f"{2 * vector_width} lanes as" in src  # whole vectors, no gated lanes
+
+
+@pytest.mark.parametrize("m, why", [(48, "a multiple of a vector: one-vector rows, exact"), (40, "40 columns in tiles of 32 compute 24 twice"),
+                                    (30, "not longer than one tile")])
+def test_output_rows_that_keep_their_vectors(m, why):
+    opts = heuristic_opts(lower_kernel(matmul(64, m, 300)), 2, 16)
+    assert not any(o.op is OptOps.OVERLAP and o.axis == 1 for o in opts), why

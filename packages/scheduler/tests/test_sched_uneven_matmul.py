@@ -38,3 +38,14 @@ def test_matmuls_of_any_shape_against_numpy(m, k, n, transposed):
     out = (Tensor(a) @ (Tensor(b).T if transposed else Tensor(b))).numpy()
     want = a.astype(np.float64) @ (b.T if transposed else b).astype(np.float64)
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("size, in_ch, out_ch", [(58, 3, 16), (104, 2, 8), (230, 3, 4)])
+def test_convolutions_over_rows_no_vector_divides(size, in_ch, out_ch):
+    # output rows of 56, 102 and 228: tiles of two vectors, the last overlapping the one before
+    rng = np.random.default_rng(size)
+    x, w = rng.standard_normal((2, in_ch, size, size), dtype=np.float32), rng.standard_normal((out_ch, in_ch, 3, 3), dtype=np.float32)
+    out = Tensor(x).conv2d(Tensor(w)).numpy()
+    windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), axis=(2, 3))  # b, i, y, x, ky, kx
+    want = np.einsum("biyxkl,oikl->boyx", windows, w.astype(np.float64))
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)

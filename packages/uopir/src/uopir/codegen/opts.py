@@ -155,6 +155,17 @@ def _reads_what_it_writes(ast: UOp) -> bool:
     return any(n.op is Ops.LOAD and n.src[0].op is Ops.INDEX and n.src[0].src[0] in written for n in ast.toposort())
 
 
+def _overlap_lanes(ast: UOp, ranges: list[UOp], sizes: dict[int, int], inner: int, lanes: int) -> bool:
+    """Whether the contiguous output axis `inner` of a reduction, which no vector divides, is tiled in vectors of `lanes`
+    with an overlapping last one: longer than one tile, at most OVERLAP_LANES_WASTE of it computed twice, every access
+    moving along it contiguous (a vector load or store), and no buffer both read and written."""
+    size = sizes[inner]
+    if size % (lanes // 2) == 0 or size <= lanes or -(-size // lanes) * lanes - size > size * OVERLAP_LANES_WASTE:
+        return False
+    moving = [*_moving_indexes(ast, ranges[inner]), *(strip_end(st).src[0] for st in ast.src)]
+    return all(stride(idx.src[1], ranges[inner]) in (0, 1) for idx in moving) and not _reads_what_it_writes(ast)
+
+
 def _overlap(ast: UOp, r: UOp, amount: int) -> UOp:
     """UPCAST of a loop axis by `amount` when that does not divide it: ceil(end / amount) tiles, the last one starting
     at end - amount instead of past the end, so no access needs a gate (a gated load in a reduce loop is a test per
@@ -274,6 +285,8 @@ WIDE_TILE_ROWS, WIDE_TILE_VECTORS = 6, 4
 WIDE_TILE_MIN_REDUCE, WIDE_TILE_WASTE = 256, 1 / 64
 #: the most rows a matmul's register tile may compute twice, as a fraction of its row axis (see heuristic_opts)
 OVERLAP_WASTE = 1 / 8
+#: ... and the most columns of its output rows (see `_overlap_lanes`: 100 columns in tiles of 32 compute 28 twice)
+OVERLAP_LANES_WASTE = 1 / 3
 #: loop steps a LANES reduction keeps at least
 LANES_MIN_STEPS = 8
 
@@ -520,7 +533,15 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
     if (lane_opts := _lane_opts(ast, ranges, sizes, loops, reduces, inner, n_cores, vector_width, work)) is not None:
         return lane_opts
     wide = _wide_tile_axis(ast, ranges, sizes, loops, reduces, inner, n_cores, vector_width) if reduces and inner is not None else None
-    if inner is not None:
+    overlapped: set[int] = set()  # axes tiled with an overlapping last tile (OVERLAP)
+    if inner is not None and reduces and _overlap_lanes(ast, ranges, sizes, inner, 2 * vector_width):
+        # a matmul's output row no vector divides (100, 77 or 200 columns) in tiles of two vectors, the last one
+        # overlapping the one before: it had vectors of 4 lanes (or 8 padded ones) and no unrolled reduce loop, 2-5x
+        # slower (AVX-512, 2 cores: 1024x1024 @ 1024x100 5.5 -> 1.8 ms, 256x784 @ 784x200 2.8 -> 0.56 ms)
+        opts.append(Opt(OptOps.OVERLAP, inner, 2 * vector_width))
+        sizes[inner] = -(-sizes[inner] // (2 * vector_width))
+        overlapped.add(inner)
+    elif inner is not None:
         for amount in ((2 * vector_width, vector_width, 4) if reduces else (vector_width, 4)):
             if sizes[inner] % amount == 0 and sizes[inner] > amount:
                 opts.append(Opt(OptOps.UPCAST, inner, amount))
@@ -545,7 +566,7 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
     # (8 rows of 2 vectors are 16 accumulators: half of AVX-512's 32 registers; AVX2's 16 registers take 4 rows)
     rows = 8 if vector_width >= 16 else 4
     vectorized = bool(opts)  # the contiguous output axis got its vectors
-    other = overlapped = None
+    other = None
     if wide is not None:
         # AVX-512's 4 vectors per row are 2 runs of 2: a packed operand's strips are 2 vectors wide
         # (`packed_operand_bytes`), and a run of 4 would cross strips ((n / 32) * rows + n % 32: no vector load). The cores split the rows
@@ -589,7 +610,7 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
             if other is not None:
                 opts.append(Opt(OptOps.OVERLAP, other, rows))
                 sizes[other] = -(-sizes[other] // rows)
-                overlapped = other
+                overlapped.add(other)
     # a reduce with no output axis to vectorize keeps a register tile of scalar accumulators instead: independent
     # chains rather than one serial chain of adds, each loaded value serving several of them. It starts with the
     # innermost short output axis, whole (a 3x3 filter's 3 taps in a row, in a convolution's gradients). A long reduce
@@ -642,7 +663,7 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
                     break
     # cores: split the outermost loop axis that divides evenly, when there is enough work to pay for the threads
     # (not an overlapped axis: the cores would both store the rows where one's last tile overlaps the other's)
-    threadable = [i for i in loops if i != overlapped]
+    threadable = [i for i in loops if i not in overlapped]
     if not any(o.op is OptOps.THREAD for o in opts) and (threaded := _thread_opt(ast, ranges, threadable, sizes, n_cores, work)) is not None:
         opts.append(threaded)
         sizes[threaded.axis] //= threaded.arg
@@ -670,7 +691,8 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
     # branches and address updates between the FMAs, and loads the compiler can issue ahead (AVX-512, 2 cores:
     # 1024^3 6.36-7.05 -> 5.89-6.00 ms, 512^3 756-772 -> 707-722 us, 256^3 99-102 -> 93-95 us; a one-vector tile
     # of 16 rows went slower with it: 128x256 @ 256x784 143 -> 162 us)
-    elif reduces and other is not None and inner is not None and Opt(OptOps.UPCAST, inner, 2 * vector_width) in opts:
+    elif reduces and other is not None and inner is not None \
+            and any(Opt(op, inner, 2 * vector_width) in opts for op in (OptOps.UPCAST, OptOps.OVERLAP)):
         k = next((i for i in reduces if i in sizes and sizes[i] % MATMUL_UNROLL == 0 and sizes[i] > MATMUL_UNROLL), None)
         if k is not None:
             opts.append(Opt(OptOps.UNROLL, k, MATMUL_UNROLL))
