@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 from uop_scheduler import Tensor
 
 
-@pytest.mark.parametrize("m, k, n", [(100, 1024, 256), (77, 576, 384), (13, 300, 64), (1030, 256, 128), (6, 512, 512)])
+@pytest.mark.parametrize("m, k, n", [(100, 1024, 256), (77, 576, 384), (13, 300, 64), (1030, 256, 128), (6, 512, 512),
+                                     (256, 784, 16), (100, 300, 32), (64, 256, 8), (50, 200, 100)])
 def test_uneven_matmul_against_numpy(m, k, n):
     rng = np.random.default_rng(m * 7 + n)
     a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)

@@ -543,7 +543,8 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
         overlapped.add(inner)
     elif inner is not None:
         for amount in ((2 * vector_width, vector_width, 4) if reduces else (vector_width, 4)):
-            if sizes[inner] % amount == 0 and sizes[inner] > amount:
+            # (a reduction's row of exactly one or two vectors is one tile too: 16 columns had 4-lane vectors)
+            if sizes[inner] % amount == 0 and (sizes[inner] > amount or (reduces and amount >= vector_width)):
                 opts.append(Opt(OptOps.UPCAST, inner, amount))
                 sizes[inner] //= amount
                 break
