@@ -17,6 +17,15 @@ def test_uneven_matmul_against_numpy(m, k, n):
     np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4 * np.sqrt(k))
 
 
+@pytest.mark.parametrize("m, k, n", [(77, 576, 1536), (50, 784, 250), (64, 300, 250), (9, 200, 100)])
+def test_uneven_matmul_with_a_transposed_operand_against_numpy(m, k, n):
+    # x @ w.T: both operands contiguous along k (vector lanes along the reduction), rows or outputs the tile does not divide
+    rng = np.random.default_rng(m + 31 * n)
+    a, w = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((n, k), dtype=np.float32)
+    out = (Tensor(a) @ Tensor(w).T).numpy()
+    np.testing.assert_allclose(out, a.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
 def test_uneven_linear_layer_and_its_gradients():
     rng = np.random.default_rng(3)
     x, w = rng.standard_normal((77, 320), dtype=np.float32), rng.standard_normal((192, 320), dtype=np.float32) * 0.1

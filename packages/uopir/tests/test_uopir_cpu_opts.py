@@ -192,6 +192,17 @@ def test_a_reduction_along_the_contiguous_axis_gets_vector_lanes_and_an_output_t
     assert not any(o.op is OptOps.LANES for o in heuristic_opts(matmul(64, 256, 784), vector_width=16))
 
 
+@pytest.mark.parametrize("n, m, overlapped", [(77, 256, [0]), (64, 250, [1]), (50, 250, [1, 0])])
+def test_a_lanes_tile_overlaps_axes_it_does_not_divide(n, m, overlapped):
+    # x @ w.T with a prompt of 77 tokens or 250 outputs: the 4x4 tile with an overlapping last one, where it had none
+    out, a, b = (UOp.param(i, dtypes.float32.ptr(s)) for i, s in enumerate((n * m, n * 576, m * 576)))
+    i, j, r = UOp.range(n, 0), UOp.range(m, 1), UOp.range(576, 2, AxisType.REDUCE)
+    ast = UOp.sink(out.index(i * m + j).store((a.index(i * 576 + r).load() * b.index(j * 576 + r).load()).reduce(r)).end(i, j))
+    opts = heuristic_opts(ast, n_cores=2, vector_width=16)
+    assert [o.axis for o in opts if o.op is OptOps.OVERLAP] == overlapped and all(o.arg == 4 for o in opts if o.op is OptOps.OVERLAP)
+    assert not any(o.op is OptOps.THREAD and o.axis in overlapped for o in opts)
+
+
 def test_the_register_tile_takes_rows_that_share_the_loaded_vectors():
     # a convolution: the input row vector (along ox) is the same for every output channel but not for every output row,
     # so the tile's rows are output channels (the old choice, output rows, loaded the input again for each channel)

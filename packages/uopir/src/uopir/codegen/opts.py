@@ -378,6 +378,7 @@ def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[i
     # a tile of outputs: each loaded lane vector of one operand serves a row of the other's (4x4 tiles are 16
     # accumulator vectors: half of AVX-512's registers; AVX2's 16 registers take 4x2)
     tile = [(i, 4 if n == 0 or vector_width >= 16 else 2) for n, i in enumerate(x for x in reversed(loops) if x in sizes)][:2]
+    overlapped: set[int] = set()
     for n, (i, amount) in enumerate(tile):
         if sizes[i] % amount == 0 and sizes[i] > amount:
             opts.append(Opt(OptOps.UPCAST, i, amount))
@@ -386,10 +387,17 @@ def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[i
             # a short innermost axis (the 3 query heads a grouped-query KV head serves) is tiled whole
             opts.append(Opt(OptOps.UPCAST, i, sizes[i]))
             sizes[i] = 1
+        elif sizes[i] > amount and -(-sizes[i] // amount) * amount - sizes[i] <= sizes[i] * OVERLAP_WASTE and not _reads_what_it_writes(ast):
+            # an axis the tile does not divide (a prompt of 77 tokens, 250 outputs) is tiled too, the last tile
+            # overlapping the one before: x @ w.T with 77x576 and 1536x576 4.2 -> 2.4 ms, as fast as 80 rows
+            opts.append(Opt(OptOps.OVERLAP, i, amount))
+            sizes[i] = -(-sizes[i] // amount)
+            overlapped.add(i)
     # cores split the axis of the larger operand, so each reads half of it and the other one whole: in a training
     # step each core then finds in its own cache the half of the weight its part of the optimizer step just wrote
     # (x @ w.T, 64x784 by 256x784 in an MLP step: 169 -> 144 us; alone, warm: 88 -> 71 us)
     by_bytes = sorted(loops, key=lambda i: -_operand_bytes(ast, ranges[i])) if len(tile) == 2 else loops
+    by_bytes = [i for i in by_bytes if i not in overlapped]  # (both cores would store an overlapped tile's rows)
     if (threaded := _thread_opt(ast, ranges, by_bytes, sizes, n_cores, work)) is not None:
         opts.append(threaded)
     # loop order: every iteration of a loop reads again what the loops inside it read, so of the tile's two loops the
