@@ -389,7 +389,7 @@ def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[i
             sizes[i] = 1
         elif sizes[i] > amount and -(-sizes[i] // amount) * amount - sizes[i] <= sizes[i] * OVERLAP_WASTE and not _reads_what_it_writes(ast):
             # an axis the tile does not divide (a prompt of 77 tokens, 250 outputs) is tiled too, the last tile
-            # overlapping the one before: x @ w.T with 77x576 and 1536x576 4.2 -> 2.4 ms, as fast as 80 rows
+            # overlapping the one before: x @ w.T with 77x576 and 1536x576 1.16 -> 0.76 ms (AVX-512, 2 cores)
             opts.append(Opt(OptOps.OVERLAP, i, amount))
             sizes[i] = -(-sizes[i] // amount)
             overlapped.add(i)
@@ -545,7 +545,7 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
     if inner is not None and reduces and _overlap_lanes(ast, ranges, sizes, inner, 2 * vector_width):
         # a matmul's output row no vector divides (100, 77 or 200 columns) in tiles of two vectors, the last one
         # overlapping the one before: it had vectors of 4 lanes (or 8 padded ones) and no unrolled reduce loop, 2-5x
-        # slower (AVX-512, 2 cores: 1024x1024 @ 1024x100 5.5 -> 1.8 ms, 256x784 @ 784x200 2.8 -> 0.56 ms)
+        # slower (AVX-512, 2 cores, the kernels alone: 1024x1024 @ 1024x100 2.5 -> 0.9 ms, 256x784 @ 784x200 2.8 -> 0.3 ms)
         opts.append(Opt(OptOps.OVERLAP, inner, 2 * vector_width))
         sizes[inner] = -(-sizes[inner] // (2 * vector_width))
         overlapped.add(inner)
@@ -610,7 +610,7 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
             sizes[other] //= rows
         elif not _reads_what_it_writes(ast):
             # rows no tile divides (a batch of 100, a prompt of 77 tokens) get the tile too, the last one overlapping
-            # the one before (OVERLAP): without one, 100x1024 @ 1024x1024 ran at 13 GFLOP/s (AVX-512, 2 cores), with it
+            # the one before (OVERLAP): without one, 100x1024 @ 1024x1024 ran at 28 GFLOP/s (AVX-512, 2 cores), with it
             # as fast as 104 rows. Only an axis the vector-loaded operands do not move along, and only while the rows
             # computed twice are at most OVERLAP_WASTE of it (10 rows in tiles of 8 would compute 16)
             other = next((i for i in reversed(loops) if i != inner and sizes[i] > rows
