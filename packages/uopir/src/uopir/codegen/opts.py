@@ -151,8 +151,13 @@ def _padto(ast: UOp, r: UOp, amount: int) -> UOp:
 
 def _reads_what_it_writes(ast: UOp) -> bool:
     """Whether the kernel loads from a buffer one of its stores writes."""
-    written = {strip_end(s).src[0].src[0] for s in ast.src}
+    written = {st.src[0].src[0] for st in kernel_stores(ast)}
     return any(n.op is Ops.LOAD and n.src[0].op is Ops.INDEX and n.src[0].src[0] in written for n in ast.toposort())
+
+
+def _overlap_fits(size: int, amount: int, waste: float) -> bool:
+    """Whether tiles of `amount` over `size` iterations, the last one overlapping, compute at most `waste` of them twice."""
+    return -(-size // amount) * amount - size <= size * waste
 
 
 def _overlap_lanes(ast: UOp, ranges: list[UOp], sizes: dict[int, int], inner: int, lanes: int) -> bool:
@@ -160,9 +165,9 @@ def _overlap_lanes(ast: UOp, ranges: list[UOp], sizes: dict[int, int], inner: in
     with an overlapping last one: longer than one tile, at most OVERLAP_LANES_WASTE of it computed twice, every access
     moving along it contiguous (a vector load or store), and no buffer both read and written."""
     size = sizes[inner]
-    if size % (lanes // 2) == 0 or size <= lanes or -(-size // lanes) * lanes - size > size * OVERLAP_LANES_WASTE:
+    if size % (lanes // 2) == 0 or size <= lanes or not _overlap_fits(size, lanes, OVERLAP_LANES_WASTE):
         return False
-    moving = [*_moving_indexes(ast, ranges[inner]), *(strip_end(st).src[0] for st in ast.src)]
+    moving = [*_moving_indexes(ast, ranges[inner]), *(st.src[0] for st in kernel_stores(ast))]
     return all(stride(idx.src[1], ranges[inner]) in (0, 1) for idx in moving) and not _reads_what_it_writes(ast)
 
 
@@ -281,7 +286,7 @@ TILE_ROWS_BYTES = 32 * 1024
 MATMUL_UNROLL = 8
 #: a large float32 matmul's register tile on AVX-512: rows of vectors (AVX2: 2 vectors; see `_wide_tile_axis`)
 WIDE_TILE_ROWS, WIDE_TILE_VECTORS = 6, 4
-#: ... the fewest reduce steps it takes, and the most rows it may pad as a fraction of the row axis
+#: ... the fewest reduce steps it takes, and the most rows it may compute twice as a fraction of each core's rows
 WIDE_TILE_MIN_REDUCE, WIDE_TILE_WASTE = 256, 1 / 64
 #: the most rows a matmul's register tile may compute twice, as a fraction of its row axis (see heuristic_opts)
 OVERLAP_WASTE = 1 / 8
@@ -334,9 +339,9 @@ def _wide_tile_axis(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: l
     cores = max(n_cores, 1)
     for i in reversed(loops):
         per_core = sizes[i] // cores
-        if i != inner and sizes[i] % cores == 0 and per_core >= 16 * WIDE_TILE_ROWS and all(stride(off, ranges[i]) == 0 for off in vector_loaded):
-            if -(-per_core // WIDE_TILE_ROWS) * WIDE_TILE_ROWS - per_core <= per_core * WIDE_TILE_WASTE:
-                return i
+        if i != inner and sizes[i] % cores == 0 and per_core >= 16 * WIDE_TILE_ROWS and _overlap_fits(per_core, WIDE_TILE_ROWS, WIDE_TILE_WASTE) \
+                and all(stride(off, ranges[i]) == 0 for off in vector_loaded):
+            return i
     return None
 
 
@@ -387,7 +392,7 @@ def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[i
             # a short innermost axis (the 3 query heads a grouped-query KV head serves) is tiled whole
             opts.append(Opt(OptOps.UPCAST, i, sizes[i]))
             sizes[i] = 1
-        elif sizes[i] > amount and -(-sizes[i] // amount) * amount - sizes[i] <= sizes[i] * OVERLAP_WASTE and not _reads_what_it_writes(ast):
+        elif sizes[i] > amount and _overlap_fits(sizes[i], amount, OVERLAP_WASTE) and not _reads_what_it_writes(ast):
             # an axis the tile does not divide (a prompt of 77 tokens, 250 outputs) is tiled too, the last tile
             # overlapping the one before: x @ w.T with 77x576 and 1536x576 1.16 -> 0.76 ms (AVX-512, 2 cores)
             opts.append(Opt(OptOps.OVERLAP, i, amount))
@@ -613,8 +618,7 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
             # the one before (OVERLAP): without one, 100x1024 @ 1024x1024 ran at 28 GFLOP/s (AVX-512, 2 cores), with it
             # as fast as 104 rows. Only an axis the vector-loaded operands do not move along, and only while the rows
             # computed twice are at most OVERLAP_WASTE of it (10 rows in tiles of 8 would compute 16)
-            other = next((i for i in reversed(loops) if i != inner and sizes[i] > rows
-                          and -(-sizes[i] // rows) * rows - sizes[i] <= sizes[i] * OVERLAP_WASTE
+            other = next((i for i in reversed(loops) if i != inner and sizes[i] > rows and _overlap_fits(sizes[i], rows, OVERLAP_WASTE)
                           and all(stride(off, ranges[i]) == 0 for off in vector_loaded)), None)
             if other is not None:
                 opts.append(Opt(OptOps.OVERLAP, other, rows))
