@@ -59,3 +59,44 @@ def test_convolutions_over_rows_no_vector_divides(size, in_ch, out_ch):
     windows = np.lib.stride_tricks.sliding_window_view(x.astype(np.float64), (3, 3), axis=(2, 3))  # b, i, y, x, ky, kx
     want = np.einsum("biyxkl,oikl->boyx", windows, w.astype(np.float64))
     np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.fixture
+def cores(request):
+    """The CPU device's core count set to request.param for the test (kernels compiled meanwhile split among that many
+    cores: this machine's threads run the parts)."""
+    from hcq_runtime import Device
+
+    dev = Device["CPU"]
+    saved = dev.n_cores
+    dev.n_cores = request.param
+    yield request.param
+    dev.n_cores = saved
+
+
+@pytest.mark.parametrize("cores", [3, 6, 5], indirect=True)
+def test_programs_on_core_counts_that_divide_no_axis(cores):
+    # 1024 rows on 6 cores used to run on 4 of them: every core takes a part now, the last overlapping the one before
+    rng = np.random.default_rng(cores)
+    shapes = [(1031 + cores, 300, 96), (999, 257, 64 + 16 * cores)]
+    for m, k, n in shapes:
+        a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+        out = (Tensor(a) @ Tensor(b)).numpy()
+        np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    x = rng.standard_normal((997 + cores, 131), dtype=np.float32)
+    y = rng.standard_normal((131,), dtype=np.float32)
+    np.testing.assert_array_equal(((Tensor(x) * 2 + Tensor(y)).relu()).numpy(), np.maximum(x * np.float32(2) + y, 0))
+    np.testing.assert_allclose(Tensor(x).sum(axis=1).numpy(), x.astype(np.float64).sum(axis=1), rtol=1e-4, atol=1e-3)
+    img = rng.standard_normal((2 + cores, 3, 61, 59), dtype=np.float32)
+    w = rng.standard_normal((8, 3, 3, 3), dtype=np.float32)
+    got = Tensor(img).conv2d(Tensor(w), padding=1).numpy()
+    pad = np.pad(img.astype(np.float64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((img.shape[0], 8, 61, 59))
+    for dy in range(3):
+        for dx in range(3):
+            want += np.einsum("nchw,oc->nohw", pad[:, :, dy:dy + 61, dx:dx + 59], w[:, :, dy, dx].astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+    # a write in place whose kernel reads what it writes: split evenly among fewer cores, or not at all
+    acc = Tensor(x.copy())
+    acc += Tensor(x)
+    np.testing.assert_array_equal(acc.numpy(), x * np.float32(2))

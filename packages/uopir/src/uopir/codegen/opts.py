@@ -99,12 +99,40 @@ def _lanes(ast: UOp, r: UOp, amount: int) -> UOp:
 
 
 def _thread(ast: UOp, r: UOp, amount: int) -> UOp:
+    """THREAD: `amount` cores each run the kernel over a part of axis `r`. A size the cores do not divide (1024 rows on
+    6 cores) gives each core ceil(end / amount) iterations, the last core's part ending with the axis and so overlapping
+    the part before (as `OVERLAP` does within a core): the elements both compute are stored twice, the same values, by
+    two cores. So only a kernel that reads no buffer it writes, and whose stores move along the axis by a constant step
+    (no element of another iteration is written), may split unevenly (see `thread_overlap_allowed`)."""
     end = range_end(r)
-    if amount <= 1 or end % amount:
-        raise CodegenError(f"cannot thread axis {r.arg[0]} of size {end} over {amount} cores: the size must be a multiple")
+    if amount <= 1 or end < amount:
+        raise CodegenError(f"cannot thread axis {r.arg[0]} of size {end} over {amount} cores: at least one iteration per core")
     core = UOp.special(amount, "core_id", r.dtype)
-    inner = UOp.range(end // amount, r.arg[0], axis_type(r), r.dtype)
-    return replace_ranges(ast, {r: (core * (end // amount) + inner, (inner,))})
+    if end % amount == 0:
+        inner = UOp.range(end // amount, r.arg[0], axis_type(r), r.dtype)
+        return replace_ranges(ast, {r: (core * (end // amount) + inner, (inner,))})
+    if not thread_overlap_allowed(ast, r):
+        raise CodegenError(f"cannot thread axis {r.arg[0]} of size {end} over {amount} cores: the size is not a multiple, and the kernel "
+                           "reads a buffer it writes or its stores do not move along the axis, so the overlapping parts would differ")
+    chunk = -(-end // amount)
+    inner = UOp.range(chunk, r.arg[0], axis_type(r), r.dtype)
+    start = core * chunk
+    return replace_ranges(ast, {r: ((start < end - chunk).where(start, start.const_like(end - chunk)) + inner, (inner,))})
+
+
+def thread_overlap_allowed(ast: UOp, r: UOp) -> bool:
+    """Whether axis `r` may be split among cores with overlapping parts (see `_thread`): the kernel reads no buffer it
+    writes, and each store's address moves along `r` by a constant, nonzero step and reads no loaded value (a scatter's
+    rows may write one element: a part computed twice would store an earlier row's value after a later one's)."""
+    if _reads_what_it_writes(ast):
+        return False
+    for st in kernel_stores(ast):
+        idx = st.src[0]
+        if idx.op is not Ops.INDEX or len(idx.src) < 2 or any(n.op is Ops.LOAD for n in idx.src[1].toposort()):
+            return False
+        if not stride(idx.src[1], r):
+            return False
+    return True
 
 
 def _swap(ast: UOp, ranges: list[UOp], opt: Opt) -> UOp:
@@ -292,6 +320,8 @@ WIDE_TILE_MIN_REDUCE, WIDE_TILE_WASTE = 256, 1 / 64
 OVERLAP_WASTE = 1 / 8
 #: ... and the most columns of its output rows (see `_overlap_lanes`: 100 columns in tiles of 32 compute 28 twice)
 OVERLAP_LANES_WASTE = 1 / 3
+#: the most iterations of an axis the cores may compute twice when they do not divide it (see `_thread_opt`)
+THREAD_WASTE = 1 / 32
 #: loop steps a LANES reduction keeps at least
 LANES_MIN_STEPS = 8
 
@@ -338,8 +368,10 @@ def _wide_tile_axis(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: l
     vector_loaded = [off for off in _load_offsets(ast, ranges[inner]) if stride(off, ranges[inner]) == 1]
     cores = max(n_cores, 1)
     for i in reversed(loops):
-        per_core = sizes[i] // cores
-        if i != inner and sizes[i] % cores == 0 and per_core >= 16 * WIDE_TILE_ROWS and _overlap_fits(per_core, WIDE_TILE_ROWS, WIDE_TILE_WASTE) \
+        # (rows the cores do not divide are split with overlapping parts: 1024 rows on 6 cores, 171 each)
+        per_core = -(-sizes[i] // cores)
+        split = sizes[i] % cores == 0 or (thread_fits(sizes[i], cores) and thread_overlap_allowed(ast, ranges[i]))
+        if i != inner and split and per_core >= 16 * WIDE_TILE_ROWS and _overlap_fits(per_core, WIDE_TILE_ROWS, WIDE_TILE_WASTE) \
                 and all(stride(off, ranges[i]) == 0 for off in vector_loaded):
             return i
     return None
@@ -354,8 +386,22 @@ def _thread_opt(ast: UOp, ranges: list[UOp], loops: list[int], sizes: dict[int, 
     if len(ast.src) > 1:  # (one store runs under every loop)
         under = store_ranges(ast)
         loops = [i for i in loops if all(ranges[i] in nodes for nodes in under)]
-    threaded = next(((i, c) for i in loops for c in range(n_cores, 1, -1) if sizes[i] % c == 0), None)
+    # every core: an axis they divide, else one split unevenly (parts overlapping: `_thread`) where that computes at most
+    # THREAD_WASTE of it twice (1024 rows on 6 cores: 171 each, 2 rows twice), else the most cores an axis divides
+    # (1024 rows on 6 cores ran on 4 of them, a third of the machine idle)
+    if (axis := next((i for i in loops if sizes[i] % n_cores == 0), None)) is not None:
+        return Opt(OptOps.THREAD, axis, n_cores)
+    axis = next((i for i in loops if thread_fits(sizes[i], n_cores) and thread_overlap_allowed(ast, ranges[i])), None)
+    if axis is not None:
+        return Opt(OptOps.THREAD, axis, n_cores)
+    threaded = next(((i, c) for i in loops for c in range(n_cores - 1, 1, -1) if sizes[i] % c == 0), None)
     return Opt(OptOps.THREAD, *threaded) if threaded is not None else None
+
+
+def thread_fits(size: int, n_cores: int) -> bool:
+    """Whether `size` iterations split among `n_cores` cores with overlapping parts (`_thread`) compute at most
+    THREAD_WASTE of them twice (and each core gets at least one)."""
+    return size >= n_cores and -(-size // n_cores) * n_cores - size <= size * THREAD_WASTE
 
 
 def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[int], reduces: list[int], inner: int | None,
@@ -590,7 +636,7 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
             sizes[inner] //= runs
         if (threaded := _thread_opt(ast, ranges, [wide], sizes, n_cores, work)) is not None:
             opts.append(threaded)
-            sizes[wide] //= threaded.arg
+            sizes[wide] = -(-sizes[wide] // threaded.arg)
         opts.append(Opt(OptOps.OVERLAP, wide, WIDE_TILE_ROWS))
         sizes[wide] = -(-sizes[wide] // WIDE_TILE_ROWS)
         other = wide
@@ -679,7 +725,7 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
     threadable = [i for i in loops if i not in overlapped]
     if not any(o.op is OptOps.THREAD for o in opts) and (threaded := _thread_opt(ast, ranges, threadable, sizes, n_cores, work)) is not None:
         opts.append(threaded)
-        sizes[threaded.axis] //= threaded.arg
+        sizes[threaded.axis] = -(-sizes[threaded.axis] // threaded.arg)
     # loop order of a matmul's tile loops: rows outside, column strips inside re-read the whole right operand for every
     # block of rows; when it does not fit the second-level cache that is a stream from the last level per row block,
     # so the column strips go outside and each strip (a few hundred KiB) stays in the L2 while the row blocks pass
