@@ -135,3 +135,18 @@ def test_any_split_among_any_number_of_cores_computes_every_element(cc, n, m, co
     else:
         out, want, _ = run_elementwise(cc, n, m, opts=opts, cores=cores)
         np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("cores, n, m, k", [(2, 999, 999, 64), (2, 1023, 1023, 48), (3, 77, 1000, 40), (6, 333, 250, 64)])
+def test_matmuls_whose_axes_are_all_overlapped_tiles_run_on_every_core(cc, cores, n, m, k):
+    # rows and columns no tile divides: both take tiles with an overlapping last one, and the cores split the tiles of
+    # one of them (999x512 @ 512x999 ran on one core: 17.8 -> 4.2 ms on 2)
+    opts = heuristic_opts(lower_kernel(matmul(n, m, k)), cores, 16)
+    assert any(o.op is OptOps.OVERLAP for o in opts) and any(o.op is OptOps.THREAD and o.arg == cores for o in opts), opts
+    out, want, parts = run_matmul(cc, n, m, k, cores=cores, seed=n + m)
+    assert parts == cores
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    # bit for bit what one core computes
+    one, _, _ = run_matmul(cc, n, m, k, opts=[o for o in opts if o.op is not OptOps.THREAD], cores=1, seed=n + m)
+    np.testing.assert_array_equal(out, one)

@@ -100,3 +100,15 @@ def test_programs_on_core_counts_that_divide_no_axis(cores):
     acc = Tensor(x.copy())
     acc += Tensor(x)
     np.testing.assert_array_equal(acc.numpy(), x * np.float32(2))
+
+
+@pytest.mark.parametrize("m, k, n", [(999, 512, 999), (1023, 64, 1001), (77, 300, 1000)])
+def test_matmuls_no_tile_divides_either_way_against_numpy(m, k, n):
+    # rows and columns both in tiles with an overlapping last one: the cores split one of them (it ran on one core)
+    rng = np.random.default_rng(m + n)
+    a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
+    out = (Tensor(a) @ Tensor(b)).numpy()
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    w = rng.standard_normal((n, k), dtype=np.float32)
+    out = (Tensor(a) @ Tensor(w).T).numpy()
+    np.testing.assert_allclose(out, a.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-4, atol=1e-4 * np.sqrt(k))

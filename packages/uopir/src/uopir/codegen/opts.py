@@ -122,15 +122,17 @@ def _thread(ast: UOp, r: UOp, amount: int) -> UOp:
 
 def thread_overlap_allowed(ast: UOp, r: UOp) -> bool:
     """Whether axis `r` may be split among cores with overlapping parts (see `_thread`): the kernel reads no buffer it
-    writes, and each store's address moves along `r` by a constant, nonzero step and reads no loaded value (a scatter's
-    rows may write one element: a part computed twice would store an earlier row's value after a later one's)."""
+    writes, and each store's address moves with `r` (an axis of tiles whose last one overlaps too, see `_overlap`) and
+    reads no loaded value (a scatter's rows may write one element: a part computed twice would store an earlier row's
+    value after a later one's)."""
     if _reads_what_it_writes(ast):
         return False
     for st in kernel_stores(ast):
         idx = st.src[0]
-        if idx.op is not Ops.INDEX or len(idx.src) < 2 or any(n.op is Ops.LOAD for n in idx.src[1].toposort()):
+        if idx.op is not Ops.INDEX or len(idx.src) < 2:
             return False
-        if not stride(idx.src[1], r):
+        below = idx.src[1].toposort()
+        if r not in below or any(n.op is Ops.LOAD for n in below):
             return False
     return True
 
@@ -448,8 +450,10 @@ def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[i
     # step each core then finds in its own cache the half of the weight its part of the optimizer step just wrote
     # (x @ w.T, 64x784 by 256x784 in an MLP step: 169 -> 144 us; alone, warm: 88 -> 71 us)
     by_bytes = sorted(loops, key=lambda i: -_operand_bytes(ast, ranges[i])) if len(tile) == 2 else loops
-    by_bytes = [i for i in by_bytes if i not in overlapped]  # (both cores would store an overlapped tile's rows)
-    if (threaded := _thread_opt(ast, ranges, by_bytes, sizes, n_cores, work)) is not None:
+    # (an overlapped axis only when no other one splits)
+    threaded = _thread_opt(ast, ranges, [i for i in by_bytes if i not in overlapped], sizes, n_cores, work) \
+        or _thread_opt(ast, ranges, [i for i in by_bytes if i in overlapped], sizes, n_cores, work)
+    if threaded is not None:
         opts.append(threaded)
     # loop order: every iteration of a loop reads again what the loops inside it read, so of the tile's two loops the
     # one moving through more operand bytes goes outside (x @ w.T with w the larger: w's rows outside, x's rows inside,
@@ -720,10 +724,12 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
                     opts.append(Opt(OptOps.UPCAST, second, amount))
                     sizes[second] //= amount
                     break
-    # cores: split the outermost loop axis that divides evenly, when there is enough work to pay for the threads
-    # (not an overlapped axis: the cores would both store the rows where one's last tile overlaps the other's)
+    # cores: split a loop axis (see `_thread_opt`) when there is enough work to pay for the threads; an axis of tiles
+    # whose last one overlaps only when no other axis splits (a 999x999 matmul, both axes overlapped, ran on one core)
     threadable = [i for i in loops if i not in overlapped]
-    if not any(o.op is OptOps.THREAD for o in opts) and (threaded := _thread_opt(ast, ranges, threadable, sizes, n_cores, work)) is not None:
+    threaded = None if any(o.op is OptOps.THREAD for o in opts) else (
+        _thread_opt(ast, ranges, threadable, sizes, n_cores, work) or _thread_opt(ast, ranges, sorted(overlapped), sizes, n_cores, work))
+    if threaded is not None:
         opts.append(threaded)
         sizes[threaded.axis] = -(-sizes[threaded.axis] // threaded.arg)
     # loop order of a matmul's tile loops: rows outside, column strips inside re-read the whole right operand for every
