@@ -68,7 +68,7 @@ def test_the_heuristic_tiles_large_matmuls_with_overlapping_last_rows(cc, vector
     (64, 128, 256, 16, "too few rows per core"),
     (1024, 128, 64, 16, "a short reduction"),
     (1024, 96, 256, 16, "the row is not a multiple of 4 vectors"),
-    (200, 128, 256, 16, "100 rows per core in tiles of 6 compute 2 again: more than 1/64 of them"),
+    (208, 128, 256, 16, "104 rows per core in tiles of 6 compute 4 again: more than 1/32 of them"),
 ])
 def test_the_wide_tile_is_only_for_large_float32_matmuls_on_avx2_or_avx512(n, m, k, vector_width, why):
     opts = heuristic_opts(lower_kernel(matmul(n, m, k)), 2, vector_width)

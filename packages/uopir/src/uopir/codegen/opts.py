@@ -316,8 +316,10 @@ TILE_ROWS_BYTES = 32 * 1024
 MATMUL_UNROLL = 8
 #: a large float32 matmul's register tile on AVX-512: rows of vectors (AVX2: 2 vectors; see `_wide_tile_axis`)
 WIDE_TILE_ROWS, WIDE_TILE_VECTORS = 6, 4
-#: ... the fewest reduce steps it takes, and the most rows it may compute twice as a fraction of each core's rows
-WIDE_TILE_MIN_REDUCE, WIDE_TILE_WASTE = 256, 1 / 64
+#: ... the fewest reduce steps it takes, and the most rows it may compute twice as a fraction of each core's rows (1024
+#: rows on 6 cores: 171 each, 3 twice; 1024^3 as 6 parts on 2 AVX-512 cores, kernels alone, best of 15: 9.4 ms with
+#: the 8-row tile, 9.0 with this one. 256 rows on 2 cores, 4 of 128 twice: 256x1024 @ 1024x1024 1.98 -> 1.94 ms)
+WIDE_TILE_MIN_REDUCE, WIDE_TILE_WASTE = 256, 1 / 32
 #: the most rows a matmul's register tile may compute twice, as a fraction of its row axis (see heuristic_opts)
 OVERLAP_WASTE = 1 / 8
 #: ... and the most columns of its output rows (see `_overlap_lanes`: 100 columns in tiles of 32 compute 28 twice)
