@@ -43,7 +43,7 @@ def test_no_pack_where_it_would_not_pay():
     for ast in (matmul(64, 1024, PACK_MIN_ALIASED_REDUCE // 2),  # a short reduce loop
                 matmul(64, 784, PACK_MIN_REDUCE // 2),  # a shortish one whose rows do not alias in the cache
                 matmul(32, 1024, 1024),  # too few rows reuse the copy
-                matmul(64, 24, 1024),  # an output row that is not whole cache lines
+                matmul(64, 24, 1024),  # rows of 24 floats: 96 bytes apart, close enough for the prefetchers
                 matmul(64, 32, 256, ldb=32)):  # a small operand
         assert operand_packs(ast, 64) == (ast, ())
     assert operand_packs(matmul(64, 1024, 1024), 0)[1] == ()
@@ -95,3 +95,47 @@ def test_the_copy_holds_each_element_where_the_kernel_reads_it():
                 values[kernel_ranges[3]] = point[pack_ranges[0]]
             assert at(src, point) == at(orig_off, values)
             assert at(new_off, values) == d
+
+
+def test_columns_no_strip_divides_are_packed_in_strips_whose_last_one_overlaps():
+    random.seed(1)
+    for batch, n, m, k, transposed in ((1, 64, 1000, 512, False), (2, 64, 999, 256, False), (1, 300, 300, 1024, False),
+                                       (1, PACK_MIN_TRANSPOSED_REUSE, 1023, 64, True)):
+        ast = matmul(n, m, k, None, batch, transposed)
+        new, (pack,) = operand_packs(ast, 64)
+        strips = -(-m // 16)
+        assert pack.size == batch * k * strips * 16
+        # the kernel's column axis became strips (the axis's number) and lanes (a new one), as the copy's
+        kernel_ranges = {r.arg[0]: r for r in ast.toposort() if r.op is Ops.RANGE}
+        new_ranges = {r.arg[0]: r for r in new.toposort() if r.op is Ops.RANGE}
+        t, lane_axis = new_ranges[1], max(new_ranges.values(), key=lambda r: r.arg[0])
+        assert int(t.src[0].arg) == strips and int(lane_axis.src[0].arg) == 16
+        orig_off, new_off = index_of(ast, 2, store=False), index_of(new, 2, store=False)
+        out_off, new_out = index_of(ast, 0, store=True), index_of(new, 0, store=True)
+        dest, src = index_of(pack.ast, 0, store=True), index_of(pack.ast, 1, store=False)
+        pack_ranges = sorted((r for r in pack.ast.toposort() if r.op is Ops.RANGE), key=lambda r: r.arg[0])
+        strip, kk, lane = pack_ranges[-3:] if transposed else (pack_ranges[-2], pack_ranges[-3], pack_ranges[-1])
+        seen = set()
+        for _ in range(80):
+            point = {r: random.randrange(int(r.src[0].arg)) for r in pack_ranges}
+            point[strip] = random.choice([strips - 1, strips - 2, point[strip]])  # the last strips more often
+            d = at(dest, point)
+            assert 0 <= d < pack.size and d not in seen
+            seen.add(d)
+            column = min(point[strip] * 16, m - 16) + point[lane]
+            values = {kernel_ranges[0]: 0, kernel_ranges[1]: column, kernel_ranges[2]: point[kk]}
+            split = {kernel_ranges[0]: 0, t: point[strip], lane_axis: point[lane], kernel_ranges[2]: point[kk]}
+            if batch > 1:
+                values[kernel_ranges[3]] = split[kernel_ranges[3]] = point[pack_ranges[0]]
+            assert at(src, point) == at(orig_off, values)  # the copy holds that column's element...
+            assert at(new_off, split) == d  # ...where the kernel reads it, at the strip and lane that compute that column
+            assert at(new_out, split) == at(out_off, values)
+
+
+def test_a_kernel_that_reads_its_output_is_not_split_in_overlapping_strips():
+    ast = matmul(64, 1000, 512)
+    out = next(u for u in ast.toposort() if u.op is Ops.STORE)
+    idx = out.src[0]
+    accumulate = ast.substitute({out: idx.store(out.src[1] + idx.load())})
+    assert operand_packs(accumulate, 64) == (accumulate, ())
+    assert operand_packs(matmul(64, 1024, 512), 64)[1]  # (a whole number of strips is packed as before)

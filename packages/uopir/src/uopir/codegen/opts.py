@@ -381,6 +381,16 @@ def _wide_tile_axis(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: l
     return None
 
 
+def _strip_axis(ast: UOp, ranges: list[UOp], loops: list[int], sizes: dict[int, int], inner: int | None, other: int | None) -> int | None:
+    """The loop axis of a packed operand's column strips when the contiguous axis `inner` is a strip's lanes (an axis the
+    strips do not divide, split by `operand_packs`): another loop axis the operand loaded as vectors along `inner`
+    moves along, or None."""
+    if inner is None:
+        return None
+    vector_loaded = [off for off in _load_offsets(ast, ranges[inner]) if stride(off, ranges[inner]) == 1]
+    return next((i for i in loops if i not in (inner, other) and sizes[i] > 1 and any(stride(off, ranges[i]) for off in vector_loaded)), None)
+
+
 def _thread_opt(ast: UOp, ranges: list[UOp], loops: list[int], sizes: dict[int, int], n_cores: int, work: int) -> Opt | None:
     """THREAD on the outermost loop axis that divides evenly among the cores, when there is enough work to pay for them.
     Only an axis every store of the kernel runs under: each core runs the whole kernel with its part of that axis, so a
@@ -661,21 +671,25 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
         # rows that share each loaded vector: an axis the vector-loaded operands do not move along (a convolution's
         # output channels, not its output rows: the input row would be loaded again for every channel)
         vector_loaded = [off for off in _load_offsets(ast, ranges[inner]) if stride(off, ranges[inner]) == 1]
-        other = next((i for i in candidates if all(stride(off, ranges[i]) == 0 for off in vector_loaded)), candidates[0] if candidates else None)
+        other = next((i for i in candidates if all(stride(off, ranges[i]) == 0 for off in vector_loaded)), None)
         if other is not None:
             opts.append(Opt(OptOps.UPCAST, other, rows))
             sizes[other] //= rows
-        elif not _reads_what_it_writes(ast):
+        elif not _reads_what_it_writes(ast) and (other := next(
+                (i for i in reversed(loops) if i != inner and sizes[i] > rows and _overlap_fits(sizes[i], rows, OVERLAP_WASTE)
+                 and all(stride(off, ranges[i]) == 0 for off in vector_loaded)), None)) is not None:
             # rows no tile divides (a batch of 100, a prompt of 77 tokens) get the tile too, the last one overlapping
             # the one before (OVERLAP): without one, 100x1024 @ 1024x1024 ran at 28 GFLOP/s (AVX-512, 2 cores), with it
             # as fast as 104 rows. Only an axis the vector-loaded operands do not move along, and only while the rows
-            # computed twice are at most OVERLAP_WASTE of it (10 rows in tiles of 8 would compute 16)
-            other = next((i for i in reversed(loops) if i != inner and sizes[i] > rows and _overlap_fits(sizes[i], rows, OVERLAP_WASTE)
-                          and all(stride(off, ranges[i]) == 0 for off in vector_loaded)), None)
-            if other is not None:
-                opts.append(Opt(OptOps.OVERLAP, other, rows))
-                sizes[other] = -(-sizes[other] // rows)
-                overlapped.add(other)
+            # computed twice are at most OVERLAP_WASTE of it (10 rows in tiles of 8 would compute 16). Before an axis
+            # they do move along (the column strips of a packed operand whose last strip overlaps: 999 x 999)
+            opts.append(Opt(OptOps.OVERLAP, other, rows))
+            sizes[other] = -(-sizes[other] // rows)
+            overlapped.add(other)
+        elif candidates:
+            other = candidates[0]
+            opts.append(Opt(OptOps.UPCAST, other, rows))
+            sizes[other] //= rows
     # a reduce with no output axis to vectorize keeps a register tile of scalar accumulators instead: independent
     # chains rather than one serial chain of adds, each loaded value serving several of them. It starts with the
     # innermost short output axis, whole (a 3x3 filter's 3 taps in a row, in a convolution's gradients). A long reduce
@@ -738,10 +752,15 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
     # block of rows; when it does not fit the second-level cache that is a stream from the last level per row block,
     # so the column strips go outside and each strip (a few hundred KiB) stays in the L2 while the row blocks pass
     # (1024^3 float32 on an AVX-512 core: 9.2 -> 6.8 ms, 8-lane tiles 16.3 -> 9.8 ms; with the operand in the L2, as
-    # at 512^3 or an MLP's 784x256 weight, the swapped order streamed the rows instead: up to 2x slower)
-    if reduces and inner is not None and other is not None and other < inner and sizes[inner] > 1 and sizes[other] > 1 \
-            and _operand_bytes(ast, ranges[inner]) > l2_bytes:
-        opts.append(Opt(OptOps.SWAP, other, inner))
+    # at 512^3 or an MLP's 784x256 weight, the swapped order streamed the rows instead: up to 2x slower). "Fits" is
+    # half the L2: the rows' tiles, the output and the other core's share of a shared cache need the rest (2 MiB L2,
+    # 2 cores: 1024x512 @ 512x1024 4.1-4.3 -> 3.5 ms, 512x1024 @ 1024x512 2.2 -> 1.8 ms with the swap; 1 MiB, as 512^3,
+    # keeps the order). The column strips: the contiguous axis, or when that is one tile, the axis of a packed operand's
+    # strips (an axis the strips do not divide, split by `uopir.codegen.packing`)
+    strips = inner if inner is not None and sizes[inner] > 1 else _strip_axis(ast, ranges, loops, sizes, inner, other)
+    if reduces and strips is not None and other is not None and other < strips and sizes[strips] > 1 and sizes[other] > 1 \
+            and _operand_bytes(ast, ranges[strips]) > l2_bytes // 2:
+        opts.append(Opt(OptOps.SWAP, other, strips))
     # matrix-vector: with one output row, keep the whole row's accumulators (up to 16 KiB of them) so the reduce loop
     # runs outside and each step streams one contiguous weight row, instead of striding across rows per output tile
     # (with a register tile of rows, the tile's rows times the row's vectors stay within those 128 vectors: on AVX2, 4
