@@ -147,3 +147,17 @@ def test_output_rows_no_vector_divides_take_two_vector_tiles_with_an_overlapping
 def test_output_rows_that_keep_their_vectors(m, why):
     opts = heuristic_opts(lower_kernel(matmul(64, m, 300)), 2, 16)
     assert not any(o.op is OptOps.OVERLAP and o.axis == 1 for o in opts), why
+
+
+@pytest.mark.parametrize("n, m", [(1023, 1023), (600, 999)])
+def test_the_wide_tile_takes_pairs_of_strips_of_an_operand_packed_with_an_overlapping_last_strip(n, m):
+    # 999 or 1023 columns: `operand_packs` splits the column axis into strips of 32 (axis 1, the last one overlapping)
+    # and lanes (a new axis); the tile's 4 vectors per row are then 2 strips
+    from uopir import operand_packs
+
+    kernel, packs = operand_packs(matmul(n, m, 1024), CRenderer(vector_width=16).packed_operand_bytes)
+    assert len(packs) == 1
+    opts = heuristic_opts(lower_kernel(kernel), 2, 16)
+    assert Opt(OptOps.OVERLAP, 0, WIDE_TILE_ROWS) in opts and Opt(OptOps.UPCAST, 1, 2) in opts, opts
+    # strips outside the rows (the packed operand is larger than half of a 1 MiB L2)
+    assert any(o.op is OptOps.SWAP for o in opts)

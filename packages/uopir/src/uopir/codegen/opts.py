@@ -365,7 +365,13 @@ def _wide_tile_axis(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: l
     if len(reduce_nodes) != 1 or reduce_nodes[0].arg is not Ops.ADD or reduce_nodes[0].dtype.itemsize != 4:
         return None
     lanes = _wide_tile_vectors(vector_width) * vector_width
-    if sizes[inner] % lanes or sizes[inner] < 2 * lanes:
+    # (or a row of two vectors that is a packed operand's strip, beside an even number of strips: 999 or 1023 columns,
+    # split by `uopir.codegen.packing`; their runs are pairs of strips)
+    strips = _strip_axis(ast, ranges, loops, sizes, inner, None) if 2 * sizes[inner] == lanes else None
+    if strips is not None:
+        if sizes[strips] % 2 or sizes[strips] < 4:
+            return None
+    elif sizes[inner] % lanes or sizes[inner] < 2 * lanes:
         return None
     if _reads_what_it_writes(ast):
         return None
@@ -384,11 +390,13 @@ def _wide_tile_axis(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: l
 def _strip_axis(ast: UOp, ranges: list[UOp], loops: list[int], sizes: dict[int, int], inner: int | None, other: int | None) -> int | None:
     """The loop axis of a packed operand's column strips when the contiguous axis `inner` is a strip's lanes (an axis the
     strips do not divide, split by `operand_packs`): another loop axis the operand loaded as vectors along `inner`
-    moves along, or None."""
+    moves along and the output does not move along by a constant step (the last strip starts earlier), or None."""
     if inner is None:
         return None
     vector_loaded = [off for off in _load_offsets(ast, ranges[inner]) if stride(off, ranges[inner]) == 1]
-    return next((i for i in loops if i not in (inner, other) and sizes[i] > 1 and any(stride(off, ranges[i]) for off in vector_loaded)), None)
+    store = kernel_stores(ast)[0].src[0].src[1]
+    return next((i for i in loops if i not in (inner, other) and sizes[i] > 1 and any(stride(off, ranges[i]) for off in vector_loaded)
+                 and stride(store, ranges[i]) is None), None)
 
 
 def _thread_opt(ast: UOp, ranges: list[UOp], loops: list[int], sizes: dict[int, int], n_cores: int, work: int) -> Opt | None:
@@ -648,8 +656,11 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
         # (`packed_operand_bytes`), and a run of 4 would cross strips ((n / 32) * rows + n % 32: no vector load). The cores split the rows
         # first, so each overlaps its own last tile (no element is written by both)
         if (runs := _wide_tile_vectors(vector_width) // 2) > 1:
-            opts.append(Opt(OptOps.UPCAST, inner, runs))
-            sizes[inner] //= runs
+            # (a packed operand's strips of one run each, when the strips do not divide the columns: runs of strips)
+            axis = inner if sizes[inner] % runs == 0 else _strip_axis(ast, ranges, loops, sizes, inner, None)
+            assert axis is not None and sizes[axis] % runs == 0
+            opts.append(Opt(OptOps.UPCAST, axis, runs))
+            sizes[axis] //= runs
         if (threaded := _thread_opt(ast, ranges, [wide], sizes, n_cores, work)) is not None:
             opts.append(threaded)
             sizes[wide] = -(-sizes[wide] // threaded.arg)
