@@ -3,7 +3,7 @@ overlapping last one (uopir's OVERLAP): through the whole stack (packing, two co
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from uop_scheduler import Tensor
 
@@ -112,3 +112,26 @@ def test_matmuls_no_tile_divides_either_way_against_numpy(m, k, n):
     w = rng.standard_normal((n, k), dtype=np.float32)
     out = (Tensor(a) @ Tensor(w).T).numpy()
     np.testing.assert_allclose(out, a.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
+_OPS = {
+    "add_broadcast": (lambda t, u: t + u[:1], lambda x, y: x + y[:1]),
+    "mul_relu": (lambda t, u: (t * u).relu(), lambda x, y: np.maximum(x * y, 0)),
+    "sum_rows": (lambda t, u: t.sum(axis=1), lambda x, y: x.astype(np.float64).sum(axis=1)),
+    "max_cols": (lambda t, u: t.max(axis=0), lambda x, y: x.max(axis=0)),
+    "transpose_add": (lambda t, u: t.T + u.T, lambda x, y: x.T + y.T),
+    "softmax": (lambda t, u: t.softmax(-1), lambda x, y: np.exp(x - x.max(-1, keepdims=True)) / np.exp(x - x.max(-1, keepdims=True)).sum(-1, keepdims=True)),
+    "matmul_t": (lambda t, u: t @ u.T, lambda x, y: x.astype(np.float64) @ y.T.astype(np.float64)),
+}
+
+
+@pytest.mark.parametrize("cores", [3, 7], indirect=True)
+@settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=st.integers(200, 1500), cols=st.integers(40, 700), op=st.sampled_from(sorted(_OPS)))
+def test_random_programs_on_core_counts_that_divide_no_axis(cores, rows, cols, op):
+    # (sizes big enough to be split among the cores: 65536 elements of work or more; the fixture's core count holds for
+    # every example)
+    rng = np.random.default_rng(rows * 1000 + cols)
+    x, y = rng.standard_normal((rows, cols), dtype=np.float32), rng.standard_normal((rows, cols), dtype=np.float32)
+    ours, ref = _OPS[op]
+    np.testing.assert_allclose(ours(Tensor(x), Tensor(y)).numpy(), ref(x, y), rtol=1e-4, atol=1e-4 * np.sqrt(cols))
