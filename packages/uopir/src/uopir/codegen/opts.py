@@ -102,8 +102,8 @@ def _thread(ast: UOp, r: UOp, amount: int) -> UOp:
     """THREAD: `amount` cores each run the kernel over a part of axis `r`. A size the cores do not divide (1024 rows on
     6 cores) gives each core ceil(end / amount) iterations, the last core's part ending with the axis and so overlapping
     the part before (as `OVERLAP` does within a core): the elements both compute are stored twice, the same values, by
-    two cores. So only a kernel that reads no buffer it writes, and whose stores move along the axis by a constant step
-    (no element of another iteration is written), may split unevenly (see `thread_overlap_allowed`)."""
+    two cores. So only a kernel that reads no buffer it writes, and whose store addresses depend on the axis and on no
+    loaded value, may split unevenly (see `thread_overlap_allowed`)."""
     end = range_end(r)
     if amount <= 1 or end < amount:
         raise CodegenError(f"cannot thread axis {r.arg[0]} of size {end} over {amount} cores: at least one iteration per core")
@@ -113,7 +113,7 @@ def _thread(ast: UOp, r: UOp, amount: int) -> UOp:
         return replace_ranges(ast, {r: (core * (end // amount) + inner, (inner,))})
     if not thread_overlap_allowed(ast, r):
         raise CodegenError(f"cannot thread axis {r.arg[0]} of size {end} over {amount} cores: the size is not a multiple, and the kernel "
-                           "reads a buffer it writes or its stores do not move along the axis, so the overlapping parts would differ")
+                           "reads a buffer it writes or its store addresses do not follow the axis alone, so the overlapping parts could differ")
     chunk = -(-end // amount)
     inner = UOp.range(chunk, r.arg[0], axis_type(r), r.dtype)
     start = core * chunk
@@ -125,7 +125,7 @@ def thread_overlap_allowed(ast: UOp, r: UOp) -> bool:
     writes, and each store's address moves with `r` (an axis of tiles whose last one overlaps too, see `_overlap`) and
     reads no loaded value (a scatter's rows may write one element: a part computed twice would store an earlier row's
     value after a later one's)."""
-    if _reads_what_it_writes(ast):
+    if reads_what_it_writes(ast):
         return False
     for st in kernel_stores(ast):
         idx = st.src[0]
@@ -179,8 +179,9 @@ def _padto(ast: UOp, r: UOp, amount: int) -> UOp:
     return memo[ast]
 
 
-def _reads_what_it_writes(ast: UOp) -> bool:
-    """Whether the kernel loads from a buffer one of its stores writes."""
+def reads_what_it_writes(ast: UOp) -> bool:
+    """Whether the kernel loads from a buffer one of its stores writes (then no element may be computed and stored twice:
+    see `OVERLAP`, an uneven `THREAD` and `uopir.codegen.packing`'s split strips)."""
     written = {st.src[0].src[0] for st in kernel_stores(ast)}
     return any(n.op is Ops.LOAD and n.src[0].op is Ops.INDEX and n.src[0].src[0] in written for n in ast.toposort())
 
@@ -198,7 +199,7 @@ def _overlap_lanes(ast: UOp, ranges: list[UOp], sizes: dict[int, int], inner: in
     if size % (lanes // 2) == 0 or size <= lanes or not _overlap_fits(size, lanes, OVERLAP_LANES_WASTE):
         return False
     moving = [*_moving_indexes(ast, ranges[inner]), *(st.src[0] for st in kernel_stores(ast))]
-    return all(stride(idx.src[1], ranges[inner]) in (0, 1) for idx in moving) and not _reads_what_it_writes(ast)
+    return all(stride(idx.src[1], ranges[inner]) in (0, 1) for idx in moving) and not reads_what_it_writes(ast)
 
 
 def _overlap(ast: UOp, r: UOp, amount: int) -> UOp:
@@ -212,7 +213,7 @@ def _overlap(ast: UOp, r: UOp, amount: int) -> UOp:
         return _split(ast, r, amount, AxisType.UPCAST)
     if axis_type(r) in REDUCE_AXES or amount <= 1 or end < amount:
         raise CodegenError(f"cannot overlap axis {r.arg[0]} of size {end} in tiles of {amount}: a loop axis of at least {amount} iterations")
-    if _reads_what_it_writes(ast):
+    if reads_what_it_writes(ast):
         raise CodegenError(f"cannot overlap axis {r.arg[0]}: the kernel reads a buffer it writes, so a second store is not the same value")
     rest = UOp.range(-(-end // amount), r.arg[0], axis_type(r), r.dtype)
     new = UOp.range(amount, next_axis_id(ast), AxisType.UPCAST, r.dtype)
@@ -373,7 +374,7 @@ def _wide_tile_axis(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: l
             return None
     elif sizes[inner] % lanes or sizes[inner] < 2 * lanes:
         return None
-    if _reads_what_it_writes(ast):
+    if reads_what_it_writes(ast):
         return None
     vector_loaded = [off for off in _load_offsets(ast, ranges[inner]) if stride(off, ranges[inner]) == 1]
     cores = max(n_cores, 1)
@@ -460,7 +461,7 @@ def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[i
             # a short innermost axis (the 3 query heads a grouped-query KV head serves) is tiled whole
             opts.append(Opt(OptOps.UPCAST, i, sizes[i]))
             sizes[i] = 1
-        elif sizes[i] > amount and _overlap_fits(sizes[i], amount, OVERLAP_WASTE) and not _reads_what_it_writes(ast):
+        elif sizes[i] > amount and _overlap_fits(sizes[i], amount, OVERLAP_WASTE) and not reads_what_it_writes(ast):
             # an axis the tile does not divide (a prompt of 77 tokens, 250 outputs) is tiled too, the last tile
             # overlapping the one before: x @ w.T with 77x576 and 1536x576 1.16 -> 0.76 ms (AVX-512, 2 cores)
             opts.append(Opt(OptOps.OVERLAP, i, amount))
@@ -657,10 +658,11 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
         # first, so each overlaps its own last tile (no element is written by both)
         if (runs := _wide_tile_vectors(vector_width) // 2) > 1:
             # (a packed operand's strips of one run each, when the strips do not divide the columns: runs of strips)
+            # (`_wide_tile_axis` chose the tile only where one of the two divides)
             axis = inner if sizes[inner] % runs == 0 else _strip_axis(ast, ranges, loops, sizes, inner, None)
-            assert axis is not None and sizes[axis] % runs == 0
-            opts.append(Opt(OptOps.UPCAST, axis, runs))
-            sizes[axis] //= runs
+            if axis is not None and sizes[axis] % runs == 0:
+                opts.append(Opt(OptOps.UPCAST, axis, runs))
+                sizes[axis] //= runs
         if (threaded := _thread_opt(ast, ranges, [wide], sizes, n_cores, work)) is not None:
             opts.append(threaded)
             sizes[wide] = -(-sizes[wide] // threaded.arg)
@@ -686,7 +688,7 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
         if other is not None:
             opts.append(Opt(OptOps.UPCAST, other, rows))
             sizes[other] //= rows
-        elif not _reads_what_it_writes(ast) and (other := next(
+        elif not reads_what_it_writes(ast) and (other := next(
                 (i for i in reversed(loops) if i != inner and sizes[i] > rows and _overlap_fits(sizes[i], rows, OVERLAP_WASTE)
                  and all(stride(off, ranges[i]) == 0 for off in vector_loaded)), None)) is not None:
             # rows no tile divides (a batch of 100, a prompt of 77 tokens) get the tile too, the last one overlapping

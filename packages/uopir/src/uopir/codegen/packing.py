@@ -28,7 +28,7 @@ from uopir.ops import Ops
 from uopir.uop import UOp
 
 from .kernel import axis_type, next_axis_id, range_end, replace_ranges
-from .opts import _reads_what_it_writes, stride
+from .opts import reads_what_it_writes, stride
 
 #: the reduce loop must be at least this long (a strip of fewer lines stays in the first-level cache anyway)...
 PACK_MIN_REDUCE = 256
@@ -185,7 +185,7 @@ def operand_packs(ast: UOp, group_bytes: int) -> tuple[UOp, tuple[OperandPack, .
         # one before (see `_Split`): only when it is longer than a strip, and no buffer is both read and written (the
         # overlapped columns are computed and stored twice)
         uneven = range_end(inner) % group != 0
-        if uneven and (range_end(inner) <= group or _reads_what_it_writes(ast)):
+        if uneven and (range_end(inner) <= group or reads_what_it_writes(ast)):
             continue
         steps = _affine(off, moving)
         if steps is None:
