@@ -5,7 +5,13 @@ scheduler's test_sched_operand_packing."""
 import random
 
 from uopir import AxisType, CRenderer, Ops, UOp, dtypes, operand_packs
-from uopir.codegen.packing import PACK_MIN_ALIASED_REDUCE, PACK_MIN_REDUCE, PACK_MIN_TRANSPOSED_REDUCE, PACK_MIN_TRANSPOSED_REUSE
+from uopir.codegen.packing import (
+    PACK_MIN_ALIASED_REDUCE,
+    PACK_MIN_REDUCE,
+    PACK_MIN_SPLIT_REUSE,
+    PACK_MIN_TRANSPOSED_REDUCE,
+    PACK_MIN_TRANSPOSED_REUSE,
+)
 
 
 def matmul(n: int, m: int, k: int, ldb: int | None = None, batch: int = 1, transposed: bool = False) -> UOp:
@@ -99,7 +105,7 @@ def test_the_copy_holds_each_element_where_the_kernel_reads_it():
 
 def test_columns_no_strip_divides_are_packed_in_strips_whose_last_one_overlaps():
     random.seed(1)
-    for batch, n, m, k, transposed in ((1, 64, 1000, 512, False), (2, 64, 999, 256, False), (1, 300, 300, 1024, False),
+    for batch, n, m, k, transposed in ((1, 128, 1000, 512, False), (2, 128, 999, 256, False), (1, 300, 300, 1024, False),
                                        (1, PACK_MIN_TRANSPOSED_REUSE, 1023, 64, True)):
         ast = matmul(n, m, k, None, batch, transposed)
         new, (pack,) = operand_packs(ast, 64)
@@ -139,3 +145,8 @@ def test_a_kernel_that_reads_its_output_is_not_split_in_overlapping_strips():
     accumulate = ast.substitute({out: idx.store(out.src[1] + idx.load())})
     assert operand_packs(accumulate, 64) == (accumulate, ())
     assert operand_packs(matmul(64, 1024, 512), 64)[1]  # (a whole number of strips is packed as before)
+
+
+def test_few_rows_keep_an_operand_no_strip_divides_in_place():
+    assert operand_packs(matmul(PACK_MIN_SPLIT_REUSE // 2, 1000, 512), 64)[1] == ()
+    assert operand_packs(matmul(PACK_MIN_SPLIT_REUSE, 1000, 512), 64)[1]
