@@ -597,14 +597,14 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
             return self._dev
         except AttributeError:
             pass
+        # (the chain's nodes are mostly unasked: a default instead of a caught AttributeError each, and the first
+        # placed source found by a loop, not a generator: a fresh 24-node chain 22.8 -> 11.0 us; asked of a training
+        # step's loss at every realize)
         chain: list[UOp] = []
         node = self
         while True:
-            try:
-                ret = node._dev
+            if (ret := getattr(node, "_dev", _UNASKED)) is not _UNASKED:
                 break
-            except AttributeError:
-                pass
             chain.append(node)
             op = node.op
             if op is Ops.BUFFER or op is Ops.PARAM:
@@ -616,12 +616,16 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
                 ret = d[node.arg] if isinstance(d, tuple) else d
             elif op is Ops.MSTACK:
                 ret = tuple(s.device for s in node.src)
-            elif op in _NO_DEVICE or not node.src:
-                ret = None
-            elif (nxt := next((s for s in node.src if s.op not in _NO_DEVICE), None)) is None:
+            elif op in _NO_DEVICE:
                 ret = None
             else:
-                node = nxt
+                for s in node.src:
+                    if s.op not in _NO_DEVICE:
+                        node = s
+                        break
+                else:  # no sources, or constants only
+                    ret = None
+                    break
                 continue
             break
         for n in chain:
@@ -670,6 +674,7 @@ _set_bounds = UOp.__dict__["_bounds"].__set__
 _set_shape = UOp.__dict__["_shape"].__set__
 _movement._set_shape = _set_shape  # movement.py is imported first: it takes the setter now
 _set_dev = UOp.__dict__["_dev"].__set__
+_UNASKED = object()  # `UOp.device` not asked of a node yet
 _set_hash_key = UOp.__dict__["_key"].__set__
 
 
