@@ -1,7 +1,14 @@
 """Small kernel ASTs and call builders the runtime tests share (importable from every test: `tests` is on pytest's path)."""
 
-from hcq_runtime import LANE_VARIABLE
-from uopir import Ops, UOp, dtypes
+import shutil
+from typing import Any
+
+from hcq_runtime import LANE_VARIABLE, CCompiler, Device
+from uopir import AxisType, CRenderer, Ops, UOp, dtypes, to_program
+
+#: the C compilers CPU kernel tests compile with: a clang and GCC, those on PATH
+C_COMPILERS = [found for names in (("clang", "clang-19", "clang-15"), ("gcc",)) if (found := next(filter(shutil.which, names), None))]
+_c_compilers: dict[str, CCompiler] = {}
 
 
 def scale_add(n: int, scale: float) -> UOp:
@@ -35,3 +42,24 @@ def call(body: UOp, *args: UOp) -> UOp:
 def linear(*calls: UOp) -> UOp:
     """A LINEAR of `calls`, run in order."""
     return UOp(Ops.LINEAR, dtypes.void, calls)
+
+
+def float_matmul(n: int, m: int, k: int, accumulate: bool = False, transposed: bool = False) -> UOp:
+    """out[n, m] = a[n, k] @ b[k, m] in float32 (slots 0, 1, 2); b stored (m, k) with `transposed`; `accumulate` adds
+    out[n, m] (a kernel that reads the buffer it writes)."""
+    out, a, b = UOp.param(0, dtypes.float32.ptr(n * m)), UOp.param(1, dtypes.float32.ptr(n * k)), UOp.param(2, dtypes.float32.ptr(k * m))
+    i, j, r = UOp.range(n, 0), UOp.range(m, 1), UOp.range(k, 2, AxisType.REDUCE)
+    value = (a.index(i * k + r).load() * b.index(j * k + r if transposed else r * m + j).load()).reduce(r)
+    if accumulate:
+        value = value + out.index(i * m + j).load()
+    return UOp.sink(out.index(i * m + j).store(value).end(i, j))
+
+
+def cpu_kernel(cc: str, ast: UOp, opts: Any = None, cores: int = 2, vector_width: int = 16) -> tuple[Any, int, str]:
+    """`ast` compiled by `cc` for the CPU device (opts None: the heuristic's for `cores` and `vector_width`): the loaded
+    program, the parts it runs on (its core count) and its source."""
+    program = to_program(ast, CRenderer(vector_width=vector_width), opts=opts, n_cores=cores)
+    if cc not in _c_compilers:
+        _c_compilers[cc] = CCompiler(cc=cc)
+    src = program.src[2].arg
+    return Device["CPU"].program(program.arg.function_name, _c_compilers[cc].compile(src)), program.arg.global_size[0], src

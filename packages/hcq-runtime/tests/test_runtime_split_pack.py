@@ -3,31 +3,17 @@ the column axis into strips whose last one overlaps the one before, and the heur
 the copy and the kernel are compiled for AVX-512 and AVX2 widths with clang and GCC, run one after the other on two
 cores, and checked against numpy in float64 and against the kernel reading the operand in place."""
 
-import shutil
-
 import numpy as np
 import pytest
-from hcq_runtime import CCompiler, Device
-from uopir import AxisType, CRenderer, UOp, dtypes, operand_packs, to_program
-
-COMPILERS = [found for names in (("clang", "clang-19", "clang-15"), ("gcc",)) if (found := next(filter(shutil.which, names), None))]
-_compilers: dict[str, CCompiler] = {}
-
-
-def matmul(n: int, m: int, k: int, transposed: bool = False) -> UOp:
-    """out[n, m] = a[n, k] @ b[k, m], or @ b[m, k].T with `transposed`."""
-    out, a, b = UOp.param(0, dtypes.float32.ptr(n * m)), UOp.param(1, dtypes.float32.ptr(n * k)), UOp.param(2, dtypes.float32.ptr(k * m))
-    i, j, r = UOp.range(n, 0), UOp.range(m, 1), UOp.range(k, 2, AxisType.REDUCE)
-    value = (a.index(i * k + r).load() * b.index(j * k + r if transposed else r * m + j).load()).reduce(r)
-    return UOp.sink(out.index(i * m + j).store(value).end(i, j))
+from kernel_asts import C_COMPILERS as COMPILERS
+from kernel_asts import cpu_kernel
+from kernel_asts import float_matmul as matmul
+from uopir import CRenderer, UOp, operand_packs
 
 
 def _run(cc: str, ast: UOp, vector_width: int, buffers: list[np.ndarray]) -> None:
-    program = to_program(ast, CRenderer(vector_width=vector_width), n_cores=2)
-    if cc not in _compilers:
-        _compilers[cc] = CCompiler(cc=cc)
-    prog = Device["CPU"].program(program.arg.function_name, _compilers[cc].compile(program.src[2].arg))
-    prog([b.ctypes.data for b in buffers], [], n_cores=program.arg.global_size[0])
+    prog, parts, _ = cpu_kernel(cc, ast, None, 2, vector_width)
+    prog([b.ctypes.data for b in buffers], [], n_cores=parts)
 
 
 @pytest.mark.parametrize("cc", COMPILERS)
@@ -36,7 +22,7 @@ def _run(cc: str, ast: UOp, vector_width: int, buffers: list[np.ndarray]) -> Non
                                                  (256, 999, 128, True), (300, 77, 512, True)])
 def test_a_matmul_over_strips_whose_last_one_overlaps(cc, vector_width, n, m, k, transposed):
     renderer = CRenderer(vector_width=vector_width)
-    ast = matmul(n, m, k, transposed)
+    ast = matmul(n, m, k, transposed=transposed)
     kernel, packs = operand_packs(ast, renderer.packed_operand_bytes)
     assert len(packs) == 1 and m % (renderer.packed_operand_bytes // 4)
     rng = np.random.default_rng(n + m + k)

@@ -3,29 +3,16 @@ the last part ending with the axis and overlapping the one before (`OptOps.THREA
 run here with more parts than this machine has cores (the launcher's threads claim them), compiled with clang and GCC,
 checked against numpy in float64, and the overlapped elements bit for bit against an even split."""
 
-import shutil
-
 import numpy as np
 import pytest
-from hcq_runtime import CCompiler, Device
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from uopir import AxisType, CodegenError, CRenderer, Opt, OptOps, UOp, dtypes, heuristic_opts, to_program
+from kernel_asts import C_COMPILERS as COMPILERS
+from kernel_asts import cpu_kernel
+from kernel_asts import float_matmul as matmul
+from uopir import CodegenError, CRenderer, Opt, OptOps, UOp, dtypes, heuristic_opts, to_program
 from uopir.codegen.opts import WIDE_TILE_ROWS, thread_fits
 from uopir.codegen.program import lower_kernel
-
-COMPILERS = [found for names in (("clang", "clang-19", "clang-15"), ("gcc",)) if (found := next(filter(shutil.which, names), None))]
-_compilers: dict[str, CCompiler] = {}
-
-
-def matmul(n: int, m: int, k: int, accumulate: bool = False) -> UOp:
-    """out[n, m] = a[n, k] @ b[k, m] (+ out[n, m] with `accumulate`: a kernel that reads the buffer it writes)."""
-    out, a, b = UOp.param(0, dtypes.float32.ptr(n * m)), UOp.param(1, dtypes.float32.ptr(n * k)), UOp.param(2, dtypes.float32.ptr(k * m))
-    i, j, r = UOp.range(n, 0), UOp.range(m, 1), UOp.range(k, 2, AxisType.REDUCE)
-    value = (a.index(i * k + r).load() * b.index(r * m + j).load()).reduce(r)
-    if accumulate:
-        value = value + out.index(i * m + j).load()
-    return UOp.sink(out.index(i * m + j).store(value).end(i, j))
 
 
 def elementwise(n: int, m: int) -> UOp:
@@ -44,19 +31,11 @@ def scatter(n: int, m: int) -> UOp:
     return UOp.sink(out.index(row * m + j).store(a.index(i * m + j).load()).end(i, j))
 
 
-def _compile(cc: str, ast: UOp, opts, cores: int, vector_width: int):
-    program = to_program(ast, CRenderer(vector_width=vector_width), opts=opts, n_cores=cores)
-    if cc not in _compilers:
-        _compilers[cc] = CCompiler(cc=cc)
-    src = program.src[2].arg
-    return Device["CPU"].program(program.arg.function_name, _compilers[cc].compile(src)), program.arg.global_size[0], src
-
-
 def run_matmul(cc: str, n: int, m: int, k: int, opts=None, cores: int = 2, vector_width: int = 16, seed: int = 0):
     """The kernel's result (opts None: the heuristic's for `cores`), numpy's in float64, the parts it ran on."""
     rng = np.random.default_rng(seed)
     a, b = rng.standard_normal((n, k), dtype=np.float32), rng.standard_normal((k, m), dtype=np.float32)
-    prog, parts, _ = _compile(cc, matmul(n, m, k), opts, cores, vector_width)
+    prog, parts, _ = cpu_kernel(cc, matmul(n, m, k), opts, cores, vector_width)
     out = np.full((n, m), np.nan, np.float32)
     prog([out.ctypes.data, a.ctypes.data, b.ctypes.data], [], n_cores=parts)
     return out, a.astype(np.float64) @ b.astype(np.float64), parts
@@ -65,7 +44,7 @@ def run_matmul(cc: str, n: int, m: int, k: int, opts=None, cores: int = 2, vecto
 def run_elementwise(cc: str, n: int, m: int, opts=None, cores: int = 2, vector_width: int = 16):
     rng = np.random.default_rng(n * 1000 + m)
     a, b = rng.standard_normal((n, m), dtype=np.float32), rng.standard_normal((n, m), dtype=np.float32)
-    prog, parts, _ = _compile(cc, elementwise(n, m), opts, cores, vector_width)
+    prog, parts, _ = cpu_kernel(cc, elementwise(n, m), opts, cores, vector_width)
     out = np.full((n, m), np.nan, np.float32)
     prog([out.ctypes.data, a.ctypes.data, b.ctypes.data], [], n_cores=parts)
     return out, a * np.float32(2) + b, parts
@@ -108,10 +87,10 @@ def test_the_cores_are_not_split_unevenly_where_a_second_store_would_differ():
     with pytest.raises(CodegenError, match="at least one iteration per core"):
         to_program(elementwise(3, 16), CRenderer(), opts=[Opt(OptOps.THREAD, 0, 4)])
     # so the heuristic splits them evenly among fewer cores, or not at all
-    for ast, cores in ((matmul(1026, 128, 256, accumulate=True), 4), (scatter(1026, 4096), 4), (scatter(999, 4096), 2)):
-        threads = [o for o in heuristic_opts(lower_kernel(ast), cores, 16) if o.op is OptOps.THREAD]
-        sizes = {0: ast.src[0].src[1].src[0].arg}
-        assert all(sizes.get(o.axis, 0) % o.arg == 0 for o in threads), threads
+    # (an uneven split clamps the last core's start: `(core_id < cores - 1) ? ...`)
+    for ast, cores in ((matmul(1026, 128, 256, accumulate=True), 4), (scatter(1026, 4096), 4), (scatter(999, 4097), 2)):
+        assert "(core_id < " not in to_program(ast, CRenderer(vector_width=16), n_cores=cores).src[2].arg
+    assert "(core_id < " in to_program(elementwise(999, 71), CRenderer(vector_width=16), n_cores=2).src[2].arg  # (no even axis)
     # an even split is as before: every core takes its own rows
     assert to_program(matmul(1024, 16, 8, accumulate=True), CRenderer(), opts=[Opt(OptOps.THREAD, 0, 2)]).arg.global_size[0] == 2
 

@@ -2,29 +2,16 @@
 divides: each core's last tile overlaps the one before (`OptOps.OVERLAP`). Compiled with clang and GCC, run on two
 cores, checked against numpy; the overlapped rows must hold the same values as every other row."""
 
-import shutil
-
 import numpy as np
 import pytest
-from hcq_runtime import CCompiler, Device
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kernel_asts import C_COMPILERS as COMPILERS
+from kernel_asts import cpu_kernel
+from kernel_asts import float_matmul as matmul
 from uopir import AxisType, CodegenError, CRenderer, Opt, OptOps, UOp, dtypes, heuristic_opts, to_program
 from uopir.codegen.opts import WIDE_TILE_ROWS
 from uopir.codegen.program import lower_kernel
-
-COMPILERS = [found for names in (("clang", "clang-19", "clang-15"), ("gcc",)) if (found := next(filter(shutil.which, names), None))]
-_compilers: dict[str, CCompiler] = {}
-
-
-def matmul(n: int, m: int, k: int, accumulate: bool = False) -> UOp:
-    """out[n, m] = a[n, k] @ b[k, m] (+ out[n, m] with `accumulate`: a kernel that reads the buffer it writes)."""
-    out, a, b = UOp.param(0, dtypes.float32.ptr(n * m)), UOp.param(1, dtypes.float32.ptr(n * k)), UOp.param(2, dtypes.float32.ptr(k * m))
-    i, j, r = UOp.range(n, 0), UOp.range(m, 1), UOp.range(k, 2, AxisType.REDUCE)
-    value = (a.index(i * k + r).load() * b.index(r * m + j).load()).reduce(r)
-    if accumulate:
-        value = value + out.index(i * m + j).load()
-    return UOp.sink(out.index(i * m + j).store(value).end(i, j))
 
 
 def run(cc: str, n: int, m: int, k: int, opts=None, cores: int = 2, seed: int = 0, vector_width: int = 16) -> tuple[np.ndarray, np.ndarray, str]:
@@ -32,13 +19,9 @@ def run(cc: str, n: int, m: int, k: int, opts=None, cores: int = 2, seed: int = 
     source."""
     rng = np.random.default_rng(seed)
     a, b = rng.standard_normal((n, k), dtype=np.float32), rng.standard_normal((k, m), dtype=np.float32)
-    program = to_program(matmul(n, m, k), CRenderer(vector_width=vector_width), opts=opts, n_cores=cores)
-    src = program.src[2].arg
-    if cc not in _compilers:
-        _compilers[cc] = CCompiler(cc=cc)
-    prog = Device["CPU"].program(program.arg.function_name, _compilers[cc].compile(src))
+    prog, parts, src = cpu_kernel(cc, matmul(n, m, k), opts, cores, vector_width)
     out = np.full((n, m), np.nan, np.float32)
-    prog([out.ctypes.data, a.ctypes.data, b.ctypes.data], [], n_cores=program.arg.global_size[0])
+    prog([out.ctypes.data, a.ctypes.data, b.ctypes.data], [], n_cores=parts)
     return out, a.astype(np.float64) @ b.astype(np.float64), src
 
 

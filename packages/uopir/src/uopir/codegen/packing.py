@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from uopir.dtypes import DType, PtrDType
 from uopir.ops import Ops
@@ -84,6 +85,19 @@ def _affine(off: UOp, ranges: list[UOp]) -> dict[UOp, int] | None:
     for r, s in steps.items():
         rest = rest - r * s
     return steps if rest.simplify().op is Ops.CONST else None
+
+
+class _Candidate(NamedTuple):
+    """An operand load worth packing, and what `_packed` needs to pack it."""
+
+    load: UOp
+    param: UOp
+    off: UOp
+    others: list[UOp]
+    group: int
+    size: int
+    rows_outer: bool
+    uneven: bool  # `group` does not divide the inner axis: packed in split strips
 
 
 @dataclass(frozen=True)
@@ -170,7 +184,7 @@ def operand_packs(ast: UOp, group_bytes: int) -> tuple[UOp, tuple[OperandPack, .
         return ast, ()
     loads = [u for u in ast.toposort() if u.op is Ops.LOAD]
     in_reduce = set(reduces[0].toposort())
-    candidates: list[tuple] = []
+    candidates: list[_Candidate] = []
     for ld in loads:
         idx = ld.src[0]
         if idx.op is not Ops.INDEX or len(idx.src) != 2 or idx.src[0].op is not Ops.PARAM:
@@ -211,20 +225,20 @@ def operand_packs(ast: UOp, group_bytes: int) -> tuple[UOp, tuple[OperandPack, .
                 continue
             if reuse < PACK_MIN_REUSE or size * item < PACK_MIN_BYTES:
                 continue
-        candidates.append((ld, param, off, [r for r in loops if r in moving and r is not inner], group, size, not transposed, uneven))
+        candidates.append(_Candidate(ld, param, off, [r for r in loops if r in moving and r is not inner], group, size, not transposed, uneven))
     if not candidates:
         return ast, ()
     split = None
-    if any(c[-1] for c in candidates):
+    if any(c.uneven for c in candidates):
         # every packed operand reads the split axis's strips: those of another strip width are left as they are
-        group = next(c[4] for c in candidates if c[-1])
-        candidates = [c for c in candidates if c[4] == group]
+        group = next(c.group for c in candidates if c.uneven)
+        candidates = [c for c in candidates if c.group == group]
         t = UOp.range(-(-range_end(inner) // group), inner.arg[0], axis_type(inner), inner.dtype)
         split = _Split(inner, group, t, UOp.range(group, next_axis_id(ast), axis_type(inner), inner.dtype))
     subs: dict[UOp, UOp] = {}
     packs: list[OperandPack] = []
-    for ld, param, off, others, group, size, rows_outer, _ in candidates:
-        pack, subs[ld] = _packed(param, off, others, inner, k, group, size, rows_outer, split)
+    for c in candidates:
+        pack, subs[c.load] = _packed(c.param, c.off, c.others, inner, k, c.group, c.size, c.rows_outer, split)
         packs.append(pack)
     ast = ast.substitute(subs)
     if split is not None:
