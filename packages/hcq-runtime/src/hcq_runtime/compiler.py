@@ -101,7 +101,7 @@ def gcc_only_flags(version_line: str) -> tuple[str, ...]:
         return ()
     versions = re.findall(r"\b(\d+)\.\d+\.\d+\b", version_line)  # the last is the compiler's ("gcc (GCC) 13.2.1 20230801")
     # (the option exists from GCC 12, the first to emit AVX512-FP16)
-    return ("-fno-tree-loop-if-convert", *(("-mno-avx512fp16",) if versions and int(versions[-1]) >= 12 else ()))
+    return ("-fvect-cost-model=dynamic", *(("-mno-avx512fp16",) if versions and int(versions[-1]) >= 12 else ()))
 
 
 def source_line_error(src: str, stderr: str, filename: str) -> str:
@@ -168,11 +168,11 @@ def _build_pch(cc: str, compile_flags: tuple[str, ...]) -> tuple[str, ...]:
 class CCompiler(Compiler):
     """Compiles C source into a shared object with the system C compiler.
 
-    GCC only (`gcc_only_flags`), -fno-tree-loop-if-convert: GCC 12.2's loop vectorizer miscompiles a reduction loop holding
-    a completely unrolled (`GCC unroll`) register loop of gated loads once it if-converts it (a padded int tensor summed over
-    its padded axis read the wrong elements; test_sched_reduce.py has the case). Loops without conditionals, matmuls among
-    them, vectorize as before; the cost measured on benchmarks/cpu_kernels.py is within its run-to-run noise. clang rejects
-    the flag, so it is never passed to clang. -mno-avx512fp16 (GCC 12 and later): on a CPU with AVX512-FP16, GCC 12.2
+    GCC only (`gcc_only_flags`), -fvect-cost-model=dynamic: GCC 12's -O2 vectorizes only loops its "very cheap" model
+    accepts (no epilogue, no runtime check), so the loops clang vectorizes at -O2 stayed scalar; with the model -O3 uses, a
+    small CNN's max-pool gradient kernel (26-wide rows, a select per element) 139 -> 24 us (clang: 64). A kernel with a
+    gated access asks GCC itself not to if-convert its loops (`uopir.renderer.cstyle.GCC_KEEP_BRANCHES`: a miscompile of
+    GCC 12.2; test_sched_reduce.py has the case). -mno-avx512fp16 (GCC 12 and later): on a CPU with AVX512-FP16, GCC 12.2
     writes a half select as a masked `vmovsh` that binutils 2.40 refuses ("unsupported masking"), so `relu` of a half
     tensor failed to compile; half values are then converted to float for arithmetic (F16C), as on CPUs without it."""
 
