@@ -132,15 +132,17 @@ def test_output_rows_that_keep_their_vectors(m, why):
     assert not any(o.op is OptOps.OVERLAP and o.axis == 1 for o in opts), why
 
 
+@pytest.mark.parametrize("vector_width", [16, 8], ids=["avx512", "avx2"])
 @pytest.mark.parametrize("n, m", [(1023, 1023), (600, 999)])
-def test_the_wide_tile_takes_pairs_of_strips_of_an_operand_packed_with_an_overlapping_last_strip(n, m):
-    # 999 or 1023 columns: `operand_packs` splits the column axis into strips of 32 (axis 1, the last one overlapping)
-    # and lanes (a new axis); the tile's 4 vectors per row are then 2 strips
+def test_the_wide_tile_takes_strips_of_an_operand_packed_with_an_overlapping_last_strip(n, m, vector_width):
+    # 999 or 1023 columns: `operand_packs` splits the column axis into strips of two vectors (axis 1, the last one
+    # overlapping) and lanes (a new axis); the tile's 4 vectors per row are then 2 strips on AVX-512, its 2 one strip on
+    # AVX2
     from uopir import operand_packs
 
-    kernel, packs = operand_packs(matmul(n, m, 1024), CRenderer(vector_width=16).packed_operand_bytes)
+    kernel, packs = operand_packs(matmul(n, m, 1024), CRenderer(vector_width=vector_width).packed_operand_bytes)
     assert len(packs) == 1
-    opts = heuristic_opts(lower_kernel(kernel), 2, 16)
-    assert Opt(OptOps.OVERLAP, 0, WIDE_TILE_ROWS) in opts and Opt(OptOps.UPCAST, 1, 2) in opts, opts
+    opts = heuristic_opts(lower_kernel(kernel), 2, vector_width)
+    assert Opt(OptOps.OVERLAP, 0, WIDE_TILE_ROWS) in opts and (Opt(OptOps.UPCAST, 1, 2) in opts) == (vector_width == 16), opts
     # strips outside the rows (the packed operand is larger than half of a 1 MiB L2)
     assert any(o.op is OptOps.SWAP for o in opts)
