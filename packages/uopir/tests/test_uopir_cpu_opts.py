@@ -40,8 +40,8 @@ def test_matmuls_get_a_register_tile_and_step_the_reduce_loop_by_eight():
     # two vectors per row: the reduce loop takes MATMUL_UNROLL steps per iteration (no matvec row unroll)
     opts = heuristic_opts(matmul(64, 64, 64), vector_width=8)
     assert opts == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.UNROLL, 2, MATMUL_UNROLL)]
-    # a tile of one-vector rows (784 = 49 x 16) keeps its loop as it is; so does a reduce of 8 or fewer steps
-    assert not any(o.op is OptOps.UNROLL for o in heuristic_opts(matmul(128, 784, 256), vector_width=16))
+    # a tile of one-vector rows (112 = 7 x 16) keeps its loop as it is; so does a reduce of 8 or fewer steps
+    assert not any(o.op is OptOps.UNROLL for o in heuristic_opts(matmul(128, 112, 256), vector_width=16))
     assert not any(o.op is OptOps.UNROLL for o in heuristic_opts(matmul(64, 64, 8), vector_width=8))
 
 
@@ -54,14 +54,29 @@ def test_a_row_of_exactly_one_or_two_vectors_is_one_tile(m, vector_width):
 
 
 def test_a_row_of_one_vector_takes_twice_the_rows():
-    # 784 columns are 49 vectors of 16: one vector per row, so 16 rows keep 16 accumulators (an MLP's weight gradient)
-    assert heuristic_opts(matmul(256, 784, 64), vector_width=16)[:2] == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 16)]
+    # 112 columns are 7 vectors of 16 (pairs of them would compute one vector in 7 twice): one vector per row, so 16
+    # rows keep 16 accumulators
+    assert heuristic_opts(matmul(256, 112, 64), vector_width=16)[:2] == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 16)]
     # two vectors per row keep 8 rows; so do rows no axis divides into 16
     assert heuristic_opts(matmul(256, 1024, 64), vector_width=16)[:2] == [Opt(OptOps.UPCAST, 1, 32), Opt(OptOps.UPCAST, 0, 8)]
-    assert heuristic_opts(matmul(24, 784, 64), vector_width=16)[:2] == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 8)]
+    assert heuristic_opts(matmul(24, 112, 64), vector_width=16)[:2] == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 8)]
     # and so do rows too long for 16 of them to stay in the first-level cache (16 x 784 floats: 50 KiB)
-    assert heuristic_opts(matmul(64, 784, 784), vector_width=16)[:2] == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 8)]
-    assert heuristic_opts(matmul(512, 784, 512), vector_width=16)[:2] == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 16)]
+    assert heuristic_opts(matmul(64, 112, 784), vector_width=16)[:2] == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 8)]
+    assert heuristic_opts(matmul(512, 112, 512), vector_width=16)[:2] == [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 16)]
+
+
+@pytest.mark.parametrize("m", [784, 400, 144])
+def test_a_row_of_an_odd_number_of_vectors_takes_pairs_of_them_with_an_overlapping_last_one(m):
+    # 784 = 49 x 16 (an MLP's weight gradient, 256x64 @ 64x784: 131-140 -> 109-111 us on 2 AVX-512 cores) or 25 or 9
+    # vectors: tiles of two vectors and 8 rows, the last tile overlapping the one before (one vector of the row twice)
+    opts = heuristic_opts(matmul(256, m, 64), n_cores=2, vector_width=16)
+    assert opts[0] == Opt(OptOps.OVERLAP, 1, 32) and Opt(OptOps.UPCAST, 0, 8) in opts, opts
+    # not for a kernel that reads what it writes (a second store of the overlapped columns would add again)
+    out, a, b = (UOp.param(i, dtypes.float32.ptr(s)) for i, s in enumerate((256 * m, 256 * 64, 64 * m)))
+    i, j, r = UOp.range(256, 0), UOp.range(m, 1), UOp.range(64, 2, AxisType.REDUCE)
+    acc = (a.index(i * 64 + r).load() * b.index(r * m + j).load()).reduce(r) + out.index(i * m + j).load()
+    accumulate = UOp.sink(out.index(i * m + j).store(acc).end(i, j))
+    assert not any(o.op is OptOps.OVERLAP for o in heuristic_opts(accumulate, n_cores=2, vector_width=16))
 
 
 def test_a_long_accumulator_loop_is_not_unrolled_and_runs_outside_the_row_unroll():
