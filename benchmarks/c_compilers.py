@@ -43,8 +43,10 @@ def worker(name: str) -> None:
 def compilers() -> dict[str, str]:
     """The C compilers on PATH by name, each executable once (`clang` may be one of the versioned names)."""
     found: dict[str, str] = {}
+    seen: set[str] = set()
     for name in ("clang", "clang-15", "clang-19", "gcc"):
-        if (path := shutil.which(name)) is not None and os.path.realpath(path) not in {os.path.realpath(p) for p in found.values()}:
+        if (path := shutil.which(name)) is not None and (real := os.path.realpath(path)) not in seen:
+            seen.add(real)
             found[name] = path
     return found
 
@@ -70,7 +72,8 @@ def main() -> None:
     ccs = compilers()
     if not ccs:
         raise SystemExit("error: no C compiler on PATH (clang or gcc)")
-    default = next((label for label, cc in ccs.items() if os.path.realpath(cc) == os.path.realpath(default_compiler())), None)
+    default_path = os.path.realpath(default_compiler())
+    default = next((label for label, cc in ccs.items() if os.path.realpath(cc) == default_path), None)
     results: dict[tuple[str, str], list[float]] = {}
     for _ in range(args.rounds):
         for name in args.workloads:

@@ -68,7 +68,7 @@ def test_a_pool_gradient_of_selects_matches_numpy(cc):
 @pytest.mark.parametrize("cc", COMPILERS)
 def test_a_sum_of_gated_loads_matches_numpy(cc):
     x = np.array([2, 7, 9, 9, 8, 9], np.int32)
-    prog, parts, src = cpu_kernel(cc, padded_sum(), None, 1, 16)
+    prog, parts, _ = cpu_kernel(cc, padded_sum(), None, 1, 16)
     out = np.full(4, -1, np.int32)
     prog([out.ctypes.data, x.ctypes.data], [], n_cores=parts)
     np.testing.assert_array_equal(out, np.pad(x.reshape(2, 3), ((0, 2), (1, 0))).sum(0))

@@ -198,8 +198,8 @@ def test_gated_vectors_never_touch_memory_past_their_lanes(cc, dtype):
     src = program.src[2].arg
     assert "else for (int l = 0;" in src and "_mask(" in src  # the lane-by-lane path, and GCC's masked one
     # GCC's mask is built in an unrolled loop (GCC 12 kept a loop, run for every vector at every step: 3x slower)
-    assert all(f'_Pragma("GCC unroll {w}") for (int l = 0; l < {w}; l++) m_ |=' in src
-               for w in {lanes // _chunks[0]}), src
+    width = lanes // _chunks[0]
+    assert f'_Pragma("GCC unroll {width}") for (int l = 0; l < {width}; l++) m_ |=' in src, src
     prog = compiled(cc, src, program.arg.function_name)
     page = mmap.PAGESIZE
     maps = [mmap.mmap(-1, 2 * page) for _ in range(2)]
