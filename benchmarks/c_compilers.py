@@ -1,4 +1,4 @@
-"""The CPU device's kernels built by each C compiler on PATH (clang, clang-15, clang-19, gcc), side by side in one run:
+"""The CPU device's kernels built by each C compiler on PATH (clang, every clang-N, gcc), side by side in one run:
 the workloads of `vs_torch.py` under TinyJit (so the time is the kernels' and their launches', not eager Python), each
 compiler in its own process (`UOP_CC`), the processes alternated over rounds. Reports warm medians and each compiler's
 ratio to the device's default choice (`hcq_runtime.compiler.find_c_compiler`), ending with JSON lines. A machine without
@@ -41,11 +41,15 @@ def worker(name: str) -> None:
 
 
 def compilers() -> dict[str, str]:
-    """The C compilers on PATH by name, each executable once (`clang` may be one of the versioned names)."""
+    """The C compilers on PATH by name, newest clang first, each executable once (`clang` may be a versioned one)."""
+    from hcq_runtime.compiler import installed_clangs
+
+    clangs = installed_clangs()
     found: dict[str, str] = {}
     seen: set[str] = set()
-    for name in ("clang", "clang-15", "clang-19", "gcc"):
-        if (path := shutil.which(name)) is not None and (real := os.path.realpath(path)) not in seen:
+    for path in [*sorted(clangs, key=lambda p: (-clangs[p], p)), shutil.which("gcc")]:
+        if path is not None and (real := os.path.realpath(path)) not in seen:
+            name = os.path.basename(path)
             seen.add(real)
             found[name] = path
     return found

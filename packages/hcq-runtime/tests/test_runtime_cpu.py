@@ -95,7 +95,7 @@ def test_gcc_only_flags_are_never_given_to_clang():
     assert compiler.compile("int f(void) { return 1; }\n")
 
 
-@pytest.mark.parametrize("name", ["gcc", "clang-15", "clang-19", "clang"])
+@pytest.mark.parametrize("name", ["gcc", "clang-15", "clang-19", "clang-22", "clang"])
 def test_every_installed_c_compiler_builds_a_kernel_with_our_flags(name, monkeypatch):
     import shutil
 
@@ -130,6 +130,54 @@ def test_uop_cc_chooses_the_c_compiler(monkeypatch):
         compiler_module.find_c_compiler.cache_clear()
 
 
+
+def _fake_compilers(directory, names: dict) -> None:
+    """Executables in `directory`: each name a script printing its `--version` line, or a symlink to another name."""
+    for name, what in names.items():
+        path = directory / name
+        if what.startswith("->"):
+            os.symlink(directory / what[2:], path)
+        else:
+            path.write_text(f"#!/bin/sh\necho '{what}'\n")
+            path.chmod(0o755)
+
+
+@pytest.mark.parametrize(("names", "expected"), [
+    # the newest versioned clang wins over older ones whatever the PATH order
+    ({"clang-15": "Debian clang version 15.0.6", "clang-19": "Debian clang version 19.1.4", "gcc": "gcc (Debian 12.2.0) 12.2.0"}, "clang-19"),
+    # an unversioned clang ranks by the version it reports, and wins a tie with the versioned name of the same release
+    ({"clang": "clang version 20.1.0", "clang-19": "Debian clang version 19.1.4"}, "clang"),
+    ({"clang": "clang version 14.0.0", "clang-19": "Debian clang version 19.1.4"}, "clang-19"),
+    ({"clang-19": "Debian clang version 19.1.4", "clang": "->clang-19"}, "clang"),
+    # no clang: the system cc, then gcc
+    ({"cc": "cc (Debian 12.2.0) 12.2.0", "gcc": "gcc (Debian 12.2.0) 12.2.0"}, "cc"),
+    ({"gcc": "gcc (Debian 12.2.0) 12.2.0", "clang-tidy-19": "not a compiler"}, "gcc"),
+])
+def test_the_default_c_compiler_is_the_newest_clang(names, expected, tmp_path, monkeypatch):
+    from hcq_runtime import compiler as compiler_module
+    _fake_compilers(tmp_path, names)
+    monkeypatch.delenv("UOP_CC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    compiler_module.find_c_compiler.cache_clear()
+    try:
+        assert compiler_module.find_c_compiler() == str(tmp_path / expected)
+    finally:
+        monkeypatch.undo()
+        compiler_module.find_c_compiler.cache_clear()
+
+
+def test_no_c_compiler_is_a_clear_error(tmp_path, monkeypatch):
+    from hcq_runtime import compiler as compiler_module
+    monkeypatch.delenv("UOP_CC", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    compiler_module.find_c_compiler.cache_clear()
+    try:
+        with pytest.raises(CompileError, match="no C compiler found"):
+            compiler_module.find_c_compiler()
+    finally:
+        monkeypatch.undo()
+        compiler_module.find_c_compiler.cache_clear()
+
 HALF = """
 float to_half_and_back(double x) { return (float)(_Float16)x; }
 void halves(void **bufs, const long long *vals, int core_id, int n_cores) {
@@ -139,7 +187,7 @@ void halves(void **bufs, const long long *vals, int core_id, int n_cores) {
 """
 
 
-@pytest.mark.parametrize("name", ["gcc", "clang-15", "clang-19", "clang"])
+@pytest.mark.parametrize("name", ["gcc", "clang-15", "clang-19", "clang-22", "clang"])
 def test_kernels_linked_directly_with_ld_resolve_runtime_and_math_calls(name, monkeypatch):
     """CPU kernels are linked by `ld` itself (the driver's link step cost ~50 ms each): a conversion the compiler
     leaves to its runtime library (double -> half: __truncdfhf2) and libm calls resolve, as with the driver."""
