@@ -117,3 +117,44 @@ def test_run_linear_compiles_a_linears_new_kernels_together_before_running_them(
     run_linear(linear)
     assert len(workers) == 2  # one compile thread per core, both kernels compiled before the first runs
     np.testing.assert_allclose(buffer_for(out).numpy(), 5.4321 * (1.2345 * np.arange(n) + 1) + np.arange(n), rtol=1e-6)
+
+
+def test_deferred_linears_compile_together_and_run_in_order_before_the_host_touches_memory(monkeypatch):
+    from hcq_runtime import defer_linear, runner, settle_deferred
+    from hcq_runtime.buffer import deferred_work
+    compiled: list[int] = []
+    real_compile_calls = runner.compile_calls
+    monkeypatch.setattr(runner, "compile_calls", lambda calls: compiled.append(len(calls)) or real_compile_calls(calls))
+    n = 16
+    a, b, tmp, out = (UOp.new_buffer("CPU", n, dtypes.float32) for _ in range(4))
+    x = np.arange(n, dtype=np.float32)
+    buffer_for(a).copyin(x)
+    buffer_for(b).copyin(np.ones(n, dtype=np.float32))
+    buffer_for(out).copyin(np.zeros(n, dtype=np.float32))
+    # two LINEARs of one call each, the second reading what the first writes
+    defer_linear(UOp(Ops.LINEAR, dtypes.void, (call(scale_add(n, 1.5), tmp, a, b),)))
+    defer_linear(UOp(Ops.LINEAR, dtypes.void, (call(scale_add(n, 2.5), out, tmp, a),)))
+    assert compiled == [] and len(deferred_work) == 2  # nothing ran yet
+    # a host write into a buffer the queue reads lets the queue run first: it reads the value from before the write
+    buffer_for(a).copyin(np.full(n, 100, np.float32))
+    assert compiled == [2] and not deferred_work  # both LINEARs' kernels compiled in one go
+    np.testing.assert_allclose(buffer_for(out).numpy(), 2.5 * (1.5 * x + 1) + x, rtol=1e-6)
+    # a host read, and run_linear, run what is queued first
+    defer_linear(UOp(Ops.LINEAR, dtypes.void, (call(scale_add(n, 2.0), out, a, a),)))
+    np.testing.assert_array_equal(buffer_for(out).numpy(), np.full(n, 300, np.float32))
+    defer_linear(UOp(Ops.LINEAR, dtypes.void, (call(scale_add(n, 1.0), tmp, a, a),)))
+    run_linear(UOp(Ops.LINEAR, dtypes.void, (call(scale_add(n, 1.0), out, tmp, tmp),)))
+    np.testing.assert_array_equal(buffer_for(out).numpy(), np.full(n, 400, np.float32))
+    settle_deferred()  # nothing queued: nothing to do
+    assert not deferred_work
+
+
+def test_a_deferred_call_that_fails_raises_where_the_queue_runs_and_leaves_nothing_queued():
+    from hcq_runtime import defer_linear
+    from hcq_runtime.buffer import deferred_work
+    n = 8
+    a, on_disk = UOp.new_buffer("CPU", n, dtypes.float32), UOp.new_buffer("DISK:/dev/null", n, dtypes.float32)
+    defer_linear(UOp(Ops.LINEAR, dtypes.void, (call(scale_add(n, 1.0), a, on_disk, on_disk),)))
+    with pytest.raises(DeviceError, match="reads or writes buffers on DISK"):
+        buffer_for(a).numpy()
+    assert not deferred_work

@@ -608,3 +608,49 @@ def test_free_intermediates_lets_go_of_the_steps_internal_memory():
     step.captured.free_intermediates()
     step.captured.free_intermediates()  # twice is once
     np.testing.assert_allclose(step(Tensor(np.full(1000, 9, np.float32))).item(), ref(9, 8), rtol=1e-6)
+
+
+def test_a_capture_compiles_the_kernels_of_all_its_realizes_together(monkeypatch):
+    # a model's step realizes layer by layer, a new kernel or two in each realize: the capture queues what it records
+    # and runs it when it ends, so the kernels of every realize compile in one go (in parallel), not one realize at a time
+    from hcq_runtime import runner
+    batches: list[int] = []
+    real_compile_calls = runner.compile_calls
+    monkeypatch.setattr(runner, "compile_calls", lambda calls: batches.append(len(calls)) or real_compile_calls(calls))
+    rng = np.random.default_rng(5)
+    x_np, w_np = rng.standard_normal((4, 7), dtype=np.float32), rng.standard_normal((7, 7), dtype=np.float32)
+    w = Tensor(w_np).realize()
+
+    def body(x: Tensor) -> Tensor:
+        h = (x @ w).relu().realize()  # kernels of three shapes, one realize each
+        h = (h * 0.731 + 0.25).realize()
+        return (h.exp2() - 1.125).sum(1).realize()
+
+    # the first call captures (with a warm-up call, that call runs eagerly and compiles realize by realize)
+    step = TinyJit(body, warmup=0)
+
+    def expected(x):
+        h = np.maximum(x @ w_np, 0) * np.float32(0.731) + np.float32(0.25)
+        return (np.exp2(h) - 1.125).sum(1)
+
+    batches.clear()
+    out = step(Tensor(x_np))
+    assert batches and max(batches) >= 3, batches  # one compile of the three realizes' calls
+    np.testing.assert_allclose(out.numpy(), expected(x_np), rtol=1e-5, atol=1e-5)
+    for _ in range(3):
+        x_np = rng.standard_normal((4, 7), dtype=np.float32)
+        np.testing.assert_allclose(step(Tensor(x_np)).numpy(), expected(x_np), rtol=1e-5, atol=1e-5)
+
+
+def test_a_capture_that_fails_still_makes_the_writes_queued_before_the_failure():
+    w = Tensor(np.zeros(5, np.float32)).realize()
+
+    def body(x: Tensor) -> Tensor:
+        w.assign(w + x).realize()  # queued (the capture runs it at its end), made as if run eagerly
+        raise ValueError("the step fails after its write")
+
+    step = TinyJit(body, warmup=0)
+
+    with pytest.raises(ValueError, match="the step fails after its write"):
+        step(Tensor(np.arange(5, dtype=np.float32)))
+    np.testing.assert_array_equal(w.numpy(), np.arange(5, dtype=np.float32))

@@ -3,7 +3,7 @@ native batches; the AMD backend."""
 
 from . import hcq2
 from .allocator import Allocator, LRUAllocator
-from .buffer import Buffer, numpy_dtype
+from .buffer import Buffer, numpy_dtype, settle_deferred
 from .buffer_registry import bind_buffer, buffer_for
 from .compiled import CompiledDevice
 from .compiler import AMDCompiler, CCompiler, Compiler, amd_toolchain, cache_dir, precompiled_header_flags
@@ -17,7 +17,7 @@ from .hcq2 import ProfileEvent, uses_queue_devices
 from .host import runner_ready
 from .kernel_cache import CompiledKernel, call_buffers, compile_body
 from .lanes import LANE_VARIABLE, lane_buffers, split_lanes
-from .runner import Linked, LinkedPart, Runner, link_linear, run_linear, runner_for
+from .runner import Linked, LinkedPart, Runner, defer_linear, link_linear, run_linear, runner_for
 
 __version__ = "0.1.0"
 
@@ -80,6 +80,8 @@ __all__ = [
     "debug_level",
     "uses_queue_devices",
     "run_linear",
+    "defer_linear",
+    "settle_deferred",
     "runner_ready",
     "canonicalize",
     "link_linear",

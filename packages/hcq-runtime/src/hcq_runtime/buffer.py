@@ -13,6 +13,18 @@ from .errors import AllocationError, DeviceError
 
 _UNSIGNED_BY_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
+#: LINEARs queued by `hcq_runtime.defer_linear`, not run yet; `settle_deferred` runs them (set by the runner module)
+deferred_work: list[Any] = []
+_settle: list[Any] = []
+
+
+def settle_deferred() -> None:
+    """Run the deferred LINEARs (`hcq_runtime.defer_linear`), if any: every host access to a buffer's memory (a copy in
+    or out, its address handed out) first lets the calls queued before it run, so the host sees memory as if they had
+    run when they were queued."""
+    if deferred_work:
+        _settle[0]()
+
 
 def poison_enabled() -> bool:
     """Whether fresh allocations are filled with a poison pattern (`UOP_POISON=1`, or `DEBUG` >= 1), so a read of memory
@@ -109,6 +121,8 @@ class Buffer:
 
     @property
     def address(self) -> int:
+        if deferred_work:  # (the runners' own launches ask it with nothing queued)
+            settle_deferred()
         if (address := self._address) is None:  # asked of every input of every linked run: remembered
             address = self._address = Device[self.device].allocator.address(self.ensure_allocated()._opaque)
         return address
@@ -129,6 +143,8 @@ class Buffer:
     def copyin(self, data: Any) -> Buffer:
         """Copy host data (bytes, memoryview or numpy array of exactly `nbytes` bytes) into the buffer. A strided numpy
         array is copied straight into memory the host addresses (CPU), without a contiguous copy of it first."""
+        if deferred_work:
+            settle_deferred()
         if isinstance(data, np.ndarray) and not data.flags.c_contiguous and data.nbytes == self.nbytes and self.nbytes:
             view = self.allocator.host_view(self.opaque, self.nbytes)
             if view is not None:
@@ -149,6 +165,8 @@ class Buffer:
 
     def as_bytes(self) -> bytearray:
         """A host copy of the buffer's bytes."""
+        if deferred_work:
+            settle_deferred()
         out = bytearray(self.nbytes)
         if self.nbytes:
             self.allocator.copyout(memoryview(out), self.opaque)
@@ -158,6 +176,8 @@ class Buffer:
         """A host copy of the contents as a 1-D numpy array (bf16 and fp8 come back as their raw bits)."""
         # copied into an uninitialized array: the bytearray of as_bytes is zero-filled first (a decode step's logits,
         # 196 KB, took 65 us to read with it)
+        if deferred_work:
+            settle_deferred()
         out = np.empty(self.nbytes // numpy_dtype(self.dtype).itemsize, dtype=numpy_dtype(self.dtype))
         if self.nbytes:
             self.allocator.copyout(memoryview(out).cast("B"), self.opaque)

@@ -6,6 +6,11 @@ Every call belongs to the runner of its device's kind (`runner_for`):
 - the queue runner (`hcq_runtime.hcq2.engine`) enqueues the kernels and copies of devices with hardware queues (AMD,
   QCOM and their mocks) as batches, one submit per device and queue, and stages copies between them and host memory.
 
+`defer_linear(linear, var_vals)` queues a LINEAR instead: the queue runs (`settle_deferred`) before anything else
+runs and before the host touches a buffer's memory, its new kernels compiled together first, in parallel (a TinyJit
+capture of a model's step realizes layer by layer, a kernel or two new in each realize: compiled one realize at a
+time, the compiles of a cold start ran one after another).
+
 `run_linear(linear, var_vals)` splits multi-device calls into one call per lane, compiles the LINEAR's new kernels in
 parallel, then hands each run of consecutive calls of one runner to it (`Runner.run`). `link_linear(linear, inputs)`
 has each runner link its runs once (`Runner.link` -> a `LinkedPart`); the parts in order are a `Linked` program,
@@ -20,7 +25,8 @@ from typing import Any
 
 from uopir import Ops, UOp
 
-from .buffer import Buffer
+from . import buffer as _buffer_module
+from .buffer import Buffer, deferred_work, settle_deferred
 from .buffer_registry import buffer_for, device_for_call, strip_after
 from .device import Device
 from .errors import DeviceError
@@ -116,12 +122,39 @@ def _lanes(linear: UOp, what: str) -> list[UOp]:
 
 def run_linear(linear: UOp, var_vals: Mapping[str, int] | None = None) -> None:
     """Run every CALL of `linear` in order, each run of consecutive calls of one runner by that runner (see
-    `hcq_runtime.host` and `hcq_runtime.hcq2.engine` for what each does with them)."""
+    `hcq_runtime.host` and `hcq_runtime.hcq2.engine` for what each does with them). Deferred LINEARs run first."""
+    if deferred_work:
+        settle_deferred()
     calls = _lanes(linear, "run_linear")
     compile_calls(calls)
+    _run_calls(calls, var_vals)
+
+
+def _run_calls(calls: list[UOp], var_vals: Mapping[str, int] | None) -> None:
     values = dict(var_vals or {})
     for runner, group in itertools.groupby(calls, key=runner_for):
         runner.run(list(group), values)
+
+
+def defer_linear(linear: UOp, var_vals: Mapping[str, int] | None = None) -> None:
+    """Queue `linear` to run later, in order with every LINEAR queued or run after it: when anything runs or the host
+    reads or writes a buffer's memory, or at `settle_deferred()`. The queued LINEARs' new kernels are then compiled
+    together, in parallel. The caller keeps the buffers' meaning fixed until then (a queued LINEAR runs with the memory
+    its BUFFERs are bound to when it runs)."""
+    deferred_work.append((_lanes(linear, "defer_linear"), dict(var_vals or {})))
+
+
+def _settle() -> None:
+    # taken off the queue before anything runs: a failing call drops the calls queued after it, as a LINEAR stops at
+    # its failing call
+    work = deferred_work[:]
+    deferred_work.clear()
+    compile_calls([call for calls, _ in work for call in calls])
+    for calls, values in work:
+        _run_calls(calls, values)
+
+
+_buffer_module._settle.append(_settle)
 
 
 class Linked:
@@ -170,6 +203,8 @@ class Linked:
     def __call__(self, inputs: Sequence[Buffer], var_vals: Mapping[str, int] | None = None) -> None:
         if len(inputs) != self.n_inputs:
             raise DeviceError(f"this linked program takes {self.n_inputs} input buffers, got {len(inputs)}")
+        if deferred_work:
+            settle_deferred()
         values = var_vals or {}
         for part in self.parts:
             part(inputs, values)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 
 from hcq_runtime import (
     Buffer,
@@ -24,9 +24,11 @@ from hcq_runtime import (
     buffer_for,
     counters,
     debug_level,
+    defer_linear,
     link_linear,
     run_linear,
     runner_ready,
+    settle_deferred,
     uses_queue_devices,
 )
 from uopir import Ops, UOp, dtypes
@@ -84,7 +86,14 @@ def capture_linears(existing: frozenset[int] = frozenset()) -> Iterator[list[UOp
     _existing.append(existing)
     _capture_plans.append({})
     try:
-        yield linears
+        try:
+            yield linears
+        except BaseException:
+            # the writes the block queued before it failed are made, as if run eagerly; the block's error is the one raised
+            with suppress(Exception):
+                settle_deferred()
+            raise
+        settle_deferred()  # what the block queued runs now (see `_run`): a failing kernel raises from the block
     finally:
         _captures.pop()
         _scratch_pools.pop()
@@ -154,7 +163,9 @@ def _run(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int]) -> UOp | 
     patched in by position; the Python dispatch per call was most of an eager training step's run time, and no LINEAR
     is built. A plan that cannot be linked (another device, a kernel that fails to compile, mixed devices) runs its
     LINEAR call by call, where errors are raised in order; `DEBUG>=2` and TinyJit captures run call by call too
-    (per-kernel timings; a capture records what runs). Returns the LINEAR that ran call by call, else None."""
+    (per-kernel timings; a capture records what runs). A capture queues its LINEARs (`hcq_runtime.defer_linear`)
+    until it ends or the host touches memory: a model's step realized layer by layer has a new kernel or two in each
+    realize, and queued, they compile together in parallel. Returns the LINEAR that ran call by call, else None."""
     runs = plan.runs
     runs[0] += 1
     # the link waits until the batch runner is built (in the background from the first run on: a cold start does not
@@ -163,7 +174,8 @@ def _run(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int]) -> UOp | 
         runs[1] = _link(plan, buffers, var_vals)
     if not runs[1] or _captures or debug_level() >= 2:
         linear = _schedule_linear(plan, buffers, var_vals)
-        run_linear(linear, var_vals)
+        if not _captures:  # a capture queues what it records (see `realize_uops`)
+            run_linear(linear, var_vals)
         return linear
     linked: Linked = runs[1]
     start = time.perf_counter()
@@ -252,9 +264,10 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
             if free := _scratch_pools[-1].get(kind):
                 bind_buffer(uop, free.pop())
         linear = _run(plan, buffers, var_vals)
-        if _captures:  # a capture runs call by call: `linear` is what ran
+        if _captures:  # a capture records `linear` and queues it, to run when the capture ends or the host reads memory
             assert linear is not None
-            _captures[-1].append(_as_recorded(linear, [buffers[old] for old, _ in plan.preserved]))
+            _captures[-1].append(recorded := _as_recorded(linear, [buffers[old] for old, _ in plan.preserved]))
+            defer_linear(recorded, var_vals)
         for kind, uop in scratch:  # nothing reads them any more: the next linear may use their memory
             _scratch_pools[-1].setdefault(kind, []).append(buffer_for(uop))
     for old, copy in plan.preserved:
