@@ -104,9 +104,9 @@ def test_link_linear_picks_the_native_cpu_batch_or_the_hcq2_engine():
 
 def test_run_linear_compiles_a_linears_new_kernels_together_before_running_them(monkeypatch):
     from hcq_runtime import kernel_cache
-    workers = []
-    real_thread = kernel_cache.threading.Thread
-    monkeypatch.setattr(kernel_cache.threading, "Thread", lambda *args, **kwargs: workers.append(1) or real_thread(*args, **kwargs))
+    handed: list[int] = []
+    real_start = kernel_cache.start_compiles
+    monkeypatch.setattr(kernel_cache, "start_compiles", lambda calls, least=1: handed.append(len(found := real_start(calls, least))) or found)
     monkeypatch.setattr(kernel_cache.os, "cpu_count", lambda: 2)
     n = 16
     a, b, tmp, out = (UOp.new_buffer("CPU", n, dtypes.float32) for _ in range(4))
@@ -115,7 +115,8 @@ def test_run_linear_compiles_a_linears_new_kernels_together_before_running_them(
     # scales no other test uses: kernels this process has not compiled
     linear = UOp(Ops.LINEAR, dtypes.void, (call(scale_add(n, 1.2345), tmp, a, b), call(scale_add(n, 5.4321), out, tmp, a)))
     run_linear(linear)
-    assert len(workers) == 2  # one compile thread per core, both kernels compiled before the first runs
+    assert handed == [2]  # both kernels handed to the compile threads (one per core) and waited for before the first runs
+    assert not kernel_cache._inflight and len(kernel_cache._workers) >= 2
     np.testing.assert_allclose(buffer_for(out).numpy(), 5.4321 * (1.2345 * np.arange(n) + 1) + np.arange(n), rtol=1e-6)
 
 
@@ -158,3 +159,17 @@ def test_a_deferred_call_that_fails_raises_where_the_queue_runs_and_leaves_nothi
     with pytest.raises(DeviceError, match="reads or writes buffers on DISK"):
         buffer_for(a).numpy()
     assert not deferred_work
+
+
+def test_a_kernel_the_compile_threads_have_in_hand_is_waited_for_not_compiled_again(monkeypatch):
+    from hcq_runtime import compile_body, kernel_cache
+    monkeypatch.setattr(kernel_cache.os, "cpu_count", lambda: 2)
+    n = 16
+    a, out = UOp.new_buffer("CPU", n, dtypes.float32), UOp.new_buffer("CPU", n, dtypes.float32)
+    kernel = call(scale_add(n, 7.6543), out, a, a)  # a scale no other test uses
+    before = counters.compiles  # (compiles asked of the compiler, disk cache hits included)
+    assert [key for key, _ in kernel_cache.start_compiles([kernel])] == [(kernel.src[0].key, "CPU")]
+    assert kernel_cache.start_compiles([kernel]) != []  # asked again while in hand: the same compile, not a second
+    compiled = compile_body(kernel.src[0], "CPU")
+    assert counters.compiles == before + 1 and not kernel_cache._inflight
+    assert compile_body(kernel.src[0], "CPU") is compiled

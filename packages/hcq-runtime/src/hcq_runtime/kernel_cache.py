@@ -3,7 +3,8 @@
 A kernel SINK is lowered with `uopir.to_program` for the device's renderer and compiled by the device's compiler; a
 PROGRAM is already lowered (one that carries a BINARY, such as a kernel assembled with amd-isa, is loaded as it is).
 Both are cached in memory by the body's content key and device (and on disk by source, in the compiler).
-`compile_calls` compiles a LINEAR's new kernels in parallel before any of them runs.
+`compile_calls` compiles a LINEAR's new kernels in parallel before any of them runs; `start_compiles` hands kernels to
+the compile threads without waiting (a launch that wants one waits for it: each kernel compiles once).
 
 `DEBUG=2` prints each compile with its time; `DEBUG=4` also prints each program's source when it is compiled.
 """
@@ -11,6 +12,7 @@ Both are cached in memory by the body's content key and device (and on disk by s
 from __future__ import annotations
 
 import os
+import queue
 import threading
 import time
 from collections.abc import Sequence
@@ -36,10 +38,54 @@ class CompiledKernel:
 _kernels: dict[tuple[bytes, str], CompiledKernel] = {}
 
 
+class _Pending:
+    """A kernel handed to the compile threads: its program (rendered on the caller's thread: building UOps is not
+    thread-safe), then its binary or the error compiling it."""
+
+    __slots__ = ("body", "device", "program", "dev", "done", "binary", "error")
+
+    def __init__(self, body: UOp, device: str, program: UOp, dev: Any):
+        self.body, self.device, self.program, self.dev = body, device, program, dev
+        self.done = threading.Event()
+        self.binary: bytes | None = None
+        self.error: BaseException | None = None
+
+
+# kernels being compiled, by the key of `_kernels`: a launch that wants one waits for it instead of compiling it again
+_inflight: dict[tuple[bytes, str], _Pending] = {}
+_jobs: queue.SimpleQueue[_Pending] = queue.SimpleQueue()
+_workers: list[threading.Thread] = []
+
+
+def _compile_worker() -> None:
+    while True:
+        pending = _jobs.get()
+        try:
+            pending.binary = _binary(pending.program, pending.dev)
+        except BaseException as e:  # noqa: BLE001 - kept for the launch, which compiles again and raises in order
+            pending.error = e
+        finally:
+            pending.done.set()
+
+
+def _after_fork_in_child() -> None:
+    # the compile threads do not exist in a forked child: what they had in hand never finishes there
+    global _jobs
+    _inflight.clear()
+    _workers.clear()
+    _jobs = queue.SimpleQueue()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def compile_body(body: UOp, device: str) -> CompiledKernel:
-    """The compiled program for a kernel SINK or PROGRAM body on `device` (cached by content key)."""
-    if (hit := _kernels.get((body.key, device))) is not None:
+    """The compiled program for a kernel SINK or PROGRAM body on `device` (cached by content key; a kernel the compile
+    threads have in hand is waited for)."""
+    if (hit := _kernels.get(key := (body.key, device))) is not None:
         return hit
+    if (pending := _inflight.get(key)) is not None and (done := _finish(key, pending)) is not None:
+        return done
     program, dev = _program(body, device)
     return _load(body, device, program, _binary(program, dev))
 
@@ -71,12 +117,28 @@ def _load(body: UOp, device: str, program: UOp, binary: bytes) -> CompiledKernel
     return compiled
 
 
-def compile_calls(calls: Sequence[UOp]) -> None:
-    """Compile the kernels of `calls` not compiled yet before any of them runs: their sources are rendered in turn and
-    compiled by the C/LLVM compiler in parallel, one process per core (a model's first step has dozens; compiled one
-    at a time on first launch, the compiler's start-up and optimizer dominate a cold start). A kernel that fails here
-    is left for its launch, which reports the error in order."""
+def _finish(key: tuple[bytes, str], pending: _Pending) -> CompiledKernel | None:
+    """Wait for a kernel the compile threads have in hand and load it; None when its compile failed (the launch then
+    compiles it again, which raises the error where the kernel runs)."""
+    pending.done.wait()
+    if _inflight.get(key) is pending:
+        del _inflight[key]
+    if (hit := _kernels.get(key)) is not None:
+        return hit
+    if pending.binary is None:
+        return None
+    try:
+        return _load(pending.body, pending.device, pending.program, pending.binary)
+    except Exception:  # noqa: BLE001 - reported again, in order, when the call runs
+        return None
+
+
+def start_compiles(calls: Sequence[UOp], least: int = 1) -> list[tuple[tuple[bytes, str], _Pending]]:
+    """Hand the kernels of `calls` that are neither compiled nor being compiled to the compile threads (one per core),
+    their sources rendered here, in turn, and return every kernel of `calls` the threads have in hand. Nothing is
+    started when fewer than `least` kernels are new or the machine has one core (each compiles at its launch)."""
     todo: dict[tuple[bytes, str], tuple[UOp, str]] = {}
+    waiting: dict[tuple[bytes, str], _Pending] = {}
     for call in calls:
         call = strip_after(call)
         if call.op is not Ops.CALL or call.src[0].op not in (Ops.SINK, Ops.PROGRAM):
@@ -85,44 +147,38 @@ def compile_calls(calls: Sequence[UOp]) -> None:
             device = device_for_call(call.src[1:])
         except DeviceError:
             continue
-        if (key := (call.src[0].key, device)) not in _kernels and key not in todo:
+        if (key := (call.src[0].key, device)) in _kernels or key in todo:
+            continue
+        if (pending := _inflight.get(key)) is not None:
+            waiting[key] = pending
+        else:
             todo[key] = (call.src[0], device)
-    if len(todo) < 2 or (os.cpu_count() or 1) < 2:
-        return
-    programs = []
-    for body, device in todo.values():
+    if (cores := os.cpu_count() or 1) < 2 or len(todo) < least:
+        return list(waiting.items())
+    for key, (body, device) in todo.items():
         try:
-            programs.append((body, device, *_program(body, device)))
+            program, dev = _program(body, device)
         except Exception:  # noqa: BLE001 - reported again, in order, when the call runs
             continue
+        if len(program.src) > 3 and program.src[3].op is Ops.BINARY:  # nothing to compile
+            continue
+        waiting[key] = _inflight[key] = pending = _Pending(body, device, program, dev)
+        _jobs.put(pending)
+    # plain threads (concurrent.futures would also load logging: 1 MiB resident), started once, waiting for work
+    while len(_workers) < min(cores, len(_inflight)):
+        _workers.append(thread := threading.Thread(target=_compile_worker, daemon=True, name="uop-compile"))
+        thread.start()
+    return list(waiting.items())
 
-    def build(item: tuple) -> tuple | None:
-        body, device, program, dev = item
-        try:
-            return body, device, program, _binary(program, dev)
-        except Exception:  # noqa: BLE001
-            return None
 
-    # plain threads taking the next program in turn (concurrent.futures would also load logging: 1 MiB resident)
-    built: list[tuple | None] = [None] * len(programs)
-    jobs, lock = iter(range(len(programs))), threading.Lock()
-
-    def worker() -> None:
-        while True:
-            with lock:
-                i = next(jobs, None)
-            if i is None:
-                return
-            built[i] = build(programs[i])
-
-    threads = [threading.Thread(target=worker, daemon=True) for _ in range(min(os.cpu_count() or 1, len(programs)))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for item in built:
-        if item is not None:
-            _load(*item)
+def compile_calls(calls: Sequence[UOp]) -> None:
+    """Compile the kernels of `calls` not compiled yet before any of them runs: their sources are rendered in turn and
+    compiled by the C/LLVM compiler in parallel, one process per core (a model's first step has dozens; compiled one
+    at a time on first launch, the compiler's start-up and optimizer dominate a cold start). Kernels already handed to
+    the compile threads (`start_compiles`) are waited for. A kernel that fails here is left for its launch, which
+    reports the error in order."""
+    for key, pending in start_compiles(calls, least=2):
+        _finish(key, pending)
 
 
 def check_devices(info: ProgramInfo, device: str, buffers: Sequence[Buffer]) -> None:

@@ -6,10 +6,10 @@ Every call belongs to the runner of its device's kind (`runner_for`):
 - the queue runner (`hcq_runtime.hcq2.engine`) enqueues the kernels and copies of devices with hardware queues (AMD,
   QCOM and their mocks) as batches, one submit per device and queue, and stages copies between them and host memory.
 
-`defer_linear(linear, var_vals)` queues a LINEAR instead: the queue runs (`settle_deferred`) before anything else
-runs and before the host touches a buffer's memory, its new kernels compiled together first, in parallel (a TinyJit
+`defer_linear(linear, var_vals)` queues a LINEAR instead: its new kernels start compiling in the background, and the
+queue runs (`settle_deferred`) before anything else runs and before the host touches a buffer's memory (a TinyJit
 capture of a model's step realizes layer by layer, a kernel or two new in each realize: compiled one realize at a
-time, the compiles of a cold start ran one after another).
+time, the compiles of a cold start ran one after another, and none while the capture built its graphs).
 
 `run_linear(linear, var_vals)` splits multi-device calls into one call per lane, compiles the LINEAR's new kernels in
 parallel, then hands each run of consecutive calls of one runner to it (`Runner.run`). `link_linear(linear, inputs)`
@@ -30,7 +30,7 @@ from .buffer import Buffer, deferred_work, settle_deferred
 from .buffer_registry import buffer_for, device_for_call, strip_after
 from .device import Device
 from .errors import DeviceError
-from .kernel_cache import compile_calls
+from .kernel_cache import compile_calls, start_compiles
 from .lanes import split_lanes
 
 
@@ -138,10 +138,11 @@ def _run_calls(calls: list[UOp], var_vals: Mapping[str, int] | None) -> None:
 
 def defer_linear(linear: UOp, var_vals: Mapping[str, int] | None = None) -> None:
     """Queue `linear` to run later, in order with every LINEAR queued or run after it: when anything runs or the host
-    reads or writes a buffer's memory, or at `settle_deferred()`. The queued LINEARs' new kernels are then compiled
-    together, in parallel. The caller keeps the buffers' meaning fixed until then (a queued LINEAR runs with the memory
+    reads or writes a buffer's memory, or at `settle_deferred()`. Its new kernels start compiling now, in the
+    background, one compile per core. The caller keeps the buffers' meaning fixed until then (a queued LINEAR runs with the memory
     its BUFFERs are bound to when it runs)."""
-    deferred_work.append((_lanes(linear, "defer_linear"), dict(var_vals or {})))
+    deferred_work.append((calls := _lanes(linear, "defer_linear"), dict(var_vals or {})))
+    start_compiles(calls)  # compiled while the caller goes on (the queue waits for them when it runs)
 
 
 def _settle() -> None:
