@@ -72,3 +72,38 @@ def test_a_sum_of_gated_loads_matches_numpy(cc):
     out = np.full(4, -1, np.int32)
     prog([out.ctypes.data, x.ctypes.data], [], n_cores=parts)
     np.testing.assert_array_equal(out, np.pad(x.reshape(2, 3), ((0, 2), (1, 0))).sum(0))
+
+
+def cropped_pool_gradient() -> UOp:
+    """A small CNN's pool gradient over 11-wide rows (a 2x2 pool keeps 10 of them): out[r, c] = (r, c) inside the pooled
+    10 x 10 ? x[r, c] * g[r // 2, c // 2] : 0. Both reads are gated; x's address is inside x for every (r, c), g's is not
+    (row 10 of the last image reads past g)."""
+    side, half = 11, 5
+    out, x = UOp.param(0, dtypes.float32.ptr(ROWS * side * side)), UOp.param(1, dtypes.float32.ptr(ROWS * side * side))
+    g = UOp.param(2, dtypes.float32.ptr(ROWS * half * half))
+    b, r, c = UOp.range(ROWS, 0), UOp.range(side, 1), UOp.range(side, 2)
+    inside = (r < 2 * half) & (c < 2 * half)
+    xv = x.index(b * side * side + r * side + c, inside).load()
+    gv = g.index(b * half * half + (r // 2) * half + c // 2, inside).load()
+    return UOp.sink(out.index(b * side * side + r * side + c).store(xv * gv).end(b, r, c))
+
+
+def test_a_gated_load_whose_address_is_always_inside_its_buffer_is_a_plain_load_and_a_select():
+    source = to_program(cropped_pool_gradient(), CRenderer(vector_width=16), n_cores=1).src[2].arg
+    loads = [line for line in source.splitlines() if "data1[" in line or "data2[" in line]
+    assert any("data1[" in line and "?" not in line for line in loads), source  # x: read unconditionally
+    assert any("data2[" in line and "?" in line for line in loads), source  # g: still gated
+    assert source.startswith(GCC_KEEP_BRANCHES)
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+def test_a_cropped_pool_gradient_matches_numpy(cc):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((ROWS, 11, 11)).astype(np.float32)
+    g = rng.standard_normal((ROWS, 5, 5)).astype(np.float32)
+    prog, parts, _ = cpu_kernel(cc, cropped_pool_gradient(), None, 2, 16)
+    out = np.full((ROWS, 11, 11), np.nan, np.float32)
+    prog([out.ctypes.data, x.ctypes.data, g.ctypes.data], [], n_cores=parts)
+    want = np.zeros_like(x)
+    want[:, :10, :10] = x[:, :10, :10] * np.repeat(np.repeat(g, 2, axis=1), 2, axis=2)
+    np.testing.assert_array_equal(out, want)

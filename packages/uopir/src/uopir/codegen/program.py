@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from uopir.args import KernelInfo, ProgramInfo
-from uopir.dtypes import dtypes
+from uopir.dtypes import PtrDType, dtypes
 from uopir.ops import Ops
-from uopir.rewrite import graph_rewrite
+from uopir.rewrite import PatternMatcher, UPat, graph_rewrite
 from uopir.spec import spec_kernel, type_verify
 from uopir.symbolic import pm_lower_floor_ops, symbolic
 from uopir.uop import UOp
@@ -39,6 +39,26 @@ def lower_kernel(ast: UOp) -> UOp:
     return graph_rewrite(graph_rewrite(ast, symbolic, name="simplify kernel"), pm_lower_floor_ops, name="lower floor division")
 
 
+def _ungated_load(load: UOp, index: UOp) -> UOp | None:
+    """A gated scalar LOAD whose address is inside its buffer whatever the gate says, as a plain LOAD and a select: the
+    read is harmless when the gate is off, and compilers vectorize a select where they keep a branch around a load that
+    may fault (GCC keeps every gated kernel branchy, see `GCC_KEEP_BRANCHES`). A plain load of the same address
+    elsewhere in the kernel then serves both."""
+    buffer, offset, gate = index.src
+    if not isinstance(ptr := buffer.dtype, PtrDType) or not isinstance(ptr.size, int) or ptr.size <= 0 or load.dtype.count != 1 \
+            or offset.dtype.count != 1:
+        return None
+    if not (isinstance(lo := offset.vmin, int) and isinstance(hi := offset.vmax, int) and 0 <= lo and hi < ptr.size):
+        return None
+    alt = load.src[1] if len(load.src) > 1 else load.const_like(0)
+    return gate.where(load.replace(src=(index.replace(src=(buffer, offset)),)), alt)
+
+
+pm_ungate_loads = PatternMatcher([
+    (UPat(Ops.LOAD, src=(UPat(Ops.INDEX, src=(UPat(), UPat(), UPat()), name="index"),), allow_any_len=True, name="load"), _ungated_load),
+])
+
+
 def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | tuple[Opt, ...] | None = None, n_cores: int = 1) -> UOp:
     """Lower `ast` for `renderer` and return PROGRAM(ast, LINEAR(...), SOURCE(text), arg=ProgramInfo).
 
@@ -61,6 +81,8 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | tuple[Opt, ...] |
     if renderer.global_dims:
         optimized = add_gpu_dims(optimized, renderer.local_size)
     kernel = lower_kernel(optimized)
+    if not renderer.global_dims:  # (CPU renderers: kernels for GPUs keep their gated loads)
+        kernel = graph_rewrite(kernel, pm_ungate_loads, name="ungate loads")
     if image_params(kernel):
         if not renderer.supports_images:
             raise CodegenError(f"kernel {name} reads or writes images (ImageDType PARAMs), which the {renderer.device or type(renderer).__name__} "
