@@ -173,3 +173,20 @@ def test_a_kernel_the_compile_threads_have_in_hand_is_waited_for_not_compiled_ag
     compiled = compile_body(kernel.src[0], "CPU")
     assert counters.compiles == before + 1 and not kernel_cache._inflight
     assert compile_body(kernel.src[0], "CPU") is compiled
+
+
+def test_a_kernel_that_fails_to_compile_in_the_threads_raises_at_its_launch(monkeypatch):
+    from hcq_runtime import compile_body, kernel_cache
+    monkeypatch.setattr(kernel_cache.os, "cpu_count", lambda: 2)
+
+    def refuse(self, src):
+        raise CompileError("line 1: the compiler refused it")
+
+    monkeypatch.setattr(CCompiler, "compile", refuse)
+    n = 16
+    a, out = UOp.new_buffer("CPU", n, dtypes.float32), UOp.new_buffer("CPU", n, dtypes.float32)
+    kernel = call(scale_add(n, 3.2109), out, a, a)  # a scale no other test uses
+    assert kernel_cache.start_compiles([kernel])
+    with pytest.raises(CompileError, match="the compiler refused it"):
+        compile_body(kernel.src[0], "CPU")
+    assert not kernel_cache._inflight and (kernel.src[0].key, "CPU") not in kernel_cache._kernels

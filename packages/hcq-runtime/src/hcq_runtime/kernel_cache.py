@@ -40,15 +40,14 @@ _kernels: dict[tuple[bytes, str], CompiledKernel] = {}
 
 class _Pending:
     """A kernel handed to the compile threads: its program (rendered on the caller's thread: building UOps is not
-    thread-safe), then its binary or the error compiling it."""
+    thread-safe), then its binary (None when the compile failed)."""
 
-    __slots__ = ("body", "device", "program", "dev", "done", "binary", "error")
+    __slots__ = ("body", "device", "program", "dev", "done", "binary")
 
     def __init__(self, body: UOp, device: str, program: UOp, dev: Any):
         self.body, self.device, self.program, self.dev = body, device, program, dev
         self.done = threading.Event()
         self.binary: bytes | None = None
-        self.error: BaseException | None = None
 
 
 # kernels being compiled, by the key of `_kernels`: a launch that wants one waits for it instead of compiling it again
@@ -62,8 +61,8 @@ def _compile_worker() -> None:
         pending = _jobs.get()
         try:
             pending.binary = _binary(pending.program, pending.dev)
-        except BaseException as e:  # noqa: BLE001 - kept for the launch, which compiles again and raises in order
-            pending.error = e
+        except BaseException:  # noqa: BLE001, S110 - the launch compiles it again and raises the error in order
+            pass
         finally:
             pending.done.set()
 

@@ -139,8 +139,8 @@ def _run_calls(calls: list[UOp], var_vals: Mapping[str, int] | None) -> None:
 def defer_linear(linear: UOp, var_vals: Mapping[str, int] | None = None) -> None:
     """Queue `linear` to run later, in order with every LINEAR queued or run after it: when anything runs or the host
     reads or writes a buffer's memory, or at `settle_deferred()`. Its new kernels start compiling now, in the
-    background, one compile per core. The caller keeps the buffers' meaning fixed until then (a queued LINEAR runs with the memory
-    its BUFFERs are bound to when it runs)."""
+    background, one compile per core. The caller keeps the buffers' meaning fixed until then (a queued LINEAR runs
+    with the memory its BUFFERs are bound to when it runs)."""
     deferred_work.append((calls := _lanes(linear, "defer_linear"), dict(var_vals or {})))
     start_compiles(calls)  # compiled while the caller goes on (the queue waits for them when it runs)
 
