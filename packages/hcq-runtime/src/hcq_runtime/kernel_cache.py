@@ -11,18 +11,24 @@ the compile threads without waiting (a launch that wants one waits for it: each 
 
 from __future__ import annotations
 
+import functools
 import os
+import pickle
 import queue
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import uopir
 from uopir import Ops, ProgramInfo, UOp, to_program
 
 from .buffer import Buffer
 from .buffer_registry import device_for_call, strip_after
+from .compiler import blake2s, cache_dir, cache_enabled
 from .debug import counters, debug_level
 from .device import Device
 from .errors import DeviceError
@@ -93,10 +99,72 @@ def _program(body: UOp, device: str) -> tuple[UOp, Any]:
     dev = Device[device]
     if getattr(dev, "renderer", None) is None:
         raise DeviceError(f"{device} runs no kernels (it stores bytes): compute on a device such as CPU, then copy the result there")
-    program = body if body.op is Ops.PROGRAM else to_program(body, dev.renderer, n_cores=dev.n_cores)
+    program = body if body.op is Ops.PROGRAM else _rendered(body, dev.renderer, dev.n_cores)
     if debug_level() >= 4:
         print(program.src[2].arg)
     return program, dev
+
+
+@functools.cache
+def _codegen_digest() -> bytes:
+    """A hash of uopir's own sources: a rendered program kept on disk is used only by the code that rendered it."""
+    h = blake2s()
+    root = Path(uopir.__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.digest()
+
+
+def _renderer_key(renderer: Any) -> str | None:
+    """The renderer's whole configuration (the attributes of its classes and its own) as text that is the same in every
+    process (sets sorted); None for a renderer whose code is not uopir's own (its sources are not in the key) or whose
+    configuration prints differently from one process to the next (an object's address)."""
+    classes = [c for c in type(renderer).__mro__ if c is not object]
+    if any(not c.__module__.startswith("uopir.") for c in classes):
+        return None
+    fields: dict[str, Any] = {}
+    for c in reversed(classes):
+        fields.update({k: v for k, v in vars(c).items() if not k.startswith("__") and not callable(v)
+                       and not isinstance(v, (property, staticmethod, classmethod, functools.cached_property))})
+    fields.update(vars(renderer))
+    parts = [f"{type(renderer).__module__}.{type(renderer).__qualname__}"]
+    for name in sorted(fields):
+        value = fields[name]
+        parts.append(f"{name}={sorted(map(repr, value)) if isinstance(value, (set, frozenset)) else repr(value)}")
+    text = "\n".join(parts)
+    return None if " at 0x" in text else text
+
+
+def _rendered(body: UOp, renderer: Any, n_cores: int) -> UOp:
+    """`to_program(body, renderer, n_cores=n_cores)`, kept on disk beside the compiled binaries for kernels of CPU
+    renderers: every process rendered each kernel again to find its source in the compile cache (0.16 s of an LLM's
+    1.1 s warm start). Keyed by the body's content key, the renderer's configuration, the core count and uopir's
+    sources; an entry that does not load, or is not a PROGRAM of this very body, is rendered again."""
+    if renderer.global_dims or not cache_enabled() or (config := _renderer_key(renderer)) is None:
+        return to_program(body, renderer, n_cores=n_cores)
+    digest = blake2s(body.key + _codegen_digest() + f"\0{config}\0{n_cores}".encode()).hexdigest()
+    path = cache_dir() / "program" / digest[:2] / digest
+    try:
+        program = pickle.loads(path.read_bytes())
+        if isinstance(program, UOp) and program.op is Ops.PROGRAM and program.src[0] is body:
+            return program
+    except FileNotFoundError:
+        pass
+    except Exception:  # noqa: BLE001, S110 - a damaged entry is rendered again and replaced
+        pass
+    program = to_program(body, renderer, n_cores=n_cores)
+    try:
+        data = pickle.dumps(program)
+    except Exception:  # noqa: BLE001 - not kept (a graph too deep for pickle's recursion: a chain of thousands of ops)
+        return program
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:  # a reader never sees half an entry
+            tmp.write(data)
+        os.replace(tmp.name, path)
+    except OSError:
+        pass
+    return program
 
 
 def _binary(program: UOp, dev: Any) -> bytes:
