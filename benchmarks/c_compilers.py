@@ -1,7 +1,7 @@
 """The CPU device's kernels built by each C compiler on PATH (clang, every clang-N, gcc), side by side in one run:
 the workloads of `vs_torch.py` under TinyJit (so the time is the kernels' and their launches', not eager Python), each
 compiler in its own process (`UOP_CC`), the processes alternated over rounds. Reports warm medians and each compiler's
-ratio to the device's default choice (`hcq_runtime.compiler.find_c_compiler`), ending with JSON lines. A machine without
+ratio to the device's default choice (`hcq_runtime.find_c_compiler`), ending with JSON lines. A machine without
 clang builds with GCC (see hcq-runtime's `UOP_CC`): this is what its users get.
 
     uv run --frozen python benchmarks/c_compilers.py [--rounds 2] [--workloads cnn_step mlp_step]
@@ -42,7 +42,7 @@ def worker(name: str) -> None:
 
 def compilers() -> dict[str, str]:
     """The C compilers on PATH by name, newest clang first, each executable once (`clang` may be a versioned one)."""
-    from hcq_runtime.compiler import installed_clangs
+    from hcq_runtime import installed_clangs
 
     clangs = installed_clangs()
     found: dict[str, str] = {}
@@ -58,7 +58,7 @@ def compilers() -> dict[str, str]:
 def default_compiler() -> str:
     """The compiler the CPU device uses when `UOP_CC` is not set."""
     env = {k: v for k, v in os.environ.items() if k != "UOP_CC"}
-    code = "from hcq_runtime.compiler import find_c_compiler; print(find_c_compiler())"
+    code = "from hcq_runtime import find_c_compiler; print(find_c_compiler())"
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.strip()
 
 

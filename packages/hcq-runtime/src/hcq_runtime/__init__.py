@@ -6,7 +6,7 @@ from .allocator import Allocator, LRUAllocator
 from .buffer import Buffer, numpy_dtype, settle_deferred
 from .buffer_registry import bind_buffer, buffer_for
 from .compiled import CompiledDevice
-from .compiler import AMDCompiler, CCompiler, Compiler, amd_toolchain, cache_dir, precompiled_header_flags
+from .compiler import AMDCompiler, CCompiler, Compiler, amd_toolchain, cache_dir, find_c_compiler, installed_clangs, precompiled_header_flags
 from .cpu import CPUDevice, CPUProgram, binary_program, c_program
 from .debug import Counters, counters, debug_level
 from .device import Device, canonicalize
@@ -75,6 +75,8 @@ __all__ = [
     "buffer_for",
     "call_buffers",
     "cache_dir",
+    "find_c_compiler",
+    "installed_clangs",
     "compile_body",
     "counters",
     "debug_level",

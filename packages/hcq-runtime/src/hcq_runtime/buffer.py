@@ -13,9 +13,8 @@ from .errors import AllocationError, DeviceError
 
 _UNSIGNED_BY_SIZE = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
-#: LINEARs queued by `hcq_runtime.defer_linear`, not run yet; `settle_deferred` runs them (set by the runner module)
+#: LINEARs queued by `hcq_runtime.defer_linear`, not run yet; `settle_deferred` runs them
 deferred_work: list[Any] = []
-_settle: list[Any] = []
 
 
 def settle_deferred() -> None:
@@ -23,7 +22,9 @@ def settle_deferred() -> None:
     or out, its address handed out) first lets the calls queued before it run, so the host sees memory as if they had
     run when they were queued."""
     if deferred_work:
-        _settle[0]()
+        from .runner import run_deferred  # (the runner imports this module)
+
+        run_deferred()
 
 
 def poison_enabled() -> bool:

@@ -38,6 +38,21 @@ def cache_enabled() -> bool:
     return os.environ.get("DISABLE_COMPILER_CACHE", "0") in ("", "0")
 
 
+def cache_entry(kind: str, key: bytes) -> Path:
+    """Where the disk cache keeps the entry of `kind` (`compile`, `program`) for `key`."""
+    digest = blake2s(key).hexdigest()
+    return cache_dir() / kind / digest[:2] / digest
+
+
+def write_cache_entry(path: Path, data: bytes) -> None:
+    """Write an entry of the disk cache: written to a temporary file, then renamed, so a reader in another process never
+    sees half of it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
+        tmp.write(data)
+    os.replace(tmp.name, path)
+
+
 class Compiler:
     """Base compiler: `compile(src) -> bytes`, cached on disk by content.
 
@@ -56,18 +71,13 @@ class Compiler:
         """Compile `src`, serving the binary from the disk cache when an identical compile happened before."""
         if not cache_enabled():
             return self._count_and_compile(src)
-        digest = blake2s(f"{self.cache_key}\0{src}".encode()).hexdigest()
-        path = cache_dir() / "compile" / digest[:2] / digest
+        path = cache_entry("compile", f"{self.cache_key}\0{src}".encode())
         try:
             return path.read_bytes()
         except FileNotFoundError:
             pass
         binary = self._count_and_compile(src)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # write-then-rename: a reader in another process never sees a half-written entry
-        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:
-            tmp.write(binary)
-        os.replace(tmp.name, path)
+        write_cache_entry(path, binary)
         return binary
 
     def _count_and_compile(self, src: str) -> bytes:
@@ -98,13 +108,14 @@ def installed_clangs() -> dict[str, int]:
     line; a clang whose version cannot be read ranks oldest."""
     found: dict[str, str] = {}
     for directory in os.environ.get("PATH", "").split(os.pathsep):
+        directory = directory or "."
         try:
-            names = os.listdir(directory or ".")
+            names = os.listdir(directory)
         except OSError:
             continue
         for name in names:
             if (name == "clang" or re.fullmatch(r"clang-\d+", name)) and name not in found:
-                path = os.path.join(directory or ".", name)
+                path = os.path.join(directory, name)
                 if os.path.isfile(path) and os.access(path, os.X_OK):
                     found[name] = path
     versions = {}

@@ -15,7 +15,6 @@ import functools
 import os
 import pickle
 import queue
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -28,7 +27,7 @@ from uopir import Ops, ProgramInfo, UOp, to_program
 
 from .buffer import Buffer
 from .buffer_registry import device_for_call, strip_after
-from .compiler import blake2s, cache_dir, cache_enabled
+from .compiler import blake2s, cache_enabled, cache_entry, write_cache_entry
 from .debug import counters, debug_level
 from .device import Device
 from .errors import DeviceError
@@ -142,27 +141,17 @@ def _rendered(body: UOp, renderer: Any, n_cores: int) -> UOp:
     sources; an entry that does not load, or is not a PROGRAM of this very body, is rendered again."""
     if renderer.global_dims or not cache_enabled() or (config := _renderer_key(renderer)) is None:
         return to_program(body, renderer, n_cores=n_cores)
-    digest = blake2s(body.key + _codegen_digest() + f"\0{config}\0{n_cores}".encode()).hexdigest()
-    path = cache_dir() / "program" / digest[:2] / digest
+    path = cache_entry("program", body.key + _codegen_digest() + f"\0{config}\0{n_cores}".encode())
     try:
         program = pickle.loads(path.read_bytes())
         if isinstance(program, UOp) and program.op is Ops.PROGRAM and program.src[0] is body:
             return program
-    except FileNotFoundError:
-        pass
-    except Exception:  # noqa: BLE001, S110 - a damaged entry is rendered again and replaced
+    except Exception:  # noqa: BLE001, S110 - none yet, or a damaged entry: rendered again (and replaced)
         pass
     program = to_program(body, renderer, n_cores=n_cores)
     try:
-        data = pickle.dumps(program)
-    except Exception:  # noqa: BLE001 - not kept (a graph too deep for pickle's recursion: a chain of thousands of ops)
-        return program
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=path.parent, delete=False) as tmp:  # a reader never sees half an entry
-            tmp.write(data)
-        os.replace(tmp.name, path)
-    except OSError:
+        write_cache_entry(path, pickle.dumps(program))
+    except Exception:  # noqa: BLE001, S110 - not kept (a chain of thousands of ops is too deep for pickle), or no disk room
         pass
     return program
 

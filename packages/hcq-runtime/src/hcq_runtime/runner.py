@@ -25,7 +25,6 @@ from typing import Any
 
 from uopir import Ops, UOp
 
-from . import buffer as _buffer_module
 from .buffer import Buffer, deferred_work, settle_deferred
 from .buffer_registry import buffer_for, device_for_call, strip_after
 from .device import Device
@@ -145,17 +144,15 @@ def defer_linear(linear: UOp, var_vals: Mapping[str, int] | None = None) -> None
     start_compiles(calls)  # compiled while the caller goes on (the queue waits for them when it runs)
 
 
-def _settle() -> None:
-    # taken off the queue before anything runs: a failing call drops the calls queued after it, as a LINEAR stops at
-    # its failing call
+def run_deferred() -> None:
+    """Run the queued LINEARs in order (`settle_deferred`), their new kernels compiled first. They are taken off the
+    queue before anything runs: a failing call drops the calls queued after it, as a LINEAR stops at its failing call."""
     work = deferred_work[:]
     deferred_work.clear()
     compile_calls([call for calls, _ in work for call in calls])
     for calls, values in work:
         _run_calls(calls, values)
 
-
-_buffer_module._settle.append(_settle)
 
 
 class Linked:
