@@ -213,7 +213,7 @@ def test_without_a_usable_ld_the_driver_links(monkeypatch):
     from hcq_runtime import compiler as compiler_module
 
     monkeypatch.setattr(compiler_module.shutil, "which", lambda name: None)
-    assert compiler_module.direct_linker.__wrapped__("cc", ()) is None
+    assert compiler_module.probe_direct_linker("cc", ()) is None
 
 
 class Float64:
@@ -371,7 +371,7 @@ def test_a_wake_hint_before_launches_keeps_every_launch_correct(monkeypatch):
     monkeypatch.setenv("UOP_CPU_SPIN_US", "0")
     dev = Device["CPU:8"]
     dev.expect_work()  # no launcher yet: nothing to wake
-    assert "launcher" not in dev.__dict__
+    assert "_launcher" not in dev.__dict__
     program = dev.program("fill", dev.compiler.compile(FILL))
     out = Buffer("CPU:8", 40, Int32())
     for launch in range(30):

@@ -14,7 +14,7 @@ from .disk import DiskDevice
 from .errors import AllocationError, CompileError, DeviceError, RuntimeErrorBase
 from .ffi import FFIError, ccall, cstruct
 from .hcq2 import ProfileEvent, uses_queue_devices
-from .host import runner_ready
+from .host import prepare_cpu, runner_ready
 from .kernel_cache import CompiledKernel, call_buffers, compile_body
 from .lanes import LANE_VARIABLE, lane_buffers, split_lanes
 from .runner import Linked, LinkedPart, Runner, defer_linear, link_linear, run_linear, runner_for
@@ -84,6 +84,7 @@ __all__ = [
     "run_linear",
     "defer_linear",
     "settle_deferred",
+    "prepare_cpu",
     "runner_ready",
     "canonicalize",
     "link_linear",

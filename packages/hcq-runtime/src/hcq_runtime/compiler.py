@@ -229,13 +229,15 @@ class CCompiler(Compiler):
 
     def compile_uncached(self, src: str) -> bytes:
         """Compile to an object, then link it with the system linker directly when it works here (`direct_linker`):
-        the compiler driver's own link step costs ~50 ms per kernel, about half of compiling a small one."""
+        the compiler driver's own link step costs ~50 ms per kernel, about half of compiling a small one. The first
+        compile of a process compiles its object while the linker is probed (`start_linker_probe`), and links once the
+        probe has answered (by the driver when it said no)."""
         with tempfile.TemporaryDirectory(prefix="uop-cc-") as tmp:
             source, obj, output = Path(tmp) / "kernel.c", Path(tmp) / "kernel.o", Path(tmp) / "kernel.so"
             source.write_text(src)
-            linker = direct_linker(self.cc, self.compile_flags) if self.direct_link else None
+            probe = start_linker_probe(self.cc, self.compile_flags) if self.direct_link else None
             pch = precompiled_header_flags(self.cc, self.compile_flags) if _PCH_INCLUDE in src else ()
-            if linker is None:
+            if probe is None:
                 command = [self.cc, *self.flags, "-o", str(output), str(source)]
             else:
                 command = [self.cc, *self.compile_flags, "-c", "-o", str(obj), str(source)]
@@ -244,9 +246,13 @@ class CCompiler(Compiler):
                 result = subprocess.run(command, capture_output=True, text=True)
             if result.returncode != 0:
                 raise CompileError(f"C compile failed at {source_line_error(src, result.stderr, str(source))}")
-            if linker is not None:
-                ld, shared, runtime = linker
-                linked = subprocess.run([ld, shared, "-o", str(output), str(obj), runtime, "-lm", "-lc"], capture_output=True, text=True)
+            if probe is not None:
+                if (linker := probe.result()) is not None:
+                    ld, shared, runtime = linker
+                    link = [ld, shared, "-o", str(output), str(obj), runtime, "-lm", "-lc"]
+                else:  # no system linker that links these objects: the driver links the object, with its own libraries
+                    link = [self.cc, *self.flags, "-o", str(output), str(obj)]
+                linked = subprocess.run(link, capture_output=True, text=True)
                 if linked.returncode != 0:
                     raise CompileError(f"linking a compiled kernel failed: {linked.stderr.strip() or linked.returncode}")
             return output.read_bytes()
@@ -256,11 +262,70 @@ class CCompiler(Compiler):
 _PROBE_SRC = "#include <math.h>\nfloat uop_probe(float x) { return expf(x) + sqrtf(x) + (float)(_Float16)(double)x; }\n"
 
 
-@functools.cache
+class _Probe:
+    """The answer of one linker probe, set once by the thread running it (concurrent.futures would also load logging)."""
+
+    __slots__ = ("_done", "_value", "_error")
+
+    def __init__(self) -> None:
+        self._done = threading.Event()
+        self._value: tuple[str, str, str] | None = None
+        self._error: BaseException | None = None
+
+    def result(self) -> tuple[str, str, str] | None:
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+_probes: dict[tuple[str, tuple[str, ...]], _Probe] = {}
+_probes_lock = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    # a probe under way in the parent has no thread in a forked child: it is started again there when asked
+    for key in [k for k, probe in _probes.items() if not probe._done.is_set()]:
+        del _probes[key]
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def start_linker_probe(cc: str, compile_flags: tuple[str, ...]) -> _Probe:
+    """The probe behind `direct_linker` for `cc` and these flags, started in a thread of its own by the first caller of
+    a process (the callers that follow share it: each kernel compile thread's first compile probed on its own, three
+    probes of ~70 ms at a cold start), so a first compile builds its object meanwhile. A probe that raised is run again
+    by the next caller."""
+    key = (cc, compile_flags)
+    with _probes_lock:
+        if (probe := _probes.get(key)) is not None:
+            return probe
+        probe = _probes[key] = _Probe()
+
+    def run() -> None:
+        try:
+            probe._value = probe_direct_linker(cc, compile_flags)
+        except BaseException as e:  # noqa: BLE001 - handed to the callers waiting for the answer
+            probe._error = e
+            with _probes_lock:
+                _probes.pop(key, None)
+        finally:
+            probe._done.set()
+
+    threading.Thread(target=run, daemon=True, name="uop-ld-probe").start()
+    return probe
+
+
 def direct_linker(cc: str, compile_flags: tuple[str, ...]) -> tuple[str, str, str] | None:
     """(`ld`, `-shared`, the compiler's runtime library) when `ld` links an object `cc` compiled into a shared object
-    that loads and runs here (probed once: the math and runtime libraries resolve, the result is right); None
-    otherwise, and the compiler driver links instead."""
+    that loads and runs here, else None (the compiler driver links instead); probed once per process
+    (`probe_direct_linker`), a probe under way waited for."""
+    return start_linker_probe(cc, compile_flags).result()
+
+
+def probe_direct_linker(cc: str, compile_flags: tuple[str, ...]) -> tuple[str, str, str] | None:
+    """`direct_linker`'s probe, run now: the math and runtime libraries must resolve and the probe's result be right."""
     ld = shutil.which("ld")
     if ld is None:
         return None

@@ -16,6 +16,7 @@ import functools
 import mmap
 import os
 import tempfile
+import threading
 from typing import Any
 
 import numpy as np
@@ -346,21 +347,29 @@ class CPUDevice(CompiledDevice):
         self.compiler = CCompiler(direct_link=True)
         self.renderer = CRenderer(vector_width=host_vector_width(), l2_bytes=host_l2_bytes())
         self.n_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        self._launcher_lock = threading.Lock()
 
     def program(self, name: str, binary: bytes) -> CPUProgram:
         """Load a compiled binary and return its entry point `name`."""
         return CPUProgram(self, name, binary)
 
-    @functools.cached_property
+    @property
     def launcher(self) -> Any:
-        lib = load_shared_object(self.compiler.compile(_LAUNCHER_SRC))
-        lib.uop_set_spin.argtypes = [ctypes.c_longlong]
-        lib.uop_set_spin(spin_microseconds() * 1000)
-        fn = lib.uop_parallel
-        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
-        fn.restype = ctypes.c_int
-        lib.uop_wake.argtypes, lib.uop_wake.restype = [], None
-        self._wake = lib.uop_wake
+        """The native launcher of multi-core kernels (`uop_parallel`), compiled at its first use; a build under way (see
+        `hcq_runtime.prepare_cpu`) is waited for, never repeated."""
+        if (fn := self.__dict__.get("_launcher")) is not None:
+            return fn
+        with self._launcher_lock:
+            if (fn := self.__dict__.get("_launcher")) is None:
+                lib = load_shared_object(self.compiler.compile(_LAUNCHER_SRC))
+                lib.uop_set_spin.argtypes = [ctypes.c_longlong]
+                lib.uop_set_spin(spin_microseconds() * 1000)
+                fn = lib.uop_parallel
+                fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+                fn.restype = ctypes.c_int
+                lib.uop_wake.argtypes, lib.uop_wake.restype = [], None
+                self._wake = lib.uop_wake
+                self.__dict__["_launcher"] = fn
         return fn
 
     def expect_work(self) -> None:

@@ -26,6 +26,7 @@ from uopir import Ops, UOp
 
 from .buffer import Buffer, check_copy
 from .buffer_registry import buffer_for, device_for_call, strip_after
+from .compiler import CCompiler, precompiled_header_flags, start_linker_probe
 from .cpu import CPUDevice, load_shared_object
 from .debug import counters, debug_level
 from .device import Device
@@ -79,7 +80,7 @@ void uop_batch_run_timed(const long long *steps, long long n, void **bufs, long 
 
 _runners: dict[str, Any] = {}
 _runners_lock = threading.Lock()  # held while a runner compiles: `_runner` callers wait for a build under way
-_runner_builds: dict[str, threading.Thread] = {}
+_runner_builds: dict[str | tuple[str, str], threading.Thread] = {}  # prepare_cpu's builds: a device's parts, its header
 _builds_lock = threading.Lock()  # only for starting builds: `runner_ready` never waits for a compile
 
 
@@ -109,17 +110,48 @@ def runner_ready(device: str = "CPU", wait: bool = False) -> bool:
         except Exception:  # noqa: BLE001 - no C compiler: nothing links, everything runs call by call
             return False
         return True
-    with _builds_lock:
-        if device not in _runner_builds:
-            def build() -> None:
-                try:
-                    _runner(device)
-                except Exception:  # noqa: BLE001 - a later _runner call builds it again and reports the error
-                    pass
-
-            _runner_builds[device] = thread = threading.Thread(target=build, daemon=True)
-            thread.start()
+    prepare_cpu(device)
     return False
+
+
+def prepare_cpu(device: str = "CPU", header: bool = False) -> None:
+    """Start building, in the background and once per device, what a CPU device's kernels need besides themselves: the
+    linker probe (`compiler.direct_linker`), the launcher of multi-core kernels and the batch runner of linked programs
+    (`runner_ready`), and with `header` the precompiled <immintrin.h> hand-written intrinsics kernels include. In a cold
+    process (compile cache off or empty) each was built where it was first needed: the launcher at the first multi-core
+    launch, after the first realize's kernels had compiled (~70 ms on the caller's thread). With the compile cache on,
+    each build is a cache read. Errors are left to the use that needs the part (it builds it again and reports them)."""
+    with _builds_lock:
+        if device in _runner_builds:
+            start = False
+        else:
+            start = True
+            _runner_builds[device] = threading.Thread(target=_build_parts, args=(device,), daemon=True, name="uop-prepare")
+        if header and (device, "header") not in _runner_builds:
+            _runner_builds[(device, "header")] = threading.Thread(target=_build_header, args=(device,), daemon=True, name="uop-pch")
+            _runner_builds[(device, "header")].start()
+    if start:
+        _runner_builds[device].start()
+
+
+def _build_parts(device: str) -> None:
+    try:
+        dev = Device[device]
+        if isinstance(compiler := getattr(dev, "compiler", None), CCompiler) and compiler.direct_link:
+            start_linker_probe(compiler.cc, compiler.compile_flags)  # (its own thread: the launcher's compile overlaps it)
+        if getattr(dev, "n_cores", 1) > 1 and hasattr(dev, "launcher"):
+            dev.launcher  # noqa: B018 - built now, so the first multi-core launch finds it
+        _runner(device)
+    except Exception:  # noqa: BLE001, S110 - a later use builds the part again and reports the error
+        pass
+
+
+def _build_header(device: str) -> None:
+    try:
+        if isinstance(compiler := getattr(Device[device], "compiler", None), CCompiler):
+            precompiled_header_flags(compiler.cc, compiler.compile_flags)
+    except Exception:  # noqa: BLE001, S110 - the first kernel that includes the header builds it again, or parses it
+        pass
 
 
 def _array(ctype: Any, values: Sequence[int]) -> Any:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from hcq_runtime import CPUDevice, Device
+from hcq_runtime import CPUDevice, Device, prepare_cpu
 from uop_scheduler import Tensor, TinyJit, Variable, dtypes
 
 from .cpu_attention import cpu_attention
@@ -84,6 +84,10 @@ class TensorModel(LanguageModel):
         c = self.config = ModelConfig.from_gguf(gguf)
         self.activations = check_activations(activations)
         self.device = device
+        if isinstance(Device[device], CPUDevice):
+            # what the first step needs besides its kernels, built in the background while the weights load: the
+            # precompiled <immintrin.h> the hand-written kernels include, the multi-core launcher, the batch runner
+            prepare_cpu(device, header=True)
         self.max_context = min(max_context or c.context_length, c.context_length)
         if self.max_context < 1:
             raise ModelError(f"max context must be at least 1, got {max_context}")

@@ -1,0 +1,129 @@
+"""What a cold process builds besides its kernels: the linker probe (once, while the first objects compile), and the
+launcher, batch runner and precompiled header `prepare_cpu` builds in the background."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+from hcq_runtime import Buffer, CCompiler, Device, prepare_cpu, runner_ready
+from hcq_runtime import compiler as compiler_module
+from hcq_runtime import cpu as cpu_module
+from hcq_runtime import host as host_module
+
+SCALE = """
+#include <math.h>
+void scale(void **bufs, const long long *vals, int core_id, int n_cores) {
+  float *out = bufs[0];
+  for (long long i = core_id; i < vals[0]; i += n_cores) out[i] = sqrtf((float)(i * i)) * (float)vals[1];
+}
+"""
+
+
+class Float32:
+    itemsize, fmt, name = 4, "f", "float"
+
+
+@pytest.fixture
+def fresh_probes(monkeypatch):
+    """An empty probe table, as in a new process."""
+    monkeypatch.setattr(compiler_module, "_probes", {})
+
+
+def test_concurrent_first_compiles_share_one_linker_probe(fresh_probes, monkeypatch):
+    calls = []
+    real = compiler_module.probe_direct_linker
+
+    def slow_probe(cc, flags):
+        calls.append(cc)
+        time.sleep(0.05)  # long enough for every thread to ask while it runs
+        return real(cc, flags)
+
+    monkeypatch.setattr(compiler_module, "probe_direct_linker", slow_probe)
+    compiler = CCompiler(direct_link=True)
+    answers = []
+    threads = [threading.Thread(target=lambda: answers.append(compiler_module.direct_linker(compiler.cc, compiler.compile_flags)))
+               for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1 and len(answers) == 4 and len(set(answers)) == 1
+
+
+def test_a_failed_probe_raises_for_its_callers_and_runs_again_for_the_next(fresh_probes, monkeypatch):
+    outcomes = [OSError("no ld today"), None]
+
+    def probe(cc, flags):
+        if isinstance(outcome := outcomes.pop(0), BaseException):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(compiler_module, "probe_direct_linker", probe)
+    with pytest.raises(OSError, match="no ld today"):
+        compiler_module.direct_linker("cc", ())
+    assert compiler_module.direct_linker("cc", ()) is None and not outcomes
+
+
+def test_a_probe_under_way_at_a_fork_is_started_again_in_the_child(fresh_probes):
+    pending, done = compiler_module._Probe(), compiler_module._Probe()
+    done._done.set()
+    compiler_module._probes.update({("a", ()): pending, ("b", ()): done})
+    compiler_module._after_fork_in_child()
+    assert compiler_module._probes == {("b", ()): done}
+
+
+@pytest.mark.parametrize("linker", ["probed", "refused"])
+def test_a_kernel_compiled_while_the_linker_is_probed_links_either_way(linker, fresh_probes, monkeypatch):
+    """The object is compiled before the probe's answer is read: `ld` links it when the probe said yes, the compiler
+    driver when it said no (no usable system linker), and the program runs the same."""
+    monkeypatch.setenv("DISABLE_COMPILER_CACHE", "1")
+    if linker == "refused":
+        monkeypatch.setattr(compiler_module, "probe_direct_linker", lambda cc, flags: None)
+    compiler = CCompiler(direct_link=True)
+    program = Device["CPU"].program("scale", compiler.compile(SCALE))
+    out = Buffer("CPU", 64, Float32())
+    program([out.address], [64, 3], n_cores=2)
+    np.testing.assert_array_equal(out.numpy(), np.arange(64, dtype=np.float32) * 3)
+
+
+def test_prepare_cpu_builds_the_launcher_and_runner_once_in_the_background(monkeypatch):
+    name = "CPU:6"  # a device no other test launches on
+    monkeypatch.setattr(cpu_module.CPUDevice, "__init__", _with_cores(cpu_module.CPUDevice.__init__, 3))
+    dev = Device[name]
+    builds = []
+    real = CCompiler.compile
+
+    def counting(self, src):
+        if src is cpu_module._LAUNCHER_SRC:
+            builds.append(threading.current_thread().name)
+            time.sleep(0.05)  # a launch asks for it while it builds
+        return real(self, src)
+
+    monkeypatch.setattr(CCompiler, "compile", counting)
+    prepare_cpu(name)
+    prepare_cpu(name)  # once per device
+    program = dev.program("scale", dev.compiler.compile(SCALE))
+    out = Buffer(name, 30, Float32())
+    program([out.address], [30, 2], n_cores=3)  # waits for the launcher under way rather than building a second one
+    np.testing.assert_array_equal(out.numpy(), np.arange(30, dtype=np.float32) * 2)
+    host_module._runner_builds[name].join()
+    assert builds == ["uop-prepare"] and runner_ready(name)
+
+
+def test_prepare_cpu_with_header_precompiles_immintrin(monkeypatch):
+    asked = []
+    monkeypatch.setattr(host_module, "precompiled_header_flags", lambda cc, flags: asked.append((cc, flags)) or ())
+    name = "CPU:7"
+    prepare_cpu(name, header=True)
+    host_module._runner_builds[(name, "header")].join()
+    compiler = Device[name].compiler
+    assert asked == [(compiler.cc, compiler.compile_flags)]
+
+
+def _with_cores(init, cores):
+    def patched(self, name):
+        init(self, name)
+        self.n_cores = cores
+
+    return patched
