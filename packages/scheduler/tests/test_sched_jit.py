@@ -642,6 +642,29 @@ def test_a_capture_compiles_the_kernels_of_all_its_realizes_together(monkeypatch
         np.testing.assert_allclose(step(Tensor(x_np)).numpy(), expected(x_np), rtol=1e-5, atol=1e-5)
 
 
+def test_a_capture_does_not_wake_the_launch_threads_for_the_kernels_it_queues(monkeypatch):
+    # an eager realize wakes the CPU's launch threads while it looks its schedule up (its kernels run next); a capture
+    # queues its kernels, so waking them at each of its realizes cost a wake-up and a core spinning for nothing
+    from hcq_runtime import Device
+    dev = Device["CPU"]
+    if not hasattr(dev, "expect_work"):
+        pytest.skip("the CPU device has no launch threads to wake")
+    wakes: list[int] = []
+    monkeypatch.setattr(type(dev), "expect_work", lambda self: wakes.append(1))
+    w = Tensor(np.arange(6, dtype=np.float32)).realize()
+
+    def body(x: Tensor) -> Tensor:
+        h = (x * w).realize()
+        return (h + 1).realize()
+
+    step = TinyJit(body, warmup=0)
+    out = step(Tensor(np.ones(6, np.float32)))  # the capture: two realizes, no wake
+    assert wakes == []
+    np.testing.assert_array_equal(out.numpy(), np.arange(6, dtype=np.float32) + 1)
+    body(Tensor(np.ones(6, np.float32)))  # eager: a wake per realize
+    assert len(wakes) == 2
+
+
 def test_a_capture_that_fails_still_makes_the_writes_queued_before_the_failure():
     w = Tensor(np.zeros(5, np.float32)).realize()
 
