@@ -1,5 +1,6 @@
-"""What a cold process builds besides its kernels: the linker probe (once, while the first objects compile), and the
-launcher, batch runner and precompiled header `prepare_cpu` builds in the background."""
+"""What a process builds or asks besides its kernels: the linker probe (once, while the first objects compile), the
+launcher, batch runner and precompiled header `prepare_cpu` builds in the background, and the compiler's version line
+(kept in the compile cache)."""
 
 import threading
 import time
@@ -127,3 +128,28 @@ def _with_cores(init, cores):
         self.n_cores = cores
 
     return patched
+
+
+def _fake_compiler(path, version: str, log):
+    path.write_text(f"#!/bin/sh\necho run >> {log}\necho '{version}'\n")
+    path.chmod(0o755)
+
+
+def test_the_compiler_version_is_kept_in_the_cache_until_the_binary_changes(tmp_path, monkeypatch):
+    monkeypatch.setenv("UOP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("DISABLE_COMPILER_CACHE", raising=False)
+    cc, log = tmp_path / "fakecc", tmp_path / "runs"
+    _fake_compiler(cc, "fake clang version 1.0", log)
+    version = compiler_module.compiler_version
+    monkeypatch.setattr(compiler_module, "compiler_version", version)  # its per-process memo is cleared below
+    version.cache_clear()
+    assert version(str(cc)) == "fake clang version 1.0"
+    version.cache_clear()  # a new process: the line comes from the cache, the compiler does not run
+    assert version(str(cc)) == "fake clang version 1.0" and log.read_text().count("run") == 1
+    _fake_compiler(cc, "fake clang version 22.1", log)  # an upgrade rewrites the binary
+    version.cache_clear()
+    assert version(str(cc)) == "fake clang version 22.1" and log.read_text().count("run") == 2
+    monkeypatch.setenv("DISABLE_COMPILER_CACHE", "1")  # the cache off: asked every process
+    version.cache_clear()
+    assert version(str(cc)) == "fake clang version 22.1" and log.read_text().count("run") == 3
+    version.cache_clear()

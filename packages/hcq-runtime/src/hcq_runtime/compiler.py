@@ -131,8 +131,38 @@ def installed_clangs() -> dict[str, int]:
 
 @functools.cache
 def compiler_version(cc: str) -> str:
+    """The first line of `cc --version` (`cc` itself when it prints nothing). With the compile cache on, the line is kept
+    in it (`toolchain` entries) under the binary's resolved path, size, modification time and inode, so a process does
+    not run the compiler to learn it (~25 ms of every start); an upgrade or a moved link names another binary."""
+    identity = _binary_identity(cc) if cache_enabled() else None
+    entry = cache_entry("toolchain", identity) if identity is not None else None
+    if entry is not None:
+        try:
+            return entry.read_text()
+        except (OSError, UnicodeDecodeError):
+            pass
     result = subprocess.run([cc, "--version"], capture_output=True, text=True)
-    return result.stdout.splitlines()[0] if result.stdout else cc
+    line = result.stdout.splitlines()[0] if result.stdout else cc
+    if entry is not None and result.returncode == 0 and line:
+        try:
+            write_cache_entry(entry, line.encode())
+        except OSError:
+            pass
+    return line
+
+
+def _binary_identity(cc: str) -> bytes | None:
+    """What names the binary `cc` runs: its resolved path with its size, modification time and inode (None when it
+    cannot be found)."""
+    path = cc if os.sep in cc else shutil.which(cc)
+    if path is None:
+        return None
+    try:
+        real = os.path.realpath(path)
+        st = os.stat(real)
+    except OSError:
+        return None
+    return f"version\0{real}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ino}".encode()
 
 
 def gcc_only_flags(version_line: str) -> tuple[str, ...]:

@@ -26,7 +26,7 @@ from uopir import Ops, UOp
 
 from .buffer import Buffer, check_copy
 from .buffer_registry import buffer_for, device_for_call, strip_after
-from .compiler import CCompiler, precompiled_header_flags, start_linker_probe
+from .compiler import CCompiler, precompiled_header_flags
 from .cpu import CPUDevice, load_shared_object
 from .debug import counters, debug_level
 from .device import Device
@@ -116,11 +116,11 @@ def runner_ready(device: str = "CPU", wait: bool = False) -> bool:
 
 def prepare_cpu(device: str = "CPU", header: bool = False) -> None:
     """Start building, in the background and once per device, what a CPU device's kernels need besides themselves: the
-    linker probe (`compiler.direct_linker`), the launcher of multi-core kernels and the batch runner of linked programs
-    (`runner_ready`), and with `header` the precompiled <immintrin.h> hand-written intrinsics kernels include. In a cold
-    process (compile cache off or empty) each was built where it was first needed: the launcher at the first multi-core
-    launch, after the first realize's kernels had compiled (~70 ms on the caller's thread). With the compile cache on,
-    each build is a cache read. Errors are left to the use that needs the part (it builds it again and reports them)."""
+    launcher of multi-core kernels and the batch runner of linked programs (`runner_ready`), and with `header` the
+    precompiled <immintrin.h> hand-written intrinsics kernels include. In a cold process (compile cache off or empty)
+    each was built where it was first needed: the launcher at the first multi-core launch, after the first realize's
+    kernels had compiled (~70 ms on the caller's thread). With the compile cache on, each build is a cache read. Errors
+    are left to the use that needs the part (it builds it again and reports them)."""
     with _builds_lock:
         if device in _runner_builds:
             start = False
@@ -136,9 +136,9 @@ def prepare_cpu(device: str = "CPU", header: bool = False) -> None:
 
 def _build_parts(device: str) -> None:
     try:
+        # (the linker probe starts with the first compile, not here: a process whose parts and kernels are all in the
+        # compile cache compiles nothing and needs no probe)
         dev = Device[device]
-        if isinstance(compiler := getattr(dev, "compiler", None), CCompiler) and compiler.direct_link:
-            start_linker_probe(compiler.cc, compiler.compile_flags)  # (its own thread: the launcher's compile overlaps it)
         if getattr(dev, "n_cores", 1) > 1 and hasattr(dev, "launcher"):
             dev.launcher  # noqa: B018 - built now, so the first multi-core launch finds it
         _runner(device)
