@@ -417,3 +417,20 @@ def test_repacking_by_one_gather_equals_the_layout_definition(ggml_type, k):
         assert got.dtype == np.uint8 and got.flags["C_CONTIGUOUS"] and got.shape == raw.shape
         if rows:  # (the definition's reshapes cannot take zero rows; the gather can)
             np.testing.assert_array_equal(got, _repack_blocks(raw, ggml_type))
+
+
+@settings(max_examples=40, deadline=None)
+@given(ggml_type=st.sampled_from([GGMLType.Q4_0, GGMLType.Q4_1, GGMLType.Q8_0]), rows=st.integers(1, 40), blocks=st.integers(1, 40),
+       seed=st.integers(0, 2**32 - 1))
+def test_the_native_repack_writes_what_the_gather_makes(ggml_type, rows, blocks, seed):
+    # a model's load writes each piece of rows into the device buffer with the native routine: every byte where
+    # repack_rows puts it, rows shared between the cores, whole groups and the blocks after them
+    from hcq_runtime import Buffer
+    from llm_bench.qdot import repack_rows_into
+    from uop_scheduler import dtypes
+
+    bb = BLOCK_LAYOUTS[ggml_type].block_bytes
+    raw = np.random.default_rng(seed).integers(0, 256, (rows, blocks * bb), dtype=np.uint8)
+    dest = Buffer("CPU", raw.size, dtypes.uint8)
+    repack_rows_into(dest, raw, ggml_type)
+    np.testing.assert_array_equal(dest.numpy().reshape(raw.shape), repack_rows(raw, ggml_type))

@@ -8,8 +8,9 @@ the graph of the matmul that reads them (`tensor_dequant`).
 
 Q4_0, Q4_1 and Q8_0 matrices are multiplied with 8-bit quantized activations (`qdot`, as llama.cpp does): on a CPU
 device by the integer-dot kernel, which reads each row's blocks regrouped eight at a time (`qdot.repack_rows`, the
-file's bytes in another order); elsewhere by the graph, which rounds the activations the same way before a float
-product, so every device computes the numpy reference's values. 2-D float16 matrices on a CPU device keep the file's
+file's bytes in another order, written into the device buffer by `qdot.repack_rows_into` on the device's cores);
+elsewhere by the graph, which rounds the activations the same way before a float product, so every device computes
+the numpy reference's values. 2-D float16 matrices on a CPU device keep the file's
 rows for the F16C kernel (`qdot.f16_matmul`).
 
 The matrix-vector kernel splits the outputs between the CPU cores. A 2-D matrix whose outputs split evenly is stored
@@ -25,12 +26,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from hcq_runtime import CPUDevice, buffer_for
+from hcq_runtime import Buffer, CPUDevice, buffer_for
 from uop_scheduler import Device, Tensor, dtypes
 
 from .ggml_types import BLOCK_LAYOUTS, GGMLType
 from .gguf_reader import GGUFTensor, release_pages_of
-from .qdot import NOT_FUSED, Fused, f16_matmul, int_dot_weight, q8_roundtrip, qdot_matmul, repack_rows
+from .qdot import NOT_FUSED, Fused, f16_matmul, int_dot_weight, q8_roundtrip, qdot_matmul, repack_rows_into
 from .tensor_dequant import GRAPH_QUANT_TYPES, dequantize_blocks
 
 # The CPU codegen vectorizes a decoding matmul only while its per-core accumulator row is short enough to unroll: a
@@ -176,7 +177,7 @@ def upload_matrices(tensors: Sequence[GGUFTensor], device: str, rows: Callable[[
         shape = (sum(a.shape[0] for a in arrays), *arrays[0].shape[1:])
         int_dot = kind is not None and int_dot_weight(kind, _matrix_shape(kind, shape), activations)
         if int_dot and cpu:
-            rows_of = _rows_on_device(arrays, device, dtypes.uint8, lambda piece, kind=kind: repack_rows(piece, kind))
+            rows_of = _rows_on_device(arrays, device, dtypes.uint8, lambda view, piece, kind=kind: repack_rows_into(view, piece, kind))
             parts.append(DeviceMatrix(rows_of, kind, int_dot=True, rows_layout=True))
             continue
         if kind is None and cpu and arrays[0].dtype == np.float16 and arrays[0].ndim == 2:
@@ -191,11 +192,11 @@ def upload_matrices(tensors: Sequence[GGUFTensor], device: str, rows: Callable[[
     return tuple(parts)
 
 
-def _rows_on_device(arrays: Sequence[np.ndarray], device: str, dtype, transform: Callable[[np.ndarray], np.ndarray] | None = None) -> Tensor:
+def _rows_on_device(arrays: Sequence[np.ndarray], device: str, dtype, write: Callable[[Buffer, np.ndarray], None] | None = None) -> Tensor:
     """The rows of `arrays` (each (rows, width): raw block bytes as uint8, or float16 values) stacked into one device
-    tensor of `dtype`, copied a few hundred KiB at a time (each piece through `transform`, a same-size reordering of
-    rows, when given) with the file pages under each piece let go once copied: a 30 MB output matrix never holds its
-    file pages and its device copy at once."""
+    tensor of `dtype`, copied a few hundred KiB at a time (each piece by `write(view, piece)` when given, which writes a
+    same-size reordering of its rows into the buffer view) with the file pages under each piece let go once copied: a
+    30 MB output matrix never holds its file pages and its device copy at once."""
     width = arrays[0].shape[1]
     out = Tensor.empty(sum(a.shape[0] for a in arrays), width, dtype=dtype, device=device).realize()
     buffer = buffer_for(out.uop.base)
@@ -204,7 +205,11 @@ def _rows_on_device(arrays: Sequence[np.ndarray], device: str, dtype, transform:
     for array in arrays:
         for start in range(0, array.shape[0], step):
             piece = array[start : start + step]
-            buffer.view(piece.nbytes, dtypes.uint8, offset).copyin(piece if transform is None else transform(piece))
+            view = buffer.view(piece.nbytes, dtypes.uint8, offset)
+            if write is None:
+                view.copyin(piece)
+            else:
+                write(view, piece)
             release_pages_of(piece)
             offset += piece.nbytes
     return out
