@@ -153,6 +153,29 @@ def test_the_second_step_needs_no_new_kernels(make_opt):
     assert built[2] == built[1] == built[0], built
 
 
+@pytest.mark.parametrize("make_opt", [lambda ps: optim.Adam(ps, lr=1e-2), lambda ps: optim.SGD(ps, lr=1e-2, momentum=0.9),
+                                      lambda ps: optim.LAMB(ps, lr=1e-2)], ids=["adam", "sgd_momentum", "lamb"])
+def test_optimizer_state_is_zeros_filled_without_a_kernel(make_opt):
+    """The state buffers are filled from the host (a fill kernel per parameter shape was compiled, one after another,
+    as the optimizer was made): zeros whatever the memory held before, for a scalar, an empty and a large parameter."""
+    import gc
+
+    from hcq_runtime import counters
+
+    shapes = [(), (0,), (3, 5), (700, 600)]  # (the last is larger than one piece of host zeros)
+    for shape in shapes:  # memory of the same sizes, dirty and freed: the allocator may hand it to the state
+        Tensor(np.full(shape, np.nan, np.float32)).realize()
+    gc.collect()
+    params = [Tensor(np.ones(shape, np.float32), requires_grad=True).realize() for shape in shapes]
+    compiles, kernels = counters.compiles, counters.kernels
+    opt = make_opt(params)
+    assert (counters.compiles, counters.kernels) == (compiles, kernels)
+    states = [t for t in opt.state if t.shape in shapes]  # (the bias corrections and learning rate are scalars too)
+    assert states and all(t.dtype == dtypes.float32 for t in states)
+    for t in states:
+        np.testing.assert_array_equal(t.numpy(), np.zeros(t.shape, np.float32))
+
+
 def _graph_structure(u) -> list:
     """The graph of `u` node by node with buffer identities left out: two graphs over different buffers compare equal
     exactly when they compute the same thing the same way."""

@@ -12,6 +12,7 @@ import math
 import os
 import weakref
 
+from hcq_runtime import buffer_for
 from uopir import CallInfo, DType, KernelInfo, Ops, UOp, dtypes, kernel_form
 
 from ..call_values import IN_PLACE, version_under
@@ -19,7 +20,7 @@ from ..context import dtype_knob
 from ..elementwise import const_uop
 from ..errors import TensorRuntimeError
 from ..tensor import Tensor
-from ..writes import own_copy, write_by_kernel
+from ..writes import write_by_kernel
 
 __all__ = ["LAMB", "LARS", "SGD", "Adam", "AdamW", "Muon", "Optimizer", "OptimizerGroup"]
 
@@ -40,13 +41,22 @@ def _state_like(p: Tensor) -> Tensor:
     kernels was compiled at the second step (an MLP's second eager step took 0.5 s instead of 0.15 s cold). State of
     a parameter on several devices stays a sharded constant (one tensor object, which `to_` can move)."""
     # float32 whatever the default float (tinygrad's OPTIM_DTYPE): moments of a half default overflowed (Adam with lr 1e10)
-    zeros = Tensor.zeros(*p.shape, device=p.device, dtype=_optim_dtype(), requires_grad=False)
     if isinstance(p.device, tuple):
-        return zeros
-    # a buffer of its own (an own copy: `zeros.contiguous()` is one node for every state of this shape, and the tensors
-    # realizing it after the first would share the first one's buffer until written), so a hand-written step can
-    # update it in place from the first step on
-    return Tensor(own_copy(zeros.uop), device=p.device, requires_grad=False).realize()
+        return Tensor.zeros(*p.shape, device=p.device, dtype=_optim_dtype(), requires_grad=False)
+    # a buffer of its own, so a hand-written step can update it in place from the first step on, filled from the host
+    # (zero bytes are zero in every float dtype): a fill kernel was compiled for each parameter shape, one after another
+    # as the optimizer was made (6 of a small CNN's cold start, ~50 ms each)
+    state = Tensor.empty(*p.shape, device=p.device, dtype=_optim_dtype(), requires_grad=False).realize()
+    buffer = buffer_for(state.uop.base)
+    zeros = memoryview(bytes(max(1, min(buffer.nbytes, _ZERO_PIECE_BYTES))))
+    for offset in range(0, buffer.nbytes, len(zeros)):
+        piece = zeros[: min(len(zeros), buffer.nbytes - offset)]
+        buffer.view(len(piece), dtypes.uint8, offset).copyin(piece)
+    return state
+
+
+#: the host zeros `_state_like` copies a buffer's worth of, a piece at a time
+_ZERO_PIECE_BYTES = 1 << 20
 
 
 class Optimizer:
