@@ -153,3 +153,59 @@ def test_the_compiler_version_is_kept_in_the_cache_until_the_binary_changes(tmp_
     version.cache_clear()
     assert version(str(cc)) == "fake clang version 22.1" and log.read_text().count("run") == 3
     version.cache_clear()
+
+
+def test_a_fork_while_the_launcher_builds_leaves_the_child_free_to_launch(monkeypatch):
+    """A child forked while the background build holds the launcher's lock (its thread does not exist in the child)
+    builds the launcher itself instead of waiting forever."""
+    import os
+    import signal
+
+    name = "CPU:5"
+    monkeypatch.setattr(cpu_module.CPUDevice, "__init__", _with_cores(cpu_module.CPUDevice.__init__, 2))
+    dev = Device[name]
+    building, release = threading.Event(), threading.Event()
+    real = CCompiler.compile
+
+    def slow(self, src):
+        if src is cpu_module._LAUNCHER_SRC and threading.current_thread().name == "uop-prepare":
+            building.set()
+            release.wait(10)
+        return real(self, src)
+
+    monkeypatch.setattr(CCompiler, "compile", slow)
+    program = dev.program("scale", dev.compiler.compile(SCALE))
+    prepare_cpu(name)
+    assert building.wait(10)  # the build holds the lock now
+    pid = os.fork()
+    if pid == 0:  # the child: launch on two cores, then leave without running the parent's cleanup
+        code = 1
+        try:
+            out = Buffer(name, 16, Float32())
+            program([out.address], [16, 5], n_cores=2)
+            code = 0 if np.array_equal(out.numpy(), np.arange(16, dtype=np.float32) * 5) else 2
+        finally:
+            os._exit(code)
+    release.set()
+    deadline = time.monotonic() + 60
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if done[0] == 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        pytest.fail("the forked child waited for a launcher build that no thread runs")
+    assert os.waitstatus_to_exitcode(done[1]) == 0
+    host_module._runner_builds[name].join()
+
+
+def test_a_fork_while_the_runner_builds_gives_the_child_free_locks(monkeypatch):
+    # (the handler itself, run as in a child: forking while a real runner build holds the lock is the test above's case)
+    held = host_module._runners_lock
+    monkeypatch.setattr(host_module, "_runners_lock", held)  # (the module's locks and builds come back after the test)
+    monkeypatch.setattr(host_module, "_builds_lock", host_module._builds_lock)
+    monkeypatch.setattr(host_module, "_runner_builds", {"CPU:9": threading.Thread(target=lambda: None)})
+    with held:  # a build in the parent holds it at the fork
+        host_module._after_fork_in_child()
+        assert host_module._runners_lock is not held and host_module._runners_lock.acquire(blocking=False)
+        host_module._runners_lock.release()
+        assert host_module._runner_builds == {}

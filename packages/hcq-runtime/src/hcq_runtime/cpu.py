@@ -17,6 +17,7 @@ import mmap
 import os
 import tempfile
 import threading
+import weakref
 from typing import Any
 
 import numpy as np
@@ -338,6 +339,19 @@ class CPUProgram:
         self(addresses, values, n_cores=global_size[0])
 
 
+_opened_devices: weakref.WeakSet[CPUDevice] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    # a launcher build under way in the parent (see `hcq_runtime.prepare_cpu`) has no thread in a forked child: the
+    # child gets a free lock and builds the launcher itself when it needs it
+    for dev in list(_opened_devices):
+        dev._launcher_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 class CPUDevice(CompiledDevice):
     """`CPU`, `CPU:1`, ...: each name is a separate device with its own allocator."""
 
@@ -348,6 +362,7 @@ class CPUDevice(CompiledDevice):
         self.renderer = CRenderer(vector_width=host_vector_width(), l2_bytes=host_l2_bytes())
         self.n_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         self._launcher_lock = threading.Lock()
+        _opened_devices.add(self)
 
     def program(self, name: str, binary: bytes) -> CPUProgram:
         """Load a compiled binary and return its entry point `name`."""

@@ -17,6 +17,7 @@ steps as `ProfileEvent`s, and `DEBUG>=2` prints each step's time after each run,
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -138,12 +139,22 @@ def _build_parts(device: str) -> None:
     try:
         # (the linker probe starts with the first compile, not here: a process whose parts and kernels are all in the
         # compile cache compiles nothing and needs no probe)
-        dev = Device[device]
-        if getattr(dev, "n_cores", 1) > 1 and hasattr(dev, "launcher"):
+        if isinstance(dev := Device[device], CPUDevice) and dev.n_cores > 1:
             dev.launcher  # noqa: B018 - built now, so the first multi-core launch finds it
         _runner(device)
     except Exception:  # noqa: BLE001, S110 - a later use builds the part again and reports the error
         pass
+
+
+def _after_fork_in_child() -> None:
+    # a build under way in the parent has no thread in a forked child, and may hold the runners' lock there: the child
+    # gets a free lock and starts the builds it needs again
+    global _runners_lock, _builds_lock
+    _runners_lock, _builds_lock = threading.Lock(), threading.Lock()
+    _runner_builds.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _build_header(device: str) -> None:
