@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import TokenizerError
+from .files import written_atomically
 
 # Covers the Unicode planes where letters, numbers and separators are assigned (planes 0-3); planes 14-16 hold none.
 _SCAN_LIMIT = 0x40000
@@ -23,8 +24,29 @@ _WHITESPACE_CONTROLS = "\t\n\x0b\x0c\r\x85"
 
 @functools.cache
 def _major_categories() -> np.ndarray:
-    """The first letter of every scanned codepoint's Unicode category, as bytes (one scan shared by all classes)."""
-    return np.frombuffer("".join([unicodedata.category(c)[0] for c in map(chr, range(_SCAN_LIMIT))]).encode("ascii"), np.uint8)
+    """The first letter of every scanned codepoint's Unicode category, as bytes (one scan shared by all classes). The
+    scan (~30 ms, each process's first tokenization) is kept in the model cache under the Unicode version of Python's
+    `unicodedata`; a kept table that is not one letter of a major category per codepoint is scanned again."""
+    from .registry import cache_dir  # (the registry's models import the tokenizer trainer, which imports this module)
+
+    path = cache_dir() / "unicode" / f"major-categories-{unicodedata.unidata_version}-{_SCAN_LIMIT:x}.bin"
+    try:
+        kept = np.frombuffer(path.read_bytes(), np.uint8)
+        if kept.size == _SCAN_LIMIT and np.isin(kept, _MAJOR_LETTERS).all():
+            return kept
+    except OSError:
+        pass
+    table = np.frombuffer("".join([unicodedata.category(c)[0] for c in map(chr, range(_SCAN_LIMIT))]).encode("ascii"), np.uint8)
+    try:
+        with written_atomically(path) as out:
+            out.write(table.tobytes())
+    except OSError:  # (a read-only cache: scanned again by the next process)
+        pass
+    return table
+
+
+#: the first letters of Unicode's general categories (Letter, Mark, Number, Punctuation, Symbol, Separator, Other)
+_MAJOR_LETTERS = np.frombuffer(b"LMNPSZC", np.uint8)
 
 
 @functools.cache
