@@ -149,9 +149,12 @@ def test_the_compiler_version_is_kept_in_the_cache_until_the_binary_changes(tmp_
     _fake_compiler(cc, "fake clang version 22.1", log)  # an upgrade rewrites the binary
     version.cache_clear()
     assert version(str(cc)) == "fake clang version 22.1" and log.read_text().count("run") == 2
-    monkeypatch.setenv("DISABLE_COMPILER_CACHE", "1")  # the cache off: asked every process
+    compiler_module.cache_entry("toolchain", compiler_module._binary_identity(str(cc))).write_text("")  # damaged: asked again
     version.cache_clear()
     assert version(str(cc)) == "fake clang version 22.1" and log.read_text().count("run") == 3
+    monkeypatch.setenv("DISABLE_COMPILER_CACHE", "1")  # the cache off: asked every process
+    version.cache_clear()
+    assert version(str(cc)) == "fake clang version 22.1" and log.read_text().count("run") == 4
     version.cache_clear()
 
 

@@ -138,7 +138,8 @@ def compiler_version(cc: str) -> str:
     entry = cache_entry("toolchain", identity) if identity is not None else None
     if entry is not None:
         try:
-            return entry.read_text()
+            if (kept := entry.read_text()).strip():  # (an empty line would read as GCC's, whose flags clang refuses)
+                return kept
         except (OSError, UnicodeDecodeError):
             pass
     result = subprocess.run([cc, "--version"], capture_output=True, text=True)
