@@ -122,17 +122,15 @@ def prepare_cpu(device: str = "CPU", header: bool = False) -> None:
     each was built where it was first needed: the launcher at the first multi-core launch, after the first realize's
     kernels had compiled (~70 ms on the caller's thread). With the compile cache on, each build is a cache read. Errors
     are left to the use that needs the part (it builds it again and reports them)."""
+    builds = {device: (_build_parts, "uop-prepare"), **({(device, "header"): (_build_header, "uop-pch")} if header else {})}
+    started = []
     with _builds_lock:
-        if device in _runner_builds:
-            start = False
-        else:
-            start = True
-            _runner_builds[device] = threading.Thread(target=_build_parts, args=(device,), daemon=True, name="uop-prepare")
-        if header and (device, "header") not in _runner_builds:
-            _runner_builds[(device, "header")] = threading.Thread(target=_build_header, args=(device,), daemon=True, name="uop-pch")
-            _runner_builds[(device, "header")].start()
-    if start:
-        _runner_builds[device].start()
+        for key, (fn, name) in builds.items():
+            if key not in _runner_builds:
+                _runner_builds[key] = thread = threading.Thread(target=fn, args=(device,), daemon=True, name=name)
+                started.append(thread)
+    for thread in started:
+        thread.start()
 
 
 def _build_parts(device: str) -> None:
@@ -146,6 +144,14 @@ def _build_parts(device: str) -> None:
         pass
 
 
+def _build_header(device: str) -> None:
+    try:
+        if isinstance(compiler := getattr(Device[device], "compiler", None), CCompiler):
+            precompiled_header_flags(compiler.cc, compiler.compile_flags)
+    except Exception:  # noqa: BLE001, S110 - the first kernel that includes the header builds it again, or parses it
+        pass
+
+
 def _after_fork_in_child() -> None:
     # a build under way in the parent has no thread in a forked child, and may hold the runners' lock there: the child
     # gets a free lock and starts the builds it needs again
@@ -155,14 +161,6 @@ def _after_fork_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_after_fork_in_child)
-
-
-def _build_header(device: str) -> None:
-    try:
-        if isinstance(compiler := getattr(Device[device], "compiler", None), CCompiler):
-            precompiled_header_flags(compiler.cc, compiler.compile_flags)
-    except Exception:  # noqa: BLE001, S110 - the first kernel that includes the header builds it again, or parses it
-        pass
 
 
 def _array(ctype: Any, values: Sequence[int]) -> Any:

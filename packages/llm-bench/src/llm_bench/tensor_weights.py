@@ -10,8 +10,8 @@ Q4_0, Q4_1 and Q8_0 matrices are multiplied with 8-bit quantized activations (`q
 device by the integer-dot kernel, which reads each row's blocks regrouped eight at a time (`qdot.repack_rows`, the
 file's bytes in another order, written into the device buffer by `qdot.repack_rows_into` on the device's cores);
 elsewhere by the graph, which rounds the activations the same way before a float product, so every device computes
-the numpy reference's values. 2-D float16 matrices on a CPU device keep the file's
-rows for the F16C kernel (`qdot.f16_matmul`).
+the numpy reference's values. 2-D float16 matrices on a CPU device keep the file's rows for the F16C kernel
+(`qdot.f16_matmul`).
 
 The matrix-vector kernel splits the outputs between the CPU cores. A 2-D matrix whose outputs split evenly is stored
 as one block per core ((in, out / cores) values or (n_blocks, block_bytes, out / cores) bytes), so each core streams
