@@ -29,6 +29,7 @@ instance with an inner node that is itself a target (a live tensor holding it) i
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import struct
 import weakref
@@ -74,32 +75,43 @@ def templates_enabled() -> bool:
 
 
 class _Plan:
-    """The nodes of traced graphs (`roots`) that depend on their placeholders, in build order: each as (op, dtype,
-    sources, arg, shape), a source being a slot (an int: an input, or an earlier rebuilt node) or a node kept as it is."""
+    """The nodes of traced graphs (`roots`) that depend on their placeholders, in build order. Every source is a slot of
+    one list of values: the inputs (one per placeholder), then the nodes kept as they are (constants, shapes' sizes),
+    then the rebuilt nodes; each step is (op, dtype, its sources' slots, arg, shape), the slots as one int for a single
+    source and an itemgetter of the sources' tuple otherwise (a generator testing each source per node was a fifth of a
+    rebuild)."""
 
-    __slots__ = ("steps", "roots")
+    __slots__ = ("steps", "roots", "kept", "first")
 
     def __init__(self, roots: list[UOp | None], placeholders: list[UOp]):
-        slot: dict[UOp, int] = {p: i for i, p in enumerate(placeholders)}
-        steps: list[tuple] = []
         sink = UOp.sink(*(r for r in roots if r is not None))
+        inputs = set(placeholders)
+        dependent: list[UOp] = []
+        reads: set[UOp] = set(inputs)  # the nodes that depend on a placeholder
         for node in sink.toposort():
-            if node is sink or node in slot:
-                continue
-            if any(s in slot for s in node.src):
-                slot[node] = len(placeholders) + len(steps)
-                refs = tuple(slot[s] if s in slot else s for s in node.src)
-                steps.append((node.op, node.dtype, refs, node.arg, node.shape_or_none))
-        self.steps = tuple(steps)
+            if node is not sink and node not in inputs and any(s in reads for s in node.src):
+                reads.add(node)
+                dependent.append(node)
+        kept = list(dict.fromkeys(s for node in dependent for s in node.src if s not in reads))
+        slot: dict[UOp, int] = {n: i for i, n in enumerate([*placeholders, *kept, *dependent])}
+        steps: list[tuple] = []
+        for node in dependent:
+            refs = tuple(slot[s] for s in node.src)
+            get: Any = refs[0] if len(refs) == 1 else operator.itemgetter(*refs)
+            steps.append((node.op, node.dtype, get, node.arg, node.shape_or_none))
+        self.steps, self.kept = tuple(steps), tuple(kept)
+        #: the slot of the first rebuilt node (the inputs and the kept nodes come before)
+        self.first = len(placeholders) + len(kept)
         # a root that reads no input (a constant) is kept as it is
-        self.roots: tuple[Any, ...] = tuple(slot.get(r, r) if r is not None else None for r in roots)
+        self.roots: tuple[Any, ...] = tuple(slot[r] if r in reads else r for r in roots)
 
     def build(self, inputs: list[UOp]) -> list[Any]:
-        """Every value the plan rebuilt over `inputs` (one node per placeholder), inputs first."""
-        values: list[Any] = list(inputs)
+        """The values the plan's slots hold over `inputs` (one node per placeholder): the inputs, the kept nodes, then
+        the rebuilt nodes (from `first` on)."""
+        values: list[Any] = [*inputs, *self.kept]
         append = values.append
-        for op, dtype, refs, arg, shape in self.steps:
-            node = UOp(op, dtype, tuple(values[r] if type(r) is int else r for r in refs), arg)
+        for op, dtype, get, arg, shape in self.steps:
+            node = UOp(op, dtype, (values[get],) if type(get) is int else get(values), arg)
             if shape is not None and not hasattr(node, "_shape"):
                 node.assume_shape(shape)
             append(node)
@@ -127,13 +139,14 @@ class _Template:
 
     def build(self, inputs: list[UOp]) -> UOp:
         """The traced graph over `inputs`; an instance the gradient pass recognizes."""
-        values = self.plan.build(inputs)
-        root = self.plan.root_values(values)[0]
+        plan = self.plan
+        values = plan.build(inputs)
+        root = plan.root_values(values)[0]
         # (over its own placeholders, as inside a trace whose inputs are the same PARAMs, it is the traced graph, which
         # its gradients are traced from)
-        if len(values) > len(inputs) and values[-1] is root and root is not self.traced:
+        if len(values) > plan.first and values[-1] is root and root is not self.traced:
             # (the rebuilt nodes below the root, not the root: an entry that held its key would keep it alive forever)
-            instances[root] = (self, tuple(inputs), tuple(values[len(inputs):-1]))
+            instances[root] = (self, tuple(inputs), tuple(values[plan.first:-1]))
         return root
 
     def gradients(self, need: tuple[bool, ...], inputs: tuple[UOp, ...], grad: UOp) -> list[UOp | None]:
