@@ -21,6 +21,7 @@ import functools
 import math
 import os
 import struct
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,7 +114,11 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
     inlined: set[UOp] = set()  # the bodies of value calls met
     stack = [sink]
     pop, push, at, state = stack.pop, stack.append, position.__getitem__, position.get
-    SINK, BUFFER, BIND, CALL = Ops.SINK, Ops.BUFFER, Ops.BIND, Ops.CALL
+    SINK, BUFFER, BIND, CALL, AFTER = Ops.SINK, Ops.BUFFER, Ops.BIND, Ops.CALL, Ops.AFTER
+    # the realized nodes' weak tables, asked here directly when `leaves` offers them (`realizer.done`): a call of its
+    # __contains__ per node was a tenth of the walk
+    realized_table, written_table = getattr(leaves, "weak_tables", (None, None))
+    ref = weakref.ref
     while stack:
         node = pop()
         if (seen := state(node)) is not None and seen >= 0:
@@ -136,11 +141,15 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
                 entry = ("in", node.dtype, node.shape, node.device)
         elif op is BIND:  # a bound variable is its variable here (its value is passed at run time): one schedule for every value
             entry = (op, node.dtype, node.src[0].arg)
-        elif node in leaves:  # realized already (`leaves` is asked once per node: it may be a costly container)
+        elif ((r := ref(node)) in realized_table or (op is AFTER and r in written_table)) if realized_table is not None \
+                else node in leaves:  # realized already (`leaves` is asked once per node: it may be a costly container)
             inputs.append(node)
             entry = ("in", node.dtype, node.shape, node.device)
         elif op is SINK and node is not sink and node not in inlined:  # a hand-written kernel's body is opaque
             entry = ("body", node)
+        elif not node.src:  # a leaf (a constant, a shape's size): finished at once, without entering it first
+            arg = node.arg
+            entry = (op, node.dtype, _arg_key(arg) if type(arg) in (float, str) else arg, ())
         else:
             if op is CALL and is_value_call(node):
                 inlined.add(node.src[0])
@@ -289,6 +298,20 @@ COSTLY_WORK = 1 << 20
 _VIEWS = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP})
 
 
+def _compares_with_iota(value: UOp) -> bool:
+    """Whether `value` compares with an arange (an IOTA seen through views and casts): a one-hot, as indexing by a tensor
+    builds. Its kernel reads the indexed element instead of comparing (`uopir.codegen.onehot`), so it is never worth a
+    buffer of its own: materialized, the compare could not be folded and the whole indexed axis would be read."""
+    if value.op is not Ops.CMPEQ:
+        return False
+    for side in value.src:
+        while side.op in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.CAST):
+            side = side.src[0]
+        if side.op is Ops.IOTA:
+            return True
+    return False
+
+
 def _repeats(expand: UOp, src: UOp) -> int:
     """How many more elements `expand` reads than `src` has (0 when a shape is symbolic)."""
     shapes = (expand.shape_or_none, src.shape_or_none)
@@ -353,8 +376,8 @@ def buffered_nodes(nodes: list[UOp], targets: tuple[UOp, ...] | list[UOp], leaf_
             src = node.src[0]
             while src.op in _VIEWS and src not in leaf_set and src not in realized:
                 src = src.src[0]
-            if src.op in GroupOp.ALU and src not in leaf_set and src not in realized and (repeats := _repeats(node, src)) > 0 \
-                    and repeats * (_fused_cost(src, realized | leaf_set) - 1) >= COSTLY_WORK:
+            if src.op in GroupOp.ALU and src not in leaf_set and src not in realized and not _compares_with_iota(src) \
+                    and (repeats := _repeats(node, src)) > 0 and repeats * (_fused_cost(src, realized | leaf_set) - 1) >= COSTLY_WORK:
                 realized.add(src)
     if rows:
         # the last first: a row's sum of exp(x - max) is fused before its max is asked about (the max's rows then

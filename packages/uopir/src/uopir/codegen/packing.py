@@ -29,6 +29,7 @@ from uopir.ops import Ops
 from uopir.uop import UOp
 
 from .kernel import axis_type, next_axis_id, range_end, replace_ranges
+from .onehot import collapse_onehot
 from .opts import reads_what_it_writes, stride
 
 #: the reduce loop must be at least this long (a strip of fewer lines stays in the first-level cache anyway)...
@@ -173,6 +174,8 @@ def operand_packs(ast: UOp, group_bytes: int) -> tuple[UOp, tuple[OperandPack, .
         return ast, ()
     reduces = [u for u in ast.toposort() if u.op is Ops.REDUCE]
     if len(reduces) != 1 or reduces[0].arg is not Ops.ADD or len(reduces[0].src) != 2:
+        return ast, ()
+    if collapse_onehot(reduces[0]) is not None:  # indexing by a tensor: lowered to a read of the indexed row, no matmul
         return ast, ()
     k = reduces[0].src[1]
     shortest = min(PACK_MIN_REDUCE, PACK_MIN_ALIASED_REDUCE, PACK_MIN_TRANSPOSED_REDUCE)

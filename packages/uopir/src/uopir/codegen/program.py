@@ -17,6 +17,7 @@ from .gpudims import add_gpu_dims, launch_dims
 from .images import image_params, lower_images
 from .kernel import REDUCE_AXES, CodegenError, axis_type, buffer_access, buffer_params, kernel_ranges, kernel_stores, kernel_variables
 from .linearize import linearize
+from .onehot import pm_collapse_onehot
 from .opts import Opt, apply_opts, gpu_heuristic_opts, heuristic_opts
 
 
@@ -65,11 +66,14 @@ def to_program(ast: UOp, renderer: Renderer, opts: list[Opt] | tuple[Opt, ...] |
     opts None picks them with the heuristic (THREAD only when the renderer has threads and n_cores > 1)."""
     type_verify(ast, spec_kernel)
     kernel_stores(ast)
-    name = kernel_name(ast)
     params = buffer_params(ast)
     variables = kernel_variables(ast)
     access = buffer_access(ast)
-    lowered = lower_kernel(ast)
+    # indexing by a tensor (a one-hot summed over the indexed axis) reads the indexed row instead of the whole axis; the
+    # name is the collapsed kernel's (its loops)
+    collapsed = graph_rewrite(ast, pm_collapse_onehot, name="collapse one-hot reductions")
+    name = kernel_name(collapsed)
+    lowered = lower_kernel(collapsed)
     # only renderers with tensor cores declare them
     tensor_cores = renderer.tensor_cores
     if opts is None:

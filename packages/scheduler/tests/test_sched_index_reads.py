@@ -1,0 +1,78 @@
+"""Indexing by tensors reads the indexed elements: `table[idx]`, `gather`, several index tensors at once. They are built
+from one-hots summed over the indexed axis (as tinygrad builds them); the scheduler keeps the one-hot in the kernel that
+sums it and the kernel reads the row instead (`uopir.codegen.onehot`). Before, a 32000x256 embedding read by 512 tokens
+compared all 32000 rows per token (70 ms; PyTorch 0.03 ms). Values against numpy, with negative and repeated indices,
+and the work the kernels do (their estimated ops) against the size of what is read."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from uop_scheduler import Tensor
+from uop_scheduler.helpers import GlobalCounters
+
+
+def _ops_of(fn) -> int:
+    GlobalCounters.reset()
+    fn()
+    return GlobalCounters.global_ops
+
+
+def test_an_embedding_reads_its_rows_not_the_whole_table():
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((32000, 64)).astype(np.float32)
+    tokens = rng.integers(-32000, 32000, 128).astype(np.int32)
+    t, i = Tensor(table).realize(), Tensor(tokens).realize()
+    out = None
+
+    def run():
+        nonlocal out
+        out = t[i].realize()
+
+    ops = _ops_of(run)
+    np.testing.assert_array_equal(out.numpy(), table[tokens])
+    # a compare and a select per table element of each token would be 128 * 32000 * 64 * 2 ops
+    assert ops < 128 * 64 * 64, ops
+
+
+def test_gather_along_an_axis_reads_the_picked_elements():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((64, 4096)).astype(np.float32)
+    idx = rng.integers(0, 4096, (64, 8)).astype(np.int32)
+    out = None
+
+    def run():
+        nonlocal out
+        out = Tensor(x).gather(1, Tensor(idx)).realize()
+
+    ops = _ops_of(run)
+    np.testing.assert_array_equal(out.numpy(), np.take_along_axis(x, idx, 1))
+    assert ops < 64 * 8 * 4096, ops
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.data())
+def test_tensor_indexing_matches_numpy(data):
+    ndim = data.draw(st.integers(1, 3))
+    shape = tuple(data.draw(st.lists(st.integers(1, 40), min_size=ndim, max_size=ndim)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
+    x = rng.standard_normal(shape).astype(np.float32)
+    # one or two indexed axes, each by an int tensor of indices in [-size, size)
+    axes = sorted(data.draw(st.sets(st.integers(0, ndim - 1), min_size=1, max_size=min(2, ndim))))
+    ishape = tuple(data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=2)))
+    dtype = data.draw(st.sampled_from([np.int32, np.int64]))
+    idxs = {a: rng.integers(-shape[a], shape[a], ishape).astype(dtype) for a in axes}
+    key = tuple(Tensor(idxs[a]) if a in idxs else slice(None) for a in range(ndim))
+    want = x[tuple(idxs[a] if a in idxs else slice(None) for a in range(ndim))]
+    got = Tensor(x)[key].numpy()
+    np.testing.assert_array_equal(got, want)
+
+
+def test_a_gradient_through_an_index_still_scatters_into_the_table():
+    rng = np.random.default_rng(2)
+    table = rng.standard_normal((50, 4)).astype(np.float32)
+    tokens = np.array([3, 7, 3, -1, 49], np.int32)
+    t = Tensor(table, requires_grad=True)
+    (t[Tensor(tokens)] * Tensor(np.arange(20, dtype=np.float32).reshape(5, 4))).sum().backward()
+    want = np.zeros_like(table)
+    np.add.at(want, tokens, np.arange(20, dtype=np.float32).reshape(5, 4))
+    np.testing.assert_allclose(t.grad.numpy(), want, rtol=1e-6)
