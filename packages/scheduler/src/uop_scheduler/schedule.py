@@ -298,18 +298,30 @@ COSTLY_WORK = 1 << 20
 _VIEWS = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP})
 
 
-def _compares_with_iota(value: UOp) -> bool:
-    """Whether `value` compares with an arange (an IOTA seen through views and casts): a one-hot, as indexing by a tensor
-    builds. Its kernel reads the indexed element instead of comparing (`uopir.codegen.onehot`), so it is never worth a
-    buffer of its own: materialized, the compare could not be folded and the whole indexed axis would be read."""
-    if value.op is not Ops.CMPEQ:
-        return False
-    for side in value.src:
-        while side.op in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.CAST):
-            side = side.src[0]
-        if side.op is Ops.IOTA:
-            return True
-    return False
+def _index_arithmetic(value: UOp) -> bool:
+    """Whether `value` is worth no buffer of its own whatever its readers: arithmetic on aranges (IOTA) and constants
+    alone (a triangular mask, a scan's `j <= i`), which a kernel computes from its loop indices more cheaply than it
+    would load it; or a comparison with an arange (a one-hot, as indexing by a tensor builds), which the kernel turns into
+    a read of the indexed element (`uopir.codegen.onehot`: materialized, the compare could not be folded and the whole
+    indexed axis would be read)."""
+    if value.op is Ops.CMPEQ:
+        for side in value.src:
+            while side.op in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.CAST):
+                side = side.src[0]
+            if side.op is Ops.IOTA:
+                return True
+    stack, seen = [value], set()
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.op in (Ops.IOTA, Ops.CONST):
+            continue
+        if node.op not in GroupOp.ALU and node.op not in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.CAST):
+            return False
+        stack.extend(node.src)
+    return True
 
 
 def _repeats(expand: UOp, src: UOp) -> int:
@@ -376,7 +388,7 @@ def buffered_nodes(nodes: list[UOp], targets: tuple[UOp, ...] | list[UOp], leaf_
             src = node.src[0]
             while src.op in _VIEWS and src not in leaf_set and src not in realized:
                 src = src.src[0]
-            if src.op in GroupOp.ALU and src not in leaf_set and src not in realized and not _compares_with_iota(src) \
+            if src.op in GroupOp.ALU and src not in leaf_set and src not in realized and not _index_arithmetic(src) \
                     and (repeats := _repeats(node, src)) > 0 and repeats * (_fused_cost(src, realized | leaf_set) - 1) >= COSTLY_WORK:
                 realized.add(src)
     if rows:
