@@ -56,3 +56,16 @@ def test_the_work_grows_as_n_times_the_block_not_n_squared():
     out = t.cumsum(0).numpy()
     np.testing.assert_array_equal(out, np.arange(1, n + 1, dtype=np.float32))
     assert GlobalCounters.global_ops < 8 * n * SCAN_BLOCK, GlobalCounters.global_ops
+
+
+def test_only_cheap_arithmetic_on_aranges_is_kept_out_of_buffers():
+    from uop_scheduler.schedule import _index_arithmetic
+
+    n = 300
+    rows, cols = Tensor.arange(n).reshape(n, 1), Tensor.arange(n).reshape(1, n)
+    assert _index_arithmetic((rows >= cols).uop)  # a scan's mask
+    assert _index_arithmetic(((rows * 3 + 1) % 7 < cols).uop)
+    idx = Tensor(np.arange(5, dtype=np.int32)).realize()
+    assert _index_arithmetic((idx.reshape(5, 1) == Tensor.arange(n).reshape(1, n)).uop)  # a one-hot
+    assert not _index_arithmetic((idx.reshape(5, 1) < Tensor.arange(n).reshape(1, n)).uop)  # reads a buffer, not a one-hot
+    assert not _index_arithmetic((rows.float() * 0.01).sin().uop)  # a rotary embedding's sin: computed once

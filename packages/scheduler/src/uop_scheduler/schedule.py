@@ -298,10 +298,17 @@ COSTLY_WORK = 1 << 20
 _VIEWS = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.PAD, Ops.SHRINK, Ops.FLIP})
 
 
+# the cheap integer and logic ops of index arithmetic, and views (a transcendental of an arange, as a rotary embedding's
+# sin and cos, is costly enough per element to be computed once)
+_INDEX_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.MAX, Ops.CDIV, Ops.CMOD, Ops.FLOORDIV, Ops.FLOORMOD, Ops.AND,
+                        Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR, Ops.CMPLT, Ops.CMPNE, Ops.CMPEQ, Ops.WHERE, Ops.CAST, Ops.RESHAPE,
+                        Ops.EXPAND, Ops.PERMUTE})
+
+
 def _index_arithmetic(value: UOp) -> bool:
-    """Whether `value` is worth no buffer of its own whatever its readers: arithmetic on aranges (IOTA) and constants
-    alone (a triangular mask, a scan's `j <= i`), which a kernel computes from its loop indices more cheaply than it
-    would load it; or a comparison with an arange (a one-hot, as indexing by a tensor builds), which the kernel turns into
+    """Whether `value` is worth no buffer of its own whatever its readers: cheap arithmetic on aranges (IOTA) and
+    constants alone (a triangular mask, a scan's `j <= i`), which a kernel computes from its loop indices more cheaply
+    than it would load it; or a comparison with an arange (a one-hot, as indexing by a tensor builds), which the kernel turns into
     a read of the indexed element (`uopir.codegen.onehot`: materialized, the compare could not be folded and the whole
     indexed axis would be read)."""
     if value.op is Ops.CMPEQ:
@@ -318,7 +325,7 @@ def _index_arithmetic(value: UOp) -> bool:
         seen.add(node)
         if node.op in (Ops.IOTA, Ops.CONST):
             continue
-        if node.op not in GroupOp.ALU and node.op not in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.CAST):
+        if node.op not in _INDEX_OPS:
             return False
         stack.extend(node.src)
     return True
