@@ -62,6 +62,10 @@ def test_forms_that_are_not_a_one_hot_sum_are_left_alone():
     big = UOp.range(300, 2, AxisType.REDUCE)
     small = idx.index(i).load().cast(dtypes.int8)
     assert collapse_onehot(small.alu(Ops.CMPEQ, big.cast(dtypes.int8)).where(table.index(big % 100).load(), zero).reduce(big)) is None
+    # ... also behind a wider cast
+    through = idx.index(i).load().cast(dtypes.int8)
+    wrapped = big.cast(dtypes.int32).cast(dtypes.int8)
+    assert collapse_onehot(through.alu(Ops.CMPEQ, wrapped).where(table.index(big % 100).load(), zero).reduce(big)) is None
     # the index reads the reduced range itself
     assert collapse_onehot((r.cast(dtypes.int32) * 2).alu(Ops.CMPEQ, r.cast(dtypes.int32)).where(v, zero).reduce(r)) is None
 
@@ -94,14 +98,14 @@ def _run(ast: UOp, *arrays: np.ndarray) -> None:
         fn(bufs, (ctypes.c_longlong * 1)(), 0, 1)
 
 
-@pytest.mark.parametrize("index_dtype", [dtypes.int32, dtypes.int64, dtypes.uint8])
-def test_collapsed_kernel_values_match_numpy_with_out_of_range_indices(index_dtype):
+@pytest.mark.parametrize("index_dtype,rows", [(dtypes.int32, 200), (dtypes.int64, 200), (dtypes.uint8, 200), (dtypes.int8, 128)])
+def test_collapsed_kernel_values_match_numpy_with_out_of_range_indices(index_dtype, rows):
     rng = np.random.default_rng(0)
-    rows, width, picks = 200, 16, 64
+    width, picks = 16, 64
     table = rng.standard_normal((rows, width)).astype(np.float32)
-    np_dtype = {dtypes.int32: np.int32, dtypes.int64: np.int64, dtypes.uint8: np.uint8}[index_dtype]
-    lo = 0 if index_dtype is dtypes.uint8 else -50
-    idx = rng.integers(lo, 255 if index_dtype is dtypes.uint8 else rows + 50, picks).astype(np_dtype)
+    np_dtype = {dtypes.int32: np.int32, dtypes.int64: np.int64, dtypes.uint8: np.uint8, dtypes.int8: np.int8}[index_dtype]
+    info = np.iinfo(np_dtype)
+    idx = rng.integers(max(info.min, -50), min(info.max, rows + 50) + 1, picks).astype(np_dtype)
     out = np.full((picks, width), np.nan, np.float32)
     ast = gather_rows(rows, width, picks, cmp_dtype=index_dtype, index_dtype=index_dtype)
     assert reduces(graph_rewrite(ast, pm_collapse_onehot)) == []

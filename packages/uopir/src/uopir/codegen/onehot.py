@@ -25,16 +25,16 @@ from uopir.uop import UOp
 
 
 def _the_range(x: UOp) -> UOp | None:
-    """The RANGE `x` is, directly or through casts to integers that hold all of its values; else None."""
+    """The RANGE `x` is, directly or through casts to integers that each hold all of its values; else None."""
+    casts: list[UOp] = []
     while x.op is Ops.CAST:
-        inner = x.src[0]
-        if not dtypes.is_int(x.dtype) or x.dtype is dtypes.bool:
-            return None
-        if inner.op is Ops.RANGE and not (inner.src[0].op is Ops.CONST and isinstance(inner.src[0].arg, int)
-                                          and inner.src[0].arg - 1 <= x.dtype.max):
-            return None
-        x = inner
-    return x if x.op is Ops.RANGE else None
+        casts.append(x)
+        x = x.src[0]
+    if x.op is not Ops.RANGE or x.src[0].op is not Ops.CONST or not isinstance(last := x.src[0].arg - 1, int):
+        return None
+    if any(not dtypes.is_int(c.dtype) or c.dtype is dtypes.bool or last > c.dtype.max for c in casts):
+        return None
+    return x
 
 
 def _is_zero(c: UOp) -> bool:
@@ -66,7 +66,8 @@ def collapse_onehot(red: UOp) -> UOp | None:
         size = r.src[0]
         if size.op is not Ops.CONST or not isinstance(size.arg, int) or r in a.toposort():
             continue
-        valid = a.alu(Ops.CMPLT, a.const_like(0)).logical_not() & a.alu(Ops.CMPLT, a.const_like(size.arg))
+        # 0 <= e <= n - 1 (n itself may not fit e's dtype: an int8 index of a 128-row axis)
+        valid = a.alu(Ops.CMPLT, a.const_like(0)).logical_not() & a.const_like(size.arg - 1).alu(Ops.CMPLT, a).logical_not()
         index = a.cast(r.dtype)
         picked = _gate_reads(value.substitute({r: index}), index, valid)
         out = valid.where(picked, other)
