@@ -59,8 +59,8 @@ def test_tensor_indexing_matches_numpy(data):
     # one or two indexed axes, each by an int tensor of indices in [-size, size)
     axes = sorted(data.draw(st.sets(st.integers(0, ndim - 1), min_size=1, max_size=min(2, ndim))))
     ishape = tuple(data.draw(st.lists(st.integers(1, 5), min_size=1, max_size=2)))
-    dtype = data.draw(st.sampled_from([np.int32, np.int64]))
-    idxs = {a: rng.integers(-shape[a], shape[a], ishape).astype(dtype) for a in axes}
+    dtype = data.draw(st.sampled_from([np.int8, np.int16, np.int32, np.int64, np.uint8]))
+    idxs = {a: rng.integers(0 if dtype is np.uint8 else -shape[a], shape[a], ishape).astype(dtype) for a in axes}
     key = tuple(Tensor(idxs[a]) if a in idxs else slice(None) for a in range(ndim))
     want = x[tuple(idxs[a] if a in idxs else slice(None) for a in range(ndim))]
     got = Tensor(x)[key].numpy()
@@ -102,3 +102,12 @@ def test_interpolate_reads_each_outputs_sources_only():
     a = a[:, :, lo] * (1 - frac)[:, None] + a[:, :, hi] * frac[:, None]
     a = a[:, :, :, lo] * (1 - frac) + a[:, :, :, hi] * frac
     np.testing.assert_allclose(out["linear"].numpy(), a, rtol=1e-5, atol=1e-6)
+
+
+def test_negative_indices_of_narrow_int_dtypes_wrap_as_in_numpy():
+    # -1 + 200 overflowed int8 when the wrap was computed in the index's dtype: the read fell out of range (zeros)
+    x = np.arange(200 * 3, dtype=np.float32).reshape(200, 3)
+    for dtype in (np.int8, np.int16):
+        idx = np.array([-1, 5, -100, 127, -128], dtype)
+        np.testing.assert_array_equal(Tensor(x)[Tensor(idx)].numpy(), x[idx])
+        np.testing.assert_array_equal(Tensor(x.T)[:, Tensor(idx)].numpy(), x.T[:, idx])

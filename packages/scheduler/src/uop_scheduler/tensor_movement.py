@@ -400,6 +400,8 @@ class TensorMovementMixin(TensorFields):
         arange = type(self).arange
         for j, ((_, t), s) in enumerate(zip(tensor_pos, sizes)):
             t = t._broadcast_to(bshape)
+            if t.dtype.itemsize < 4 and not dtypes.is_unsigned(t.dtype):
+                t = t.cast(dtypes.int32)  # (a negative int8 index of a 200-row axis wrapped in int8: -1 + 200 overflowed)
             t = (t < 0).where(t.add(s), t)
             one_hot = t.reshape(bshape + (1,) * k) == arange(s, device=self.device).reshape((1,) * (nb + j) + (s,) + (1,) * (k - j - 1))
             mask = one_hot if mask is None else mask.bitwise_and(one_hot)
