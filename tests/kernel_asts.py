@@ -55,6 +55,19 @@ def float_matmul(n: int, m: int, k: int, accumulate: bool = False, transposed: b
     return UOp.sink(out.index(i * m + j).store(value).end(i, j))
 
 
+def gather_rows(rows: int, width: int, picks: int, cmp_dtype: Any = dtypes.int32, index_dtype: Any = dtypes.int32, other: float = 0.0) -> UOp:
+    """out[i, j] = sum over r of (idx[i] == r ? table[r, j] : other), the kernel `table[idx]` lowers to (slots: out,
+    table, idx); `cmp_dtype` None compares the index with the range itself, else with the range cast to it."""
+    out = UOp.param(0, dtypes.float32.ptr(picks * width))
+    table = UOp.param(1, dtypes.float32.ptr(rows * width))
+    idx = UOp.param(2, index_dtype.ptr(picks))
+    i, j, r = UOp.range(picks, 0), UOp.range(width, 1), UOp.range(rows, 2, AxisType.REDUCE)
+    e = idx.index(i).load()
+    hit = e.alu(Ops.CMPEQ, r.cast(cmp_dtype)) if cmp_dtype is not None else e.alu(Ops.CMPEQ, r)
+    value = hit.where(table.index(r * width + j).load(), UOp.const(other, dtypes.float32)).reduce(r)
+    return UOp.sink(out.index(i * width + j).store(value).end(i, j))
+
+
 def cpu_kernel(cc: str, ast: UOp, opts: Any = None, cores: int = 2, vector_width: int = 16) -> tuple[Any, int, str]:
     """`ast` compiled by `cc` for the CPU device (opts None: the heuristic's for `cores` and `vector_width`): the loaded
     program, the parts it runs on (its core count) and its source."""

@@ -1,26 +1,12 @@
 """The one-hot collapse (`uopir.codegen.onehot`): a sum over r of WHERE(e == r, v(r), 0) becomes a read of v(e) gated by
-0 <= e < n, checked on kernel ASTs built by hand (what indexing by a tensor lowers to) and by the kernel's values when run
-through the C renderer on the CPU against numpy; the forms it must leave alone stay reductions."""
+0 <= e < n, checked on kernel ASTs built by hand (what indexing by a tensor lowers to); the forms it must leave alone
+stay reductions. The collapsed kernels' values, compiled and run, are checked in hcq-runtime's test_runtime_onehot_reads."""
 
-import ctypes
-
-import numpy as np
 import pytest
-from uopir import AxisType, CRenderer, Ops, UOp, dtypes, operand_packs, to_program
+from kernel_asts import gather_rows
+from uopir import AxisType, CRenderer, Ops, UOp, dtypes, operand_packs
 from uopir.codegen.onehot import collapse_onehot, pm_collapse_onehot
 from uopir.rewrite import graph_rewrite
-
-
-def gather_rows(rows: int, width: int, picks: int, cmp_dtype=dtypes.int32, index_dtype=dtypes.int32, other: float = 0.0) -> UOp:
-    """out[i, j] = sum_r (idx[i] == r ? table[r, j] : other): the kernel `table[idx]` lowers to."""
-    out = UOp.param(0, dtypes.float32.ptr(picks * width))
-    table = UOp.param(1, dtypes.float32.ptr(rows * width))
-    idx = UOp.param(2, index_dtype.ptr(picks))
-    i, j, r = UOp.range(picks, 0), UOp.range(width, 1), UOp.range(rows, 2, AxisType.REDUCE)
-    e = idx.index(i).load()
-    hit = e.alu(Ops.CMPEQ, r.cast(cmp_dtype)) if cmp_dtype is not None else e.alu(Ops.CMPEQ, r)
-    value = hit.where(table.index(r * width + j).load(), UOp.const(other, dtypes.float32)).reduce(r)
-    return UOp.sink(out.index(i * width + j).store(value).end(i, j))
 
 
 def reduces(ast: UOp) -> list[UOp]:
@@ -72,44 +58,3 @@ def test_forms_that_are_not_a_one_hot_sum_are_left_alone():
 
 def test_indexing_kernels_are_not_packed_as_matmuls():
     assert operand_packs(gather_rows(4096, 1024, 512), CRenderer.packed_operand_bytes)[1] == ()
-
-
-def _run(ast: UOp, *arrays: np.ndarray) -> None:
-    """Compile `ast` with the C renderer and the system compiler and run it on one core over `arrays` (slot order)."""
-    import subprocess
-    import tempfile
-
-    program = to_program(ast, CRenderer(), n_cores=1)
-    src, name = program.src[2].arg, program.arg.function_name
-    with tempfile.TemporaryDirectory() as tmp:
-        c, so = f"{tmp}/k.c", f"{tmp}/k.so"
-        with open(c, "w") as f:
-            f.write(src)
-        for cc in ("clang", "cc", "gcc"):
-            try:
-                if subprocess.run([cc, "-O1", "-shared", "-fPIC", "-o", so, c], capture_output=True).returncode == 0:
-                    break
-            except FileNotFoundError:
-                continue
-        else:
-            pytest.skip("no C compiler")
-        fn = getattr(ctypes.CDLL(so), name)
-        bufs = (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
-        fn(bufs, (ctypes.c_longlong * 1)(), 0, 1)
-
-
-@pytest.mark.parametrize("index_dtype,rows", [(dtypes.int32, 200), (dtypes.int64, 200), (dtypes.uint8, 200), (dtypes.int8, 128)])
-def test_collapsed_kernel_values_match_numpy_with_out_of_range_indices(index_dtype, rows):
-    rng = np.random.default_rng(0)
-    width, picks = 16, 64
-    table = rng.standard_normal((rows, width)).astype(np.float32)
-    np_dtype = {dtypes.int32: np.int32, dtypes.int64: np.int64, dtypes.uint8: np.uint8, dtypes.int8: np.int8}[index_dtype]
-    info = np.iinfo(np_dtype)
-    idx = rng.integers(max(info.min, -50), min(info.max, rows + 50) + 1, picks).astype(np_dtype)
-    out = np.full((picks, width), np.nan, np.float32)
-    ast = gather_rows(rows, width, picks, cmp_dtype=index_dtype, index_dtype=index_dtype)
-    assert reduces(graph_rewrite(ast, pm_collapse_onehot)) == []
-    _run(ast, out, table, idx)
-    inside = (idx.astype(np.int64) >= 0) & (idx.astype(np.int64) < rows)
-    want = np.where(inside[:, None], table[np.clip(idx.astype(np.int64), 0, rows - 1)], 0.0)
-    np.testing.assert_array_equal(out, want)

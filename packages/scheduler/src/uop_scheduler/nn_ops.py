@@ -58,6 +58,25 @@ def _resample_weights(n_in: int, n_out: int, mode: str, align_corners: bool) -> 
     return w
 
 
+@functools.lru_cache(maxsize=256)
+def _resample_taps(n_in: int, n_out: int, mode: str, align_corners: bool) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """`_resample_weights` as taps, worked out once per signature: for each tap, every output's source index and its
+    weight (read-only int32 and float64 arrays of n_out). A tap is one of a row's non-zero columns in order; a row with
+    fewer has source 0 and a zero weight there."""
+    w = _resample_weights(n_in, n_out, mode, align_corners)
+    rows, cols = np.nonzero(w)  # (row-major: each row's columns in order)
+    counts = np.bincount(rows, minlength=n_out)
+    rank = np.arange(len(rows)) - np.repeat(np.cumsum(counts) - counts, counts)  # each entry's position in its row
+    taps = []
+    for t in range(max(1, int(counts.max()))):
+        index, weight = np.zeros(n_out, np.int32), np.zeros(n_out)
+        at = rank == t
+        index[rows[at]], weight[rows[at]] = cols[at], w[rows[at], cols[at]]
+        index.flags.writeable = weight.flags.writeable = False
+        taps.append((index, weight))
+    return tuple(taps)
+
+
 #: `_dot_plan`'s answer: the operands' reshaped shapes, the right operand's transposing permutation, the product's
 #: broadcast shape and each operand's shape padded to it (after the permutation, for the right one)
 _DotPlan = tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]
@@ -493,16 +512,12 @@ class NNMixin(TensorFields):
         x: Tensor = self
         wdtype = least_upper_dtype(self.dtype, dtypes.float32)
         for axis, out in zip(range(self.ndim - len(size), self.ndim), size):
-            w = _resample_weights(self.shape[axis], out, mode, align_corners)
-            # each output reads its one or two sources (the weight matrix's non-zero columns, the first source with a
-            # zero weight where a row has fewer): a read of each by index and a weighted sum, instead of a sum over every
-            # source with the weights as a mask (in * out work per axis: 2x upsampling of 64x64 images was 10x PyTorch)
-            taps = max(1, int(np.count_nonzero(w, axis=1).max()))
+            # each output reads its one or two sources: a read of each by index and a weighted sum, instead of a sum over
+            # every source with the weights as a mask (in * out work per axis: 2x upsampling of 64x64 images was 10x PyTorch)
             src = x.transpose(axis, -1)
             total: Tensor | None = None
-            for t in range(taps):
-                cols = np.array([np.flatnonzero(row)[t] if t < np.count_nonzero(row) else 0 for row in w], dtype=np.int32)
-                weight = type(self)(w[np.arange(out), cols] * (np.count_nonzero(w, axis=1) > t), device=self.device, dtype=wdtype)
+            for cols, w in _resample_taps(self.shape[axis], out, mode, align_corners):
+                weight = type(self)(w, device=self.device, dtype=wdtype)
                 picked = src[..., type(self)(cols, device=self.device)]
                 # (a zero weight's source is not multiplied in: inf * 0 would make a NaN of an output it does not touch)
                 term = weight.ne(0).where(picked.mul(weight), 0)

@@ -116,12 +116,6 @@ def capturing() -> bool:
 class _Realized:
     """The nodes whose value already sits in a buffer (a realized node or a buffer version a write made)."""
 
-    @property
-    def weak_tables(self) -> tuple[dict, dict]:
-        """The weak dictionaries' own tables (weak reference -> buffer) of the realized nodes and of the written
-        versions (AFTER nodes), for a walk that asks them directly (`schedule.walk_graph`)."""
-        return _realized_table, _written_table
-
     def __contains__(self, node: UOp, _ref: Callable = weakref.ref, _after: Ops = Ops.AFTER) -> bool:
         # the weak dictionaries' own tables, asked directly: this test runs for every node of every realize's walks
         # (every UOp has a plain weak reference, the hash-consing cache's, so weakref.ref(node) makes nothing)

@@ -21,7 +21,6 @@ import functools
 import math
 import os
 import struct
-import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -114,11 +113,7 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
     inlined: set[UOp] = set()  # the bodies of value calls met
     stack = [sink]
     pop, push, at, state = stack.pop, stack.append, position.__getitem__, position.get
-    SINK, BUFFER, BIND, CALL, AFTER = Ops.SINK, Ops.BUFFER, Ops.BIND, Ops.CALL, Ops.AFTER
-    # the realized nodes' weak tables, asked here directly when `leaves` offers them (`realizer.done`): a call of its
-    # __contains__ per node was a tenth of the walk
-    realized_table, written_table = getattr(leaves, "weak_tables", (None, None))
-    ref = weakref.ref
+    SINK, BUFFER, BIND, CALL = Ops.SINK, Ops.BUFFER, Ops.BIND, Ops.CALL
     while stack:
         node = pop()
         if (seen := state(node)) is not None and seen >= 0:
@@ -141,8 +136,7 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
                 entry = ("in", node.dtype, node.shape, node.device)
         elif op is BIND:  # a bound variable is its variable here (its value is passed at run time): one schedule for every value
             entry = (op, node.dtype, node.src[0].arg)
-        elif ((r := ref(node)) in realized_table or (op is AFTER and r in written_table)) if realized_table is not None \
-                else node in leaves:  # realized already (`leaves` is asked once per node: it may be a costly container)
+        elif node in leaves:  # realized already (`leaves` is asked once per node: it may be a costly container)
             inputs.append(node)
             entry = ("in", node.dtype, node.shape, node.device)
         elif op is SINK and node is not sink and node not in inlined:  # a hand-written kernel's body is opaque
@@ -308,9 +302,9 @@ _INDEX_OPS = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.MAX, Ops.CDIV, O
 def _index_arithmetic(value: UOp) -> bool:
     """Whether `value` is worth no buffer of its own whatever its readers: cheap arithmetic on aranges (IOTA) and
     constants alone (a triangular mask, a scan's `j <= i`), which a kernel computes from its loop indices more cheaply
-    than it would load it; or a comparison with an arange (a one-hot, as indexing by a tensor builds), which the kernel turns into
-    a read of the indexed element (`uopir.codegen.onehot`: materialized, the compare could not be folded and the whole
-    indexed axis would be read)."""
+    than it would load it; or a comparison with an arange (a one-hot, as indexing by a tensor builds), which the kernel
+    turns into a read of the indexed element (`uopir.codegen.onehot`: materialized, the compare could not be folded and
+    the whole indexed axis would be read)."""
     if value.op is Ops.CMPEQ:
         for side in value.src:
             while side.op in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.CAST):
