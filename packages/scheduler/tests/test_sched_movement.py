@@ -150,3 +150,24 @@ def test_movement_chain_property(data):
     np.testing.assert_array_equal((t * 2 + 1).numpy(), ref * 2 + 1)
     if ref.size:
         np.testing.assert_allclose(t.sum(0).numpy(), ref.sum(0), rtol=1e-6)
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.data())
+def test_permuted_copies_property(data):
+    # permutes large enough that the CPU kernel tiles them (vectors along the output's rows and along the axis the
+    # source reads contiguously, see uopir.codegen.opts._transpose_axis), of sizes the tile does and does not divide,
+    # flipped or sliced, of 1- to 8-byte elements, alone and added to a second operand read in order: numpy's values
+    dims = data.draw(st.lists(st.sampled_from([1, 3, 8, 16, 17, 32, 48, 64]), min_size=2, max_size=4))
+    dtype = data.draw(st.sampled_from([np.float32, np.int8, np.float16, np.int64]))
+    x = (np.arange(np.prod(dims)) % 251 - 120).astype(dtype).reshape(dims)
+    order = data.draw(st.permutations(range(len(dims))))
+    t = Tensor(x)
+    if data.draw(st.booleans()):
+        x, t = np.flip(x, 0), t.flip(0)
+    if data.draw(st.booleans()) and x.shape[-1] > 2:
+        x, t = x[..., 1:], t[..., 1:]
+    want = x.transpose(order)
+    np.testing.assert_array_equal(t.permute(order).contiguous().numpy(), want)
+    other = np.ones(want.shape, dtype)
+    np.testing.assert_array_equal((t.permute(order) + Tensor(other)).numpy(), want + other)

@@ -388,3 +388,22 @@ def test_row_reductions_get_vector_lanes_the_output_vectors_and_the_rows_the_cor
     assert opts == [Opt(OptOps.LANES, 2, 16), Opt(OptOps.LANES, 3, 16), Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.THREAD, 0, 2)]
     # an odd row keeps its reductions scalar, and no cores for a small kernel
     assert heuristic_opts(row_softmax(4, 30), n_cores=2, vector_width=16) == []
+
+
+def permuted_copy(n: int, m: int, transposed: bool = True) -> UOp:
+    out, src = UOp.param(0, dtypes.float32.ptr(n * m)), UOp.param(1, dtypes.float32.ptr(n * m))
+    i, j = UOp.range(n, 0), UOp.range(m, 1)
+    read = src.index(j * n + i if transposed else i * m + j)
+    return UOp.sink(out.index(i * m + j).store(read.load() + 1.0).end(i, j))
+
+
+def test_a_transposed_copy_is_tiled_square():
+    # vectors along the output rows, and as many of the rows the source reads contiguously: each vector's cache lines
+    # are then read whole while they are cached
+    assert heuristic_opts(permuted_copy(1024, 1024), n_cores=2, vector_width=16) == \
+        [Opt(OptOps.UPCAST, 1, 16), Opt(OptOps.UPCAST, 0, 16), Opt(OptOps.THREAD, 0, 2)]
+    assert heuristic_opts(permuted_copy(64, 24), vector_width=8)[:2] == [Opt(OptOps.UPCAST, 1, 8), Opt(OptOps.UPCAST, 0, 8)]
+    # not when the source is read in order, nor when the rows are not a whole number of tiles
+    assert heuristic_opts(permuted_copy(1024, 1024, transposed=False), vector_width=16) == [Opt(OptOps.UPCAST, 1, 16)]
+    assert heuristic_opts(permuted_copy(40, 32), vector_width=16) == [Opt(OptOps.UPCAST, 1, 16)]
+

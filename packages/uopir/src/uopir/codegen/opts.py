@@ -398,6 +398,22 @@ def _wide_tile_axis(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: l
     return None
 
 
+def _transpose_axis(ast: UOp, ranges: list[UOp], loops: list[int], sizes: dict[int, int], inner: int, amount: int) -> int | None:
+    """The loop axis an elementwise kernel's vectors along its contiguous output axis `inner` (`amount` lanes) take as
+    the second side of a square tile, or None: one that a load strided along `inner` reads contiguously (`x.T`, a
+    permute). Without it such a load reads one element of each of `amount` cache lines per vector and moves on; the
+    next vector's elements are in the same lines, long evicted (rows 4 KiB apart share a cache set). With the tile, the
+    `amount` lines are read whole while they are cached: `x.T.contiguous()` of 1024x1024 float32 on 2 AVX-512 cores,
+    the kernel alone, 4.2 ms -> 0.41-0.58 ms (clang-15, clang-19, GCC; PyTorch's whole op 1.1 ms)."""
+    for off in _load_offsets(ast, ranges[inner]):
+        if stride(off, ranges[inner]) in (0, 1, None):
+            continue
+        axis = next((i for i in reversed(loops) if i != inner and stride(off, ranges[i]) == 1), None)
+        if axis is not None and axis in sizes and sizes[axis] % amount == 0:
+            return axis
+    return None
+
+
 def _strip_axis(ast: UOp, ranges: list[UOp], loops: list[int], sizes: dict[int, int], inner: int | None, other: int | None) -> int | None:
     """The loop axis of a packed operand's column strips when the contiguous axis `inner` is a strip's lanes (an axis the
     strips do not divide, split by `operand_packs`): another loop axis the operand loaded as vectors along `inner`
@@ -661,6 +677,9 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
     # (8 rows of 2 vectors are 16 accumulators: half of AVX-512's 32 registers; AVX2's 16 registers take 4 rows)
     rows = 8 if vector_width >= 16 else 4
     vectorized = bool(opts)  # the contiguous output axis got its vectors
+    if vectorized and not reduces and (across := _transpose_axis(ast, ranges, loops, sizes, inner, opts[-1].arg)) is not None:
+        opts.append(Opt(OptOps.UPCAST, across, opts[-1].arg))
+        sizes[across] //= opts[-1].arg
     other = None
     if wide is not None:
         # AVX-512's 4 vectors per row are 2 runs of 2: a packed operand's strips are 2 vectors wide
