@@ -193,3 +193,15 @@ def test_bias_gradient_sums_over_the_batch(batch):
     b = Tensor(np.zeros(6, np.float32))
     (Tensor.ones(batch, 6, 3) + b.reshape(1, 6, 1)).sum().backward()
     np.testing.assert_array_equal(b.grad.numpy(), np.full(6, batch * 3.0))
+
+
+@given(st.sampled_from([1, 3, 8, 64]), st.sampled_from([16, 100, 128, 256, 1024]), st.sampled_from(["argmax", "argmin", "max", "sum"]),
+       st.sampled_from([np.float32, np.int32, np.float16]), st.integers(0, 9))
+@settings(max_examples=40, deadline=None, derandomize=True)
+def test_row_reductions_read_in_order_property(rows, k, op, dtype, seed):
+    # rows read contiguously (lanes along the reduce axis, see uopir.codegen.opts._lane_opts), an argmax's two
+    # reductions in sequence included; small integer values, so ties pick the first index as numpy does
+    x = np.random.default_rng(seed).integers(-5, 6, (rows, k)).astype(dtype)
+    got = getattr(Tensor(x), op)(1).numpy()
+    want = getattr(x, op)(1)
+    np.testing.assert_allclose(got, want.astype(got.dtype), rtol=1e-3)

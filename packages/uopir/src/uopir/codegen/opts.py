@@ -458,22 +458,30 @@ def _lane_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], loops: list[i
     """Opts for a reduction whose operands are contiguous along the reduce axis but not along the output's contiguous
     axis (`x @ w.T` with both K-contiguous, `q @ k^T`, a sum over the last axis): vectorizing the output axis would
     gather one element per lane, so the reduce axis becomes vector lanes instead (LANES), with a register tile of
-    outputs that share each loaded vector. None when the kernel is not such a reduction."""
+    outputs that share each loaded vector. None when the kernel is not such a reduction.
+
+    A kernel of several reductions over axes of their own, one after another (an argmax: the row's maximum, then the
+    first index holding it) takes lanes on each axis, where each qualifies alone: 1024 rows of 1024, 2 AVX-512 cores,
+    the kernel alone 2.7 ms (32 rows as lanes, read 4 KiB apart) -> 0.19-0.20 ms."""
     reduce_nodes = [u for u in ast.toposort() if u.op is Ops.REDUCE]
-    if len(reduces) != 1 or len(reduce_nodes) != 1 or reduce_nodes[0].arg not in (Ops.ADD, Ops.MAX) or reduces[0] not in sizes:
+    if not reduces or any(k not in sizes for k in reduces) or any(u.arg not in (Ops.ADD, Ops.MAX) for u in reduce_nodes):
         return None
-    k = reduces[0]
+    own = sorted(ranges.index(r) for u in reduce_nodes for r in u.src[1:] if r in ranges)
+    if own != sorted(reduces) or len(reduce_nodes) != len(reduces):  # (each reduction over one axis of its own)
+        return None
     # the widest lanes that leave the loop LANES_MIN_STEPS steps: combining the lanes after it is scalar work per
     # output, which a short loop does not pay for (q @ k^T with 64-wide heads: 8 lanes, 1.7x faster than 16)
     widths = (vector_width, vector_width // 2, vector_width // 4)
-    lanes = next((n for n in widths if n >= 4 and sizes[k] % n == 0 and sizes[k] // n >= LANES_MIN_STEPS), None)
-    along_k = [stride(off, ranges[k]) for off in _load_offsets(ast, ranges[k])]
-    if lanes is None or not along_k or any(st != 1 for st in along_k):
-        return None
+    opts: list[Opt] = []
+    for k in reduces:
+        lanes = next((n for n in widths if n >= 4 and sizes[k] % n == 0 and sizes[k] // n >= LANES_MIN_STEPS), None)
+        along_k = [stride(off, ranges[k]) for off in _load_offsets(ast, ranges[k])]
+        if lanes is None or not along_k or any(st != 1 for st in along_k):
+            return None
+        opts.append(Opt(OptOps.LANES, k, lanes))
     # only where the usual vectorization would gather: some operand is strided along the contiguous output axis
     if inner is not None and all(stride(off, ranges[inner]) in (0, 1) for off in _load_offsets(ast, ranges[inner])):
         return None
-    opts = [Opt(OptOps.LANES, k, lanes)]
     sizes = dict(sizes)
     # a tile of outputs: each loaded lane vector of one operand serves a row of the other's (4x4 tiles are 16
     # accumulator vectors: half of AVX-512's registers; AVX2's 16 registers take 4x2)
