@@ -408,17 +408,21 @@ def test_a_transposed_copy_is_tiled_square():
     assert heuristic_opts(permuted_copy(40, 32), vector_width=16) == [Opt(OptOps.UPCAST, 1, 16)]
 
 
-def row_argmax(n: int, k: int) -> UOp:
-    # the row's maximum over one reduce axis, then over a second one the first index holding it (as k - index)
-    out, src = UOp.param(0, dtypes.int32.ptr(n)), UOp.param(1, dtypes.float32.ptr(n * k))
+def row_argmax(n: int, k: int, gathered: bool = False) -> UOp:
+    # the row's maximum over one reduce axis, then over a second one the first index holding it (as k - index); with
+    # `gathered`, the element at that index read after both reductions (as topk's picks read their values)
+    out, src = UOp.param(0, (dtypes.float32 if gathered else dtypes.int32).ptr(n)), UOp.param(1, dtypes.float32.ptr(n * k))
     i, r1, r2 = UOp.range(n, 0), UOp.range(k, 1, AxisType.REDUCE), UOp.range(k, 2, AxisType.REDUCE)
     top = src.index(i * k + r1).load().reduce(r1, arg=Ops.MAX)
     first = src.index(i * k + r2).load().eq(top).where(UOp.const(k, dtypes.int32) - r2.cast(dtypes.int32), 0).reduce(r2, arg=Ops.MAX)
-    return UOp.sink(out.index(i).store(first).end(i))
+    value = src.index(i * k + (UOp.const(k, dtypes.int32) - first).cast(i.dtype)).load() if gathered else first
+    return UOp.sink(out.index(i).store(value).end(i))
 
 
-def test_reductions_in_sequence_over_rows_read_in_order_take_lanes_each():
+@pytest.mark.parametrize("gathered", [False, True])
+def test_reductions_in_sequence_over_rows_read_in_order_take_lanes_each(gathered):
     # each reduce axis is read contiguously and the outputs are rows 1024 floats apart: lanes along both reduce axes
-    # and a tile of rows, not 32 rows as lanes (each lane a load 4 KiB from the next)
-    opts = heuristic_opts(row_argmax(1024, 1024), n_cores=2, vector_width=16)
+    # and a tile of rows, not 32 rows as lanes (each lane a load 4 KiB from the next). A read at the index the
+    # reductions found does not move with their axes: it is made once they are done
+    opts = heuristic_opts(row_argmax(1024, 1024, gathered), n_cores=2, vector_width=16)
     assert opts == [Opt(OptOps.LANES, 1, 16), Opt(OptOps.LANES, 2, 16), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.THREAD, 0, 2)]

@@ -338,10 +338,26 @@ THREAD_WASTE = 1 / 32
 LANES_MIN_STEPS = 8
 
 
+def _moves_with(offset: UOp, r: UOp) -> bool:
+    """Whether `offset` moves with the range `r`: r is in it outside every reduction over r (a read at the index a
+    reduction over r found, as an argmax's gathered value, is made once that loop is done)."""
+    seen: set[UOp] = set()
+    stack = [offset]
+    while stack:
+        u = stack.pop()
+        if u is r:
+            return True
+        if u in seen or (u.op is Ops.REDUCE and r in u.src[1:]):
+            continue
+        seen.add(u)
+        stack.extend(u.src)
+    return False
+
+
 def _moving_indexes(ast: UOp, r: UOp) -> list[UOp]:
-    """The INDEX nodes of the buffer loads whose address moves with `r`."""
+    """The INDEX nodes of the buffer loads whose address moves with `r` (see `_moves_with`)."""
     return [n.src[0] for n in ast.toposort()
-            if n.op is Ops.LOAD and n.src[0].op is Ops.INDEX and len(n.src[0].src) >= 2 and r in n.src[0].src[1].toposort()]
+            if n.op is Ops.LOAD and n.src[0].op is Ops.INDEX and len(n.src[0].src) >= 2 and _moves_with(n.src[0].src[1], r)]
 
 
 def _load_offsets(ast: UOp, r: UOp) -> list[UOp]:
