@@ -47,8 +47,8 @@ def ops(lib: str) -> dict:
             "exp": lambda: a.exp(), "tanh": lambda: a.tanh(), "sigmoid": lambda: a.sigmoid(), "add": lambda: a + b,
             "where": lambda: (a > 0).where(a, b), "cat": lambda: a.cat(b, dim=0), "transpose": lambda: a.T.contiguous(),
             "layernorm": lambda: a.layernorm(), "var": lambda: a.var(1), "cumsum_rows": lambda: a.cumsum(1),
-            "cumsum_1m": lambda: v.cumsum(0), "topk10": lambda: a.topk(10)[0], "gather_rows": lambda: a[idx],
-            "embedding": lambda: emb[tok], "matmul": lambda: a @ b, "conv2d": lambda: img.conv2d(w3, padding=1),
+            "cumsum_1m": lambda: v.cumsum(0), "topk10": lambda: a.topk(10)[0], "sort_rows": lambda: a.sort(1)[0], "sort_1m": lambda: v.sort(0)[0],
+            "gather_rows": lambda: a[idx], "embedding": lambda: emb[tok], "matmul": lambda: a @ b, "conv2d": lambda: img.conv2d(w3, padding=1),
             "max_pool2d": lambda: img.max_pool2d(2), "interpolate": lambda: img.interpolate((128, 128), mode="nearest"),
             "one_hot": lambda: idx.one_hot(1024),
         }
@@ -63,8 +63,8 @@ def ops(lib: str) -> dict:
         "exp": lambda: a.exp(), "tanh": lambda: a.tanh(), "sigmoid": lambda: a.sigmoid(), "add": lambda: a + b,
         "where": lambda: torch.where(a > 0, a, b), "cat": lambda: torch.cat([a, b], 0), "transpose": lambda: a.T.contiguous(),
         "layernorm": lambda: F.layer_norm(a, (1024,)), "var": lambda: a.var(1), "cumsum_rows": lambda: a.cumsum(1),
-        "cumsum_1m": lambda: v.cumsum(0), "topk10": lambda: a.topk(10)[0], "gather_rows": lambda: a[idx],
-        "embedding": lambda: emb[tok], "matmul": lambda: a @ b, "conv2d": lambda: F.conv2d(img, w3, padding=1),
+        "cumsum_1m": lambda: v.cumsum(0), "topk10": lambda: a.topk(10)[0], "sort_rows": lambda: a.sort(1)[0], "sort_1m": lambda: v.sort(0)[0],
+        "gather_rows": lambda: a[idx], "embedding": lambda: emb[tok], "matmul": lambda: a @ b, "conv2d": lambda: F.conv2d(img, w3, padding=1),
         "max_pool2d": lambda: F.max_pool2d(img, 2), "interpolate": lambda: F.interpolate(img, size=(128, 128), mode="nearest"),
         "one_hot": lambda: F.one_hot(idx.long(), 1024),
     }

@@ -29,6 +29,11 @@ def _div_symbolic(total: Tensor, n: UOp) -> Tensor:
 
 #: elements a running sum, product or max scans as one block along a long axis (see `ReduceMixin._running`)
 SCAN_BLOCK = 64
+#: the comparisons (rows x n^2) from which sort runs a merge network (`ReduceMixin._sort_network`, ~60 us a step and
+#: a few ms in all for its log^2 steps) instead of counting ranks (one kernel, ~0.1 ns a comparison on 2 AVX-512
+#: cores). Warm, the two break even at 1 row of 8192, 16 of 2048 and 256 of 512 (all 2^26); 2^20 elements took
+#: 0.27 s instead of hours
+SORT_NETWORK_COMPARISONS = 1 << 26
 #: the most elements topk picks one by one (and only from an axis more than TOPK_PICKS times longer); more are sorted
 TOPK_PICKS = 16
 
@@ -261,22 +266,85 @@ class ReduceMixin(TensorFields):
         n = x.shape[-1]
         xi, xj = x.unsqueeze(-1), x.unsqueeze(-2)
         before = (xj > xi) if descending else (xj < xi)
+        same = xj.eq(xi)
+        if dtypes.is_float(x.dtype):
+            # NaN sorts as the largest value: before every number descending, after every one ascending; NaNs tie
+            nan_i, nan_j = xi.ne(xi), xj.ne(xj)
+            before = before.bitwise_or(nan_j.bitwise_and(nan_i.logical_not()) if descending else nan_i.bitwise_and(nan_j.logical_not()))
+            same = same.bitwise_or(nan_i.bitwise_and(nan_j))
         arange = type(self).arange
         j_lt_i = arange(n, device=self.device).reshape(1, n) < arange(n, device=self.device).reshape(n, 1)
-        ties = xj.eq(xi).bitwise_and(j_lt_i)
+        ties = same.bitwise_and(j_lt_i)
         return before.bitwise_or(ties).sum(-1), x
 
     def sort(self: Tensor, dim: int = -1, descending: bool = False) -> tuple[Tensor, Tensor]:
-        """(values, indices) sorted along `dim`, stable (equal elements keep their order)."""
+        """(values, indices) sorted along `dim`, stable (equal elements keep their order). NaN sorts as the largest
+        value (last ascending, first descending) and -0.0 equals 0.0, as in PyTorch."""
         axis = self._resolve_dim(dim)
+        n, rows = self.shape[axis], math.prod(d for i, d in enumerate(self.shape) if i != axis)
+        if isinstance(n, int) and isinstance(rows, int) and rows * n * n >= SORT_NETWORK_COMPARISONS and self.dtype.itemsize <= 4:
+            x = self.transpose(axis, -1)
+            indices = x._sort_network(descending)
+            values = x.gather(-1, indices)
+            return values.transpose(axis, -1), indices.transpose(axis, -1)
         rank, x = self._ranks(axis, descending)
-        n = x.shape[-1]
         arange = type(self).arange
-        # one-hot of rank: hit[..., i, k] is True when element i lands at position k
+        # one-hot of rank: hit[..., i, k] is True when element i lands at position k; the values are then read at the
+        # indices (a sum of the one-hot would make -0.0 0.0)
         hit = rank.unsqueeze(-1).eq(arange(n, device=self.device))
-        values = hit.where(x.unsqueeze(-1), x._const(0, x.dtype, ())).sum(-2).cast(self.dtype)
         indices = hit.where(arange(n, device=self.device).reshape(n, 1), 0).sum(-2).cast(dtypes.int32)
-        return values.transpose(axis, -1), indices.transpose(axis, -1)
+        return x.gather(-1, indices).transpose(axis, -1), indices.transpose(axis, -1)
+
+    def _sort_keys(self: Tensor, descending: bool) -> Tensor:
+        """int64 keys whose ascending order along the last axis is the stable sort's: the element's order as a signed
+        32-bit key in the high half, its index in the low half (so no two keys are equal). Floats (of up to 32 bits)
+        key by their bits, the negative ones' magnitude bits flipped, after -0.0 becomes 0.0 and every NaN the positive
+        quiet NaN (above +inf); descending reverses the key's order, not the index's."""
+        n = self.shape[-1]
+        x = self
+        if dtypes.is_float(x.dtype):
+            f = x.cast(dtypes.float32) + 0.0  # (-0.0 + 0.0 is 0.0)
+            f = f.ne(f).where(math.nan, f)
+            bits = f.bitcast(dtypes.int32)
+            key = bits.bitwise_xor(bits.rshift(31).bitwise_and(0x7FFFFFFF)).cast(dtypes.int64)
+        else:
+            key = x.cast(dtypes.int64)
+            if x.dtype is dtypes.uint32:
+                key = key - (1 << 31)
+        if descending:
+            key = key.bitwise_not()  # (-1 - key: the 32-bit range onto itself, where negation overflows at its lowest)
+        index = type(self).arange(n, dtype=dtypes.int64, device=self.device)
+        return key * (1 << 32) + index
+
+    def _sort_network(self: Tensor, descending: bool) -> Tensor:
+        """The int32 indices that stably sort the last axis, by a bitonic merge network over `_sort_keys` padded to a
+        power of two: log2(N) merges, the one of blocks of 2m a step comparing each element of a block's first half
+        with its mirror in the second and then log2(m) steps of halves, each step a kernel of N/2 compare-and-swaps.
+        O(N log^2 N) work where the rank count is n^2 (2^20 elements: 210 steps, not 2^40 comparisons). Steps of the
+        same kind and size are the same kernel (about 2 log2(N) distinct ones)."""
+        n = self.shape[-1]
+        lead = self.shape[:-1]
+        size = 1 << (n - 1).bit_length()
+        keys = self._sort_keys(descending)
+        if size != n:
+            keys = keys.pad((0, size - n), value=dtypes.int64.max)
+        keys = keys.contiguous()
+        # each step sees the keys as pairs of runs (..., runs, 2, m): an element takes the smaller key of itself and its
+        # partner in the first run of its pair and the larger one in the second (the partner is in the other run: the
+        # same place, or the mirrored one in a merge's first step; keys never tie, except padding's)
+        first = type(self).arange(2, device=self.device).reshape(2, 1).eq(0)
+        block = 2
+        while block <= size:
+            half = block // 2
+            while half >= 1:
+                pairs = keys.reshape(*lead, size // (2 * half), 2, half)
+                partner = pairs.flip((-2, -1)) if 2 * half == block else pairs.flip(-2)
+                keys = (partner < pairs).eq(first).where(partner, pairs).reshape(*lead, size).contiguous()
+                half //= 2
+            block *= 2
+        if size != n:
+            keys = keys.shrink(tuple(None for _ in lead) + ((0, n),))
+        return keys.bitwise_and(0xFFFFFFFF).cast(dtypes.int32)
 
     def argsort(self: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
         """The indices that sort `dim` (stable: equal elements keep their order), as int32."""
