@@ -34,6 +34,19 @@ def test_an_embedding_reads_its_rows_not_the_whole_table():
     assert ops < 128 * 64 * 64, ops
 
 
+def test_a_wrapped_index_is_computed_where_it_is_read():
+    # negative indices wrap (idx + n) inside the kernel that reads the rows: given a buffer as an expanded value (it
+    # is compared with every row number), the wrap was a kernel of its own ahead of every embedding
+    rng = np.random.default_rng(2)
+    table = rng.standard_normal((32000, 16)).astype(np.float32)
+    tokens = rng.integers(-32000, 32000, (4, 64)).astype(np.int32)
+    t, i = Tensor(table).realize(), Tensor(tokens).realize()
+    GlobalCounters.reset()
+    out = t[i].realize()
+    assert GlobalCounters.kernel_count == 1
+    np.testing.assert_array_equal(out.numpy(), table[tokens])
+
+
 def test_gather_along_an_axis_reads_the_picked_elements():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((64, 4096)).astype(np.float32)

@@ -325,6 +325,15 @@ def _index_arithmetic(value: UOp) -> bool:
     return True
 
 
+def _one_hot_index(expand: UOp, consumers: dict[UOp, list[UOp]]) -> bool:
+    """Whether `expand` is only compared with aranges (the index of a one-hot, as indexing by a tensor builds, a
+    negative index wrapped): the kernel computes each compare anyway, so the expanded value costs it a constant factor
+    at most, and once the one-hot sum becomes a read at the index (`uopir.codegen.onehot`) nothing is repeated. Given
+    a buffer, it was a kernel of its own: an embedding of 512 tokens ran its index wrap as a second kernel."""
+    users = consumers.get(expand, [])
+    return bool(users) and all(u.op is Ops.CMPEQ and _index_arithmetic(u) for u in users)
+
+
 def _repeats(expand: UOp, src: UOp) -> int:
     """How many more elements `expand` reads than `src` has (0 when a shape is symbolic)."""
     shapes = (expand.shape_or_none, src.shape_or_none)
@@ -390,7 +399,8 @@ def buffered_nodes(nodes: list[UOp], targets: tuple[UOp, ...] | list[UOp], leaf_
             while src.op in _VIEWS and src not in leaf_set and src not in realized:
                 src = src.src[0]
             if src.op in GroupOp.ALU and src not in leaf_set and src not in realized and not _index_arithmetic(src) \
-                    and (repeats := _repeats(node, src)) > 0 and repeats * (_fused_cost(src, realized | leaf_set) - 1) >= COSTLY_WORK:
+                    and not _one_hot_index(node, consumers) and (repeats := _repeats(node, src)) > 0 \
+                    and repeats * (_fused_cost(src, realized | leaf_set) - 1) >= COSTLY_WORK:
                 realized.add(src)
     if rows:
         # the last first: a row's sum of exp(x - max) is fused before its max is asked about (the max's rows then
