@@ -292,3 +292,20 @@ def test_a_single_accumulator_combines_its_lanes_by_halves(rng, cc, lanes, how):
         want = x.astype(np.float64).sum(axis=1) if how is Ops.ADD else x.max(axis=1)
     np.testing.assert_allclose(out, want.astype(np.float32), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(np.isnan(out), np.isnan(want))
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.int32, dtypes.int64])
+@pytest.mark.parametrize("scale", [1, -3])
+def test_the_lane_index_as_data(rng, cc, dtype, scale):
+    """Index math read as a value (an argmax's position where the element equals the maximum, a one-hot's row number)
+    is a vector of the lanes' indices: the block is vector code, each lane its own index (it was a scalar loop)."""
+    a = rng.integers(-3, 4, N).astype(NP[dtype])
+
+    def fn(x):
+        i = UOp.range(N, 0)  # (the kernel's own range: ranges are hash-consed)
+        position = (i * scale + 5).cast(dtype)
+        return x.eq(x.const_like(1)).where(position, position.const_like(-1)) + x
+
+    want = np.where(a == 1, np.arange(N) * scale + 5, -1).astype(NP[dtype]) + a
+    np.testing.assert_array_equal(run(cc, kernel([dtype], dtype, fn), dtype, a), want)

@@ -45,7 +45,7 @@ from ..codegen.linearize import LANE_REDUCE, LANE_SUMS, MAX_UNROLL
 from ..codegen.opts import stride
 from .base import Renderer
 from .c_support import BF16_FAST, GENERIC, SMALL_FLOATS, small_float_helpers
-from .cvector import MASK_INTS, VectorBlock, element_dtype, find_vector_block, vector_type
+from .cvector import MASK_INTS, VectorBlock, element_dtype, find_vector_block, vector_dtype, vector_type
 
 C_TYPES: dict[DType, str] = {
     dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
@@ -528,6 +528,11 @@ class _CProgram:
         """`text` as a vector: values of the block already are, scalars are broadcast (as `x - 0`, which keeps the sign
         of a -0.0 that `0 + x` would lose)."""
         assert self.block is not None
+        if (step := self.block.lifted.get(node)) is not None:  # index math at lane 0, plus each lane's step
+            dt = vector_dtype(node.dtype)
+            vt = self.vtype(dt)
+            lanes = ", ".join(self.r.int_literal(step * lane, dt) for lane in range(self.block.width))
+            return f"((({text}) - ({vt}){{}}) + ({vt}){{{lanes}}})"
         return text if node in self.block.values else f"(({text}) - ({self.vtype(node.dtype)}){{}})"
 
     def at_lane(self, node: UOp, lane: str) -> str:

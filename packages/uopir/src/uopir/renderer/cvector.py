@@ -6,12 +6,15 @@ store that depends on the lane is contiguous too. Index math that depends on the
 0, as the block's base offsets. A gated access (an axis padded to a multiple of the lanes, PADTO) is a vector access
 when its gate holds for the first and the last lane, and lane by lane otherwise: its gate is a conjunction of
 comparisons linear in the lane, so the lanes where it holds are one run and the two ends decide "all of them".
+Index math read as data (an argmax's position, compared or selected) that steps by a constant per lane is a vector
+too: its value at lane 0 plus the lanes' steps.
 Anything else (gathers, other lane-dependent gates, selects or comparisons, emulated dtypes) keeps the plain unrolled
 loop, which is always correct.
 """
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -48,6 +51,9 @@ class VectorBlock:
     # the scalar nodes that depend on the lane: index math (evaluated at lane 0 as the base offsets) and the gates of
     # gated accesses, which the renderer evaluates again at other lanes
     lane_scalars: frozenset[UOp] = frozenset()
+    # index math read as a value too (an argmax's position, a one-hot's row number): its step per lane; the vector is
+    # its value at lane 0 plus the lane times the step
+    lifted: Mapping[UOp, int] = field(default_factory=dict)
 
 
 def element_dtype(index: UOp) -> DType:
@@ -66,9 +72,20 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
     body = linear[start + 1:end]
     kind: dict[UOp, str] = {lane: "index"}  # lane-dependent nodes: "index" (int math on the lane) or "value" (a vector)
     masks: dict[UOp, DType] = {}  # lane-dependent bools: the integer dtype of their mask lanes
+    lifted: dict[UOp, int] = {}  # index math a value reads: its step per lane
     for node in body:
         if not any(s in kind for s in node.src):
             continue
+        gate = _gate_kind(node, kind, lane) if node.dtype == dtypes.bool else None
+        if node.op not in (Ops.INDEX, Ops.LOAD, Ops.STORE) and gate is None and not _index_math(node, kind) and \
+                (indexes := [s for s in node.src if kind.get(s) == "index"]):
+            # a value of index math (a position compared or selected as data): a vector of the lanes' values, when it
+            # steps by a constant per lane
+            steps = [stride(s, lane) for s in indexes]
+            if any(st is None or vector_dtype(s.dtype) not in VECTOR_DTYPES for s, st in zip(indexes, steps)):
+                return None
+            lifted.update(zip(indexes, steps))  # type: ignore[arg-type]
+        seen = ChainMap({s: "value" for s in node.src if s in lifted}, kind) if lifted else kind
         if node.op is Ops.INDEX:
             if len(node.src) not in (2, 3) or node.src[0] in kind or kind.get(node.src[1]) != "index" or stride(node.src[1], lane) != 1:
                 return None
@@ -83,17 +100,17 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
             if kind.get(node.src[0]) != "access" or element_dtype(node.src[0]) not in VECTOR_DTYPES | STORAGE_ONLY_DTYPES:
                 return None
             kind[node] = "store"
-        elif all(kind.get(s) in (None, "index") for s in node.src) and dtypes.is_int(node.dtype) and node.op in GroupOp.ALU:
+        elif _index_math(node, kind):
             kind[node] = "index"
-        elif node.dtype == dtypes.bool and (gate := _gate_kind(node, kind, lane)) is not None:
+        elif gate is not None:
             kind[node] = gate
         elif node.dtype == dtypes.bool or node.op is Ops.WHERE:
-            if (mask := _mask_op(node, kind, masks)) is None:
+            if (mask := _mask_op(node, seen, masks)) is None:
                 return None
             kind[node] = "value"
             if node.dtype == dtypes.bool:
                 masks[node] = mask
-        elif not _vectorizable(node, kind) or any(s in masks for s in node.src):
+        elif not _vectorizable(node, seen) or any(s in masks for s in node.src):
             return None
         else:
             kind[node] = "value"
@@ -101,7 +118,8 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
     # gate only other gates and INDEX gates
     for node in body:
         for i, s in enumerate(node.src):
-            if kind.get(s) == "index" and not (kind.get(node) in ("index", "gate", "monotone") or (node.op is Ops.INDEX and i == 1)):
+            if kind.get(s) == "index" and not (kind.get(node) in ("index", "gate", "monotone") or (node.op is Ops.INDEX and i == 1)) \
+                    and s not in lifted:
                 return None
             if kind.get(s) in ("gate", "monotone") and not (kind.get(node) in ("gate", "monotone") or (node.op is Ops.INDEX and i == 2)):
                 return None
@@ -111,10 +129,21 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
         return None
     values = frozenset(n for n, k in kind.items() if k == "value")
     scalars = frozenset(n for n, k in kind.items() if k in ("index", "gate", "monotone") and n is not lane)
-    return VectorBlock(lane, int(lane.src[0].arg), values, frozenset(n for n, k in kind.items() if k == "access"), masks, scalars), end
+    return VectorBlock(lane, int(lane.src[0].arg), values, frozenset(n for n, k in kind.items() if k == "access"), masks, scalars,
+                       lifted), end
 
 
-def _gate_kind(node: UOp, kind: dict[UOp, str], lane: UOp) -> str | None:
+def vector_dtype(dt: DType) -> DType:
+    """The dtype a value of `dt` has as a vector lane: index math (a weak int, `long long` in C) is int64."""
+    return dtypes.int64 if dt in dtypes.weaks and dtypes.is_int(dt) else dt
+
+
+def _index_math(node: UOp, kind: Mapping[UOp, str]) -> bool:
+    """Whether `node` is integer math on the lane and scalars only (computed once, at lane 0, as a base offset)."""
+    return all(kind.get(s) in (None, "index") for s in node.src) and dtypes.is_int(node.dtype) and node.op in GroupOp.ALU
+
+
+def _gate_kind(node: UOp, kind: Mapping[UOp, str], lane: UOp) -> str | None:
     """For a lane-dependent bool of scalar index math: "monotone" (a comparison of values linear in the lane, or its
     negation: it holds on a prefix or a suffix of the lanes), "gate" (a conjunction of monotone conditions and
     lane-independent bools: it holds on one run of lanes), or None when neither (the block is not vector code)."""
@@ -128,14 +157,14 @@ def _gate_kind(node: UOp, kind: dict[UOp, str], lane: UOp) -> str | None:
     return None
 
 
-def _mask_op(node: UOp, kind: dict[UOp, str], masks: dict[UOp, DType]) -> DType | None:
+def _mask_op(node: UOp, kind: Mapping[UOp, str], masks: dict[UOp, DType]) -> DType | None:
     """For a lane-dependent comparison, logical op or select: the integer dtype of its mask lanes (of the select's
     condition for a WHERE), or None when it cannot be vector code."""
     if any(kind.get(s) == "index" for s in node.src):
         return None
     if node.op in GroupOp.Comparison and node.src[0].dtype != dtypes.bool:
-        src = node.src[0].dtype
-        return MASK_INTS.get(src.itemsize) if src in VECTOR_DTYPES and node.src[1].dtype == src else None
+        src = vector_dtype(node.src[0].dtype)
+        return MASK_INTS.get(src.itemsize) if src in VECTOR_DTYPES and vector_dtype(node.src[1].dtype) == src else None
     if node.op in (Ops.AND, Ops.OR, Ops.XOR, Ops.NEG, Ops.CMPNE, Ops.CMPEQ) and node.dtype == dtypes.bool and node.src[0].dtype == dtypes.bool:
         # (bools compared for (in)equality are masks xor-ed: logical_not is `x != True`)
         widths = {masks[s] for s in node.src if s in masks}
@@ -149,11 +178,11 @@ def _mask_op(node: UOp, kind: dict[UOp, str], masks: dict[UOp, DType]) -> DType 
     return None
 
 
-def _vectorizable(node: UOp, kind: dict[UOp, str]) -> bool:
+def _vectorizable(node: UOp, kind: Mapping[UOp, str]) -> bool:
     if any(kind.get(s) == "index" for s in node.src):
         return False
     if node.op is Ops.CAST:  # conversions and bitcasts may also go to or from a storage-only dtype
-        return {node.dtype, node.src[0].dtype} <= VECTOR_DTYPES | STORAGE_ONLY_DTYPES
+        return {node.dtype, vector_dtype(node.src[0].dtype)} <= VECTOR_DTYPES | STORAGE_ONLY_DTYPES
     if node.op is Ops.BITCAST:
         return {node.dtype, node.src[0].dtype} <= VECTOR_DTYPES | STORAGE_ONLY_DTYPES and node.src[0].dtype.itemsize == node.dtype.itemsize
     if node.dtype not in VECTOR_DTYPES:
