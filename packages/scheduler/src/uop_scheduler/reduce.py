@@ -282,7 +282,7 @@ class ReduceMixin(TensorFields):
         value (last ascending, first descending) and -0.0 equals 0.0, as in PyTorch."""
         axis = self._resolve_dim(dim)
         n, rows = self.shape[axis], math.prod(d for i, d in enumerate(self.shape) if i != axis)
-        if isinstance(n, int) and isinstance(rows, int) and rows * n * n >= SORT_NETWORK_COMPARISONS and self.dtype.itemsize <= 4:
+        if isinstance(n, int) and isinstance(rows, int) and rows * n * n >= SORT_NETWORK_COMPARISONS:
             x = self.transpose(axis, -1)
             indices = x._sort_network(descending)
             values = x.gather(-1, indices)
@@ -295,56 +295,64 @@ class ReduceMixin(TensorFields):
         indices = hit.where(arange(n, device=self.device).reshape(n, 1), 0).sum(-2).cast(dtypes.int32)
         return x.gather(-1, indices).transpose(axis, -1), indices.transpose(axis, -1)
 
-    def _sort_keys(self: Tensor, descending: bool) -> Tensor:
-        """int64 keys whose ascending order along the last axis is the stable sort's: the element's order as a signed
-        32-bit key in the high half, its index in the low half (so no two keys are equal). Floats (of up to 32 bits)
-        key by their bits, the negative ones' magnitude bits flipped, after -0.0 becomes 0.0 and every NaN the positive
-        quiet NaN (above +inf); descending reverses the key's order, not the index's."""
-        n = self.shape[-1]
+    def _sort_key(self: Tensor, descending: bool) -> Tensor:
+        """Integer keys whose ascending order along the last axis is the sort's order of the elements (equal elements
+        tie): floats key by their bits, the negative ones' magnitude bits flipped, after -0.0 becomes 0.0 and every NaN
+        the positive quiet NaN (above +inf); unsigned ints are shifted into the signed range. int32 keys for elements of
+        up to 32 bits, int64 for wider ones. Descending reverses the order (-1 - key: the range onto itself, where
+        negation overflows at its lowest)."""
         x = self
+        wide = x.dtype.itemsize > 4
+        key_dtype = dtypes.int64 if wide else dtypes.int32
         if dtypes.is_float(x.dtype):
-            f = x.cast(dtypes.float32) + 0.0  # (-0.0 + 0.0 is 0.0)
+            top = 63 if wide else 31
+            f = x.cast(dtypes.float64 if wide else dtypes.float32) + 0.0  # (-0.0 + 0.0 is 0.0)
             f = f.ne(f).where(math.nan, f)
-            bits = f.bitcast(dtypes.int32)
-            key = bits.bitwise_xor(bits.rshift(31).bitwise_and(0x7FFFFFFF)).cast(dtypes.int64)
+            bits = f.bitcast(key_dtype)
+            key = bits.bitwise_xor(bits.rshift(top).bitwise_and((1 << top) - 1))
+        elif x.dtype in (dtypes.uint32, dtypes.uint64):
+            key = x.bitwise_xor(1 << (8 * x.dtype.itemsize - 1)).bitcast(key_dtype)
         else:
-            key = x.cast(dtypes.int64)
-            if x.dtype is dtypes.uint32:
-                key = key - (1 << 31)
-        if descending:
-            key = key.bitwise_not()  # (-1 - key: the 32-bit range onto itself, where negation overflows at its lowest)
-        index = type(self).arange(n, dtype=dtypes.int64, device=self.device)
-        return key * (1 << 32) + index
+            key = x.cast(key_dtype)
+        return key.bitwise_not() if descending else key
 
     def _sort_network(self: Tensor, descending: bool) -> Tensor:
-        """The int32 indices that stably sort the last axis, by a bitonic merge network over `_sort_keys` padded to a
-        power of two: log2(N) merges, the one of blocks of 2m a step comparing each element of a block's first half
-        with its mirror in the second and then log2(m) steps of halves, each step a kernel of N/2 compare-and-swaps.
-        O(N log^2 N) work where the rank count is n^2 (2^20 elements: 210 steps, not 2^40 comparisons). Steps of the
-        same kind and size are the same kernel (about 2 log2(N) distinct ones)."""
+        """The int32 indices that stably sort the last axis, by a bitonic merge network over (key, index) pairs padded
+        to a power of two: log2(N) merges, the one of blocks of 2m a step comparing each element of a block's first
+        half with its mirror in the second and then log2(m) steps of halves, each step a kernel of N/2 compare-and-
+        swaps. O(N log^2 N) work where the rank count is n^2 (2^20 elements: 210 steps, not 2^40 comparisons). Steps
+        of the same kind and size are the same kernel (about 2 log2(N) distinct ones). Elements of up to 32 bits carry
+        one int64 per element, the key above the index (no two equal); wider ones the key and the index apart."""
         n = self.shape[-1]
         lead = self.shape[:-1]
         size = 1 << (n - 1).bit_length()
-        keys = self._sort_keys(descending)
-        if size != n:
-            keys = keys.pad((0, size - n), value=dtypes.int64.max)
-        keys = keys.contiguous()
-        # each step sees the keys as pairs of runs (..., runs, 2, m): an element takes the smaller key of itself and its
-        # partner in the first run of its pair and the larger one in the second (the partner is in the other run: the
-        # same place, or the mirrored one in a merge's first step; keys never tie, except padding's)
+        key = self._sort_key(descending)
+        index = type(self).arange(size, dtype=dtypes.int64 if self.dtype.itemsize <= 4 else dtypes.int32, device=self.device)
+        if size != n:  # (padding sorts last: the largest key of its range, and an index above every element's)
+            key = key.pad((0, size - n), value=dtypes.int32.max if self.dtype.itemsize <= 4 else dtypes.int64.max)
+        carried = [key.cast(dtypes.int64) * (1 << 32) + index] if self.dtype.itemsize <= 4 else [key, index._broadcast_to(key.shape)]
+        carried = [c.contiguous() for c in carried]
+        # each step sees the carried tensors as pairs of runs (..., runs, 2, m): an element takes the smaller of itself
+        # and its partner in the first run of its pair and the larger in the second (the partner is in the other run:
+        # the same place, or the mirrored one in a merge's first step; no two elements tie)
         first = type(self).arange(2, device=self.device).reshape(2, 1).eq(0)
         block = 2
         while block <= size:
             half = block // 2
             while half >= 1:
-                pairs = keys.reshape(*lead, size // (2 * half), 2, half)
-                partner = pairs.flip((-2, -1)) if 2 * half == block else pairs.flip(-2)
-                keys = (partner < pairs).eq(first).where(partner, pairs).reshape(*lead, size).contiguous()
+                pairs = [c.reshape(*lead, size // (2 * half), 2, half) for c in carried]
+                partners = [p.flip((-2, -1)) if 2 * half == block else p.flip(-2) for p in pairs]
+                before = partners[0] < pairs[0]
+                if len(pairs) == 2:
+                    before = before.bitwise_or(partners[0].eq(pairs[0]).bitwise_and(partners[1] < pairs[1]))
+                take = before.eq(first)
+                carried = [take.where(q, p).reshape(*lead, size).contiguous() for p, q in zip(pairs, partners)]
                 half //= 2
             block *= 2
+        out = carried[-1]
         if size != n:
-            keys = keys.shrink(tuple(None for _ in lead) + ((0, n),))
-        return keys.bitwise_and(0xFFFFFFFF).cast(dtypes.int32)
+            out = out.shrink(tuple(None for _ in lead) + ((0, n),))
+        return (out.bitwise_and(0xFFFFFFFF) if len(carried) == 1 else out).cast(dtypes.int32)
 
     def argsort(self: Tensor, dim: int = -1, descending: bool = False) -> Tensor:
         """The indices that sort `dim` (stable: equal elements keep their order), as int32."""
@@ -362,32 +370,30 @@ class ReduceMixin(TensorFields):
         return values.shrink(keep), indices.shrink(keep)
 
     def _top_by_picks(self: Tensor, k: int, axis: int, largest: bool) -> tuple[Tensor, Tensor]:
-        """topk for a few of many: k times, the largest element not picked yet (the first of equal ones, as the stable
-        sort orders them) and its index, each a pass over the axis; about k^2 * n work where the sort's ranks are n^2
-        (the 10 largest of 1024: 32 ms -> ~1 ms per 1024 rows). NaN counts as the largest value, as in PyTorch."""
+        """topk for a few of many: k times, the first element in the sort's order after the one picked last, and its
+        index, each a pass over the axis (about k * n work where the sort's ranks are n^2: the 10 largest of 1024, 32 ms
+        -> ~1 ms per 1024 rows). The order is the sort's (`_sort_key`: NaN above +inf, -0.0 equal to 0.0, equal keys in
+        index order), so "after the last pick" is a key past its key, or its key at a later index: one test per element
+        and pick, where excluding each earlier pick by position was k tests. The values are read at the indices."""
         x = self.transpose(axis, -1)
         n = x.shape[-1]
-        nan = x.ne(x) if dtypes.is_float(x.dtype) else None
-        # the key picked largest first: NaN above everything (the smallest-first order puts it last)
-        key = x if largest else x._inverse()
-        if nan is not None:
-            key = nan.where(math.inf if largest else -math.inf, key)
+        key = x._sort_key(descending=largest)  # ascending: the order picked in
         arange = type(self).arange(n, device=self.device)
-        countdown = type(self).arange(n, 0, -1, device=self.device)  # the first match wins a max
-        left = None  # the elements not picked yet (None: all of them)
-        values, indices = [], []
+        countdown = type(self).arange(n, 0, -1, device=self.device)  # the first index wins a max
+        indices: list[Tensor] = []
         for _ in range(k):
-            live = key if left is None else left.where(key, x._lowest() if not dtypes.is_float(x.dtype) else -math.inf)
-            best = live.max(-1, keepdim=True)
-            hit = live.eq(best) if left is None else live.eq(best).bitwise_and(left)
-            pos = (n - hit.where(countdown, 0).max(-1, keepdim=True)).cast(dtypes.int32)
-            picked = arange.eq(pos)
-            values.append(picked.where(x, x._const(0, x.dtype, ())).sum(-1, keepdim=True, dtype=x.dtype))
-            indices.append(pos)
-            left = picked.logical_not() if left is None else left.bitwise_and(picked.logical_not())
-        value = values[0].cat(*values[1:], dim=-1) if k > 1 else values[0]
+            if indices:
+                last = indices[-1]
+                last_key = key.gather(-1, last)
+                after = (key > last_key).bitwise_or(key.eq(last_key).bitwise_and(arange > last))
+                best = after.where(key, key.dtype.max).min(-1, keepdim=True)
+                hit = after.bitwise_and(key.eq(best))
+            else:
+                best = key.min(-1, keepdim=True)
+                hit = key.eq(best)
+            indices.append((n - hit.where(countdown, 0).max(-1, keepdim=True)).cast(dtypes.int32))
         index = indices[0].cat(*indices[1:], dim=-1) if k > 1 else indices[0]
-        return value.transpose(axis, -1), index.transpose(axis, -1)
+        return x.gather(-1, index).transpose(axis, -1), index.transpose(axis, -1)
 
     def cumsum(self: Tensor, axis: int = 0) -> Tensor:
         """Running sum along `axis`."""
