@@ -349,3 +349,15 @@ def test_assume_shape_gives_a_shape_only_to_a_node_without_one():
     assert fresh.assume_shape((3, 4)) is fresh and fresh.shape == (3, 4)
     shaped = a.reshape((4, 3))
     assert shaped.assume_shape((12,)).shape == (4, 3)  # a node that has one keeps it
+
+
+def test_a_value_whose_first_sources_are_constants_has_the_device_it_reads():
+    # a pad with a value is WHERE(pad of a constant mask, padded x, value): the chain of first sources ends in constants,
+    # and the value had no device (Tensor.contiguous then searched the whole graph for a buffer at every step)
+    x = UOp.new_buffer("CPU", 4, dtypes.float).reshape((4,))
+    mask = UOp.const(True, dtypes.bool).reshape((1,)).expand((4,)).pad(((0, 2),))
+    padded = mask.where(x.pad(((0, 2),)), UOp.const(5.0, dtypes.float).reshape((1,)).expand((6,)))
+    assert padded.device == "CPU"
+    assert (padded + 1.0).device == "CPU"  # (found again through the node that remembers it)
+    constant = mask.where(UOp.const(1.0, dtypes.float).reshape((1,)).expand((6,)), UOp.const(5.0, dtypes.float).reshape((1,)).expand((6,)))
+    assert constant.device is None

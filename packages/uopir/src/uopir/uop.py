@@ -602,8 +602,10 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
         # step's loss at every realize)
         chain: list[UOp] = []
         node = self
+        dead_end = False  # the first sources led to constants (a pad's mask, a one-hot's aranges), or to such a node
         while True:
             if (ret := getattr(node, "_dev", _UNASKED)) is not _UNASKED:
+                dead_end = ret is None and bool(chain)
                 break
             chain.append(node)
             op = node.op
@@ -625,12 +627,41 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
                         break
                 else:  # no sources, or constants only
                     ret = None
+                    dead_end = len(chain) > 1
                     break
                 continue
             break
         for n in chain:
             _set_dev(n, ret)
+        if dead_end:  # the chain's nodes keep None (some are constants); this one searches its other sources
+            ret = self._device_below()
+            _set_dev(self, ret)
         return ret
+
+    def _device_below(self) -> str | tuple[str, ...] | None:
+        """The device of the first placed node under this one, depth first with sources in order (a device remembered
+        on a node ends the search there): where the chain of first sources ends in constants, a value padded with a
+        constant (`WHERE(pad mask, x, value)`) or selected by a mask of aranges still has the device of what it reads
+        (it had none: `Tensor.contiguous` then searched the whole graph for a buffer, a step of a merge network the
+        whole network before it)."""
+        seen: set[UOp] = set()
+        stack = [self]
+        while stack:
+            node = stack.pop()
+            if node in seen:
+                continue
+            seen.add(node)
+            if node is not self and (d := getattr(node, "_dev", None)) is not None:
+                return d
+            op = node.op
+            if op is Ops.BUFFER or op is Ops.PARAM:
+                return node.arg.device
+            if op is Ops.COPY:
+                return node.arg
+            if op in (Ops.MSELECT, Ops.MSTACK):
+                return node.device
+            stack.extend(s for s in reversed(node.src) if s.op not in _NO_DEVICE and s not in seen)
+        return None
 
     @property
     def axis(self) -> int | None:
