@@ -29,13 +29,27 @@ def _div_symbolic(total: Tensor, n: UOp) -> Tensor:
 
 #: elements a running sum, product or max scans as one block along a long axis (see `ReduceMixin._running`)
 SCAN_BLOCK = 64
-#: the comparisons (rows x n^2) from which sort runs a merge network (`ReduceMixin._sort_network`, ~60 us a step and
-#: a few ms in all for its log^2 steps) instead of counting ranks (one kernel, ~0.1 ns a comparison on 2 AVX-512
-#: cores). Warm, the two break even at 1 row of 8192, 16 of 2048 and 256 of 512 (all 2^26); 2^20 elements took
-#: 0.27 s instead of hours
-SORT_NETWORK_COMPARISONS = 1 << 26
-#: the most elements topk picks one by one (and only from an axis more than TOPK_PICKS times longer); more are sorted
-TOPK_PICKS = 16
+#: the comparisons (rows x n^2) from which sort runs a merge network (`ReduceMixin._sort_network`) instead of counting
+#: ranks (one kernel). Warm on 2 AVX-512 cores, the ranks were faster up to 1 row of 8192 (7.7 against 8.9 ms), 16 rows
+#: of 2048 (6.1 against 8.3) and 256 of 512 (6.3 against 7.5), the network from 16 rows of 4096 (9.3 against 21.7) and
+#: 256 of 1024 (10.5 against 22.4); 2^20 elements took 0.27 s instead of hours
+SORT_NETWORK_COMPARISONS = 1 << 27
+#: the most elements topk picks one by one (see `_top_cost`); more are sorted
+TOPK_PICKS = 64
+#: what `_top_cost` estimates with, in seconds, from those runs: a kernel's Python and launch, a comparison of the rank
+#: count, and an element of a merge step or a pick
+_STEP_S, _RANK_S, _NETWORK_S, _PICK_S = 70e-6, 0.12e-9, 0.3e-9, 0.5e-9
+
+
+def _top_cost(rows: int, n: int, k: int) -> tuple[float, float]:
+    """(picking k of n one by one, sorting n) per the estimates above: topk picks when that is cheaper. The 10 largest
+    of 32000 (a sampler's top-k of a vocabulary): 3.4 ms picked, 12 ms sorted; of 1024 rows of 1024: 6.0 against 25 ms;
+    of one row of 4096, the rank count: 2.8 against 3.8 ms."""
+    picks = k * (4 * _STEP_S + rows * n * _PICK_S)
+    if rows * n * n < SORT_NETWORK_COMPARISONS:
+        return picks, 10 * _STEP_S + rows * n * n * _RANK_S
+    bits = (n - 1).bit_length()
+    return picks, bits * (bits + 1) // 2 * (_STEP_S + rows * (1 << bits) * _NETWORK_S)
 
 
 class ReduceMixin(TensorFields):
@@ -363,7 +377,8 @@ class ReduceMixin(TensorFields):
         axis = self._resolve_dim(dim)
         if k > self.shape[axis]:
             raise ValueError(f"selected index k={k} is out of range for dim {axis} of size {self.shape[axis]}")
-        if 0 < k <= TOPK_PICKS and isinstance(n := self.shape[axis], int) and k * TOPK_PICKS < n:
+        n, rows = self.shape[axis], math.prod(d for i, d in enumerate(self.shape) if i != axis)
+        if 0 < k <= TOPK_PICKS and isinstance(n, int) and isinstance(rows, int) and (cost := _top_cost(rows, n, k))[0] < cost[1]:
             return self._top_by_picks(k, axis, largest)
         values, indices = self.sort(axis, descending=largest)
         keep = tuple((0, k) if i == axis else None for i in range(self.ndim))
