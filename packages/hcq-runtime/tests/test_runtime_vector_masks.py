@@ -309,3 +309,22 @@ def test_the_lane_index_as_data(rng, cc, dtype, scale):
 
     want = np.where(a == 1, np.arange(N) * scale + 5, -1).astype(NP[dtype]) + a
     np.testing.assert_array_equal(run(cc, kernel([dtype], dtype, fn), dtype, a), want)
+
+
+@pytest.mark.parametrize("cc", COMPILERS)
+@pytest.mark.parametrize("op", [Ops.MAX, Ops.ADD])
+def test_half_reductions_in_lanes(rng, cc, op):
+    """A float16 reduction split into vector lanes starts its lane accumulators at a broadcast constant (-inf for a
+    max): GCC refused `-inf - (vector of halves){}` (a narrowing from float), so a half tensor's max along its rows did
+    not compile with GCC. The broadcast is now a float vector converted."""
+    rows, k = 4, 64
+    out, src = UOp.param(0, dtypes.float32.ptr(rows)), UOp.param(1, dtypes.float16.ptr(rows * k))
+    i, r = UOp.range(rows, 0), UOp.range(k, 1, AxisType.REDUCE)
+    ast = UOp.sink(out.index(i).store(src.index(i * k + r).load().reduce(r, arg=op).cast(dtypes.float32)).end(i))
+    program = to_program(ast, CRenderer(vector_width=16), opts=[Opt(OptOps.LANES, 1, 16)])
+    prog = compiled(cc, program.src[2].arg, program.arg.function_name)
+    x = rng.standard_normal((rows, k)).astype(np.float16)
+    got = np.zeros(rows, np.float32)
+    prog([got.ctypes.data, x.ctypes.data], [], n_cores=1)
+    want = x.max(1) if op is Ops.MAX else x.astype(np.float32).sum(1)
+    np.testing.assert_allclose(got, want.astype(np.float32), rtol=2e-3, atol=2e-2)

@@ -45,7 +45,7 @@ from ..codegen.linearize import LANE_REDUCE, LANE_SUMS, MAX_UNROLL
 from ..codegen.opts import stride
 from .base import Renderer
 from .c_support import BF16_FAST, GENERIC, SMALL_FLOATS, small_float_helpers
-from .cvector import MASK_INTS, VectorBlock, element_dtype, find_vector_block, vector_dtype, vector_type
+from .cvector import MASK_INTS, STORAGE_ONLY_DTYPES, VectorBlock, element_dtype, find_vector_block, vector_dtype, vector_type
 
 C_TYPES: dict[DType, str] = {
     dtypes.bool: "_Bool", dtypes.int8: "signed char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
@@ -533,7 +533,14 @@ class _CProgram:
             vt = self.vtype(dt)
             lanes = ", ".join(self.r.int_literal(step * lane, dt) for lane in range(self.block.width))
             return f"((({text}) - ({vt}){{}}) + ({vt}){{{lanes}}})"
-        return text if node in self.block.values else f"(({text}) - ({self.vtype(node.dtype)}){{}})"
+        if node in self.block.values:
+            return text
+        if node.dtype in STORAGE_ONLY_DTYPES:
+            # halves are not computed with (GCC computes a scalar half in float, and refuses the narrowing of `x - 0`
+            # to a vector of halves): the vector is the float vector converted
+            f32 = self.vtype(dtypes.float32)
+            return f"__builtin_convertvector(((float)({text})) - ({f32}){{}}, {self.vtype(node.dtype)})"
+        return f"(({text}) - ({self.vtype(node.dtype)}){{}})"
 
     def at_lane(self, node: UOp, lane: str) -> str:
         """A lane-dependent scalar of the block (index math or a gate) evaluated at lane `lane` (C text) instead of 0."""
