@@ -311,18 +311,8 @@ def _index_arithmetic(value: UOp) -> bool:
                 side = side.src[0]
             if side.op is Ops.IOTA:
                 return True
-    stack, seen = [value], set()
-    while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        if node.op in (Ops.IOTA, Ops.CONST):
-            continue
-        if node.op not in _INDEX_OPS:
-            return False
-        stack.extend(node.src)
-    return True
+    leaf = (Ops.IOTA, Ops.CONST)
+    return value.find_below(lambda n: n.op not in _INDEX_OPS and n.op not in leaf, gate=lambda n: n.op not in leaf) is None
 
 
 def _one_hot_index(expand: UOp, consumers: dict[UOp, list[UOp]]) -> bool:

@@ -78,6 +78,8 @@ def _arg_key(arg: Any) -> Any:
 
 # nodes that carry no device of their own and are not followed to one (a constant, a variable, a bound variable)
 _NO_DEVICE = frozenset({Ops.CONST, Ops.DEFINE_VAR, Ops.BIND, Ops.IOTA})
+# the nodes whose device is their own (`UOp._device_below` stops at them)
+_PLACED = frozenset({Ops.BUFFER, Ops.PARAM, Ops.COPY, Ops.MSELECT, Ops.MSTACK})
 
 
 class UOpMeta(type):
@@ -644,24 +646,9 @@ class UOp(MathMixin, MovementMixin, CallMixin, metaclass=UOpMeta):
         constant (`WHERE(pad mask, x, value)`) or selected by a mask of aranges still has the device of what it reads
         (it had none: `Tensor.contiguous` then searched the whole graph for a buffer, a step of a merge network the
         whole network before it)."""
-        seen: set[UOp] = set()
-        stack = [self]
-        while stack:
-            node = stack.pop()
-            if node in seen:
-                continue
-            seen.add(node)
-            if node is not self and (d := getattr(node, "_dev", None)) is not None:
-                return d
-            op = node.op
-            if op is Ops.BUFFER or op is Ops.PARAM:
-                return node.arg.device
-            if op is Ops.COPY:
-                return node.arg
-            if op in (Ops.MSELECT, Ops.MSTACK):
-                return node.device
-            stack.extend(s for s in reversed(node.src) if s.op not in _NO_DEVICE and s not in seen)
-        return None
+        found = self.find_below(lambda n: n.op in _PLACED or (n is not self and getattr(n, "_dev", None) is not None),
+                                gate=lambda n: n.op not in _NO_DEVICE)
+        return None if found is None else found.device
 
     @property
     def axis(self) -> int | None:

@@ -341,17 +341,7 @@ LANES_MIN_STEPS = 8
 def _moves_with(offset: UOp, r: UOp) -> bool:
     """Whether `offset` moves with the range `r`: r is in it outside every reduction over r (a read at the index a
     reduction over r found, as an argmax's gathered value, is made once that loop is done)."""
-    seen: set[UOp] = set()
-    stack = [offset]
-    while stack:
-        u = stack.pop()
-        if u is r:
-            return True
-        if u in seen or (u.op is Ops.REDUCE and r in u.src[1:]):
-            continue
-        seen.add(u)
-        stack.extend(u.src)
-    return False
+    return offset.find_below(lambda u: u is r, gate=lambda u: not (u.op is Ops.REDUCE and r in u.src[1:])) is not None
 
 
 def _moving_indexes(ast: UOp, r: UOp) -> list[UOp]:
