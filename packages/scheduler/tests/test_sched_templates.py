@@ -318,3 +318,103 @@ def test_the_instance_registry_does_not_keep_a_graph_alive():
     del out
     gc.collect()
     assert len(instances) == count - 1
+
+
+# the elementwise composites that are templates: name -> a call with its arguments (each takes one tensor, `other` a
+# second of the same shape where the op is binary)
+_ELEMENTWISE = {
+    "tan": lambda x, o: x.tan(), "sigmoid": lambda x, o: x.sigmoid(), "tanh": lambda x, o: x.tanh(), "gelu": lambda x, o: x.gelu(),
+    "gelu_erf": lambda x, o: x.gelu(approximate="none"), "quick_gelu": lambda x, o: x.quick_gelu(), "silu": lambda x, o: x.silu(),
+    "softplus": lambda x, o: x.softplus(beta=2.0), "erf": lambda x, o: x.erf(), "abs": lambda x, o: x.abs(), "sign": lambda x, o: x.sign(),
+    "clip": lambda x, o: x.clip(-0.5, 0.25), "clip_tensor": lambda x, o: x.clip(o, None), "round": lambda x, o: x.round(),
+    "lerp": lambda x, o: x.lerp(o, 0.3), "elu": lambda x, o: x.elu(0.5), "celu": lambda x, o: x.celu(), "selu": lambda x, o: x.selu(),
+    "hardsigmoid": lambda x, o: x.hardsigmoid(), "hardswish": lambda x, o: x.hardswish(), "mish": lambda x, o: x.mish(),
+    "logsigmoid": lambda x, o: x.logsigmoid(), "softsign": lambda x, o: x.softsign(), "asin": lambda x, o: x.asin(),
+    "acos": lambda x, o: x.acos(), "atan": lambda x, o: x.atan(), "sinh": lambda x, o: x.sinh(), "cosh": lambda x, o: x.cosh(),
+    "asinh": lambda x, o: x.asinh(), "acosh": lambda x, o: x.acosh(), "atanh": lambda x, o: x.atanh(), "copysign": lambda x, o: x.copysign(o),
+    "fmod": lambda x, o: x.fmod(o), "logaddexp": lambda x, o: x.logaddexp(o), "isfinite": lambda x, o: x.isfinite(),
+    "isclose": lambda x, o: x.isclose(o, rtol=0.5),
+}
+_DTYPES = {"float32": np.float32, "float64": np.float64, "float16": np.float16, "int32": np.int32, "uint8": np.uint8, "bool": np.bool_}
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(sorted(_ELEMENTWISE)), dtype=st.sampled_from(sorted(_DTYPES)), shape=st.sampled_from([(), (3,), (2, 5)]),
+       grad=st.booleans())
+def test_elementwise_templates_are_the_graphs_built_as_written(name, dtype, shape, grad):
+    """Each templated elementwise op, for float, int and bool inputs: the graph (and, for a float input that wants one,
+    the gradient) is the node the op builds as written, traced and rebuilt over new inputs; an op that refuses a dtype
+    as written refuses it with templates too."""
+    op = _ELEMENTWISE[name]
+    floating = dtype.startswith("float")
+    needs_grad = grad and floating
+
+    def inputs():
+        values = RNG.standard_normal((2, *shape)) * 2
+        x, o = (Tensor(v.astype(_DTYPES[dtype]), requires_grad=needs_grad or None).realize() for v in values)
+        return x, o
+
+    def run(x, o):
+        try:
+            out = op(x, o)
+        except Exception as e:  # noqa: BLE001 (the as-written error is the expected one)
+            return type(e)
+        if not needs_grad:
+            return out.uop, None
+        x.grad = o.grad = None
+        out.sum().backward()
+        return out.uop, (None if x.grad is None else x.grad.uop, None if o.grad is None else o.grad.uop)
+
+    for _ in range(2):  # traced, then rebuilt over new buffers
+        x, o = inputs()
+        got = run(x, o)
+        with _templates_off():
+            assert run(x, o) == got, name
+
+
+def test_elementwise_composites_are_templates():
+    """Each elementwise composite above is a template for a float input (not run as written)."""
+    x, o = _t(4), _t(4)
+    for name, op in _ELEMENTWISE.items():
+        op(x, o)
+        method = name.split("_erf")[0].split("_tensor")[0]
+        assert any(isinstance(v, _Template) for v in getattr(Tensor, method).templates.values()), name
+
+
+def test_indexing_sorting_and_scans_are_the_graphs_built_as_written():
+    """Indexing by int tensors, gather, sort (rank count and merge network), topk's picks and the running ops
+    (short, and in blocks) are templates: traced and rebuilt over new inputs, each graph is the node the op builds as
+    written, and so are its gradients."""
+    from uop_scheduler import reduce as reduce_module
+
+    def cases(x, idx, idx2, v):
+        return [
+            lambda: x[idx], lambda: x[:, idx2], lambda: x[idx.reshape(4, 1), idx2.reshape(1, 3)], lambda: x[idx.reshape(2, 2)],
+            lambda: x.gather(1, idx2.reshape(1, 3).expand(4, 3)),
+            lambda: x.sort(1)[0], lambda: x.sort(0, descending=True)[1], lambda: x.topk(2, 1)[0], lambda: x._top_by_picks(3, 1, False)[1],
+            lambda: x.cumsum(1), lambda: x.cumprod(0), lambda: x.cummax(1)[0], lambda: v.cumsum(0), lambda: v.sort(0)[0],
+        ]
+
+    def run(build, x, v):
+        x.grad = v.grad = None
+        out = build()
+        if not dtypes.is_float(out.dtype):
+            return out.uop, None
+        out.sum().backward()
+        return out.uop, (x.grad.uop if x.grad is not None else None, v.grad.uop if v.grad is not None else None)
+
+    old = reduce_module.SORT_NETWORK_COMPARISONS
+    reduce_module.SORT_NETWORK_COMPARISONS = 200 * 200  # (v's 300 elements sort by the network)
+    try:
+        for _ in range(2):  # traced, then rebuilt over new inputs
+            x, v = _t(4, 6, requires_grad=True), _t(300, requires_grad=True)
+            idx = Tensor(RNG.integers(-4, 4, 4).astype(np.int32)).realize()
+            idx2 = Tensor(RNG.integers(0, 6, 3).astype(np.int32)).realize()
+            for i, build in enumerate(cases(x, idx, idx2, v)):
+                got = run(build, x, v)
+                with _templates_off():
+                    assert run(build, x, v) == got, i
+    finally:
+        reduce_module.SORT_NETWORK_COMPARISONS = old
+    for method in ("_index_at", "gather", "_sort_indices", "_pick_indices", "_cumulative"):
+        assert any(isinstance(t, _Template) for t in getattr(Tensor, method).templates.values()), method

@@ -14,6 +14,7 @@ from uopir import dtypes
 from .elementwise import in_float32
 from .errors import TensorRuntimeError
 from .fields import TensorFields
+from .templates import templated
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -44,6 +45,7 @@ class CompositeMathMixin(TensorFields):
     __slots__ = ()
 
     # ---- inverse trigonometric ----
+    @templated
     @in_float32
     def asin(self: Tensor) -> Tensor:
         """arcsin(self) (NaN outside [-1, 1]); below 0.1 in magnitude its Taylor series keeps the relative error small."""
@@ -55,11 +57,13 @@ class CompositeMathMixin(TensorFields):
         series = _odd_series(a, (1, 1 / 6, 3 / 40, 5 / 112, 35 / 1152))
         return _with_sign_of(x, (a < 0.1).where(series, a.sub(1.0, True).sqrt().mul(poly).sub(math.pi / 2, True)))
 
+    @templated
     @in_float32
     def acos(self: Tensor) -> Tensor:
         """arccos(self) (NaN outside [-1, 1])."""
         return self.asin().sub(math.pi / 2, True)
 
+    @templated
     @in_float32
     def atan(self: Tensor) -> Tensor:
         """arctan(self); |self| > 1 goes through pi/2 - atan(1/|self|), so +-inf gives +-pi/2."""
@@ -71,18 +75,21 @@ class CompositeMathMixin(TensorFields):
         return _with_sign_of(x, big.where(small.sub(math.pi / 2, True), small))
 
     # ---- hyperbolic and inverse hyperbolic ----
+    @templated
     @in_float32
     def sinh(self: Tensor) -> Tensor:
         """(e**self - e**-self) / 2 (its Taylor series below 0.1 in magnitude, where the difference cancels)."""
         x = self._float()
         return (x.abs() < 0.1).where(_odd_series(x, (1, 1 / 6, 1 / 120, 1 / 5040, 1 / 362880)), x.exp().sub(x.neg().exp()).mul(0.5))
 
+    @templated
     @in_float32
     def cosh(self: Tensor) -> Tensor:
         """(e**self + e**-self) / 2."""
         x = self._float()
         return x.exp().add(x.neg().exp()).mul(0.5)
 
+    @templated
     @in_float32
     def asinh(self: Tensor) -> Tensor:
         """log(|self| + sqrt(self**2 + 1)) with the sign of self (its Taylor series below 0.1 in magnitude)."""
@@ -91,12 +98,14 @@ class CompositeMathMixin(TensorFields):
         closed = a.add(a.square().add(1).sqrt()).log()
         return _with_sign_of(x, (a < 0.1).where(_odd_series(a, (1, -1 / 6, 3 / 40, -5 / 112, 35 / 1152)), closed))
 
+    @templated
     @in_float32
     def acosh(self: Tensor) -> Tensor:
         """log(self + sqrt(self**2 - 1)) (NaN below 1)."""
         x = self._float()
         return x.add(x.square().sub(1).sqrt()).log()
 
+    @templated
     @in_float32
     def atanh(self: Tensor) -> Tensor:
         """log((1 + self) / (1 - self)) / 2 (+-inf at +-1, NaN outside; its Taylor series below 0.1 in magnitude)."""
@@ -110,6 +119,7 @@ class CompositeMathMixin(TensorFields):
         return self.log2().mul(math.log10(2))
 
     # ---- binary ----
+    @templated
     def copysign(self: Tensor, other: Any) -> Tensor:
         """|self| with the sign of `other` (-0.0 counts as negative); the dtype follows the usual promotion."""
         a, b = self._broadcasted(other)
@@ -117,6 +127,7 @@ class CompositeMathMixin(TensorFields):
         mag = a.abs()
         return negative.where(mag.neg(), mag)
 
+    @templated
     def fmod(self: Tensor, x: Any) -> Tensor:
         """C's remainder: the sign follows the dividend (`self - trunc(self / x) * x`); an int x of 0 gives 0, as numpy."""
         a, b = self._broadcasted(x)
@@ -126,6 +137,7 @@ class CompositeMathMixin(TensorFields):
             raise TensorRuntimeError("fmod of bool tensors is not supported: cast to int first")
         return a.sub(a.div(b, rounding_mode="trunc").mul(b))
 
+    @templated
     def logaddexp(self: Tensor, other: Any) -> Tensor:
         """log(e**self + e**other), computed stably (infinite operands give the exact limit)."""
         a, b = self._broadcasted(other)
@@ -134,10 +146,12 @@ class CompositeMathMixin(TensorFields):
         return a.sub(m).exp().add(b.sub(m).exp()).log().add(m)
 
     # ---- tests ----
+    @templated
     def isfinite(self: Tensor) -> Tensor:
         """True where self is neither infinite nor NaN."""
         return self.isinf().bitwise_or(self.isnan()).logical_not()
 
+    @templated
     def isclose(self: Tensor, other: Any, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
         """True where |self - other| <= atol + rtol * |other| (equal infinities are close; NaNs when `equal_nan`)."""
         a, b = self._broadcasted(other)

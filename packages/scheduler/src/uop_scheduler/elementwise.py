@@ -15,6 +15,7 @@ from uopir import DType, OperatorMixin, Ops, UOp, dtypes, least_upper_dtype, lea
 
 from .errors import BroadcastError, TensorRuntimeError
 from .fields import TensorFields
+from .templates import templated
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -371,11 +372,13 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
         """cos(self), as sin(pi/2 - self)."""
         return self._float().sub(math.pi / 2, True).sin()
 
+    @templated
     @in_float32
     def tan(self: Tensor) -> Tensor:
         """tan(self)."""
         return self.sin().div(self.cos())
 
+    @templated
     @in_float32
     def sigmoid(self: Tensor) -> Tensor:
         """1 / (1 + e**-self), through e = e**-|self| (at most 1): 1 / (1 + e) for self >= 0, e / (1 + e) below.
@@ -387,6 +390,7 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
         e = below.where(x, x.neg()).mul(1 / math.log(2)).exp2()
         return below.where(e.div(e.add(1)), e.add(1).reciprocal())
 
+    @templated
     @in_float32
     def tanh(self: Tensor) -> Tensor:
         """tanh(self), as 2*sigmoid(2*self) - 1."""
@@ -403,6 +407,7 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
         """self where self >= 0, else neg_slope * self."""
         return (self < 0).where(self.mul(neg_slope), self)
 
+    @templated
     @in_float32
     def gelu(self: Tensor, approximate: str = "tanh") -> Tensor:
         """GELU: x * Phi(x), with the tanh approximation (default) or exactly through erf (approximate="none")."""
@@ -412,10 +417,12 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
             return self.mul(0.5).mul(self.div(math.sqrt(2)).erf().add(1))
         raise TensorRuntimeError(f"gelu approximate={approximate!r} is not supported; use 'tanh' or 'none'")
 
+    @templated
     def quick_gelu(self: Tensor) -> Tensor:
         """self * sigmoid(1.702 * self)."""
         return self.mul(self.mul(1.702).sigmoid())
 
+    @templated
     def silu(self: Tensor) -> Tensor:
         """self * sigmoid(self)."""
         return self.mul(self.sigmoid())
@@ -424,12 +431,14 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
         """Same as silu."""
         return self.silu()
 
+    @templated
     @in_float32
     def softplus(self: Tensor, beta: float = 1.0) -> Tensor:
         """log(1 + e**(beta*self)) / beta, computed without overflow."""
         x = self._float().mul(beta)
         return x.relu().add(x.abs().neg().exp().add(1).log()).mul(1 / beta)
 
+    @templated
     @in_float32
     def erf(self: Tensor) -> Tensor:
         """The error function (Abramowitz-Stegun 7.1.26, absolute error below 1.5e-7)."""
@@ -438,6 +447,7 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
         poly = t.mul(1.061405429).add(-1.453152027).mul(t).add(1.421413741).mul(t).add(-0.284496736).mul(t).add(0.254829592).mul(t)
         return x.sign().mul(poly.mul(x.square().neg().exp()).sub(1.0, True))
 
+    @templated
     def abs(self: Tensor) -> Tensor:
         """|self|. Its gradient is sign(self): 0 at 0, as torch has it (a select between -self and self gave 1). At 0
         the value is +0.0 (for -0.0 too), NaN stays NaN; the innermost branch is a select too (a product there put
@@ -446,11 +456,13 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
             return self
         return (self > 0).where(self, (self < 0).where(self.neg(), self.eq(0).where(0, self)))
 
+    @templated
     def sign(self: Tensor) -> Tensor:
         """-1, 0 or 1 by the sign of self (±inf gives ±1, NaN stays NaN)."""
         ret = self.ne(0).where((self < 0).where(self._const(-1, self.dtype), self._const(1, self.dtype)), self._const(0, self.dtype))
         return self.ne(self).where(self, ret) if dtypes.is_float(self.dtype) else ret
 
+    @templated
     def clip(self: Tensor, min_: Any = None, max_: Any = None) -> Tensor:
         """self limited to [min_, max_]."""
         if min_ is None and max_ is None:
@@ -482,6 +494,7 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
         t = self.trunc()
         return (self > t).where(t.add(1), t)
 
+    @templated
     def round(self: Tensor) -> Tensor:
         """Round to nearest, ties to even (as numpy)."""
         if not dtypes.is_float(self.dtype):
@@ -501,6 +514,7 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
         neg = self.eq(-math.inf) if detect_negative else self._const(False, dtypes.bool)
         return pos.bitwise_or(neg)
 
+    @templated
     def lerp(self: Tensor, end: Any, weight: Any) -> Tensor:
         """self + (end - self) * weight."""
         return self.add(self.sub(end, True).mul(weight))

@@ -236,6 +236,7 @@ class ReduceMixin(TensorFields):
         scaled = UOp.elementwise(Ops.MUL, None, shifted, const_uop(1 / math.log(2), dt, shape))
         return shifted, UOp.elementwise(Ops.EXP2, None, scaled), axes
 
+    @templated
     def _cumulative(self: Tensor, op: Ops, axis: int) -> Tensor:
         axis = self._resolve_dim(axis)
         if self.ndim == 0:  # a 0-d tensor (axis 0 or -1) is its own running value
@@ -296,18 +297,25 @@ class ReduceMixin(TensorFields):
         value (last ascending, first descending) and -0.0 equals 0.0, as in PyTorch."""
         axis = self._resolve_dim(dim)
         n, rows = self._axis_and_rows(axis)
-        if isinstance(n, int) and isinstance(rows, int) and rows * n * n >= SORT_NETWORK_COMPARISONS:
-            x = self.transpose(axis, -1)
-            indices = x._sort_network(descending)
-            values = x.gather(-1, indices)
-            return values.transpose(axis, -1), indices.transpose(axis, -1)
-        rank, x = self._ranks(axis, descending)
+        network = isinstance(n, int) and isinstance(rows, int) and rows * n * n >= SORT_NETWORK_COMPARISONS
+        indices = self._sort_indices(axis, descending, network)
+        return self.gather(axis, indices), indices
+
+    @templated
+    def _sort_indices(self: Tensor, axis: int, descending: bool, network: bool) -> Tensor:
+        """The int32 positions `sort` reads its values at along `axis`: by the merge network, else by the rank count
+        (a template: the network over 32000 elements is some 400 tensor ops to build; the choice is an argument, so
+        the signature holds it)."""
+        if network:
+            return self.transpose(axis, -1)._sort_network(descending).transpose(axis, -1)
+        n = self.shape[axis]
+        rank, _ = self._ranks(axis, descending)
         arange = type(self).arange
         # one-hot of rank: hit[..., i, k] is True when element i lands at position k; the values are then read at the
         # indices (a sum of the one-hot would make -0.0 0.0)
         hit = rank.unsqueeze(-1).eq(arange(n, device=self.device))
         indices = hit.where(arange(n, device=self.device).reshape(n, 1), 0).sum(-2).cast(dtypes.int32)
-        return x.gather(-1, indices).transpose(axis, -1), indices.transpose(axis, -1)
+        return indices.transpose(axis, -1)
 
     def _axis_and_rows(self: Tensor, axis: int) -> tuple[Any, Any]:
         """The length of `axis` and the number of rows along it (the product of the other axes)."""
@@ -394,6 +402,12 @@ class ReduceMixin(TensorFields):
         1024, 32 ms -> 6 ms). The order is the sort's (`_sort_key`: NaN above +inf, -0.0 equal to 0.0, equal keys in
         index order), so "after the last pick" is a key past its key, or its key at a later index: one test per element
         and pick, where excluding each earlier pick by position was k tests. The values are read at the indices."""
+        index = self._pick_indices(k, axis, largest)
+        return self.gather(axis, index), index
+
+    @templated
+    def _pick_indices(self: Tensor, k: int, axis: int, largest: bool) -> Tensor:
+        """The int32 positions `_top_by_picks` picks along `axis` (a template: each pick is about a dozen tensor ops to build)."""
         x = self.transpose(axis, -1)
         n = x.shape[-1]
         key = x._sort_key(descending=largest)  # ascending: the order picked in
@@ -412,7 +426,7 @@ class ReduceMixin(TensorFields):
                 hit = key.eq(best)
             indices.append((n - hit.where(countdown, 0).max(-1, keepdim=True)).cast(dtypes.int32))
         index = indices[0].cat(*indices[1:], dim=-1) if k > 1 else indices[0]
-        return x.gather(-1, index).transpose(axis, -1), index.transpose(axis, -1)
+        return index.transpose(axis, -1)
 
     def cumsum(self: Tensor, axis: int = 0) -> Tensor:
         """Running sum along `axis`."""

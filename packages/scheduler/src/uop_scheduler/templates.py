@@ -1,7 +1,8 @@
 """Graph templates of composite tensor ops: the graph a convolution or a pooling builds, traced once per signature.
 
-A composite op (`conv2d`, `max_pool2d`, a loss) builds the same graph every time its inputs have the same shapes,
-dtypes and devices and its other arguments are the same: only the input nodes differ. Building it op by op, each
+A composite op (`conv2d`, `max_pool2d`, a loss, `sigmoid`, an index by int tensors, a sort) builds the same graph every
+time its inputs have the same shapes, dtypes and devices and its other arguments are the same: only the input nodes
+differ. Building it op by op, each
 through the tensor layer's checks, broadcasting and view bookkeeping, cost a small CNN's eager training step about a
 quarter of its forward pass (a 3x3 conv2d: ~28 movement ops, 170 us). `templated` runs such an op once per signature
 on placeholder inputs (PARAMs) and keeps the nodes that depend on them as a plan; later calls rebuild those nodes over
@@ -15,7 +16,9 @@ tracing builds nothing from the inputs' values. What could make a trace stand fo
 - a trace whose graph reads anything but its placeholders and constants (a buffer, a variable), that draws random
   numbers (they are constants of their call number), that leaves a write pending, or that fails, is not kept: that
   signature runs the op as written from then on;
-- symbolic shapes and tensors over several devices run the op as written.
+- symbolic shapes and tensors over several devices run the op as written;
+- a choice the op makes from a tunable (sort's algorithm by SORT_NETWORK_COMPARISONS) is made by its caller and passed
+  in as an argument, so the signature holds it (a test that switches the tunable gets the other algorithm).
 Folding that looks at an input's node (a constant input folded into the result) is not done by a rebuilt graph;
 its value is the same. `UOP_TEMPLATES=0` turns templates off (every call runs the op as written).
 
@@ -28,6 +31,7 @@ instance with an inner node that is itself a target (a live tensor holding it) i
 
 from __future__ import annotations
 
+import enum
 import functools
 import operator
 import os
@@ -57,12 +61,12 @@ _PLAIN = frozenset({int, bool, str, type(None)})
 
 def _arg_key(a: Any) -> Any:
     """A non-tensor argument as the signature holds it: with its type (1, 1.0 and True differ) and a float by its bits
-    (0.0 and -0.0 differ; nan equals itself). Only numbers, strings, None, dtypes and tuples of them: anything else (a
+    (0.0 and -0.0 differ; nan equals itself). Only numbers, strings, None, dtypes, enum members and tuples of them: anything else (a
     list, an array, a tensor in a tuple, a variable) is `_UNKEYED`, and the call runs as written."""
     kind = type(a)
     if kind is float:
         return (float, struct.pack("<d", a))
-    if kind in _PLAIN or isinstance(a, DType):
+    if kind in _PLAIN or isinstance(a, (DType, enum.Enum)):  # (an enum member: an op, as `_cumulative` takes)
         return (kind, a)
     if kind is tuple:
         keys = tuple(_arg_key(x) for x in a)
