@@ -418,3 +418,36 @@ def test_indexing_sorting_and_scans_are_the_graphs_built_as_written():
         reduce_module.SORT_NETWORK_COMPARISONS = old
     for method in ("_index_at", "gather", "_sort_indices", "_pick_indices", "_cumulative"):
         assert any(isinstance(t, _Template) for t in getattr(Tensor, method).templates.values()), method
+
+
+def test_reductions_shapes_and_int_division_are_the_graphs_built_as_written():
+    """mean, var, std, min, argmax, normalize, triu/tril, einsum, roll, one_hot, the padding modes and int floor
+    division and modulo are templates: graphs and gradients as built as written, traced and rebuilt over new inputs."""
+
+    def cases(x, y, i, j):
+        return [
+            lambda: x.mean(1), lambda: x.var(0, correction=0), lambda: x.std(), lambda: x.min(1, keepdim=True), lambda: x.argmax(),
+            lambda: x.argmin(0), lambda: x.normalize(dim=1), lambda: x.triu(1), lambda: x.tril(-1), lambda: Tensor.einsum("ij,kj->ik", x, y),
+            lambda: x.roll(2, 1), lambda: x.roll((1, -1), (0, 1)), lambda: i.one_hot(5), lambda: x.pad((1, 2), mode="reflect"),
+            lambda: x.pad(((1, 0), (2, -1)), mode="replicate"), lambda: x.pad((-1, 3, 1, 1), mode="circular"), lambda: i // 3,
+            lambda: i % -4, lambda: i // j, lambda: i % j, lambda: 7 // j, lambda: x // 0.5, lambda: x % y,
+        ]
+
+    def run(build, x, y):
+        x.grad = y.grad = None
+        out = build()
+        if not dtypes.is_float(out.dtype):
+            return out.uop, None
+        out.sum().backward()
+        return out.uop, (x.grad.uop if x.grad is not None else None, y.grad.uop if y.grad is not None else None)
+
+    for _ in range(2):  # traced, then rebuilt over new inputs
+        x, y = _t(4, 6, requires_grad=True), _t(4, 6, requires_grad=True)
+        i = Tensor(RNG.integers(-9, 9, 6).astype(np.int32)).realize()
+        j = Tensor(RNG.choice(np.array([-3, -1, 0, 2, 5], np.int32), 6)).realize()
+        for k, build in enumerate(cases(x, y, i, j)):
+            got = run(build, x, y)
+            with _templates_off():
+                assert run(build, x, y) == got, k
+    for method in ("mean", "var", "std", "min", "argmax", "normalize", "_tri", "einsum", "roll", "_one_hot", "_pad_by_mode", "floordiv", "mod"):
+        assert any(isinstance(t, _Template) for t in getattr(Tensor, method).templates.values()), method

@@ -223,6 +223,7 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
         a._check_int("idiv")
         return a._trunc_divmod(b)[0]
 
+    @templated
     def floordiv(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
         """self // x: floor division (Python semantics)."""
         a, b = self._broadcasted(x, reverse)
@@ -230,6 +231,7 @@ class ElementwiseMixin(OperatorMixin, TensorFields):
             return a._floor_divmod(b)[0]
         return a.div(b).floor().cast(a.dtype)
 
+    @templated
     def mod(self: Tensor, x: Any, reverse: bool = False) -> Tensor:
         """self % x with the sign of the divisor (Python semantics)."""
         a, b = self._broadcasted(x, reverse)

@@ -16,6 +16,7 @@ from uopir import dtypes
 from .elementwise import broadcast_shape
 from .errors import ShapeError, TensorRuntimeError, TensorTypeError
 from .fields import TensorFields
+from .templates import templated
 from .tensor_movement import argfix
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ class IndexingMixin(TensorFields):
     __slots__ = ()
 
     # ---- rolls and diagonals ----
+    @templated
     def roll(self: Tensor, shifts: int | tuple[int, ...], dims: int | tuple[int, ...] | None = None) -> Tensor:
         """Shift elements circularly by `shifts` along `dims` (of the flattened tensor when dims is None)."""
         if dims is None:

@@ -249,6 +249,7 @@ class NNMixin(TensorFields):
         return x if bias is None else x.add(bias)
 
     @staticmethod
+    @templated
     def einsum(formula: str, *operands: Any, dtype: Any = None) -> Tensor:
         """Einstein summation like "ij,jk->ik" or "bij,bjk" (implicit output: letters seen once, sorted).
 
@@ -562,9 +563,14 @@ class NNMixin(TensorFields):
             raise TensorRuntimeError(f"expect integer dtype, getting self.dtype={self.dtype}")
         if num_classes == -1:
             num_classes = int(self.max().item()) + 1
+        return self._one_hot(num_classes)
+
+    @templated
+    def _one_hot(self: Tensor, num_classes: int) -> Tensor:
         hot = self.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)
         return hot.where(1, 0).cast(self.dtype)
 
+    @templated
     def _tri(self: Tensor, diagonal: int, upper: bool) -> Tensor:
         if self.ndim < 2:
             raise ShapeError(f"triu/tril needs at least 2 dims, got shape {self.shape}")

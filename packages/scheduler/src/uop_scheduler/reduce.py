@@ -118,6 +118,7 @@ class ReduceMixin(TensorFields):
         """Max over `axis` (NaN propagates)."""
         return self._reduce(Ops.MAX, axis, keepdim)
 
+    @templated
     def min(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
         """Min over `axis`."""
         return self._inverse().max(axis, keepdim)._inverse()
@@ -133,6 +134,7 @@ class ReduceMixin(TensorFields):
     def _count(self: Tensor, axis: Axis) -> int | UOp:
         return math.prod(self.shape[a] for a in self._axes(axis))
 
+    @templated
     def mean(self: Tensor, axis: Axis = None, keepdim: bool = False) -> Tensor:
         """Mean over `axis` (float result)."""
         out_dt = self.dtype if dtypes.is_float(self.dtype) else dtypes.float32
@@ -140,6 +142,7 @@ class ReduceMixin(TensorFields):
         n = self._count(axis)
         return (total.div(n if n else math.nan) if isinstance(n, int) else _div_symbolic(total, n)).cast(out_dt)
 
+    @templated
     def var(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         """Variance over `axis` with Bessel's `correction`."""
         squares = self.sub(self.mean(axis, keepdim=True)).square()
@@ -147,6 +150,7 @@ class ReduceMixin(TensorFields):
         total, n = squares.sum(axis, keepdim, dtype=sum_acc_dtype(squares.dtype)), self._count(axis) - correction
         return (total.div(max(0, n)) if isinstance(n, int) else _div_symbolic(total, n.maximum(0))).cast(squares.dtype)
 
+    @templated
     def std(self: Tensor, axis: Axis = None, keepdim: bool = False, correction: int = 1) -> Tensor:
         """Standard deviation over `axis`."""
         return self.var(axis, keepdim, correction).sqrt()
@@ -159,11 +163,13 @@ class ReduceMixin(TensorFields):
         """(std, mean) over `axis`."""
         return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
 
+    @templated
     def normalize(self: Tensor, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
         """self divided by its Lp norm along `dim` (at least `eps`); p=0 counts the nonzero elements."""
         norm = self.ne(0).sum(dim, keepdim=True) if p == 0 else self.abs().pow(p).sum(dim, keepdim=True).pow(1 / p)
         return self.div(norm.maximum(eps))
 
+    @templated
     def argmax(self: Tensor, axis: int | None = None, keepdim: bool = False) -> Tensor:
         """Index of the first maximum along `axis` (of the flattened tensor when None), as int32."""
         if axis is None:

@@ -146,9 +146,16 @@ class TensorMovementMixin(TensorFields):
                 return padded
             inside = x._wrap(x._const(True, dtypes.bool).uop.pad(pairs))
             return inside.where(padded, value)
-        # reflect and replicate pad the whole input first, then cut: element j of the result is the input's element
-        # reflected or clamped at j - before, as torch defines them (a reflection or a repeat reaches into what a
-        # negative amount removes, and a reflection's limit is the input's size)
+        return x._pad_by_mode(pairs, crop, mode)
+
+    @templated
+    def _pad_by_mode(self: Tensor, pairs: tuple[tuple[int, int], ...], crop: tuple[tuple[int, int], ...], mode: str) -> Tensor:
+        """`pad` by "reflect", "replicate" or "circular" of (before, after) `pairs`, then the `crop` (a template: a
+        reflection is a cat of two flipped slices per axis). Reflect and replicate pad the whole input first, then cut:
+        element j of the result is the input's element reflected or clamped at j - before, as torch defines them (a
+        reflection or a repeat reaches into what a negative amount removes, and a reflection's limit is the input's
+        size)."""
+        x: Tensor = self
         for axis, (b, e) in enumerate(pairs):
             if b or e:
                 x = x._pad_axis(axis, b, e, mode)
@@ -296,6 +303,9 @@ class TensorMovementMixin(TensorFields):
         """Elements start, start+step, ... (count of them) along `axis`."""
         x: Tensor = self
         n = x.shape[axis]
+        if start == 0 and count == n and step == 1:
+            # the whole axis: no step (its caller, __getitem__, always ends with a reshape, so `a[:]` is still a view)
+            return x
         if count == 0:
             return x.shrink(tuple((0, 0) if i == axis else None for i in range(x.ndim)))
         if step < 0:
