@@ -23,3 +23,14 @@ def assert_matches(t, expected, rtol=1e-5, atol=1e-6):
 @pytest.fixture
 def close():
     return assert_matches
+
+
+@pytest.fixture(autouse=True)
+def _training_flag_restored():
+    """Each test starts with Tensor.training as the one before it found it: a test that trains sets it and may not reset
+    it (a later test's dropout then dropped elements outside training)."""
+    from uop_scheduler import Tensor
+
+    before = Tensor.training
+    yield
+    Tensor.training = before

@@ -276,3 +276,44 @@ def test_a_weak_tensor_stays_weak_through_ops_with_numbers():
         assert out.dtype is dtypes.weakfloat and (out + half).dtype is dtypes.float16
         np.testing.assert_allclose(out.item(), want, rtol=1e-6)
     assert (Tensor(2) * 3).dtype is dtypes.weakint and (Tensor(2) * 3 + Tensor(np.array([1], np.int8))).dtype is dtypes.int8
+
+
+def _uniform_reference(seed: int, call: int, n: int) -> np.ndarray:
+    """float32 `Tensor.rand(n)` for the call-th random tensor after manual_seed(seed), in numpy: the key
+    seed * A + call * B, each element's counter times the golden ratio plus the key, a murmur3 finalizer, and the top 24
+    bits over 2**24 (random.py's constants; the arithmetic is uint32)."""
+    from uop_scheduler.random import _GOLDEN, _MUL_CALL, _MUL_SEED
+
+    key = np.uint32((seed * _MUL_SEED + call * _MUL_CALL) & 0xFFFFFFFF)
+    with np.errstate(over="ignore"):
+        x = np.arange(n, dtype=np.uint32) * np.uint32(_GOLDEN) + key
+        x = (x ^ (x >> np.uint32(16))) * np.uint32(0x85EBCA6B)
+        x = (x ^ (x >> np.uint32(13))) * np.uint32(0xC2B2AE35)
+        x = x ^ (x >> np.uint32(16))
+    return (x >> np.uint32(8)).astype(np.float32) * np.float32(1.0 / (1 << 24))
+
+
+def test_eager_random_calls_share_one_kernel_and_draw_the_reference_numbers():
+    """Each eager random call has its own key, which the kernel reads from memory: calls of one shape share one
+    compiled kernel (the key as a constant in the kernel's source compiled a new kernel per call, 80-170 ms each, so an
+    eager training step with dropout compiled every step), and the numbers are the reference stream's."""
+    from hcq_runtime import CCompiler
+
+    Tensor.manual_seed(3)
+    first = Tensor.rand(37).numpy()
+    both = [(Tensor.rand(37) + Tensor.rand(37)).numpy()]  # two keys in one schedule
+    compiles = CCompiler.invocations
+    later = [Tensor.rand(37).numpy() for _ in range(3)]
+    both.append((Tensor.rand(37) + Tensor.rand(37)).numpy())
+    assert CCompiler.invocations == compiles
+    for call, got in zip((1, 4, 5, 6), [first, *later]):
+        np.testing.assert_array_equal(got, _uniform_reference(3, call, 37))
+    for (a, b), got in zip(((2, 3), (7, 8)), both):
+        np.testing.assert_array_equal(got, _uniform_reference(3, a, 37) + _uniform_reference(3, b, 37))
+    with Context(TRAINING=1):
+        x = Tensor.ones(37)
+        x.dropout(0.5).realize()
+        compiles = CCompiler.invocations
+        masks = [x.dropout(0.5).numpy() for _ in range(3)]
+    assert CCompiler.invocations == compiles
+    assert len({m.tobytes() for m in masks}) == 3

@@ -77,6 +77,11 @@ class RandomMixin:
         key: Any = cls._next_key()
         if (rng := RandomMixin._jit_rng) is not None:
             key = rng.key(device)
+        else:
+            # the key is a one-element buffer the kernel reads, not a constant in its source: every call has its own
+            # key, and as a constant it made each call's kernel a new one (a compile per eager Tensor.rand or dropout,
+            # 80-170 ms each). The same key, so the same numbers
+            key = tensor_cls(np.array([key], np.uint32), device=device)
         x = tensor_cls.arange(n, dtype=dtypes.uint32, device=device).mul(_GOLDEN).add(key)
         x = x.bitwise_xor(x.rshift(16)).mul(0x85EBCA6B)
         x = x.bitwise_xor(x.rshift(13)).mul(0xC2B2AE35)
