@@ -92,7 +92,7 @@ def test_bound_values_walk_the_graph_once_and_schedule_once(monkeypatch):
 
     walks, passes = [], []
     walk, run_passes = realizer.walk_graph, schedule_rewrites.schedule_rewrites
-    monkeypatch.setattr(realizer, "walk_graph", lambda *a: walks.append(1) or walk(*a))
+    monkeypatch.setattr(realizer, "walk_graph", lambda *a, **k: walks.append(1) or walk(*a, **k))
     monkeypatch.setattr(schedule_rewrites, "schedule_rewrites", lambda *a: passes.append(1) or run_passes(*a))
     clear_schedule_cache()
     a = Tensor(AN).realize()

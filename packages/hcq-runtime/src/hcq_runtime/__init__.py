@@ -4,7 +4,7 @@ native batches; the AMD backend."""
 from . import hcq2
 from .allocator import Allocator, LRUAllocator
 from .buffer import Buffer, numpy_dtype, settle_deferred
-from .buffer_registry import bind_buffer, buffer_for
+from .buffer_registry import bind_buffer, bound_buffer, buffer_for
 from .compiled import CompiledDevice
 from .compiler import AMDCompiler, CCompiler, Compiler, amd_toolchain, cache_dir, find_c_compiler, installed_clangs, precompiled_header_flags
 from .cpu import CPUDevice, CPUProgram, binary_program, c_program
@@ -72,6 +72,7 @@ __all__ = [
     "CompiledKernel",
     "Counters",
     "bind_buffer",
+    "bound_buffer",
     "buffer_for",
     "call_buffers",
     "cache_dir",

@@ -37,6 +37,12 @@ def buffer_for(uop: UOp) -> Buffer:
     return buf
 
 
+def bound_buffer(uop: UOp) -> Buffer | None:
+    """The storage a BUFFER UOp (AFTERs looked through) already has, or None: unlike `buffer_for`, nothing is made."""
+    uop = strip_after(uop)
+    return _buffers.get(uop) if uop.op is Ops.BUFFER else None
+
+
 def bind_buffer(uop: UOp, buf: Buffer) -> None:
     """Make `buf` the storage of the BUFFER UOp `uop` (for inputs that already live somewhere)."""
     if uop.op is not Ops.BUFFER:

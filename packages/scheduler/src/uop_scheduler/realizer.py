@@ -9,6 +9,7 @@ constant, or a value of buffers still alive) must compute it again, not read wha
 
 from __future__ import annotations
 
+import math
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from hcq_runtime import (
     DeviceError,
     Linked,
     bind_buffer,
+    bound_buffer,
     buffer_for,
     counters,
     debug_level,
@@ -31,10 +33,10 @@ from hcq_runtime import (
     settle_deferred,
     uses_queue_devices,
 )
-from uopir import Ops, UOp, dtypes
+from uopir import GroupOp, Ops, UOp, dtypes
 
 from .call_values import in_place_arity, in_place_overwritten
-from .schedule import BufferSpec, GraphWalk, Schedule, bytes_only, device_below_in, walk_graph
+from .schedule import BufferSpec, GraphWalk, Schedule, bytes_only, contiguous_slice, device_below_in, walk_graph
 from .schedule_rewrites import cached_schedule
 from .storage import off_storage, touches_storage
 
@@ -137,7 +139,47 @@ def version_of(node: UOp) -> UOp:
 def _input_buffer(node: UOp) -> UOp:
     if node.op is Ops.BUFFER:
         return node
+    if node.op is Ops.SHRINK and node not in done:  # a slice a walk lifted (`contiguous_slice`)
+        return _slice_buffer(node)
     return written_versions[node] if node.op is Ops.AFTER else realized_buffers[node]
+
+
+def _slice_buffer(node: UOp) -> UOp:
+    """A new BUFFER over the memory of the slice `node` (a contiguous run of a buffer's elements)."""
+    piece = contiguous_slice(node)
+    assert piece is not None
+    base, first = piece
+    size = math.prod(node.shape)
+    ret = UOp.new_buffer(base.arg.device, size, node.dtype)
+    bind_buffer(ret, buffer_for(base).view(size, node.dtype, first * node.dtype.itemsize))
+    return ret
+
+
+def _storage(node: UOp) -> UOp:
+    """The node under movement ops and AFTERs (a buffer, for a view of one or of one of its versions)."""
+    while node.op in GroupOp.Movement or node.op is Ops.AFTER:
+        node = node.src[0]
+    return node
+
+
+def _lifted_alone(walk: GraphWalk) -> bool:
+    """Whether no buffer a lifted slice views is written by the walked graph (a write, a written version, a buffer a
+    hand-written kernel is launched with) or is memory someone else owns: the slice's view of the memory is then the
+    value the graph reads. Otherwise the graph is walked again without lifting, and the writes' ordering sees the
+    slice as a read of that buffer."""
+    written: set[UOp] = set()
+    for n in walk.marked:
+        if n.op is Ops.STORE or n.op is Ops.AFTER:
+            written.add(_storage(n.src[0]))
+        elif n.op is Ops.CALL:
+            written.update(_storage(s) for s in n.src[1:])
+    # a version a write makes is a BUFFER of its own over the same memory: compared by memory too
+    memory = {id(b.base) for w in written if (b := bound_buffer(w)) is not None}
+    for s in walk.lifted:
+        piece = contiguous_slice(s)
+        if piece is None or piece[0] in written or piece[0] in external_buffers or id(buffer_for(piece[0]).base) in memory:
+            return False
+    return True
 
 
 def _schedule_buffers(plan: Schedule, held: list[UOp]) -> list[UOp]:
@@ -225,7 +267,7 @@ def schedule_for(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str,
 
 
 def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Callable[[], set[UOp]] | None = None,
-                 placed: frozenset[UOp] | set[UOp] = frozenset()) -> list[UOp]:
+                 placed: frozenset[UOp] | set[UOp] = frozenset(), lift: bool = True) -> list[UOp]:
     """Compute every target node; returns the BUFFER UOp holding each (targets already in a buffer are not rerun).
 
     `live_reads` lists the buffer versions values outside this schedule may still read; it is asked only when the
@@ -233,7 +275,10 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     the caller knows read a buffer (so they belong to its device: see the end)."""
     if bytes_only(default_device):  # values of constants alone copied into a file are computed on the default device
         default_device = Device.DEFAULT
-    walk = walk_graph(plan_targets := targets, done, default_device)
+    # contiguous slices of buffers are inputs of their own (`walk_graph`'s `lift`), unless a capture records the run
+    walk = walk_graph(plan_targets := targets, done, default_device, lift=lift and not _captures)
+    if walk.lifted and not _lifted_alone(walk):
+        walk = walk_graph(plan_targets, done, default_device)
     # (the CPU's launch threads wake now, while the schedule is looked up, not at the first kernel; a device from
     # another package may not define the CompiledDevice hook. Not under a capture, which queues its kernels: woken for
     # nothing at each of an LLM capture's ~180 realizes, they cost the caller a wake-up each and then spun on a core
@@ -259,6 +304,10 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
             reads = live_reads()
             live = frozenset(old for old in overwritten if version.get(old, old) in reads)
     plan = schedule_for(walk, plan_targets, default_device, live, alias, binds, held)
+    if walk.lifted and any(o < len(held) and walk.inputs[o].op is Ops.SHRINK for o in plan.outputs):
+        # a target whose value is a lifted slice as it is (a copy the plan leaves out): its buffer would be the memory
+        # of the buffer it slices; realized without lifting, it gets one of its own
+        return realize_uops(targets, default_device, live_reads, placed, lift=False)
     buffers = _schedule_buffers(plan, held)
     if plan.linear.src:
         scratch = [(plan.new_buffers[b - plan.n_inputs], buffers[b]) for b in plan.scratch] if _captures else []

@@ -85,6 +85,8 @@ class GraphWalk:
     inputs: list[UOp]
     key: tuple
     marked: list[UOp]  # the nodes realize looks at (MARKED_OPS: storage, calls, writes, bound variables), in order
+    #: the slices of realized buffers the walk took as inputs (`contiguous_slice`; only when asked to lift them)
+    lifted: list[UOp] = field(default_factory=list)
 
 
 _ENTERED = -1  # a walk's state of a node whose sources are being walked
@@ -93,12 +95,58 @@ _ENTERED = -1  # a walk's state of a node whose sources are being walked
 MARKED_OPS = frozenset({Ops.BUFFER, Ops.COPY, Ops.AFTER, Ops.BIND, Ops.STORE, Ops.CALL})
 
 
-def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device: str) -> GraphWalk:
+def contiguous_slice(node: UOp) -> tuple[UOp, int] | None:
+    """For a SHRINK of a buffer on a CPU device that keeps one contiguous run of its elements (a batch of rows
+    `x[i:i + n]`, a row `x[i]`, a slice of a row `x[i][j:k]`: SHRINKs and RESHAPEs down to the BUFFER): the BUFFER and
+    the run's first element. None otherwise (a column slice, a symbolic bound, a view of something computed)."""
+    return _run_of(node) if node.op is Ops.SHRINK else None
+
+
+def _run_of(node: UOp) -> tuple[UOp, int] | None:
+    """(BUFFER, first element) when `node`'s elements, in row-major order, are one contiguous run of a CPU buffer's."""
+    if node.op is Ops.BUFFER:
+        device = node.arg.device
+        return (node, 0) if not node.arg.unbound and type(device) is str and device.startswith("CPU") else None
+    if node.op is Ops.RESHAPE:  # the same elements in the same order
+        return _run_of(node.src[0])
+    if node.op is not Ops.SHRINK or (inner := _run_of(node.src[0])) is None:
+        return None
+    shape = node.src[0].shape_or_none
+    bounds = node.src[1:]
+    if shape is None or any(type(d) is not int for d in shape) or any(b.op is not Ops.CONST or type(b.arg) is not int for b in bounds):
+        return None
+    first, stride, outer = 0, 1, False  # `outer`: an axis inside the run is cut, so every axis outside keeps one element
+    for axis in range(len(shape) - 1, -1, -1):
+        b, e = bounds[2 * axis].arg, bounds[2 * axis + 1].arg
+        if e <= b or (outer and e - b != 1):
+            return None
+        if (b, e) != (0, shape[axis]):
+            outer = True
+        first += b * stride
+        stride *= shape[axis]
+    return inner[0], inner[1] + first
+
+
+def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device: str, lift: bool = False) -> GraphWalk:
     """Toposort the graph under `targets`, stopping at BUFFERs, at bound variables and at nodes in `leaves` (already
     realized). The body of a value call (`call_with_outputs`, `@function`) is walked too: the passes inline it, so what
     it reads besides its parameters (a buffer or realized tensor it captured, `allow_implicit`) is an input like any
-    other."""
+    other.
+
+    `lift`: a contiguous slice of a buffer (`contiguous_slice`) is an input of its own, a view of the buffer's memory
+    at its offset, rather than a SHRINK whose bounds are constants of the kernels that read it: a loop over a dataset's
+    batches `x[i * n:(i + 1) * n]` then runs the kernels of its first batch (each batch was a new kernel to compile,
+    70-170 ms a step). Not a slice that is itself a target, or a view of one (its buffer would be the memory of the
+    buffer it slices, not a value of its own)."""
     sink = UOp.sink(*targets)
+    lifted: list[UOp] = []
+    kept: set[UOp] = set()  # slices a target views (not lifted)
+    if lift:
+        for t in targets:
+            while t.op in GroupOp.Movement:
+                if t.op is Ops.SHRINK:
+                    kept.add(t)
+                t = t.src[0]
     # one pass, depth first, each node's key entry made as it is finished (every source has its position then): the
     # toposort with a gate closure followed by a second loop over its order took 1.7x as long (0.5 ms of an eager MLP
     # training step's ~300 nodes). A node popped again after it was entered is finished (see `UOp.toposort`); a node
@@ -113,7 +161,7 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
     inlined: set[UOp] = set()  # the bodies of value calls met
     stack = [sink]
     pop, push, at, state = stack.pop, stack.append, position.__getitem__, position.get
-    SINK, BUFFER, BIND, CALL = Ops.SINK, Ops.BUFFER, Ops.BIND, Ops.CALL
+    SINK, BUFFER, BIND, CALL, SHRINK = Ops.SINK, Ops.BUFFER, Ops.BIND, Ops.CALL, Ops.SHRINK
     while stack:
         node = pop()
         if (seen := state(node)) is not None and seen >= 0:
@@ -141,6 +189,10 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
             entry = ("in", node.dtype, node.shape, node.device)
         elif op is SINK and node is not sink and node not in inlined:  # a hand-written kernel's body is opaque
             entry = ("body", node)
+        elif lift and op is SHRINK and node not in kept and (piece := contiguous_slice(node)) is not None:
+            inputs.append(node)
+            lifted.append(node)
+            entry = ("in", node.dtype, node.shape, piece[0].arg.device)
         elif not node.src:  # a leaf (a constant, a shape's size): finished at once, without entering it first
             arg = node.arg
             entry = (op, node.dtype, _arg_key(arg) if type(arg) in (float, str) else arg, ())
@@ -159,7 +211,7 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
             marked.append(node)
         key.append(entry)
     key.append(tuple(map(at, targets)))
-    return GraphWalk(nodes, inputs, tuple(key), marked)
+    return GraphWalk(nodes, inputs, tuple(key), marked, lifted)
 
 
 def _is_leaf_view(node: UOp, leaf_set: set[UOp]) -> UOp | None:

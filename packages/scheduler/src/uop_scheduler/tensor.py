@@ -42,7 +42,7 @@ from .nn_ops import NNMixin
 from .random import RandomMixin
 from .realizer import capturing, done, external_buffers, realize_uops, realized_buffers, written_versions
 from .reduce import ReduceMixin
-from .schedule import device_below
+from .schedule import contiguous_slice, device_below
 from .storage import file_span
 from .symbolic_sizes import concrete
 from .tensor_movement import TensorMovementMixin, index_tuple
@@ -99,6 +99,14 @@ def from_storage(raw: np.ndarray, dt: DType) -> np.ndarray:
     if dt is dtypes.bfloat16:
         return (raw.astype(np.uint32) << 16).view(np.float32)
     return np.vectorize(lambda code: fp8_to_float(int(code), dt), otypes=[np.float32])(raw)
+
+
+def _contiguous_run(u: UOp) -> tuple[UOp, int] | None:
+    """For a reshape of a contiguous slice of a buffer (`schedule.contiguous_slice`): the buffer and the slice's first
+    element; None otherwise."""
+    while u.op is Ops.RESHAPE:
+        u = u.src[0]
+    return contiguous_slice(u) if u.op is Ops.SHRINK else None
 
 
 def _is_buffer_view(u: UOp) -> bool:
@@ -562,6 +570,10 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
             dt = strong_dtype(self.dtype)  # (a weakly typed value reads back as the default int or float)
             return from_storage(np.zeros(shape, numpy_dtype(dt)), dt)
         self.realize()
+        if (run := _contiguous_run(self.uop)) is not None:  # `x[i]`, `x[i:j]` of a buffer: its bytes, no kernel
+            base, first = run
+            n = math.prod(shape)
+            return from_storage(buffer_for(base).view(n, base.dtype, first * base.dtype.itemsize).numpy(), self.dtype).reshape(shape)
         if not _is_buffer_view(self.uop):
             return Tensor(self.uop.contiguous(), device=self.device).numpy()
         return from_storage(buffer_for(self.uop.base).numpy()[:math.prod(shape)], self.dtype).reshape(shape)
