@@ -224,6 +224,9 @@ def test_random_argument_errors():
                  lambda: Tensor.uniform(3, low=5.0, high=3.0), lambda: Tensor.normal(3, std=-1)):
         with pytest.raises(ArgumentError):
             call()
+    for device in (("CPU:0", "CPU:1"), ["CPU:0", "CPU:1"]):  # several devices: one error line, no ShardedTensor traceback
+        with pytest.raises(ArgumentError, match="drawn on one device"):
+            Tensor.randn(4, 3, device=device)
     np.testing.assert_array_equal(Tensor.randint(16, low=np.int64(5), high=6).numpy(), np.full(16, 5))
 
 

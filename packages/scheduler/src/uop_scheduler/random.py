@@ -95,6 +95,8 @@ class RandomMixin:
         if any(isinstance(d, UOp) for d in given):
             raise ArgumentError(f"random tensors need a concrete shape, got the symbolic {shape_str(given)} "
                                 "(dropout of a tensor shrunk by a Variable included): draw the full size and shrink it")
+        if device is not None and not isinstance(device, str):  # (tinygrad refuses it too)
+            raise ArgumentError(f"random tensors are drawn on one device, got device={device!r}: draw on one and shard the result")
         dims = tensor_cls._shape_arg(shape)
         dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
         bits = cls._random_bits(math.prod(dims), device)
