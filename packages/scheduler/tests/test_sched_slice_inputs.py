@@ -151,3 +151,61 @@ def test_reading_a_run_back_copies_its_bytes():
     assert (counters.kernels, CCompiler.invocations) == (kernels, compiles)
     np.testing.assert_array_equal(x[:, 1, 2].numpy(), xn[:, 1, 2])
     assert counters.kernels > kernels
+
+
+def _index(draw, shape: tuple[int, ...]) -> tuple:
+    """A random basic index of `shape`: per axis an int, a slice (with a step sometimes) or the whole axis."""
+    from hypothesis import strategies as st
+
+    out = []
+    for n in shape[:draw(st.integers(1, len(shape)))]:
+        kind = draw(st.sampled_from(["int", "slice", "full", "step"]))
+        if kind == "int":
+            out.append(draw(st.integers(-n, n - 1)))
+        elif kind == "full":
+            out.append(slice(None))
+        else:
+            a = draw(st.integers(0, n - 1))
+            b = draw(st.integers(a + 1, n))
+            out.append(slice(a, b, draw(st.integers(2, 3)) if kind == "step" else None))
+    return tuple(out)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int16])
+def test_random_slices_reads_and_writes_match_numpy(dtype):
+    """Generated programs over a realized buffer: two basic indexes read (each often a contiguous run), combined, reduced
+    and read back, with writes into the buffer in between (through a slice, whole): every value as numpy's."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=40, deadline=None, derandomize=True)
+    @given(data=st.data())
+    def check(data):
+        shape = tuple(data.draw(st.lists(st.integers(1, 6), min_size=1, max_size=3)))
+        xn = (np.arange(np.prod(shape)).reshape(shape) % 23 - 11).astype(dtype)
+        x = Tensor(xn.copy()).realize()
+        want = xn.copy()
+        for _ in range(data.draw(st.integers(1, 3))):
+            i, j = _index(data.draw, shape), _index(data.draw, shape)
+            a, b = x[i], x[j]
+            got_a = (a * 2 + 1).numpy()
+            np.testing.assert_array_equal(got_a, want[i] * 2 + 1)
+            np.testing.assert_array_equal(a.numpy(), want[i])
+            if b.shape == a.shape:
+                np.testing.assert_array_equal((a + b).numpy(), want[i] + want[j])
+            if a.ndim:
+                np.testing.assert_array_equal(a.sum(-1).numpy(), want[i].sum(-1, dtype=np.int32 if dtype == np.int16 else dtype))
+            lazy = a + 0  # read before the write below, realized after it
+            keep = want[i] + 0
+            what = data.draw(st.sampled_from(["slice", "whole", "none"]))
+            if what == "slice":
+                k = _index(data.draw, shape)
+                x[k] = x[k] * 3 - 1
+                want[k] = want[k] * 3 - 1
+            elif what == "whole":
+                x.assign(x + 5).realize()
+                want += 5
+            np.testing.assert_array_equal(lazy.numpy(), keep)
+            np.testing.assert_array_equal(x.numpy(), want)
+
+    check()
