@@ -209,3 +209,24 @@ def test_random_slices_reads_and_writes_match_numpy(dtype):
             np.testing.assert_array_equal(x.numpy(), want)
 
     check()
+
+
+def test_an_int_index_is_the_view_the_general_index_builds():
+    """`x[i]` (taken by a shortcut) is the view `x[(i,)]` builds: the same node and view steps, writes through it land
+    in x, and an index out of range is the same error."""
+    from uop_scheduler.errors import TensorIndexError
+
+    xn = RNG.standard_normal((4, 3)).astype(np.float32)
+    x = Tensor(xn.copy()).realize()
+    for i in range(-4, 4):
+        fast, general = x[i], x[(i,)]
+        assert fast.uop is general.uop and fast._chain == general._chain and fast._root is general._root
+    x[1] = x[1] * 10
+    xn[1] *= 10
+    np.testing.assert_array_equal(x.numpy(), xn)
+    for bad in (4, -5):
+        with pytest.raises(TensorIndexError) as fast_error:
+            x[bad]
+        with pytest.raises(TensorIndexError) as general_error:
+            x[(bad,)]
+        assert str(fast_error.value) == str(general_error.value)

@@ -569,7 +569,8 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
         if math.prod(shape) == 0:
             dt = strong_dtype(self.dtype)  # (a weakly typed value reads back as the default int or float)
             return from_storage(np.zeros(shape, numpy_dtype(dt)), dt)
-        self.realize()
+        if pending or _contiguous_run(self.uop) is None:  # (a view of a buffer with no write pending stays as it is)
+            self.realize()
         if (run := _contiguous_run(self.uop)) is not None:  # `x[i]`, `x[i:j]` of a buffer: its bytes, no kernel
             base, first = run
             n = math.prod(shape)

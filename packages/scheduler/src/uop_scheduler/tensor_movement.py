@@ -326,6 +326,11 @@ class TensorMovementMixin(TensorFields):
         indices (tinygrad's and torch's reading)."""
         if indices is Ellipsis:
             return self
+        if type(indices) is int and self.ndim and type(n := self.shape[0]) is int:  # `x[i]`, the commonest index: the
+            # view steps the general path below records for it, without its parsing (a loop over rows paid it per row)
+            if indices >= n or indices < -n:
+                raise TensorIndexError(f"index={indices} is out of bounds with size={n} for dim 0 of {shape_str(self.shape)}")
+            return self._slice_axis(0, indices if indices >= 0 else n + indices, 1, 1).reshape(self.shape[1:])
         tensor_cls = type(self)
         indices = index_tuple(indices, tensor_cls)
         if not isinstance(indices, tuple):
