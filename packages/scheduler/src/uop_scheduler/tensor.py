@@ -569,9 +569,11 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
         if math.prod(shape) == 0:
             dt = strong_dtype(self.dtype)  # (a weakly typed value reads back as the default int or float)
             return from_storage(np.zeros(shape, numpy_dtype(dt)), dt)
-        if pending or _contiguous_run(self.uop) is None:  # (a view of a buffer with no write pending stays as it is)
+        run = _contiguous_run(self.uop)
+        if pending or run is None:  # (a view of a buffer with no write pending stays as it is)
             self.realize()
-        if (run := _contiguous_run(self.uop)) is not None:  # `x[i]`, `x[i:j]` of a buffer: its bytes, no kernel
+            run = _contiguous_run(self.uop)
+        if run is not None:  # `x[i]`, `x[i:j]` of a buffer: its bytes, no kernel
             base, first = run
             n = math.prod(shape)
             return from_storage(buffer_for(base).view(n, base.dtype, first * base.dtype.itemsize).numpy(), self.dtype).reshape(shape)
