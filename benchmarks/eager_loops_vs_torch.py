@@ -19,13 +19,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
 import numpy as np
+from ops_vs_torch import peer_results  # (benchmarks/, this script's directory, is first on the path)
 
 ROWS, BATCH, CHECKED = 6400, 64, 3  # dataset rows, batch rows, training steps whose losses are compared
+LOOPS = ("batches", "dropout", "rows", "items")
 
 
 def data() -> dict[str, np.ndarray]:
@@ -132,20 +133,14 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    names = args.loops or ["batches", "dropout", "rows", "items"]
-    if unknown := [n for n in names if n not in ("batches", "dropout", "rows", "items")]:
-        print(f"error: unknown loop(s) {', '.join(unknown)}; choose from batches, dropout, rows, items", file=sys.stderr)
+    names = args.loops or list(LOOPS)
+    if unknown := [n for n in names if n not in LOOPS]:
+        print(f"error: unknown loop(s) {', '.join(unknown)}; choose from {', '.join(LOOPS)}", file=sys.stderr)
         raise SystemExit(1)
     if args.worker:
         worker(names, args.steps)
         return
-    theirs: dict[str, list] = {}
-    if args.torch_python:
-        result = subprocess.run([args.torch_python, __file__, "--worker", "--steps", str(args.steps), *names], capture_output=True, text=True)
-        if result.returncode != 0:
-            print(f"  PyTorch failed: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.returncode}", file=sys.stderr)
-        else:
-            theirs = json.loads(result.stdout.strip().splitlines()[-1])
+    theirs = peer_results(args.torch_python, __file__, ["--steps", str(args.steps)], names)
     table = loops("ours")
     print(f"{'loop':9} {'ours ms':>10} {'PyTorch ms':>11} {'ratio':>8} {'max |diff|':>11}")
     lines = []

@@ -100,6 +100,18 @@ def worker(names: list[str], calls: int) -> None:
     print(json.dumps(out))
 
 
+def peer_results(torch_python: str | None, script: str, options: list[str], names: list[str]) -> dict[str, list]:
+    """PyTorch's side of a sweep: `script --worker *options *names` run by `torch_python`, its last output line read as
+    JSON ({name: [seconds, ...]}); {} when no interpreter is given or the worker fails (said on stderr)."""
+    if not torch_python:
+        return {}
+    result = subprocess.run([torch_python, script, "--worker", *options, *names], capture_output=True, text=True)
+    if result.returncode != 0:
+        print(f"  PyTorch failed: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.returncode}", file=sys.stderr)
+        return {}
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("ops", nargs="*", help="the ops to run (default: all)")
@@ -115,13 +127,7 @@ def main() -> None:
     if args.worker:
         worker(names, args.calls)
         return
-    theirs: dict[str, list] = {}
-    if args.torch_python:
-        result = subprocess.run([args.torch_python, __file__, "--worker", "--calls", str(args.calls), *names], capture_output=True, text=True)
-        if result.returncode != 0:
-            print(f"  PyTorch failed: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.returncode}", file=sys.stderr)
-        else:
-            theirs = json.loads(result.stdout.strip().splitlines()[-1])
+    theirs = peer_results(args.torch_python, __file__, ["--calls", str(args.calls)], names)
     print(f"{'op':13} {'ours ms':>10} {'PyTorch ms':>11} {'ratio':>8} {'max |diff|':>11}")
     lines = []
     for name in names:

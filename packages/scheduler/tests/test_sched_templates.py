@@ -381,6 +381,18 @@ def test_elementwise_composites_are_templates():
         assert any(isinstance(v, _Template) for v in getattr(Tensor, method).templates.values()), name
 
 
+def _graph_and_grads(build, *params):
+    """`build()`'s graph node, and for a float result the gradient nodes its sum's backward gives `params` (None each
+    for a param without one)."""
+    for p in params:
+        p.grad = None
+    out = build()
+    if not dtypes.is_float(out.dtype):
+        return out.uop, None
+    out.sum().backward()
+    return out.uop, tuple(p.grad.uop if p.grad is not None else None for p in params)
+
+
 def test_indexing_sorting_and_scans_are_the_graphs_built_as_written():
     """Indexing by int tensors, gather, sort (rank count and merge network), topk's picks and the running ops
     (short, and in blocks) are templates: traced and rebuilt over new inputs, each graph is the node the op builds as
@@ -395,14 +407,6 @@ def test_indexing_sorting_and_scans_are_the_graphs_built_as_written():
             lambda: x.cumsum(1), lambda: x.cumprod(0), lambda: x.cummax(1)[0], lambda: v.cumsum(0), lambda: v.sort(0)[0],
         ]
 
-    def run(build, x, v):
-        x.grad = v.grad = None
-        out = build()
-        if not dtypes.is_float(out.dtype):
-            return out.uop, None
-        out.sum().backward()
-        return out.uop, (x.grad.uop if x.grad is not None else None, v.grad.uop if v.grad is not None else None)
-
     old = reduce_module.SORT_NETWORK_COMPARISONS
     reduce_module.SORT_NETWORK_COMPARISONS = 200 * 200  # (v's 300 elements sort by the network)
     try:
@@ -411,9 +415,9 @@ def test_indexing_sorting_and_scans_are_the_graphs_built_as_written():
             idx = Tensor(RNG.integers(-4, 4, 4).astype(np.int32)).realize()
             idx2 = Tensor(RNG.integers(0, 6, 3).astype(np.int32)).realize()
             for i, build in enumerate(cases(x, idx, idx2, v)):
-                got = run(build, x, v)
+                got = _graph_and_grads(build, x, v)
                 with _templates_off():
-                    assert run(build, x, v) == got, i
+                    assert _graph_and_grads(build, x, v) == got, i
     finally:
         reduce_module.SORT_NETWORK_COMPARISONS = old
     for method in ("_index_at", "gather", "_sort_indices", "_pick_indices", "_cumulative"):
@@ -433,21 +437,13 @@ def test_reductions_shapes_and_int_division_are_the_graphs_built_as_written():
             lambda: i % -4, lambda: i // j, lambda: i % j, lambda: 7 // j, lambda: x // 0.5, lambda: x % y,
         ]
 
-    def run(build, x, y):
-        x.grad = y.grad = None
-        out = build()
-        if not dtypes.is_float(out.dtype):
-            return out.uop, None
-        out.sum().backward()
-        return out.uop, (x.grad.uop if x.grad is not None else None, y.grad.uop if y.grad is not None else None)
-
     for _ in range(2):  # traced, then rebuilt over new inputs
         x, y = _t(4, 6, requires_grad=True), _t(4, 6, requires_grad=True)
         i = Tensor(RNG.integers(-9, 9, 6).astype(np.int32)).realize()
         j = Tensor(RNG.choice(np.array([-3, -1, 0, 2, 5], np.int32), 6)).realize()
         for k, build in enumerate(cases(x, y, i, j)):
-            got = run(build, x, y)
+            got = _graph_and_grads(build, x, y)
             with _templates_off():
-                assert run(build, x, y) == got, k
+                assert _graph_and_grads(build, x, y) == got, k
     for method in ("mean", "var", "std", "min", "argmax", "normalize", "_tri", "einsum", "roll", "_one_hot", "_pad_by_mode", "floordiv", "mod"):
         assert any(isinstance(t, _Template) for t in getattr(Tensor, method).templates.values()), method

@@ -36,7 +36,7 @@ from hcq_runtime import (
 from uopir import GroupOp, Ops, UOp, dtypes
 
 from .call_values import in_place_arity, in_place_overwritten
-from .schedule import BufferSpec, GraphWalk, Schedule, bytes_only, contiguous_slice, device_below_in, walk_graph
+from .schedule import BufferSpec, GraphWalk, Schedule, bytes_only, device_below_in, walk_graph
 from .schedule_rewrites import cached_schedule
 from .storage import off_storage, touches_storage
 
@@ -139,16 +139,12 @@ def version_of(node: UOp) -> UOp:
 def _input_buffer(node: UOp) -> UOp:
     if node.op is Ops.BUFFER:
         return node
-    if node.op is Ops.SHRINK and node not in done:  # a slice a walk lifted (`contiguous_slice`)
-        return _slice_buffer(node)
     return written_versions[node] if node.op is Ops.AFTER else realized_buffers[node]
 
 
-def _slice_buffer(node: UOp) -> UOp:
-    """A new BUFFER over the memory of the slice `node` (a contiguous run of a buffer's elements)."""
-    piece = contiguous_slice(node)
-    assert piece is not None
-    base, first = piece
+def _slice_buffer(node: UOp, base: UOp, first: int) -> UOp:
+    """A new BUFFER over the memory of the slice `node`: the run of `base`'s elements from `first` (a lifted slice,
+    see `walk_graph`)."""
     size = math.prod(node.shape)
     ret = UOp.new_buffer(base.arg.device, size, node.dtype)
     bind_buffer(ret, buffer_for(base).view(size, node.dtype, first * node.dtype.itemsize))
@@ -175,11 +171,7 @@ def _lifted_alone(walk: GraphWalk) -> bool:
             written.update(_storage(s) for s in n.src[1:])
     # a version a write makes is a BUFFER of its own over the same memory: compared by memory too
     memory = {id(b.base) for w in written if (b := bound_buffer(w)) is not None}
-    for s in walk.lifted:
-        piece = contiguous_slice(s)
-        if piece is None or piece[0] in written or piece[0] in external_buffers or id(buffer_for(piece[0]).base) in memory:
-            return False
-    return True
+    return not any(base in written or base in external_buffers or id(buffer_for(base).base) in memory for base, _ in walk.lifted.values())
 
 
 def _schedule_buffers(plan: Schedule, held: list[UOp]) -> list[UOp]:
@@ -295,7 +287,8 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     alias: tuple[int, ...] = ()
     overwritten = [n.src[2] for n in walk.marked if n.op is Ops.STORE and len(n.src) == 3]
     overwritten += [v.base for n in walk.marked if in_place_arity(n) is not None for v in in_place_overwritten(n)]
-    held = [_input_buffer(n) for n in walk.inputs]  # the buffer of each input, asked once per realize
+    # the buffer of each input, asked once per realize (a lifted slice's a view of its buffer's memory)
+    held = [_slice_buffer(n, *piece) if (piece := walk.lifted.get(n)) is not None else _input_buffer(n) for n in walk.inputs]
     if overwritten:
         first: dict[UOp, int] = {}
         alias = tuple(first.setdefault(b, i) for i, b in enumerate(held))
@@ -304,7 +297,7 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
             reads = live_reads()
             live = frozenset(old for old in overwritten if version.get(old, old) in reads)
     plan = schedule_for(walk, plan_targets, default_device, live, alias, binds, held)
-    if walk.lifted and any(o < len(held) and walk.inputs[o].op is Ops.SHRINK for o in plan.outputs):
+    if walk.lifted and any(o < len(held) and walk.inputs[o] in walk.lifted for o in plan.outputs):
         # a target whose value is a lifted slice as it is (a copy the plan leaves out): its buffer would be the memory
         # of the buffer it slices; realized without lifting, it gets one of its own
         return realize_uops(targets, default_device, live_reads, placed, lift=False)

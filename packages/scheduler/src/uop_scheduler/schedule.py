@@ -85,8 +85,9 @@ class GraphWalk:
     inputs: list[UOp]
     key: tuple
     marked: list[UOp]  # the nodes realize looks at (MARKED_OPS: storage, calls, writes, bound variables), in order
-    #: the slices of realized buffers the walk took as inputs (`contiguous_slice`; only when asked to lift them)
-    lifted: list[UOp] = field(default_factory=list)
+    #: the slices of buffers the walk took as inputs, each with its buffer and first element (`contiguous_slice`; only
+    #: when asked to lift them)
+    lifted: dict[UOp, tuple[UOp, int]] = field(default_factory=dict)
 
 
 _ENTERED = -1  # a walk's state of a node whose sources are being walked
@@ -139,7 +140,7 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
     70-170 ms a step). Not a slice that is itself a target, or a view of one (its buffer would be the memory of the
     buffer it slices, not a value of its own)."""
     sink = UOp.sink(*targets)
-    lifted: list[UOp] = []
+    lifted: dict[UOp, tuple[UOp, int]] = {}
     kept: set[UOp] = set()  # slices a target views (not lifted)
     if lift:
         for t in targets:
@@ -191,7 +192,7 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
             entry = ("body", node)
         elif lift and op is SHRINK and node not in kept and (piece := contiguous_slice(node)) is not None:
             inputs.append(node)
-            lifted.append(node)
+            lifted[node] = piece
             entry = ("in", node.dtype, node.shape, piece[0].arg.device)
         elif not node.src:  # a leaf (a constant, a shape's size): finished at once, without entering it first
             arg = node.arg
