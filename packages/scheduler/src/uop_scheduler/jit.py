@@ -29,6 +29,7 @@ from uopir import Ops, UOp, dtypes
 from .errors import JitError
 from .random import JitRng, RandomMixin
 from .realizer import capture_linears, capturing
+from .schedule import OFFSET_VAR
 from .symbolic_sizes import bind_shape, bound_values, unbound_shape
 from .tensor import Tensor
 from .writes import all_tensors, storage_of
@@ -169,6 +170,9 @@ class _Captured:
     late: list[tuple[weakref.ref, UOp]] = dataclasses.field(default_factory=list)
     late_now: dict[UOp, UOp] = dataclasses.field(default_factory=dict)  # the latest replay's buffers for the captured ones
     relink: bool = False  # the step's internal buffers were let go (`free_intermediates`): link again at the next replay
+    # the offsets of written slices the recording binds (a write made before the capture and run in it: see
+    # `writes._written_view`), passed to every replay by their names, so each replay writes where the capture wrote
+    offsets: dict[str, int] = dataclasses.field(default_factory=dict)
 
     def free_intermediates(self) -> None:
         """Let go of the memory of the step's buffers that no live tensor or random state holds (a jitted step kept
@@ -378,8 +382,9 @@ class TinyJit(Generic[ReturnType]):
         out_info = [(unbound_shape(t.shape), t.dtype, t.device, b.arg.size) for t, b in zip(fresh, output_buffers)]
         buffers = [*input_buffers, *output_buffers]
         late = _late_tensors({id(t) for t in existing}, versions, set(buffers))
+        offsets = {a.expr: int(a.src[1].arg) for call in linear.src for a in call.src[1:] if a.op is Ops.BIND and a.expr.startswith(OFFSET_VAR)}
         self.captured = _Captured(_signature(inputs), linked, linear, buffers, out_info, aliased, _restructure(ret),
-                                  paths, rng if rng.calls else None, tuple(map(_view_of, inputs)), late)
+                                  paths, rng if rng.calls else None, tuple(map(_view_of, inputs)), late, offsets=offsets)
         self.cnt = self.warmup + 1  # calls made so far, as tinygrad counts them
         return ret
 
@@ -396,6 +401,8 @@ class TinyJit(Generic[ReturnType]):
                                "for any), or call .reset() to capture again")
         input_buffers = [_buffer_of(t) for t in inputs]
         outputs = [UOp.new_buffer(device, size, dtype) for _, dtype, device, size in cap.outputs]
+        if cap.offsets:
+            var_vals = {**cap.offsets, **var_vals}
         start = time.perf_counter()
         if cap.rng is not None:
             cap.rng.fill()  # the step's random tensors continue the eager sequence

@@ -36,7 +36,7 @@ from hcq_runtime import (
 from uopir import GroupOp, Ops, UOp, dtypes
 
 from .call_values import in_place_arity, in_place_overwritten
-from .schedule import BufferSpec, GraphWalk, Schedule, bytes_only, device_below_in, walk_graph
+from .schedule import BufferSpec, GraphWalk, Schedule, bytes_only, device_below_in, scheduled_variables, walk_graph
 from .schedule_rewrites import cached_schedule
 from .storage import off_storage, touches_storage
 
@@ -250,12 +250,12 @@ def _as_recorded(linear: UOp, rebound: list[UOp]) -> UOp:
 
 
 def schedule_for(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, live: frozenset[UOp] = frozenset(),
-                 alias: tuple[int, ...] = (), binds: list[UOp] | None = None, held: list[UOp] | None = None) -> Schedule:
+                 alias: tuple[int, ...] = (), variables: dict[UOp, UOp] | None = None, held: list[UOp] | None = None) -> Schedule:
     """The (cached) schedule of a walked graph (`schedule_rewrites.cached_schedule`; a TinyJit capture keeps its own).
     `held`: the inputs' buffers when the caller has them already."""
     store = _capture_plans[-1] if _capture_plans else True
     held = held if held is not None else [_input_buffer(n) for n in walk.inputs]
-    return cached_schedule(walk, targets, [b.arg.device for b in held], default_device, live, alias, store, binds or ())
+    return cached_schedule(walk, targets, [b.arg.device for b in held], default_device, live, alias, store, variables or {})
 
 
 def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Callable[[], set[UOp]] | None = None,
@@ -268,9 +268,12 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     if bytes_only(default_device):  # values of constants alone copied into a file are computed on the default device
         default_device = Device.DEFAULT
     # contiguous slices of buffers are inputs of their own (`walk_graph`'s `lift`), unless a capture records the run
-    walk = walk_graph(plan_targets := targets, done, default_device, lift=lift and not _captures)
+    # (and written slices' offsets are keyed by their order; not under a capture either: a replay passes each
+    # recorded offset by its own name, see `jit`)
+    by_order = not _captures
+    walk = walk_graph(plan_targets := targets, done, default_device, lift=lift and not _captures, by_order=by_order)
     if walk.lifted and not _lifted_alone(walk):
-        walk = walk_graph(plan_targets, done, default_device)
+        walk = walk_graph(plan_targets, done, default_device, by_order=by_order)
     # (the CPU's launch threads wake now, while the schedule is looked up, not at the first kernel; a device from
     # another package may not define the CompiledDevice hook. Not under a capture, which queues its kernels: woken for
     # nothing at each of an LLM capture's ~180 realizes, they cost the caller a wake-up each and then spun on a core
@@ -279,10 +282,10 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
         expect_work()
     if touches_storage(walk.marked):
         # views of a file's buffer are computed from a copy of the bytes they read (a DISK device runs no kernels)
-        walk = walk_graph(plan_targets := off_storage(targets, default_device), done, default_device)
+        walk = walk_graph(plan_targets := off_storage(targets, default_device), done, default_device, by_order=by_order)
     # bound variables are scheduled as their variables (one schedule and one compile for every value), run with the values
-    binds = [n for n in walk.marked if n.op is Ops.BIND]
-    var_vals = {b.src[0].arg[0]: int(b.src[1].arg) for b in binds}
+    variables = scheduled_variables([n for n in walk.marked if n.op is Ops.BIND], by_order)
+    var_vals = {var.arg[0]: int(b.src[1].arg) for b, var in variables.items()}
     live: frozenset[UOp] = frozenset()
     alias: tuple[int, ...] = ()
     overwritten = [n.src[2] for n in walk.marked if n.op is Ops.STORE and len(n.src) == 3]
@@ -296,7 +299,7 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
             version = {n: held[i] for i, n in enumerate(walk.inputs)}
             reads = live_reads()
             live = frozenset(old for old in overwritten if version.get(old, old) in reads)
-    plan = schedule_for(walk, plan_targets, default_device, live, alias, binds, held)
+    plan = schedule_for(walk, plan_targets, default_device, live, alias, variables, held)
     if walk.lifted and any(o < len(held) and walk.inputs[o] in walk.lifted for o in plan.outputs):
         # a target whose value is a lifted slice as it is (a copy the plan leaves out): its buffer would be the memory
         # of the buffer it slices; realized without lifting, it gets one of its own

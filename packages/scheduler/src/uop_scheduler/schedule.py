@@ -59,6 +59,9 @@ class Schedule:
     runs: list = field(default_factory=lambda: [0, None], repr=False)
 
 
+#: the name of every variable a write binds for where a slice it writes starts (`writes.write`), before its number.
+#: Realize schedules these by their order in the walked graph (`scheduled_variables`), so one schedule serves every offset
+OFFSET_VAR = "slice_at"
 OWN_COPY = "copy before a write"  # the arg of every own copy (writes.own_copy), before its number
 
 
@@ -128,11 +131,15 @@ def _run_of(node: UOp) -> tuple[UOp, int] | None:
     return inner[0], inner[1] + first
 
 
-def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device: str, lift: bool = False) -> GraphWalk:
+def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device: str, lift: bool = False,
+               by_order: bool = False) -> GraphWalk:
     """Toposort the graph under `targets`, stopping at BUFFERs, at bound variables and at nodes in `leaves` (already
     realized). The body of a value call (`call_with_outputs`, `@function`) is walked too: the passes inline it, so what
     it reads besides its parameters (a buffer or realized tensor it captured, `allow_implicit`) is an input like any
     other.
+
+    `by_order`: a written slice's offset variable (`OFFSET_VAR`) is keyed by its order among them, not by its name
+    (see `scheduled_variables`).
 
     `lift`: a contiguous slice of a buffer (`contiguous_slice`) is an input of its own, a view of the buffer's memory
     at its offset, rather than a SHRINK whose bounds are constants of the kernels that read it: a loop over a dataset's
@@ -160,6 +167,7 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
     key: list[Any] = [default_device]
     marked: list[UOp] = []
     inlined: set[UOp] = set()  # the bodies of value calls met
+    offsets: dict[str, int] = {}  # the written slices' offset variables met, by name, in order
     stack = [sink]
     pop, push, at, state = stack.pop, stack.append, position.__getitem__, position.get
     SINK, BUFFER, BIND, CALL, SHRINK = Ops.SINK, Ops.BUFFER, Ops.BIND, Ops.CALL, Ops.SHRINK
@@ -184,7 +192,11 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
                 inputs.append(node)
                 entry = ("in", node.dtype, node.shape, node.device)
         elif op is BIND:  # a bound variable is its variable here (its value is passed at run time): one schedule for every value
-            entry = (op, node.dtype, node.src[0].arg)
+            var = node.src[0].arg
+            if by_order and var[0].startswith(OFFSET_VAR):  # a written slice's offset: by its order (see `scheduled_variables`)
+                entry = (op, node.dtype, (OFFSET_VAR, offsets.setdefault(var[0], len(offsets)), *var[1:]))
+            else:
+                entry = (op, node.dtype, var)
         elif node in leaves:  # realized already (`leaves` is asked once per node: it may be a costly container)
             inputs.append(node)
             entry = ("in", node.dtype, node.shape, node.device)
@@ -213,6 +225,24 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
         key.append(entry)
     key.append(tuple(map(at, targets)))
     return GraphWalk(nodes, inputs, tuple(key), marked, lifted)
+
+
+def scheduled_variables(binds: list[UOp], by_order: bool) -> dict[UOp, UOp]:
+    """The variable each bound variable of a walked graph (`binds`, in walk order) is scheduled as: its own, or with
+    `by_order` (as the walk was made), for the offset of a written slice (`OFFSET_VAR`), a variable named by the order of
+    the offsets in the walk. A later write at other offsets has fresh variables in the same places; named the same way,
+    they are the same schedule and the same kernels (compiled once), run with the new values."""
+    ret: dict[UOp, UOp] = {}
+    order: dict[UOp, UOp] = {}
+    for b in binds:
+        var = b.src[0]
+        if by_order and var.arg[0].startswith(OFFSET_VAR):
+            if var not in order:
+                order[var] = UOp.variable(f"{OFFSET_VAR}{len(order)}", var.arg[1], var.arg[2], var.dtype)
+            ret[b] = order[var]
+        else:
+            ret[b] = var
+    return ret
 
 
 def _is_leaf_view(node: UOp, leaf_set: set[UOp]) -> UOp | None:

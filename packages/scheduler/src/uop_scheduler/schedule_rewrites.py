@@ -80,14 +80,15 @@ class Parameterised:
 
 
 def parameterise(targets: tuple[UOp, ...], inputs: list[UOp], devices: list[str], alias: tuple[int, ...] = (),
-                 live: frozenset[UOp] = frozenset(), binds: tuple[UOp, ...] | list[UOp] = ()) -> Parameterised:
+                 live: frozenset[UOp] = frozenset(), variables: dict[UOp, UOp] | None = None) -> Parameterised:
     """The targets' graph with input `i` replaced by PARAM slot `i` on `devices[i]` (where its buffer is: a realized
     graph of constants has no device of its own). An own copy's counter (writes.own_copy) is left out of its arg, so one
-    schedule serves them all; a bound variable is its variable (the value is passed at run time). `alias` (by input
-    position) and `live` (nodes of the graph) as in `cached_schedule`."""
+    schedule serves them all; a bound variable is the variable `variables` maps it to (`schedule.scheduled_variables`:
+    the value is passed at run time). `alias` (by input position) and `live` (nodes of the graph) as in
+    `cached_schedule`."""
     # named: a call body's own PARAMs (inlined below) must not be the same hash-consed nodes as the graph's slots
     subs = {leaf: UOp.param(i, leaf.dtype, leaf.shape_or_none, device, name=_SLOT_NAME) for i, (leaf, device) in enumerate(zip(inputs, devices))}
-    slots = {**subs, **{b: b.src[0] for b in binds}}
+    slots = {**subs, **(variables or {})}
     both = UOp.sink(UOp.sink(*targets), UOp.sink(*live)).substitute(slots)
     nodes = _nodes(both.src[0])  # (the live versions are nodes of the targets' graph)
     if any(is_call_output(n) for n in nodes):  # a call's outputs are its inlined values (a precompiled one's in a kernel)
@@ -459,12 +460,12 @@ def finish(sched: Linearized, default_device: str, afters: tuple[tuple[int, int]
 
 def cached_schedule(walk: GraphWalk, targets: tuple[UOp, ...], devices: list[str], default_device: str,
                     live: frozenset[UOp] = frozenset(), alias: tuple[int, ...] = (), store: bool | dict = True,
-                    binds: tuple[UOp, ...] | list[UOp] = ()) -> Schedule:
+                    variables: dict[UOp, UOp] | None = None) -> Schedule:
     """The schedule of the walked graph under `targets` (its inputs held on `devices`), cached by structure
     (`schedule.clear_schedule_cache` clears the cache). `live`: versions (nodes of the graph) that values outside the
     schedule still read, kept when overwritten; `alias[i]`: the first input holding the same buffer as input i; `store`:
-    False looks up without keeping a new schedule, a dict keeps it there instead (a TinyJit capture's own); `binds`: the
-    graph's bound variables, scheduled as their variables."""
+    False looks up without keeping a new schedule, a dict keeps it there instead (a TinyJit capture's own); `variables`:
+    the variable each of the graph's bound variables is scheduled as (`schedule.scheduled_variables`)."""
     # the walk's structural key describes the parameterised graph node by node (ops, dtypes, args, input slots), so it
     # stands for it here: equal keys, equal parameterised graphs (test_sched_schedule_rewrites checks both ways), and
     # the walk a realize needs anyway computes it, where building the parameterised graph costs a rebuild of every node
@@ -475,7 +476,7 @@ def cached_schedule(walk: GraphWalk, targets: tuple[UOp, ...], devices: list[str
     local = store if isinstance(store, dict) else None
     if local is not None and (plan := local.get(key)) is not None:
         return plan
-    graph = parameterise(targets, walk.inputs, devices, alias, live, binds)
+    graph = parameterise(targets, walk.inputs, devices, alias, live, variables)
     position = {n: i for i, n in enumerate(walk.inputs)}
     leaves = set(walk.inputs)
     afters = tuple((i, position[n.src[0]]) for i, n in enumerate(walk.nodes)

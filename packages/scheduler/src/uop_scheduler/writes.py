@@ -26,8 +26,8 @@ from uopir import GroupOp, Ops, UOp, dtypes
 from .call_values import computed_arguments, is_call_output, is_kernel_output, kernel_output_before, version_under
 from .errors import TensorRuntimeError
 from .identity import IdentitySet
-from .realizer import before_capture, done, version_of
-from .schedule import OWN_COPY
+from .realizer import before_capture, capturing, done, version_of
+from .schedule import OFFSET_VAR, OWN_COPY
 
 if TYPE_CHECKING:
     from .tensor import Tensor
@@ -215,11 +215,36 @@ def write(target: Tensor, value: Tensor) -> None:
     base = storage.src[0] if storage.op is Ops.AFTER else storage
     new = UOp.new_buffer(base.arg.device, base.arg.size, base.dtype)
     bind_buffer(new, buffer_for(base))
-    st = UOp(Ops.STORE, dtypes.void, (apply_chain(new, write_chain), value.uop, storage))
+    st = UOp(Ops.STORE, dtypes.void, (_written_view(new, write_chain), value.uop, storage))
     root.uop = apply_chain(new.after(st), tuple(reversed(root_chain)))
     root._borrowed = False
     rebind_views(root)
     pending[root] = None
+
+
+_offset_names = itertools.count()
+
+
+def _written_view(new: UOp, chain: tuple[ViewStep, ...]) -> UOp:
+    """`new` seen through the write's view steps, where a slice's cut axes start at bound variables
+    (`schedule.OFFSET_VAR`) rather than at constants: realize schedules the write by the variables' order, so writing
+    `out[i * n:(i + 1) * n]` at every step of a loop compiles its kernel once, not once per offset. Under a TinyJit
+    capture the bounds stay constants (a replay writes where the capture wrote)."""
+    u = new
+    for op, arg in chain:
+        if op is Ops.SHRINK and not capturing() and all(type(d) is int for d in u.shape) and \
+                all(type(b) is int and type(e) is int for b, e in arg) and any((b, e) != (0, d) for (b, e), d in zip(arg, u.shape)):
+            bounds = []
+            for (b, e), d in zip(arg, u.shape):
+                if (b, e) == (0, d):
+                    bounds.append((b, e))
+                else:
+                    at = UOp.variable(f"{OFFSET_VAR}{next(_offset_names)}", 0, d - (e - b)).bind(b)
+                    bounds.append((at, at + (e - b)))
+            u = u.shrink(tuple(bounds))
+        else:
+            u = apply_view(u, (op, arg))
+    return u
 
 
 def write_by_kernel(kernel: UOp, info: Any, written: list[Tensor], reads: list[UOp]) -> bool:
