@@ -9,8 +9,9 @@ offset into the dataset, the key of the random numbers a dropout draws, the row 
 per step. Each loop runs the same steps on the same data in both libraries (PyTorch at 2 threads, in its own
 interpreter): warm medians per step after 3 warm-up steps, and for the training loops the losses of their first steps
 (the dropout loop draws other random numbers than PyTorch, so its losses are not compared). Found: a training step
-over a dataset's batches took 462 ms (a kernel compiled per offset), one with dropout 179 ms (per key). Ends with one
-JSON line per loop.
+over a dataset's batches took 462 ms (a kernel compiled per offset), one with dropout 179 ms (per key), writing each
+batch's activations into an output buffer (`fill`) 60-70 ms (per offset written), a sampler's update by two new Python
+floats per step (`sampler`) 60-170 ms (per value). Ends with one JSON line per loop.
 """
 
 from __future__ import annotations
@@ -26,7 +27,14 @@ import numpy as np
 from ops_vs_torch import peer_results  # (benchmarks/, this script's directory, is first on the path)
 
 ROWS, BATCH, CHECKED = 6400, 64, 3  # dataset rows, batch rows, training steps whose losses are compared
-LOOPS = ("batches", "dropout", "rows", "items")
+LOOPS = ("batches", "dropout", "rows", "items", "fill", "sampler")
+SAMPLER_STEPS = 50  # the sampler loop's schedule of scales (its step i uses entry i mod this)
+
+
+def sampler_scales(i: int) -> tuple[float, float]:
+    """The sampler loop's two Python floats at step `i` (a diffusion sampler's per-step coefficients)."""
+    t = (i % SAMPLER_STEPS) / SAMPLER_STEPS
+    return 1.0 - 0.02 * t, 0.05 * (1.0 - t) ** 2
 
 
 def data() -> dict[str, np.ndarray]:
@@ -70,7 +78,27 @@ def loops(lib: str) -> dict:
             v, step = Tensor(d["v"]).realize(), iter(range(1 << 30))
             return lambda: float(v[next(step) % 4096].item())
 
-        return {"batches": training(0.0), "dropout": training(0.2), "rows": rows, "items": items}
+        def fill():
+            x, w1, step = Tensor(d["x"]).realize(), Tensor(d["w1"]).realize(), iter(range(1 << 30))
+            out = Tensor.zeros(ROWS, 256).contiguous().realize()
+
+            def run() -> float:
+                i = next(step) % (ROWS // BATCH)
+                out[i * BATCH:(i + 1) * BATCH] = x[i * BATCH:(i + 1) * BATCH].linear(w1.T).relu()
+                return float(out[i * BATCH, 0].item())
+            return run
+
+        def sampler():
+            x, e, step = Tensor(d["x"][:256]).realize(), Tensor(d["x"][256:512]).realize(), iter(range(1 << 30))
+
+            def run() -> float:
+                nonlocal x
+                a, b = sampler_scales(next(step))
+                x = (x * a + e * b).realize()
+                return float(x[0, 0].item())
+            return run
+
+        return {"batches": training(0.0), "dropout": training(0.2), "rows": rows, "items": items, "fill": fill, "sampler": sampler}
     import torch
     import torch.nn.functional as F  # noqa: N812
 
@@ -102,7 +130,28 @@ def loops(lib: str) -> dict:
         v, step = torch.from_numpy(d["v"]), iter(range(1 << 30))
         return lambda: float(v[next(step) % 4096].item())
 
-    return {"batches": torch_training(0.0), "dropout": torch_training(0.2), "rows": torch_rows, "items": torch_items}
+    def torch_fill():
+        x, w1, step = torch.from_numpy(d["x"]), torch.from_numpy(d["w1"]), iter(range(1 << 30))
+        out = torch.zeros(ROWS, 256)
+
+        def run() -> float:
+            i = next(step) % (ROWS // BATCH)
+            out[i * BATCH:(i + 1) * BATCH] = F.relu(F.linear(x[i * BATCH:(i + 1) * BATCH], w1))
+            return float(out[i * BATCH, 0].item())
+        return run
+
+    def torch_sampler():
+        x, e, step = torch.from_numpy(d["x"][:256].copy()), torch.from_numpy(d["x"][256:512]), iter(range(1 << 30))
+
+        def run() -> float:
+            nonlocal x
+            a, b = sampler_scales(next(step))
+            x = x * a + e * b
+            return float(x[0, 0].item())
+        return run
+
+    return {"batches": torch_training(0.0), "dropout": torch_training(0.2), "rows": torch_rows, "items": torch_items,
+            "fill": torch_fill, "sampler": torch_sampler}
 
 
 def time_loop(make, steps: int) -> tuple[float, list[float]]:

@@ -15,6 +15,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 
+import numpy as np
 from hcq_runtime import (
     Buffer,
     CompileError,
@@ -28,6 +29,7 @@ from hcq_runtime import (
     debug_level,
     defer_linear,
     link_linear,
+    numpy_dtype,
     run_linear,
     runner_ready,
     settle_deferred,
@@ -36,7 +38,7 @@ from hcq_runtime import (
 from uopir import GroupOp, Ops, UOp, dtypes
 
 from .call_values import in_place_arity, in_place_overwritten
-from .schedule import BufferSpec, GraphWalk, Schedule, bytes_only, device_below_in, scheduled_variables, walk_graph
+from .schedule import BufferSpec, GraphWalk, Schedule, bytes_only, device_below_in, scheduled_variables, varying_constants, walk_graph
 from .schedule_rewrites import cached_schedule
 from .storage import off_storage, touches_storage
 
@@ -151,6 +153,18 @@ def _slice_buffer(node: UOp, base: UOp, first: int) -> UOp:
     return ret
 
 
+def _constant_buffer(node: UOp, device: str) -> UOp:
+    """A new one-element BUFFER on `device` holding the float constant `node`'s value (see `varying_constants`)."""
+    ret = UOp.new_buffer(device, 1, node.dtype)
+    buffer_for(ret).copyin(np.array([node.arg], dtype=numpy_dtype(node.dtype)))
+    return ret
+
+
+def _one_cpu_device(walk: GraphWalk, held: list[UOp], device: str) -> bool:
+    """Whether a walked graph runs on the CPU device `device` alone: every input is there and nothing is copied."""
+    return device.startswith("CPU") and all(b.arg.device == device for b in held) and not any(n.op is Ops.COPY for n in walk.marked)
+
+
 def _storage(node: UOp) -> UOp:
     """The node under movement ops and AFTERs (a buffer, for a view of one or of one of its versions)."""
     while node.op in GroupOp.Movement or node.op is Ops.AFTER:
@@ -250,16 +264,18 @@ def _as_recorded(linear: UOp, rebound: list[UOp]) -> UOp:
 
 
 def schedule_for(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str, live: frozenset[UOp] = frozenset(),
-                 alias: tuple[int, ...] = (), variables: dict[UOp, UOp] | None = None, held: list[UOp] | None = None) -> Schedule:
+                 alias: tuple[int, ...] = (), variables: dict[UOp, UOp] | None = None, held: list[UOp] | None = None,
+                 on_miss: Callable[[], bool] | None = None) -> Schedule | None:
     """The (cached) schedule of a walked graph (`schedule_rewrites.cached_schedule`; a TinyJit capture keeps its own).
-    `held`: the inputs' buffers when the caller has them already."""
+    `held`: the inputs' buffers when the caller has them already; `on_miss` as in `cached_schedule` (None: a schedule
+    is always returned)."""
     store = _capture_plans[-1] if _capture_plans else True
     held = held if held is not None else [_input_buffer(n) for n in walk.inputs]
-    return cached_schedule(walk, targets, [b.arg.device for b in held], default_device, live, alias, store, variables or {})
+    return cached_schedule(walk, targets, [b.arg.device for b in held], default_device, live, alias, store, variables or {}, on_miss)
 
 
 def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Callable[[], set[UOp]] | None = None,
-                 placed: frozenset[UOp] | set[UOp] = frozenset(), lift: bool = True) -> list[UOp]:
+                 placed: frozenset[UOp] | set[UOp] = frozenset(), lift: bool = True, constants: frozenset[UOp] = frozenset()) -> list[UOp]:
     """Compute every target node; returns the BUFFER UOp holding each (targets already in a buffer are not rerun).
 
     `live_reads` lists the buffer versions values outside this schedule may still read; it is asked only when the
@@ -271,9 +287,9 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     # (and written slices' offsets are keyed by their order; not under a capture either: a replay passes each
     # recorded offset by its own name, see `jit`)
     by_order = not _captures
-    walk = walk_graph(plan_targets := targets, done, default_device, lift=lift and not _captures, by_order=by_order)
+    walk = walk_graph(plan_targets := targets, done, default_device, lift=lift and not _captures, by_order=by_order, constants=constants)
     if walk.lifted and not _lifted_alone(walk):
-        walk = walk_graph(plan_targets, done, default_device, by_order=by_order)
+        walk = walk_graph(plan_targets, done, default_device, by_order=by_order, constants=constants)
     # (the CPU's launch threads wake now, while the schedule is looked up, not at the first kernel; a device from
     # another package may not define the CompiledDevice hook. Not under a capture, which queues its kernels: woken for
     # nothing at each of an LLM capture's ~180 realizes, they cost the caller a wake-up each and then spun on a core
@@ -282,7 +298,7 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
         expect_work()
     if touches_storage(walk.marked):
         # views of a file's buffer are computed from a copy of the bytes they read (a DISK device runs no kernels)
-        walk = walk_graph(plan_targets := off_storage(targets, default_device), done, default_device, by_order=by_order)
+        walk = walk_graph(plan_targets := off_storage(targets, default_device), done, default_device, by_order=by_order, constants=constants)
     # bound variables are scheduled as their variables (one schedule and one compile for every value), run with the values
     variables = scheduled_variables([n for n in walk.marked if n.op is Ops.BIND], by_order)
     var_vals = {var.arg[0]: int(b.src[1].arg) for b, var in variables.items()}
@@ -290,8 +306,14 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     alias: tuple[int, ...] = ()
     overwritten = [n.src[2] for n in walk.marked if n.op is Ops.STORE and len(n.src) == 3]
     overwritten += [v.base for n in walk.marked if in_place_arity(n) is not None for v in in_place_overwritten(n)]
-    # the buffer of each input, asked once per realize (a lifted slice's a view of its buffer's memory)
-    held = [_slice_buffer(n, *piece) if (piece := walk.lifted.get(n)) is not None else _input_buffer(n) for n in walk.inputs]
+    # the buffer of each input, asked once per realize (a lifted slice's a view of its buffer's memory, a varying
+    # constant's a new buffer of one element)
+    if walk.constants:
+        lifted_constants = set(walk.constants)
+        held = [_constant_buffer(n, default_device) if n in lifted_constants else _slice_buffer(n, *piece)
+                if (piece := walk.lifted.get(n)) is not None else _input_buffer(n) for n in walk.inputs]
+    else:
+        held = [_slice_buffer(n, *piece) if (piece := walk.lifted.get(n)) is not None else _input_buffer(n) for n in walk.inputs]
     if overwritten:
         first: dict[UOp, int] = {}
         alias = tuple(first.setdefault(b, i) for i, b in enumerate(held))
@@ -299,7 +321,17 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
             version = {n: held[i] for i, n in enumerate(walk.inputs)}
             reads = live_reads()
             live = frozenset(old for old in overwritten if version.get(old, old) in reads)
-    plan = schedule_for(walk, plan_targets, default_device, live, alias, variables, held)
+    # a graph with no cached schedule whose float constants changed since the last one of its structure (a Python
+    # number that differs at each step of a loop) is realized with those constants read from memory. Not under a
+    # capture (a replay runs the values it recorded), and only for a graph on one CPU device: a constant's buffer is
+    # made on the realize's device, and in a graph that copies between devices it may be read on another
+    vary: set[UOp] = set()
+    on_miss = None
+    if not _captures and not constants and _one_cpu_device(walk, held, default_device):
+        on_miss = lambda: bool(vary.update(varying_constants(walk)) or vary)  # noqa: E731
+    plan = schedule_for(walk, plan_targets, default_device, live, alias, variables, held, on_miss)
+    if plan is None:
+        return realize_uops(targets, default_device, live_reads, placed, lift, frozenset(vary))
     if walk.lifted and any(o < len(held) and walk.inputs[o] in walk.lifted for o in plan.outputs):
         # a target whose value is a lifted slice as it is (a copy the plan leaves out): its buffer would be the memory
         # of the buffer it slices; realized without lifting, it gets one of its own
@@ -333,7 +365,7 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     # searched one by one, the gradients of a deep model each went down its whole backward graph (40% of a 160-layer
     # step); most answer from their own device, followed along their first sources
     searched: dict[UOp, str | None] = {}
-    lone = len(targets) == 1 and bool(walk.inputs)
+    lone = len(targets) == 1 and len(walk.inputs) > len(walk.constants)  # (a varying constant's buffer is no placed input)
     for t, buf in zip(targets, outs):
         if t.op not in (Ops.BUFFER, Ops.AFTER) and (lone or t in placed or device_below_in(t, searched) is not None):
             realized_buffers[t] = buf

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hcq_runtime import Device
-from uopir import DType, GroupOp, OperandPack, Ops, UOp, operand_packs
+from uopir import DType, GroupOp, OperandPack, Ops, UOp, dtypes, operand_packs
 
 from .call_values import is_value_call
 from .errors import TensorWriteError
@@ -91,6 +91,8 @@ class GraphWalk:
     #: the slices of buffers the walk took as inputs, each with its buffer and first element (`contiguous_slice`; only
     #: when asked to lift them)
     lifted: dict[UOp, tuple[UOp, int]] = field(default_factory=dict)
+    #: the constants the walk took as inputs (`walk_graph`'s `constants`), each a one-element buffer when run
+    constants: list[UOp] = field(default_factory=list)
 
 
 _ENTERED = -1  # a walk's state of a node whose sources are being walked
@@ -132,7 +134,7 @@ def _run_of(node: UOp) -> tuple[UOp, int] | None:
 
 
 def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device: str, lift: bool = False,
-               by_order: bool = False) -> GraphWalk:
+               by_order: bool = False, constants: frozenset[UOp] | set[UOp] = frozenset()) -> GraphWalk:
     """Toposort the graph under `targets`, stopping at BUFFERs, at bound variables and at nodes in `leaves` (already
     realized). The body of a value call (`call_with_outputs`, `@function`) is walked too: the passes inline it, so what
     it reads besides its parameters (a buffer or realized tensor it captured, `allow_implicit`) is an input like any
@@ -140,6 +142,8 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
 
     `by_order`: a written slice's offset variable (`OFFSET_VAR`) is keyed by its order among them, not by its name
     (see `scheduled_variables`).
+
+    `constants`: float constants that are inputs of their own (`varying_constants`), keyed by dtype alone.
 
     `lift`: a contiguous slice of a buffer (`contiguous_slice`) is an input of its own, a view of the buffer's memory
     at its offset, rather than a SHRINK whose bounds are constants of the kernels that read it: a loop over a dataset's
@@ -168,6 +172,7 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
     marked: list[UOp] = []
     inlined: set[UOp] = set()  # the bodies of value calls met
     offsets: dict[str, int] = {}  # the written slices' offset variables met, by name, in order
+    lifted_constants: list[UOp] = []
     stack = [sink]
     pop, push, at, state = stack.pop, stack.append, position.__getitem__, position.get
     SINK, BUFFER, BIND, CALL, SHRINK = Ops.SINK, Ops.BUFFER, Ops.BIND, Ops.CALL, Ops.SHRINK
@@ -206,6 +211,10 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
             inputs.append(node)
             lifted[node] = piece
             entry = ("in", node.dtype, node.shape, piece[0].arg.device)
+        elif constants and node in constants:  # a constant whose value changes from run to run: an input
+            inputs.append(node)
+            lifted_constants.append(node)
+            entry = ("in", node.dtype, node.shape, default_device)
         elif not node.src:  # a leaf (a constant, a shape's size): finished at once, without entering it first
             arg = node.arg
             entry = (op, node.dtype, _arg_key(arg) if type(arg) in (float, str) else arg, ())
@@ -224,7 +233,38 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
             marked.append(node)
         key.append(entry)
     key.append(tuple(map(at, targets)))
-    return GraphWalk(nodes, inputs, tuple(key), marked, lifted)
+    return GraphWalk(nodes, inputs, tuple(key), marked, lifted, lifted_constants)
+
+
+#: the float dtypes whose constants may become inputs (`varying_constants`: held in a one-element buffer by numpy)
+_VARYING_DTYPES = frozenset({dtypes.float16, dtypes.float32, dtypes.float64})
+_BLANK = (Ops.CONST, None)  # a float constant's entry in a walk key with its value left out
+# per walk key with its float constants' values left out: the values last seen, and the key positions seen to change
+_constant_history: dict[tuple, tuple[tuple, frozenset[int]]] = {}
+
+
+def varying_constants(walk: GraphWalk) -> set[UOp]:
+    """The float constants of a walked graph whose values changed since the last graph of the same structure that
+    missed the schedule cache (the same walk key but for float constants' values): `x * alpha` with a new Python float
+    at each step of a loop, a loss scaled by `1 / (i + 1)`. Realize takes them as inputs (`walk_graph`'s `constants`),
+    so the loop compiles its kernels twice (the first value baked in, then with the value read from memory) instead
+    of once per value, 60-170 ms each. Constants that have not changed stay constants: folding and the code generator
+    see their values."""
+    key = walk.key
+    at = [i for i, e in enumerate(key) if type(e) is tuple and len(e) == 4 and e[0] is Ops.CONST and e[1] in _VARYING_DTYPES]
+    if not at:
+        return set()
+    relaxed = list(key)
+    for i in at:
+        relaxed[i] = _BLANK
+    shape_key = tuple(relaxed)
+    values = tuple(key[i][2] for i in at)
+    seen = _constant_history.pop(shape_key, None)  # (put back last: the dict's order is the eviction order)
+    varying = frozenset() if seen is None else seen[1] | {i for i, a, b in zip(at, values, seen[0]) if a != b}
+    if len(_constant_history) >= SCHEDULE_CACHE_SIZE:
+        del _constant_history[next(iter(_constant_history))]
+    _constant_history[shape_key] = (values, varying)
+    return {walk.nodes[i - 1] for i in varying}  # (key[0] is the device: node p has entry p + 1)
 
 
 def scheduled_variables(binds: list[UOp], by_order: bool) -> dict[UOp, UOp]:
@@ -639,5 +679,7 @@ def cached_schedules() -> list[Schedule]:
 
 
 def clear_schedule_cache() -> None:
-    """Forget every cached schedule (the next realize of each structure schedules again)."""
+    """Forget every cached schedule (the next realize of each structure schedules again), and which constants were
+    seen to change (`varying_constants`)."""
     schedule_cache.clear()
+    _constant_history.clear()

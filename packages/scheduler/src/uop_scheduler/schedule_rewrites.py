@@ -460,12 +460,13 @@ def finish(sched: Linearized, default_device: str, afters: tuple[tuple[int, int]
 
 def cached_schedule(walk: GraphWalk, targets: tuple[UOp, ...], devices: list[str], default_device: str,
                     live: frozenset[UOp] = frozenset(), alias: tuple[int, ...] = (), store: bool | dict = True,
-                    variables: dict[UOp, UOp] | None = None) -> Schedule:
+                    variables: dict[UOp, UOp] | None = None, on_miss: Callable[[], bool] | None = None) -> Schedule | None:
     """The schedule of the walked graph under `targets` (its inputs held on `devices`), cached by structure
     (`schedule.clear_schedule_cache` clears the cache). `live`: versions (nodes of the graph) that values outside the
     schedule still read, kept when overwritten; `alias[i]`: the first input holding the same buffer as input i; `store`:
     False looks up without keeping a new schedule, a dict keeps it there instead (a TinyJit capture's own); `variables`:
-    the variable each of the graph's bound variables is scheduled as (`schedule.scheduled_variables`)."""
+    the variable each of the graph's bound variables is scheduled as (`schedule.scheduled_variables`); `on_miss`: asked
+    when no schedule is cached, None is returned instead of a new one when it says True."""
     # the walk's structural key describes the parameterised graph node by node (ops, dtypes, args, input slots), so it
     # stands for it here: equal keys, equal parameterised graphs (test_sched_schedule_rewrites checks both ways), and
     # the walk a realize needs anyway computes it, where building the parameterised graph costs a rebuild of every node
@@ -476,6 +477,8 @@ def cached_schedule(walk: GraphWalk, targets: tuple[UOp, ...], devices: list[str
     local = store if isinstance(store, dict) else None
     if local is not None and (plan := local.get(key)) is not None:
         return plan
+    if on_miss is not None and on_miss():
+        return None
     graph = parameterise(targets, walk.inputs, devices, alias, live, variables)
     position = {n: i for i, n in enumerate(walk.inputs)}
     leaves = set(walk.inputs)
