@@ -179,6 +179,16 @@ def test_operator_promotion_and_dtypes():
     assert set(GroupOp.Binary) <= set(GroupOp.ALU) and Ops.WHERE in GroupOp.Ternary
 
 
+def test_shrink_from_a_symbolic_start_has_the_slice_length():
+    """A slice `(v, v + n)` at a bound variable (a write into a moving slice) is n long, as simplifying the difference
+    gives; other symbolic bounds still simplify."""
+    b = UOp.new_buffer("CPU", 640 * 16, dtypes.float32).reshape((640, 16))
+    at = UOp.variable("start", 0, 576).bind(64)
+    assert b.shrink(((at, at + 64), (0, 16))).shape == (64, 16)
+    n = UOp.variable("n", 1, 8)
+    assert b.shrink(((n, n * 2), (0, 16))).shape[0].simplify() is n.simplify()
+
+
 def test_value_ranges():
     x = UOp.variable("x", -3, 5)
     assert (x * 2).vmin == -6 and (x * 2).vmax == 10

@@ -294,7 +294,8 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     # another package may not define the CompiledDevice hook. Not under a capture, which queues its kernels: woken for
     # nothing at each of an LLM capture's ~180 realizes, they cost the caller a wake-up each and then spun on a core
     # the capture's compiles wanted)
-    if not _captures and (expect_work := getattr(Device[default_device], "expect_work", None)) is not None:
+    # (once per realize: a realize with varying constants found is this call's second)
+    if not _captures and not constants and (expect_work := getattr(Device[default_device], "expect_work", None)) is not None:
         expect_work()
     if touches_storage(walk.marked):
         # views of a file's buffer are computed from a copy of the bytes they read (a DISK device runs no kernels)

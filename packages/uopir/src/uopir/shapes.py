@@ -238,7 +238,15 @@ def movement_shape(op: Ops, ps: tuple[sint, ...], marg: Any) -> tuple[sint, ...]
     for d, (b, e) in zip(ps, marg):
         if isinstance(d, int) and isinstance(b, int) and isinstance(e, int) and not 0 <= b <= e <= d:
             raise GraphError(f"shrink {marg} is out of bounds for shape {ps}")
-    return tuple(e if isinstance(b, int) and b == 0 else _simp(e - b) for b, e in marg)
+    return tuple(e if isinstance(b, int) and b == 0 else _span(b, e) for b, e in marg)
+
+
+def _span(b: sint, e: sint) -> sint:
+    """`e - b`, simplified; an end written as `b + n` (a slice of n elements starting at a symbolic `b`, as a write
+    into a moving slice is) is n without a rewrite of the difference."""
+    if not isinstance(e, int) and e.op is Ops.ADD and e.src[0] is b and e.src[1].op is Ops.CONST and type(e.src[1].arg) is int:
+        return e.src[1].arg
+    return _simp(e - b)
 
 
 def _simp(d: sint) -> sint:
