@@ -330,7 +330,11 @@ class TensorMovementMixin(TensorFields):
             # view steps the general path below records for it, without its parsing (a loop over rows paid it per row)
             if indices >= n or indices < -n:
                 raise TensorIndexError(f"index={indices} is out of bounds with size={n} for dim 0 of {shape_str(self.shape)}")
-            return self._slice_axis(0, indices if indices >= 0 else n + indices, 1, 1).reshape(self.shape[1:])
+            i = indices if indices >= 0 else n + indices
+            rest = self.shape[1:]
+            # one view tensor for both steps (a shrink to the row, a reshape dropping its axis), as the general path records
+            steps = ((Ops.SHRINK, ((i, i + 1), *((0, d) for d in rest))), (Ops.RESHAPE, rest))
+            return self._view_steps(self.uop.shrink(steps[0][1]).reshape(rest), steps)
         tensor_cls = type(self)
         indices = index_tuple(indices, tensor_cls)
         if not isinstance(indices, tuple):
