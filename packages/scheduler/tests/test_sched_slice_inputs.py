@@ -230,3 +230,22 @@ def test_an_int_index_is_the_view_the_general_index_builds():
         with pytest.raises(TensorIndexError) as general_error:
             x[(bad,)]
         assert str(fast_error.value) == str(general_error.value)
+
+
+def test_a_slice_of_rows_is_the_view_the_general_index_builds():
+    """`x[a:b]` (taken by a shortcut) is the view `x[(slice(a, b),)]` builds, for every start and stop (negative,
+    clamped, empty, whole); writes through it land in x."""
+    xn = RNG.standard_normal((5, 3)).astype(np.float32)
+    x = Tensor(xn.copy()).realize()
+    for a in (None, -7, -2, 0, 1, 4, 6):
+        for b in (None, -6, -1, 0, 2, 5, 9):
+            fast, general = x[a:b], x[(slice(a, b),)]
+            assert fast.uop is general.uop and fast._chain == general._chain and fast._root is general._root
+            assert fast.shape == xn[a:b].shape
+            if fast.numel():
+                np.testing.assert_array_equal(fast.numpy(), xn[a:b])
+    x[1:3] = x[1:3] * 10
+    xn[1:3] *= 10
+    np.testing.assert_array_equal(x.numpy(), xn)
+    y = Tensor(xn.copy())[1:4]  # a slice of a value not in a buffer yet
+    np.testing.assert_array_equal((y + 1).numpy(), xn[1:4] + 1)

@@ -335,6 +335,15 @@ class TensorMovementMixin(TensorFields):
             # one view tensor for both steps (a shrink to the row, a reshape dropping its axis), as the general path records
             steps = ((Ops.SHRINK, ((i, i + 1), *((0, d) for d in rest))), (Ops.RESHAPE, rest))
             return self._view_steps(self.uop.shrink(steps[0][1]).reshape(rest), steps)
+        if type(indices) is slice and indices.step in (None, 1) and type(indices.start) in (int, type(None)) and \
+                type(indices.stop) in (int, type(None)) and self.ndim and type(n := self.shape[0]) is int:
+            # `x[i:j]` (a batch of rows): the view steps the general path below records for it (a shrink of axis 0 and
+            # the closing reshape), as one view tensor
+            start, stop, _ = indices.indices(n)
+            if 0 < stop - start < n:
+                shape = (stop - start, *self.shape[1:])
+                steps = ((Ops.SHRINK, ((start, stop), *((0, d) for d in self.shape[1:]))), (Ops.RESHAPE, shape))
+                return self._view_steps(self.uop.shrink(steps[0][1]).reshape(shape), steps)
         tensor_cls = type(self)
         indices = index_tuple(indices, tensor_cls)
         if not isinstance(indices, tuple):
