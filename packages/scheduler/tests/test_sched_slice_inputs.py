@@ -5,9 +5,13 @@ schedule."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from hcq_runtime import CCompiler
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from uop_scheduler import Tensor, TinyJit, dtypes, nn
 from uop_scheduler.realizer import done
 from uop_scheduler.schedule import contiguous_slice, walk_graph
@@ -212,14 +216,14 @@ def test_random_slices_reads_and_writes_match_numpy(dtype):
 
 
 def test_an_int_index_is_the_view_the_general_index_builds():
-    """`x[i]` (taken by a shortcut) is the view `x[(i,)]` builds: the same node and view steps, writes through it land
-    in x, and an index out of range is the same error."""
+    """`x[i]` (taken by a shortcut, `_basic_view`) is the view the general index builds: the same node and view steps,
+    writes through it land in x, and an index out of range is the same error."""
     from uop_scheduler.errors import TensorIndexError
 
     xn = RNG.standard_normal((4, 3)).astype(np.float32)
     x = Tensor(xn.copy()).realize()
     for i in range(-4, 4):
-        fast, general = x[i], x[(i,)]
+        fast, general = x[i], x._index_general(i)
         assert fast.uop is general.uop and fast._chain == general._chain and fast._root is general._root
     x[1] = x[1] * 10
     xn[1] *= 10
@@ -228,18 +232,18 @@ def test_an_int_index_is_the_view_the_general_index_builds():
         with pytest.raises(TensorIndexError) as fast_error:
             x[bad]
         with pytest.raises(TensorIndexError) as general_error:
-            x[(bad,)]
+            x._index_general(bad)
         assert str(fast_error.value) == str(general_error.value)
 
 
 def test_a_slice_of_rows_is_the_view_the_general_index_builds():
-    """`x[a:b]` (taken by a shortcut) is the view `x[(slice(a, b),)]` builds, for every start and stop (negative,
+    """`x[a:b]` (taken by a shortcut) is the view the general index builds, for every start and stop (negative,
     clamped, empty, whole); writes through it land in x."""
     xn = RNG.standard_normal((5, 3)).astype(np.float32)
     x = Tensor(xn.copy()).realize()
     for a in (None, -7, -2, 0, 1, 4, 6):
         for b in (None, -6, -1, 0, 2, 5, 9):
-            fast, general = x[a:b], x[(slice(a, b),)]
+            fast, general = x[a:b], x._index_general(slice(a, b))
             assert fast.uop is general.uop and fast._chain == general._chain and fast._root is general._root
             assert fast.shape == xn[a:b].shape
             if fast.numel():
@@ -249,3 +253,28 @@ def test_a_slice_of_rows_is_the_view_the_general_index_builds():
     np.testing.assert_array_equal(x.numpy(), xn)
     y = Tensor(xn.copy())[1:4]  # a slice of a value not in a buffer yet
     np.testing.assert_array_equal((y + 1).numpy(), xn[1:4] + 1)
+
+
+@st.composite
+def _basic_indexes(draw):
+    shape = tuple(draw(st.lists(st.integers(1, 5), min_size=1, max_size=4)))
+    index = []
+    for d in shape[:draw(st.integers(0, len(shape)))]:
+        if draw(st.booleans()):
+            index.append(draw(st.integers(-d, d - 1)))
+        else:
+            bound = st.one_of(st.none(), st.integers(-d - 2, d + 2))
+            index.append(slice(draw(bound), draw(bound)))
+    return shape, tuple(index)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_basic_indexes())
+def test_basic_indexes_are_the_views_the_general_index_builds(case):
+    """Tuples of ints and step-1 slices (`_basic_view`): the general path's node and view steps, numpy's values."""
+    shape, index = case
+    xn = np.arange(math.prod(shape), dtype=np.float32).reshape(shape)
+    x = Tensor(xn).realize()
+    fast, general = x[index], x._index_general(index)
+    assert fast.uop is general.uop and fast._chain == general._chain and fast._root is general._root
+    np.testing.assert_array_equal(fast.numpy(), xn[index])

@@ -40,6 +40,8 @@ def index_tuple(indices: Any, tensor_cls: type) -> Any:
     return indices
 
 
+_PLAIN_BOUND = (int, type(None))  # the types of a slice bound `_basic_view` takes
+
 class TensorMovementMixin(TensorFields):
     """Movement ops of Tensor."""
 
@@ -326,24 +328,51 @@ class TensorMovementMixin(TensorFields):
         indices (tinygrad's and torch's reading)."""
         if indices is Ellipsis:
             return self
-        if type(indices) is int and self.ndim and type(n := self.shape[0]) is int:  # `x[i]`, the commonest index: the
-            # view steps the general path below records for it, without its parsing (a loop over rows paid it per row)
-            if indices >= n or indices < -n:
-                raise TensorIndexError(f"index={indices} is out of bounds with size={n} for dim 0 of {shape_str(self.shape)}")
-            i = indices if indices >= 0 else n + indices
-            rest = self.shape[1:]
-            # one view tensor for both steps (a shrink to the row, a reshape dropping its axis), as the general path records
-            steps = ((Ops.SHRINK, ((i, i + 1), *((0, d) for d in rest))), (Ops.RESHAPE, rest))
-            return self._view_steps(self.uop.shrink(steps[0][1]).reshape(rest), steps)
-        if type(indices) is slice and indices.step in (None, 1) and type(indices.start) in (int, type(None)) and \
-                type(indices.stop) in (int, type(None)) and self.ndim and type(n := self.shape[0]) is int:
-            # `x[i:j]` (a batch of rows): the view steps the general path below records for it (a shrink of axis 0 and
-            # the closing reshape), as one view tensor
-            start, stop, _ = indices.indices(n)
-            if 0 < stop - start < n:
-                shape = (stop - start, *self.shape[1:])
-                steps = ((Ops.SHRINK, ((start, stop), *((0, d) for d in self.shape[1:]))), (Ops.RESHAPE, shape))
-                return self._view_steps(self.uop.shrink(steps[0][1]).reshape(shape), steps)
+        # ints and step-1 slices (`x[i]`, `x[i:j]`, `x[i, 3]`, `x[:, 2:5]`, the commonest indexes): the view steps the
+        # general path records for them, without its parsing and as one view tensor (a loop over rows paid both per row)
+        basic = indices if type(indices) is tuple else (indices,) if type(indices) in (int, slice) else None
+        if basic is not None and (view := self._basic_view(basic)) is not None:
+            return view
+        return self._index_general(indices)
+
+    def _basic_view(self: Tensor, indices: tuple) -> Tensor | None:
+        """`self[indices]` for a tuple of in-range Python ints and slices with int or absent bounds and no step over
+        axes of int sizes: the view steps `_index_general` records (a shrink per cut axis, over the shape as cut so
+        far, then the reshape to the result's shape), made as one view tensor. None for any other index."""
+        shape = self.shape
+        if len(indices) > len(shape):
+            return None
+        now = list(shape)
+        steps: list[tuple[Ops, Any]] = []
+        out: list[int] = []
+        u = self.uop
+        for axis, idx in enumerate(indices):
+            n = shape[axis]
+            if type(n) is not int:
+                return None
+            if type(idx) is int:
+                if idx >= n or idx < -n:
+                    return None  # (the general path's error)
+                first, count = idx if idx >= 0 else n + idx, 1
+            elif type(idx) is slice and idx.step in (None, 1) and type(idx.start) in _PLAIN_BOUND and type(idx.stop) in _PLAIN_BOUND:
+                first, stop, _ = idx.indices(n)
+                count = max(stop - first, 0)
+                out.append(count)
+            else:
+                return None
+            if count == n:  # the whole axis: no step
+                continue
+            cut = (first, first + count) if count else (0, 0)
+            pairs = tuple(cut if i == axis else (0, d) for i, d in enumerate(now))
+            now[axis] = count
+            steps.append((Ops.SHRINK, pairs))
+            u = u.shrink(pairs)
+        out.extend(shape[len(indices):])
+        steps.append((Ops.RESHAPE, tuple(out)))
+        return self._view_steps(u.reshape(tuple(out)), tuple(steps))
+
+    def _index_general(self: Tensor, indices: Any) -> Tensor:
+        """`self[indices]` for every index form `__getitem__` takes (ints, slices, None, Ellipsis, tensors, lists...)."""
         tensor_cls = type(self)
         indices = index_tuple(indices, tensor_cls)
         if not isinstance(indices, tuple):
