@@ -159,7 +159,6 @@ def test_reading_a_run_back_copies_its_bytes():
 
 def _index(draw, shape: tuple[int, ...]) -> tuple:
     """A random basic index of `shape`: per axis an int, a slice (with a step sometimes) or the whole axis."""
-    from hypothesis import strategies as st
 
     out = []
     for n in shape[:draw(st.integers(1, len(shape)))]:
@@ -179,8 +178,6 @@ def _index(draw, shape: tuple[int, ...]) -> tuple:
 def test_random_slices_reads_and_writes_match_numpy(dtype):
     """Generated programs over a realized buffer: two basic indexes read (each often a contiguous run), combined, reduced
     and read back, with writes into the buffer in between (through a slice, whole): every value as numpy's."""
-    from hypothesis import given, settings
-    from hypothesis import strategies as st
 
     @settings(max_examples=40, deadline=None, derandomize=True)
     @given(data=st.data())

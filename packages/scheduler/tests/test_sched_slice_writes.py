@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from uop_scheduler import Tensor, TinyJit
 from uop_scheduler.realizer import done
 from uop_scheduler.schedule import OFFSET_VAR, scheduled_variables, walk_graph
+from uopir import Ops
 
 RNG = np.random.default_rng(11)
 
@@ -47,7 +48,7 @@ def test_offsets_are_keyed_by_their_order_not_their_names():
         graphs.append(t.uop)
     walks = [walk_graph((g,), done, "CPU", by_order=True) for g in graphs]
     assert walks[0].key == walks[1].key
-    named = [scheduled_variables([n for n in w.marked if n.op.name == "BIND"], True) for w in walks]
+    named = [scheduled_variables([n for n in w.marked if n.op is Ops.BIND], True) for w in walks]
     assert [v.arg for v in named[0].values()] == [v.arg for v in named[1].values()]
     assert all(v.arg[0].startswith(OFFSET_VAR) for v in named[0].values()) and len(named[0]) == 2
     assert walk_graph((graphs[0],), done, "CPU").key != walk_graph((graphs[1],), done, "CPU").key

@@ -309,12 +309,9 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     overwritten += [v.base for n in walk.marked if in_place_arity(n) is not None for v in in_place_overwritten(n)]
     # the buffer of each input, asked once per realize (a lifted slice's a view of its buffer's memory, a varying
     # constant's a new buffer of one element)
-    if walk.constants:
-        lifted_constants = set(walk.constants)
-        held = [_constant_buffer(n, default_device) if n in lifted_constants else _slice_buffer(n, *piece)
-                if (piece := walk.lifted.get(n)) is not None else _input_buffer(n) for n in walk.inputs]
-    else:
-        held = [_slice_buffer(n, *piece) if (piece := walk.lifted.get(n)) is not None else _input_buffer(n) for n in walk.inputs]
+    lifted_constants = set(walk.constants)
+    held = [_constant_buffer(n, default_device) if n in lifted_constants else _slice_buffer(n, *piece)
+            if (piece := walk.lifted.get(n)) is not None else _input_buffer(n) for n in walk.inputs]
     if overwritten:
         first: dict[UOp, int] = {}
         alias = tuple(first.setdefault(b, i) for i, b in enumerate(held))
@@ -327,9 +324,13 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
     # capture (a replay runs the values it recorded), and only for a graph on one CPU device: a constant's buffer is
     # made on the realize's device, and in a graph that copies between devices it may be read on another
     vary: set[UOp] = set()
-    on_miss = None
-    if not _captures and not constants and _one_cpu_device(walk, held, default_device):
-        on_miss = lambda: bool(vary.update(varying_constants(walk)) or vary)  # noqa: E731
+
+    def constants_vary() -> bool:  # (asked on a miss only: a cache hit pays nothing for it)
+        if _one_cpu_device(walk, held, default_device):
+            vary.update(varying_constants(walk))
+        return bool(vary)
+
+    on_miss = None if _captures or constants else constants_vary
     plan = schedule_for(walk, plan_targets, default_device, live, alias, variables, held, on_miss)
     if plan is None:
         return realize_uops(targets, default_device, live_reads, placed, lift, frozenset(vary))
