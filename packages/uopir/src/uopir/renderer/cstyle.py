@@ -73,6 +73,9 @@ LOOP_VECTORIZE_MIN = 16
 PREFETCH_MIN_JUMP = 1024
 #: bytes one prefetch brings in
 CACHE_LINE = 64
+#: the most opening brackets one inlined expression may hold (it bounds their nesting): clang-15 and clang-19 refuse
+#: more than 256 nested, and the statement around an expression adds a few
+MAX_INLINE_BRACKETS = 192
 
 
 #: GCC's builtins of the x86 FMA instructions by (dtype, vector bytes): the macro that says the target has them and the call
@@ -440,7 +443,7 @@ class _CProgram:
             expr = self.alu(node, srcs)
         else:
             raise CodegenError(f"the C renderer cannot render {op!r} in a linear program")
-        if self.uses[node] > 1 or self.too_deep(node):
+        if self.uses[node] > 1 or self.too_deep(node, expr):
             self.define(node, expr, "alu" if op in GroupOp.ALU else "cast")
         else:
             self.names[node] = expr
@@ -646,7 +649,7 @@ class _CProgram:
             return
         if node.dtype == dtypes.bool or op in (Ops.WHERE, Ops.MAX, Ops.TRUNC):
             expr = self.select_expr(node, srcs)
-            if self.uses[node] > 1 or self.too_deep(node):
+            if self.uses[node] > 1 or self.too_deep(node, expr):
                 self.define_vector(node, expr, "alu")
             else:
                 self.names[node] = expr
@@ -689,7 +692,7 @@ class _CProgram:
             expr = f"{name}({', '.join(args)})"
         else:
             expr = f"({args[0]} {_INFIX[op]} {args[1]})"
-        if self.uses[node] > 1 or self.too_deep(node):
+        if self.uses[node] > 1 or self.too_deep(node, expr):
             self.define_vector(node, expr, "alu")
         else:
             self.names[node] = expr
@@ -788,10 +791,12 @@ class _CProgram:
             if (stmt := self.r.prefetch(f"&{self.names[index.src[0]]}[{self.names[index.src[1]]} + {ahead}]")) is not None:
                 self.line(stmt)
 
-    def too_deep(self, node: UOp) -> bool:
-        """Whether inlining `node` would nest expressions deeper than compilers like (clang stops at 256 brackets)."""
+    def too_deep(self, node: UOp, expr: str) -> bool:
+        """Whether inlining `node` as `expr` would nest expressions deeper than compilers like: clang stops at 256
+        brackets (-fbracket-depth; clang-22 allows more) and a vector operation wraps its operands in several (an
+        unsigned int vector add is `((vt)(((uvt)(a)) + ((uvt)(b))))`), so the text's count of brackets bounds it too."""
         depth = 1 + max((self.inline_depth.get(s, 0) for s in node.src), default=0)
-        if depth > 64:
+        if depth > 64 or expr.count("(") > MAX_INLINE_BRACKETS:
             return True
         self.inline_depth[node] = depth
         return False
