@@ -9,7 +9,8 @@ import pytest
 from hcq_runtime import CCompiler
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from uop_scheduler import Tensor, TinyJit
+from uop_scheduler import Tensor, TinyJit, Variable
+from uop_scheduler.errors import ArgumentError
 from uop_scheduler.realizer import done
 from uop_scheduler.schedule import OFFSET_VAR, scheduled_variables, walk_graph
 from uopir import Ops
@@ -158,3 +159,13 @@ def test_other_dtypes(dtype):
         x[i * 7:i * 7 + 3] = x[i * 7 + 1:i * 7 + 4] + x[0:3]
         want[i * 7:i * 7 + 3] = want[i * 7 + 1:i * 7 + 4] + want[0:3]
     np.testing.assert_array_equal(x.numpy(), want)
+
+
+def test_the_offset_prefix_is_reserved_for_writes():
+    """A user Variable named like a write's offset would be replayed by TinyJit with its recorded value (the capture
+    passes offsets by name): the name is refused with a clear error; other names are as before."""
+    with pytest.raises(ArgumentError, match="reserved"):
+        Variable(f"{OFFSET_VAR}0", 0, 8)
+    i = Variable("slice_start", 0, 8).bind(3)
+    x = Tensor(np.arange(12, dtype=np.float32))
+    np.testing.assert_array_equal(x[i:i + 4].numpy(), np.arange(3, 7, dtype=np.float32))

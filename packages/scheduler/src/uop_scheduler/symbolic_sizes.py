@@ -10,10 +10,16 @@ from typing import Any
 
 from uopir import Ops, UOp, to_dtype
 
+from .errors import ArgumentError
+from .schedule import OFFSET_VAR
+
 
 def Variable(name: str, min_val: int, max_val: int, dtype: Any = None) -> UOp:  # noqa: N802 -- tinygrad's name
     """A symbolic int in [min_val, max_val] (of `dtype`, an int dtype; weakly typed by default); `.bind(value)` fixes
-    its value for one use."""
+    its value for one use. Names starting with `slice_at` are reserved: they mark where a written slice starts
+    (`schedule.OFFSET_VAR`), which realize and TinyJit treat apart from other variables."""
+    if isinstance(name, str) and name.startswith(OFFSET_VAR):
+        raise ArgumentError(f"Variable name {name!r} is reserved (names starting with {OFFSET_VAR!r} mark written slices' offsets): choose another")
     return UOp.variable(name, min_val, max_val) if dtype is None else UOp.variable(name, min_val, max_val, to_dtype(dtype))
 
 
