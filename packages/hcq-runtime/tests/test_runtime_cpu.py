@@ -381,3 +381,40 @@ def test_a_wake_hint_before_launches_keeps_every_launch_correct(monkeypatch):
             time.sleep(0.0005)
         program([out.address], [40, launch], n_cores=3)
         np.testing.assert_array_equal(out.numpy(), np.arange(40) * launch + (np.arange(40) % 3) * 1000)
+
+
+def test_a_narrowed_vector_width_renders_and_compiles_as_without_avx512(monkeypatch):
+    """UOP_CPU_VECTOR_WIDTH=8 on an AVX-512 host: 8-lane vectors and no AVX-512 instructions, the code paths of an AVX2
+    machine (a test assumed the host's width was never 8, and would have failed there); a wrong value is refused."""
+    from hcq_runtime import cpu
+    from hcq_runtime.errors import DeviceError
+
+    def fresh(value: str | None):
+        if value is None:
+            monkeypatch.delenv("UOP_CPU_VECTOR_WIDTH", raising=False)
+        else:
+            monkeypatch.setenv("UOP_CPU_VECTOR_WIDTH", value)
+        cpu.host_vector_width.cache_clear()
+        cpu.narrowed_vector_width.cache_clear()
+
+    try:
+        fresh(None)
+        assert cpu.narrowed_vector_width() is None and cpu.host_vector_width() == cpu._cpuinfo_vector_width()
+        fresh("16")  # never wider than the host
+        assert cpu.host_vector_width() == cpu._cpuinfo_vector_width()
+        for bad in ("4", "wide", "32"):
+            fresh(bad)
+            with pytest.raises(DeviceError, match="UOP_CPU_VECTOR_WIDTH"):
+                cpu.narrowed_vector_width()
+        if cpu._cpuinfo_vector_width() < 16:
+            pytest.skip("this host has no AVX-512: there is nothing narrower to emulate")
+        fresh("8")
+        dev = cpu.CPUDevice("CPU:narrow-test")
+        assert dev.renderer.vector_width == 8 and "-mno-avx512f" in dev.compiler.flags
+        assert not any(f.startswith("-mprefer-vector-width=512") for f in dev.compiler.flags)
+        program = dev.program("fill", dev.compiler.compile(FILL))
+        out = Buffer("CPU", 40, Int32())
+        program([out.address], [40, 3], n_cores=3)
+        np.testing.assert_array_equal(out.numpy(), np.arange(40) * 3 + (np.arange(40) % 3) * 1000)
+    finally:
+        fresh(None)

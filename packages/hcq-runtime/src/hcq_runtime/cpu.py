@@ -255,13 +255,33 @@ def spin_microseconds() -> int:
 
 @functools.cache
 def host_vector_width() -> int:
-    """float32 lanes of this CPU's widest vector registers (16 with AVX-512, else 8), for the opt heuristic."""
+    """float32 lanes of this CPU's widest vector registers (16 with AVX-512, else 8), for the opt heuristic; at most
+    `$UOP_CPU_VECTOR_WIDTH` (see `narrowed_vector_width`)."""
+    if (narrowed := narrowed_vector_width()) is not None:
+        return narrowed
+    return _cpuinfo_vector_width()
+
+
+def _cpuinfo_vector_width() -> int:
     try:
         with open("/proc/cpuinfo") as f:
             flags = next((line for line in f if line.startswith("flags")), "")
     except OSError:
         return 8
     return 16 if " avx512f" in flags else 8
+
+
+@functools.cache
+def narrowed_vector_width() -> int | None:
+    """`$UOP_CPU_VECTOR_WIDTH` (8 or 16) when it is set below this CPU's width: the CPU device then renders and compiles
+    as on a machine without AVX-512 (8-lane vectors, `-mno-avx512f`), so an AVX-512 machine runs the code paths an AVX2
+    machine takes (`UOP_CPU_VECTOR_WIDTH=8 uv run --frozen pytest`); None when unset or not narrower."""
+    raw = os.environ.get("UOP_CPU_VECTOR_WIDTH", "").strip()
+    if not raw:
+        return None
+    if raw not in ("8", "16"):
+        raise DeviceError(f"UOP_CPU_VECTOR_WIDTH={raw!r}: expected 8 (as without AVX-512) or 16 (AVX-512)")
+    return int(raw) if int(raw) < _cpuinfo_vector_width() else None
 
 
 @functools.cache
@@ -313,6 +333,10 @@ def binary_program(name: str, source: str, binary: bytes, n_buffers: int, outs: 
                                           UOp(Ops.BINARY, dtypes.void, (), binary)), info)
 
 
+#: the CPU compiler's flags under a narrowed vector width (`narrowed_vector_width`): no AVX-512, no 512-bit preference
+NARROW_FLAGS = ("-O2", "-march=native", "-mno-avx512f", "-fno-math-errno", "-ffp-contract=off")
+
+
 class CPUProgram:
     """A loaded CPU program, called with buffer addresses and variable values."""
 
@@ -358,7 +382,8 @@ class CPUDevice(CompiledDevice):
     def __init__(self, name: str):
         self.name = name
         self.allocator = CPUAllocator()
-        self.compiler = CCompiler(direct_link=True)
+        # (narrowed: compiled without AVX-512 too, as on a machine that has none)
+        self.compiler = CCompiler(NARROW_FLAGS, direct_link=True) if narrowed_vector_width() is not None else CCompiler(direct_link=True)
         self.renderer = CRenderer(vector_width=host_vector_width(), l2_bytes=host_l2_bytes())
         self.n_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         self._launcher_lock = threading.Lock()
