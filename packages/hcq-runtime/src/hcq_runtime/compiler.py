@@ -236,6 +236,10 @@ def _build_pch(cc: str, compile_flags: tuple[str, ...]) -> tuple[str, ...]:
     return flags
 
 
+#: `CCompiler`'s flags unless given others (the CPU device's, but for `cpu.NARROW_FLAGS`)
+C_FLAGS = ("-O2", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-ffp-contract=off")
+
+
 class CCompiler(Compiler):
     """Compiles C source into a shared object with the system C compiler.
 
@@ -247,8 +251,7 @@ class CCompiler(Compiler):
     writes a half select as a masked `vmovsh` that binutils 2.40 refuses ("unsupported masking"), so `relu` of a half
     tensor failed to compile; half values are then converted to float for arithmetic (F16C), as on CPUs without it."""
 
-    def __init__(self, flags: tuple[str, ...] = ("-O2", "-march=native", "-mprefer-vector-width=512", "-fno-math-errno", "-ffp-contract=off"),
-                 direct_link: bool = False, cc: str | None = None):
+    def __init__(self, flags: tuple[str, ...] = C_FLAGS, direct_link: bool = False, cc: str | None = None):
         """`cc`: the compiler to run (a path or a name on PATH); by default `find_c_compiler`'s choice."""
         if cc is not None and (found := shutil.which(cc)) is None:
             raise CompileError(f"{cc} is not an executable C compiler on PATH")

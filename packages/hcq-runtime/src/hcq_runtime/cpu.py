@@ -25,7 +25,7 @@ from uopir import CRenderer, Ops, ProgramInfo, UOp, dtypes
 
 from .allocator import LRUAllocator
 from .compiled import CompiledDevice
-from .compiler import CCompiler
+from .compiler import C_FLAGS, CCompiler
 from .errors import AllocationError, DeviceError
 
 _ALIGN = 64  # one cache line; also enough for the widest GCC vector type the C renderer emits
@@ -334,7 +334,7 @@ def binary_program(name: str, source: str, binary: bytes, n_buffers: int, outs: 
 
 
 #: the CPU compiler's flags under a narrowed vector width (`narrowed_vector_width`): no AVX-512, no 512-bit preference
-NARROW_FLAGS = ("-O2", "-march=native", "-mno-avx512f", "-fno-math-errno", "-ffp-contract=off")
+NARROW_FLAGS = (*(f for f in C_FLAGS if not f.startswith("-mprefer-vector-width")), "-mno-avx512f")
 
 
 class CPUProgram:
@@ -383,7 +383,7 @@ class CPUDevice(CompiledDevice):
         self.name = name
         self.allocator = CPUAllocator()
         # (narrowed: compiled without AVX-512 too, as on a machine that has none)
-        self.compiler = CCompiler(NARROW_FLAGS, direct_link=True) if narrowed_vector_width() is not None else CCompiler(direct_link=True)
+        self.compiler = CCompiler(C_FLAGS if narrowed_vector_width() is None else NARROW_FLAGS, direct_link=True)
         self.renderer = CRenderer(vector_width=host_vector_width(), l2_bytes=host_l2_bytes())
         self.n_cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         self._launcher_lock = threading.Lock()

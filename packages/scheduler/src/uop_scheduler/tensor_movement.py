@@ -42,6 +42,7 @@ def index_tuple(indices: Any, tensor_cls: type) -> Any:
 
 _PLAIN_BOUND = (int, type(None))  # the types of a slice bound `_basic_view` takes
 
+
 class TensorMovementMixin(TensorFields):
     """Movement ops of Tensor."""
 
