@@ -62,3 +62,18 @@ def test_the_kernels_share_is_taken_against_the_mean_call_they_are_a_mean_of():
     assert "7.74 ms of 7.80 ms per call on average" in report["matmul: at least 70% of the float32 FMA peak"]["why"]
     assert "the other 0.06 ms is Python" in report["matmul: at least 70% of the float32 FMA peak"]["why"]
     assert "the other 0.06 ms is Python" in report["matmul: warm median at most 1x PyTorch's"]["why"]
+
+
+def test_a_ratio_goal_is_read_from_each_rounds_pair_not_from_medians_of_different_rounds():
+    # round 1 ran on a busy machine (both libraries slow), round 2 on a quiet one: each round's ratio is 1.5x; the
+    # medians taken over rounds (3.5 ms against 1.75 ms, the midpoints) would say 2x
+    vs = _vs_torch()
+    results = {("ours", "mlp_step"): {"warm_median": 3.5e-3, "by_round": {1: 6.0e-3, 2: 1.5e-3}},
+               ("torch", "mlp_step"): {"warm_median": 1.75e-3, "by_round": {1: 4.0e-3, 2: 1.0e-3}}}
+    (ratio,) = [g for g in vs.goal_report(results, ["mlp_step"], None) if "PyTorch" in g["goal"]]
+    assert ratio["value"] == 1.5 and ratio["rounds"] == [1.5, 1.5] and ratio["met"]
+    # a round only one library finished is left out of the pairs
+    results[("torch", "mlp_step")]["by_round"].pop(2)
+    assert vs.round_ratios(results[("ours", "mlp_step")], results[("torch", "mlp_step")]) == [1.5]
+    # no round with both (records made before rounds were kept): the overall medians' ratio
+    assert vs.paired_ratio({"warm_median": 3e-3}, {"warm_median": 2e-3}) == 1.5
