@@ -3,7 +3,7 @@ native batches; the AMD backend."""
 
 from . import hcq2
 from .allocator import Allocator, LRUAllocator
-from .buffer import Buffer, numpy_dtype, settle_deferred
+from .buffer import Buffer, numpy_dtype, poison_enabled, settle_deferred
 from .buffer_registry import bind_buffer, bound_buffer, buffer_for
 from .compiled import CompiledDevice
 from .compiler import AMDCompiler, CCompiler, Compiler, amd_toolchain, cache_dir, find_c_compiler, installed_clangs, precompiled_header_flags
@@ -90,4 +90,5 @@ __all__ = [
     "canonicalize",
     "link_linear",
     "numpy_dtype",
+    "poison_enabled",
 ]

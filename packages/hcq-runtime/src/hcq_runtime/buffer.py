@@ -158,6 +158,11 @@ class Buffer:
             self.allocator.copyin(self.opaque, mv)
         return self
 
+    def poison(self) -> Buffer:
+        """Fill the buffer with the debug pattern (`poison_pattern`) fresh memory gets in debug mode, so a kernel reading
+        it before anything wrote it shows: for memory reused on purpose (a schedule's kept scratch buffers)."""
+        return self.copyin(poison_pattern(self.dtype, self.nbytes))
+
     def copy_from(self, src: Buffer) -> Buffer:
         """Copy `src`'s bytes (the same number) into this buffer through host memory: the host's copy between any two
         devices' buffers."""

@@ -30,6 +30,7 @@ from hcq_runtime import (
     defer_linear,
     link_linear,
     numpy_dtype,
+    poison_enabled,
     run_linear,
     runner_ready,
     settle_deferred,
@@ -188,10 +189,48 @@ def _lifted_alone(walk: GraphWalk) -> bool:
     return not any(base in written or base in external_buffers or id(buffer_for(base).base) in memory for base, _ in walk.lifted.values())
 
 
-def _schedule_buffers(plan: Schedule, held: list[UOp]) -> list[UOp]:
+def _schedule_buffers(plan: Schedule, held: list[UOp], spare: list[UOp] | None = None) -> list[UOp]:
     """The BUFFER of every slot: the inputs' buffers (`held`, see `_input_buffer`), then a new BUFFER per buffer the
-    schedule creates."""
-    return [*held, *(UOp.new_buffer(device, size, dtype) for device, size, dtype in plan.new_buffers)]
+    schedule creates, but for its scratch slots when `spare` holds their BUFFERs from its last run (`spare_scratch`)."""
+    if spare is None:
+        return [*held, *(UOp.new_buffer(device, size, dtype) for device, size, dtype in plan.new_buffers)]
+    kept = dict(zip(plan.scratch, spare))
+    buffers = list(held)
+    for slot, (device, size, dtype) in enumerate(plan.new_buffers, plan.n_inputs):
+        buffers.append(UOp.new_buffer(device, size, dtype) if (uop := kept.get(slot)) is None else uop)
+    return buffers
+
+
+#: the most bytes of scratch memory schedules keep between their eager runs (`spare_scratch`), in all
+SPARE_SCRATCH_BYTES = 64 << 20
+# schedules keeping their scratch BUFFERs, oldest use first, with the bytes each keeps
+_spare_bytes: weakref.WeakKeyDictionary[Schedule, int] = weakref.WeakKeyDictionary()
+
+
+def _scratch_bytes(plan: Schedule) -> int:
+    return sum(size * dtype.itemsize for _, size, dtype in (plan.new_buffers[s - plan.n_inputs] for s in plan.scratch))
+
+
+def spare_scratch(plan: Schedule, buffers: list[UOp]) -> None:
+    """Keep the BUFFERs of `plan`'s scratch slots (`Schedule.scratch`: nothing reads them after the run) for its next
+    eager run, which takes them instead of new ones. A training step runs one schedule per step, and minting a buffer
+    (its node, its storage, its address, freeing it) cost ~7-12 us in Python: a sixth of the buffers a small CNN's step
+    made, half of a deep MLP's, were scratch. Only schedules that repeat (run twice or more) keep them, and at most
+    SPARE_SCRATCH_BYTES in all: the schedule that used its scratch longest ago gives its up first. In debug mode
+    (`hcq_runtime.poison_enabled`) realize poisons kept scratch again before each run, as fresh memory is there: a
+    kernel reading scratch nothing wrote in this run shows, not the last run's values."""
+    if not plan.scratch or plan.runs[0] < 2:
+        return
+    nbytes = _spare_bytes.pop(plan, None) or _scratch_bytes(plan)
+    if nbytes > SPARE_SCRATCH_BYTES:
+        return
+    total = sum(_spare_bytes.values()) + nbytes
+    while total > SPARE_SCRATCH_BYTES and _spare_bytes:
+        oldest = next(iter(_spare_bytes.keys()))
+        total -= _spare_bytes.pop(oldest)
+        oldest.spare = None
+    plan.spare = [buffers[s] for s in plan.scratch]
+    _spare_bytes[plan] = nbytes
 
 
 def _schedule_linear(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int] | None) -> UOp:
@@ -338,7 +377,13 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
         # a target whose value is a lifted slice as it is (a copy the plan leaves out): its buffer would be the memory
         # of the buffer it slices; realized without lifting, it gets one of its own
         return realize_uops(targets, default_device, live_reads, placed, lift=False)
-    buffers = _schedule_buffers(plan, held)
+    spare = None
+    if not _captures:  # (taken off the schedule while it runs: a realize of it from another thread makes new buffers)
+        spare, plan.spare = plan.spare, None
+        if spare is not None and poison_enabled():
+            for uop in spare:
+                buffer_for(uop).poison()
+    buffers = _schedule_buffers(plan, held, spare)
     if plan.linear.src:
         scratch = [(plan.new_buffers[b - plan.n_inputs], buffers[b]) for b in plan.scratch] if _captures else []
         for kind, uop in scratch:
@@ -351,6 +396,8 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
             defer_linear(recorded, var_vals)
         for kind, uop in scratch:  # nothing reads them any more: the next linear may use their memory
             _scratch_pools[-1].setdefault(kind, []).append(buffer_for(uop))
+        if not _captures:
+            spare_scratch(plan, buffers)
     for old, copy in plan.preserved:
         bind_buffer(buffers[old], buffer_for(buffers[copy]))
     if overwritten:

@@ -57,6 +57,8 @@ class Schedule:
     scratch: tuple[int, ...] = ()  # slots nothing reads after the schedule has run (see `schedule_rewrites.share_scratch`)
     # how it has run: [times, its calls linked into one native run (None: not yet, False: they cannot be)]
     runs: list = field(default_factory=lambda: [0, None], repr=False)
+    # the BUFFERs of its scratch slots from its last eager run, for the next one (`realizer.spare_scratch`)
+    spare: list | None = field(default=None, repr=False)
 
 
 #: the name of every variable a write binds for where a slice it writes starts (`writes.write`), before its number.
