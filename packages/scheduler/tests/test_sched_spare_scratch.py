@@ -4,10 +4,14 @@ with inputs and in-place updates that change between runs."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hcq_runtime import buffer_for
-from uop_scheduler import Tensor, clear_schedule_cache, nn
+from uop_scheduler import ArgumentError, Tensor, clear_schedule_cache, nn
 from uop_scheduler import realizer as R
 from uop_scheduler.schedule import cached_schedules
 
@@ -149,3 +153,15 @@ def test_training_steps_on_kept_scratch_follow_numpy(monkeypatch, bound):
     np.testing.assert_allclose(w2.numpy(), a2, rtol=1e-4, atol=1e-5)
     kept = [p for p in cached_schedules() if p.spare is not None]
     assert bool(kept) == (bound > 0)
+
+
+def test_the_bound_comes_from_the_environment_and_a_bad_value_is_one_clear_error():
+    code = "from uop_scheduler import realizer; print(realizer.SPARE_SCRATCH_BYTES)"
+    for value, expected in (("0", "0"), ("1.5", str(3 << 19)), ("64", str(64 << 20))):
+        out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "UOP_SPARE_SCRATCH_MB": value},
+                             capture_output=True, text=True, check=True)
+        assert out.stdout.strip() == expected
+    with pytest.raises(ArgumentError, match="UOP_SPARE_SCRATCH_MB='lots'"):
+        R._spare_scratch_bytes("lots")
+    with pytest.raises(ArgumentError, match="0 keeps none"):
+        R._spare_scratch_bytes("-1")

@@ -10,6 +10,7 @@ constant, or a value of buffers still alive) must compute it again, not read wha
 from __future__ import annotations
 
 import math
+import os
 import time
 import weakref
 from collections.abc import Callable, Iterator
@@ -39,6 +40,7 @@ from hcq_runtime import (
 from uopir import GroupOp, Ops, UOp, dtypes
 
 from .call_values import in_place_arity, in_place_overwritten
+from .errors import ArgumentError
 from .schedule import BufferSpec, GraphWalk, Schedule, bytes_only, device_below_in, scheduled_variables, varying_constants, walk_graph
 from .schedule_rewrites import cached_schedule
 from .storage import off_storage, touches_storage
@@ -201,8 +203,19 @@ def _schedule_buffers(plan: Schedule, held: list[UOp], spare: list[UOp] | None =
     return buffers
 
 
+def _spare_scratch_bytes(value: str) -> int:
+    """`UOP_SPARE_SCRATCH_MB` (MiB, 0 keeps none) in bytes."""
+    try:
+        mib = float(value)
+    except ValueError:
+        mib = -1.0
+    if not 0 <= mib < 1 << 40:
+        raise ArgumentError(f"UOP_SPARE_SCRATCH_MB={value!r}: give the MiB of scratch memory schedules may keep between runs (0 keeps none)")
+    return int(mib * (1 << 20))
+
+
 #: the most bytes of scratch memory schedules keep between their eager runs (`spare_scratch`), in all
-SPARE_SCRATCH_BYTES = 64 << 20
+SPARE_SCRATCH_BYTES = _spare_scratch_bytes(os.environ.get("UOP_SPARE_SCRATCH_MB", "64"))
 # schedules keeping their scratch BUFFERs, oldest use first, with the bytes each keeps
 _spare_bytes: weakref.WeakKeyDictionary[Schedule, int] = weakref.WeakKeyDictionary()
 
