@@ -164,3 +164,24 @@ def test_the_bound_comes_from_the_environment_and_a_bad_value_is_one_clear_error
         R._spare_scratch_bytes("lots")
     with pytest.raises(ArgumentError, match="0 keeps none"):
         R._spare_scratch_bytes("-1")
+
+
+def test_a_run_that_raises_gives_its_kept_scratch_up_and_the_next_run_keeps_new_buffers(monkeypatch):
+    clear_schedule_cache()
+    x_np, w_np = RNG.standard_normal((16, 24)).astype(np.float32), RNG.standard_normal((24, 40)).astype(np.float32)
+    for _ in range(3):
+        program(Tensor(x_np), Tensor(w_np)).numpy()
+    plan = repeated_plan()
+    kept = plan.spare
+    assert kept is not None and plan in R._spare_bytes
+
+    def failing(*args, **kwargs):
+        raise RuntimeError("a kernel failed")
+
+    monkeypatch.setattr(R, "_run", failing)
+    with pytest.raises(RuntimeError, match="a kernel failed"):
+        program(Tensor(x_np), Tensor(w_np)).numpy()
+    assert plan.spare is None and plan not in R._spare_bytes  # nothing counted for scratch no schedule holds
+    monkeypatch.undo()
+    np.testing.assert_allclose(program(Tensor(x_np), Tensor(w_np)).numpy(), reference(x_np, w_np), rtol=1e-4, atol=1e-4)
+    assert plan.spare is not None and not any(a is b for a, b in zip(plan.spare, kept))

@@ -224,17 +224,18 @@ def _scratch_bytes(plan: Schedule) -> int:
     return sum(size * dtype.itemsize for _, size, dtype in (plan.new_buffers[s - plan.n_inputs] for s in plan.scratch))
 
 
-def spare_scratch(plan: Schedule, buffers: list[UOp]) -> None:
+def spare_scratch(plan: Schedule, buffers: list[UOp], nbytes: int | None = None) -> None:
     """Keep the BUFFERs of `plan`'s scratch slots (`Schedule.scratch`: nothing reads them after the run) for its next
     eager run, which takes them instead of new ones. A training step runs one schedule per step, and minting a buffer
     (its node, its storage, its address, freeing it) cost ~7-12 us in Python: a sixth of the buffers a small CNN's step
     made, half of a deep MLP's, were scratch. Only schedules that repeat (run twice or more) keep them, and at most
     SPARE_SCRATCH_BYTES in all: the schedule that used its scratch longest ago gives its up first. In debug mode
     (`hcq_runtime.poison_enabled`) realize poisons kept scratch again before each run, as fresh memory is there: a
-    kernel reading scratch nothing wrote in this run shows, not the last run's values."""
+    kernel reading scratch nothing wrote in this run shows, not the last run's values. `nbytes`: the scratch's bytes
+    when known (those `take_scratch` gave back)."""
     if not plan.scratch or plan.runs[0] < 2:
         return
-    nbytes = _spare_bytes.pop(plan, None) or _scratch_bytes(plan)
+    nbytes = _scratch_bytes(plan) if nbytes is None else nbytes
     if nbytes > SPARE_SCRATCH_BYTES:
         return
     total = sum(_spare_bytes.values()) + nbytes
@@ -244,6 +245,20 @@ def spare_scratch(plan: Schedule, buffers: list[UOp]) -> None:
         oldest.spare = None
     plan.spare = [buffers[s] for s in plan.scratch]
     _spare_bytes[plan] = nbytes
+
+
+def take_scratch(plan: Schedule) -> tuple[list[UOp] | None, int | None]:
+    """The scratch BUFFERs `plan` kept from its last eager run and their bytes (None, None when it kept none), taken
+    off it for this run (a realize of it from another thread meanwhile makes new buffers; a run that raises gives
+    them up). In debug mode they are poisoned again first (see `spare_scratch`)."""
+    spare, plan.spare = plan.spare, None
+    if spare is None:
+        return None, None
+    nbytes = _spare_bytes.pop(plan, None)
+    if poison_enabled():
+        for uop in spare:
+            buffer_for(uop).poison()
+    return spare, nbytes
 
 
 def _schedule_linear(plan: Schedule, buffers: list[UOp], var_vals: dict[str, int] | None) -> UOp:
@@ -390,12 +405,7 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
         # a target whose value is a lifted slice as it is (a copy the plan leaves out): its buffer would be the memory
         # of the buffer it slices; realized without lifting, it gets one of its own
         return realize_uops(targets, default_device, live_reads, placed, lift=False)
-    spare = None
-    if not _captures:  # (taken off the schedule while it runs: a realize of it from another thread makes new buffers)
-        spare, plan.spare = plan.spare, None
-        if spare is not None and poison_enabled():
-            for uop in spare:
-                buffer_for(uop).poison()
+    spare, spare_bytes = take_scratch(plan) if not _captures else (None, None)
     buffers = _schedule_buffers(plan, held, spare)
     if plan.linear.src:
         scratch = [(plan.new_buffers[b - plan.n_inputs], buffers[b]) for b in plan.scratch] if _captures else []
@@ -410,7 +420,7 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
         for kind, uop in scratch:  # nothing reads them any more: the next linear may use their memory
             _scratch_pools[-1].setdefault(kind, []).append(buffer_for(uop))
         if not _captures:
-            spare_scratch(plan, buffers)
+            spare_scratch(plan, buffers, spare_bytes)
     for old, copy in plan.preserved:
         bind_buffer(buffers[old], buffer_for(buffers[copy]))
     if overwritten:
