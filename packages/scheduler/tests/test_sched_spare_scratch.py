@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from hcq_runtime import buffer_for
+from hcq_runtime import CompileError, amd_toolchain, buffer_for
 from uop_scheduler import ArgumentError, Tensor, clear_schedule_cache, nn
 from uop_scheduler import realizer as R
 from uop_scheduler.schedule import cached_schedules
@@ -35,14 +35,25 @@ def repeated_plan():
     return plans[0]
 
 
-def test_a_repeating_schedule_runs_on_the_scratch_buffers_of_its_last_run():
+def _mockamd():
+    """MOCKAMD as a parameter that skips when no installed clang builds for its GPU (the hcq queue path)."""
+    try:
+        amd_toolchain("gfx1100")
+        missing = None
+    except CompileError as e:
+        missing = str(e)
+    return pytest.param("MOCKAMD", marks=pytest.mark.skipif(missing is not None, reason=missing or ""))
+
+
+@pytest.mark.parametrize("device", ["CPU", _mockamd()])
+def test_a_repeating_schedule_runs_on_the_scratch_buffers_of_its_last_run(device):
     clear_schedule_cache()
     w_np = RNG.standard_normal((24, 40)).astype(np.float32)
-    w = Tensor(w_np).realize()
+    w = Tensor(w_np, device=device).realize()
     spares = []
     for i in range(6):
         x_np = RNG.standard_normal((16, 24)).astype(np.float32)
-        out = program(Tensor(x_np), w)
+        out = program(Tensor(x_np, device=device), w)
         np.testing.assert_allclose(out.numpy(), reference(x_np, w_np), rtol=1e-4, atol=1e-4)
         # and an in-place update of an input between runs: the next run reads the new values
         w.assign(w * 0.5 + 0.25).realize()
