@@ -10,7 +10,7 @@ import sys
 
 import numpy as np
 import pytest
-from hcq_runtime import CompileError, amd_toolchain, buffer_for
+from hcq_runtime import Buffer, CompileError, amd_toolchain, buffer_for
 from uop_scheduler import ArgumentError, Tensor, clear_schedule_cache, nn
 from uop_scheduler import realizer as R
 from uop_scheduler.schedule import cached_schedules
@@ -88,20 +88,20 @@ def test_kept_scratch_is_poisoned_again_in_debug_mode(monkeypatch, poison):
     before = [buffer_for(u).numpy().copy() for u in plan.spare]
     spare = plan.spare
     poisoned = []
-    original = buffer_for(spare[0]).__class__.poison
+    original = Buffer.poison
 
     def watch(self):
         poisoned.append(self)
         return original(self)
 
-    monkeypatch.setattr(buffer_for(spare[0]).__class__, "poison", watch)
+    monkeypatch.setattr(Buffer, "poison", watch)
     program(Tensor(x_np), Tensor(w_np)).numpy()
     assert len(poisoned) == (len(spare) if poison == "1" else 0)
     assert plan.spare is not None and all(a is b for a, b in zip(plan.spare, spare))
     assert all(np.isfinite(b).all() for b in before)  # what the last run left there (values, not the pattern)
     if poison == "1":
         # the pattern itself: all-ones bits, NaN as float
-        fresh = buffer_for(spare[0]).__class__("CPU", 4, plan.new_buffers[0][2]).poison().numpy()
+        fresh = Buffer("CPU", 4, plan.new_buffers[0][2]).poison().numpy()
         assert np.isnan(fresh).all()
 
 

@@ -229,10 +229,8 @@ def spare_scratch(plan: Schedule, buffers: list[UOp], nbytes: int | None = None)
     eager run, which takes them instead of new ones. A training step runs one schedule per step, and minting a buffer
     (its node, its storage, its address, freeing it) cost ~7-12 us in Python: a sixth of the buffers a small CNN's step
     made, half of a deep MLP's, were scratch. Only schedules that repeat (run twice or more) keep them, and at most
-    SPARE_SCRATCH_BYTES in all: the schedule that used its scratch longest ago gives its up first. In debug mode
-    (`hcq_runtime.poison_enabled`) realize poisons kept scratch again before each run, as fresh memory is there: a
-    kernel reading scratch nothing wrote in this run shows, not the last run's values. `nbytes`: the scratch's bytes
-    when known (those `take_scratch` gave back)."""
+    SPARE_SCRATCH_BYTES in all: the schedule that used its scratch longest ago gives its up first (`take_scratch` hands
+    them to the next run). `nbytes`: the scratch's bytes when known (those `take_scratch` gave back)."""
     if not plan.scratch or plan.runs[0] < 2:
         return
     nbytes = _scratch_bytes(plan) if nbytes is None else nbytes
@@ -250,7 +248,8 @@ def spare_scratch(plan: Schedule, buffers: list[UOp], nbytes: int | None = None)
 def take_scratch(plan: Schedule) -> tuple[list[UOp] | None, int | None]:
     """The scratch BUFFERs `plan` kept from its last eager run and their bytes (None, None when it kept none), taken
     off it for this run (a realize of it from another thread meanwhile makes new buffers; a run that raises gives
-    them up). In debug mode they are poisoned again first (see `spare_scratch`)."""
+    them up). In debug mode (`hcq_runtime.poison_enabled`) they are poisoned again first, as fresh memory is there: a
+    kernel reading scratch nothing wrote in this run shows, not the last run's values."""
     spare, plan.spare = plan.spare, None
     if spare is None:
         return None, None

@@ -376,10 +376,9 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
 
         Python's cyclic garbage collector is paused while it runs (and enabled again after, if it was enabled): realize
         makes no reference cycles (training steps' realizes left nothing for a collection), but it makes thousands of
-        short-lived objects (a graph walk's key, buffers, the
-        settling of every tensor), and each 700 of them alive at once set off a collection that found nothing and
-        promoted the survivors, until a full collection went over every live object (a small CNN's and a deep MLP's
-        eager training steps: ~5.5% faster paused)."""
+        short-lived objects (a graph walk's key, buffers, the settling of every tensor), and each 700 of them alive at
+        once set off a collection that found nothing and promoted the survivors, until a full collection went over every
+        live object (a small CNN's and a deep MLP's eager training steps: ~5.5% faster paused)."""
         # (`Tensor._realize`, not `self._realize`: `Tensor.realize(sharded, t)` passes a sharded tensor as self)
         if not gc.isenabled():
             return Tensor._realize(self, lst)
