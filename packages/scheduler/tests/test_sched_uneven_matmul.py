@@ -134,7 +134,7 @@ _OPS = {
 @settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(rows=st.integers(200, 1500), cols=st.integers(40, 700), op=st.sampled_from(sorted(_OPS)))
 def test_random_programs_on_core_counts_that_divide_no_axis(cores, rows, cols, op):
-    # (sizes big enough to be split among the cores: 65536 elements of work or more; the fixture's core count holds for
+    # (sizes big enough to be split among the cores: `THREAD_MIN_WORK` elements of work or more; the fixture's core count holds for
     # every example)
     rng = np.random.default_rng(rows * 1000 + cols)
     x, y = rng.standard_normal((rows, cols), dtype=np.float32), rng.standard_normal((rows, cols), dtype=np.float32)

@@ -426,3 +426,25 @@ def test_reductions_in_sequence_over_rows_read_in_order_take_lanes_each(gathered
     # reductions found does not move with their axes: it is made once they are done
     opts = heuristic_opts(row_argmax(1024, 1024, gathered), n_cores=2, vector_width=16)
     assert opts == [Opt(OptOps.LANES, 1, 16), Opt(OptOps.LANES, 2, 16), Opt(OptOps.UPCAST, 0, 4), Opt(OptOps.THREAD, 0, 2)]
+
+
+def elementwise(*shape: int) -> UOp:
+    """out = a / b + a over a contiguous `shape`."""
+    n = math.prod(shape)
+    out, a, b = (UOp.param(i, dtypes.float32.ptr(n)) for i in range(3))
+    rs = [UOp.range(s, i) for i, s in enumerate(shape)]
+    idx = rs[0]
+    for r, s in zip(rs[1:], shape[1:]):
+        idx = idx * s + r
+    return UOp.sink(out.index(idx).store(a.index(idx).load() / b.index(idx).load() + a.index(idx).load()).end(*rs))
+
+
+def test_kernels_from_thread_min_work_iterations_are_split_among_the_cores():
+    from uopir.codegen.opts import THREAD_MIN_WORK
+
+    # a small CNN's pooling gradient, 16x16x11x11 (31k iterations), ran on one core at 83 us, on two at 44
+    assert any(o.op is OptOps.THREAD for o in heuristic_opts(elementwise(16, 16, 11, 11), n_cores=2, vector_width=16))
+    assert THREAD_MIN_WORK <= 16 * 16 * 11 * 11
+    # below the bound a kernel stays on one core (waking the other costs more than it saves), and one core never splits
+    assert not any(o.op is OptOps.THREAD for o in heuristic_opts(elementwise(2, THREAD_MIN_WORK // 4), n_cores=2, vector_width=16))
+    assert not any(o.op is OptOps.THREAD for o in heuristic_opts(elementwise(16, 16, 11, 11), n_cores=1, vector_width=16))

@@ -332,6 +332,12 @@ OVERLAP_LANES_WASTE = 1 / 3
 #: (the tile's rows then share each loaded vector twice as often): an MLP's weight gradient 256x64 @ 64x784 on 2
 #: AVX-512 cores, the kernel alone, medians of 200: 131-140 -> 109-111 us
 ODD_VECTORS_WASTE = 1 / 8
+#: iterations (of all the kernel's loops, reduce loops too) from which a kernel is split among the cores. The workers
+#: of the CPU runtime spin between launches, so a split kernel costs a microsecond or two more to start: a small CNN's
+#: pooling gradient (16x16x11x11, 31k iterations) went 83 -> 44 us on 2 cores, its second pooling forward and backward
+#: (25.6k) 23 -> 13 and 26 -> 15 us, all its kernels 597 -> 518 us (DEBUG=2, minima of 20 steps); below 16k no kernel
+#: of it or of an MLP step gained (1 << 16 before)
+THREAD_MIN_WORK = 1 << 14
 #: the most iterations of an axis the cores may compute twice when they do not divide it (see `_thread_opt`)
 THREAD_WASTE = 1 / 32
 #: loop steps a LANES reduction keeps at least
@@ -436,7 +442,7 @@ def _thread_opt(ast: UOp, ranges: list[UOp], loops: list[int], sizes: dict[int, 
     """THREAD on the outermost loop axis that divides evenly among the cores, when there is enough work to pay for them.
     Only an axis every store of the kernel runs under: each core runs the whole kernel with its part of that axis, so a
     store outside it (a kernel of two loops, one per output) would run on every core, each writing it again."""
-    if n_cores <= 1 or work < 1 << 16:
+    if n_cores <= 1 or work < THREAD_MIN_WORK:
         return None
     if len(ast.src) > 1:  # (one store runs under every loop)
         under = store_ranges(ast)
@@ -619,7 +625,7 @@ def _nest_opts(ast: UOp, ranges: list[UOp], sizes: dict[int, int], nests: list[l
         if amount is not None:
             opts.append(Opt(OptOps.UPCAST, inner, amount))
             sizes[inner] //= amount
-    if n_cores <= 1 or work < 1 << 16:
+    if n_cores <= 1 or work < THREAD_MIN_WORK:
         return opts
     threads: dict[tuple[int, ...], Opt] = {}
     for nest in nests:
