@@ -340,6 +340,42 @@ def schedule_for(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str,
     return cached_schedule(walk, targets, [b.arg.device for b in held], default_device, live, alias, store, variables or {}, on_miss)
 
 
+# the walk of the last realize_uops (see `last_walk_cover`)
+_last_walk: GraphWalk | None = None
+# a hand-written kernel's body -> every node under it (bodies are shared: an optimizer's kernel is one per model)
+_body_nodes: weakref.WeakKeyDictionary[UOp, frozenset[UOp]] = weakref.WeakKeyDictionary()
+
+
+def last_walk_cover() -> tuple[dict[UOp, int], set[UOp], list[frozenset[UOp]]] | None:
+    """What the last `realize_uops` walked, for asking whether a node is under one of its targets without walking their
+    graphs again: (the nodes it listed, the nodes under the ones it did not enter: lifted slices' chains and bound
+    variables' sources, then those of hand-written kernels' bodies, one set per body), or None when that is not every node under its targets (it
+    stopped at a value realized earlier, whose graph it did not walk), or when there was no walk since the last ask.
+    Taken once: the next ask waits for the next walk."""
+    global _last_walk
+    walk, _last_walk = _last_walk, None
+    if walk is None:
+        return None
+    lifted, constants = walk.lifted, set(walk.constants)
+    hidden: set[UOp] = set()
+    for node in walk.inputs:
+        if node.op is Ops.BUFFER or node in constants:
+            hidden.update(node.src)
+        elif node in lifted:
+            hidden.update(node.toposort())
+        else:
+            return None
+    for node in walk.marked:
+        if node.op is Ops.BIND:
+            hidden.update(node.src)
+    bodies: list[frozenset[UOp]] = []
+    for body in walk.opaque:
+        if (below := _body_nodes.get(body)) is None:
+            _body_nodes[body] = below = frozenset(body.toposort())
+        bodies.append(below)
+    return walk.position, hidden, bodies
+
+
 def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Callable[[], set[UOp]] | None = None,
                  placed: frozenset[UOp] | set[UOp] = frozenset(), lift: bool = True, constants: frozenset[UOp] = frozenset()) -> list[UOp]:
     """Compute every target node; returns the BUFFER UOp holding each (targets already in a buffer are not rerun).
@@ -397,6 +433,8 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
         return bool(vary)
 
     on_miss = None if _captures or constants else constants_vary
+    global _last_walk
+    _last_walk = walk
     plan = schedule_for(walk, plan_targets, default_device, live, alias, variables, held, on_miss)
     if plan is None:
         return realize_uops(targets, default_device, live_reads, placed, lift, frozenset(vary))

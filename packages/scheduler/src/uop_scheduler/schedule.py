@@ -95,6 +95,10 @@ class GraphWalk:
     lifted: dict[UOp, tuple[UOp, int]] = field(default_factory=dict)
     #: the constants the walk took as inputs (`walk_graph`'s `constants`), each a one-element buffer when run
     constants: list[UOp] = field(default_factory=list)
+    #: every node the walk listed (`nodes`, inputs included) -> its position
+    position: dict[UOp, int] = field(default_factory=dict)
+    #: the bodies of hand-written kernels met: the walk does not enter them (see `walk_graph`)
+    opaque: list[UOp] = field(default_factory=list)
 
 
 _ENTERED = -1  # a walk's state of a node whose sources are being walked
@@ -175,6 +179,7 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
     inlined: set[UOp] = set()  # the bodies of value calls met
     offsets: dict[str, int] = {}  # the written slices' offset variables met, by name, in order
     lifted_constants: list[UOp] = []
+    opaque: list[UOp] = []
     stack = [sink]
     pop, push, at, state = stack.pop, stack.append, position.__getitem__, position.get
     SINK, BUFFER, BIND, CALL, SHRINK = Ops.SINK, Ops.BUFFER, Ops.BIND, Ops.CALL, Ops.SHRINK
@@ -209,6 +214,7 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
             entry = ("in", node.dtype, node.shape, node.device)
         elif op is SINK and node is not sink and node not in inlined:  # a hand-written kernel's body is opaque
             entry = ("body", node)
+            opaque.append(node)
         elif lift and op is SHRINK and node not in kept and (piece := contiguous_slice(node)) is not None:
             inputs.append(node)
             lifted[node] = piece
@@ -235,7 +241,7 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
             marked.append(node)
         key.append(entry)
     key.append(tuple(map(at, targets)))
-    return GraphWalk(nodes, inputs, tuple(key), marked, lifted, lifted_constants)
+    return GraphWalk(nodes, inputs, tuple(key), marked, lifted, lifted_constants, position, opaque)
 
 
 #: the float dtypes whose constants may become inputs (`varying_constants`: held in a one-element buffer by numpy)
