@@ -48,6 +48,20 @@ def test_a_value_listed_after_a_leaf_of_another_target_keeps_its_graph():
     np.testing.assert_allclose(w.grad.numpy(), (wv + xv > 0) + 2 * np.exp(wv), rtol=1e-5)
 
 
+def test_a_value_over_a_value_realized_earlier_keeps_its_graph():
+    # the walk stops at the realized value (its buffer is an input) and does not see the leaf under it
+    wv = _rng(3).standard_normal(5).astype(np.float32)
+    w = Tensor(wv, requires_grad=True)
+    h = w * 2
+    c = h.exp()
+    h.realize()
+    b = Tensor.zeros(5).contiguous().realize()
+    b.assign(b + 1)
+    Tensor.realize(c, b)
+    c.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2 * np.exp(2 * wv), rtol=1e-5)
+
+
 @pytest.mark.parametrize("opt_class", [nn.optim.Adam, nn.optim.SGD])
 def test_training_steps_take_the_shortcut_and_train_as_numpy_does(opt_class, monkeypatch):
     walked: list[int] = []

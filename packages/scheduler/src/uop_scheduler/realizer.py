@@ -354,17 +354,13 @@ def last_walk_cover() -> tuple[dict[UOp, int], set[UOp], list[frozenset[UOp]]] |
     Taken once: the next ask waits for the next walk."""
     global _last_walk
     walk, _last_walk = _last_walk, None
-    if walk is None:
+    if walk is None or walk.realized:
         return None
-    lifted, constants = walk.lifted, set(walk.constants)
-    hidden: set[UOp] = set()
-    for node in walk.inputs:
-        if node.op is Ops.BUFFER or node in constants:
-            hidden.update(node.src)
-        elif node in lifted:
-            hidden.update(node.toposort())
-        else:
-            return None
+    hidden: set[UOp] = set()  # (a BUFFER has no sources)
+    for node in walk.lifted:
+        hidden.update(node.toposort())
+    for node in walk.constants:
+        hidden.update(node.src)
     for node in walk.marked:
         if node.op is Ops.BIND:
             hidden.update(node.src)

@@ -99,6 +99,8 @@ class GraphWalk:
     position: dict[UOp, int] = field(default_factory=dict)
     #: the bodies of hand-written kernels met: the walk does not enter them (see `walk_graph`)
     opaque: list[UOp] = field(default_factory=list)
+    #: how many inputs are values realized earlier (`leaves`): the walk did not enter their graphs
+    realized: int = 0
 
 
 _ENTERED = -1  # a walk's state of a node whose sources are being walked
@@ -180,6 +182,7 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
     offsets: dict[str, int] = {}  # the written slices' offset variables met, by name, in order
     lifted_constants: list[UOp] = []
     opaque: list[UOp] = []
+    realized = 0
     stack = [sink]
     pop, push, at, state = stack.pop, stack.append, position.__getitem__, position.get
     SINK, BUFFER, BIND, CALL, SHRINK = Ops.SINK, Ops.BUFFER, Ops.BIND, Ops.CALL, Ops.SHRINK
@@ -211,6 +214,7 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
                 entry = (op, node.dtype, var)
         elif node in leaves:  # realized already (`leaves` is asked once per node: it may be a costly container)
             inputs.append(node)
+            realized += 1
             entry = ("in", node.dtype, node.shape, node.device)
         elif op is SINK and node is not sink and node not in inlined:  # a hand-written kernel's body is opaque
             entry = ("body", node)
@@ -241,7 +245,7 @@ def walk_graph(targets: tuple[UOp, ...], leaves: set[UOp] | Any, default_device:
             marked.append(node)
         key.append(entry)
     key.append(tuple(map(at, targets)))
-    return GraphWalk(nodes, inputs, tuple(key), marked, lifted, lifted_constants, position, opaque)
+    return GraphWalk(nodes, inputs, tuple(key), marked, lifted, lifted_constants, position, opaque, realized)
 
 
 #: the float dtypes whose constants may become inputs (`varying_constants`: held in a one-element buffer by numpy)
