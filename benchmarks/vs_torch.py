@@ -9,9 +9,12 @@ matmul 1024x1024x1024 fp32; add of two 16M fp32 arrays; one eager training step 
 784-256-10 at batch 64, of a deep MLP (24 hidden layers 128-128 with ReLU, then 128-10) at batch 32, where the per-layer
 overhead of eager code shows, and of a small CNN (2 conv, 2 maxpool, linear) at batch 16; attention softmax(q k^T / 8) v with
 q, k, v (8, 256, 64); a convolution forward (8, 32, 32, 32) by 64 3x3 filters. Every library runs in its own process,
-alternating per workload and round. Warm: median and minimum of timed calls after warm-up calls; a warm ratio to a
-peer is the median over rounds of each round's ratio (the libraries of one round run back to back, so a pair shares
-the machine's load of the moment). Cold: a fresh process
+alternating per workload and round. Warm: median and minimum of timed calls after warm-up calls. Ours and PyTorch run
+their warm calls side by side: both processes start and warm up, then take turns running blocks of calls
+(PAIRED_BLOCKS per round, a few ms each), so a warm ratio to PyTorch is the median over blocks of each block's ratio
+to the other library's block next to it, which shares the machine's load and clock of the moment (on a shared
+machine both moved 1.5-2x within seconds). Other peers run alone; a ratio to them is the median over rounds of each
+round's ratio (the libraries of one round run back to back). Cold: a fresh process
 with the compile cache off (ours DISABLE_COMPILER_CACHE=1, tinygrad likewise) times its first and second call; ours also
 records every kernel's compile time. The largest difference from PyTorch's result is reported per workload: for a
 training step, over the losses of its first TRAJECTORY_STEPS steps (the first loss alone does not depend on the update).
@@ -45,6 +48,9 @@ WORKLOADS = ("matmul", "add", "mlp_step", "deep_step", "cnn_step", "attention", 
 # on a shared machine, so the steps take more; each costs a few ms
 WARM_CALLS = {"matmul": 20, "add": 20, "mlp_step": 80, "deep_step": 30, "cnn_step": 80, "attention": 20, "conv": 20}
 TRAINING = ("mlp_step", "deep_step", "cnn_step")
+#: warm calls of ours and PyTorch run in this many blocks, alternating between the two processes (see `paired_blocks`)
+PAIRED_BLOCKS = 8
+PROTOCOL = "@@vs_torch"  # the prefix of a paired worker's lines to the parent (anything else on its stdout is ignored)
 DEEP_LAYERS = 24
 TRAJECTORY_STEPS = 4  # a training step's checked value: the losses of this many steps from the same initial weights
 
@@ -245,6 +251,17 @@ def worker(lib: str, name: str, mode: str, out_path: str) -> None:
         CCompiler.compile_uncached = timed
     run, fetch = build_torch(name) if lib == "torch" else build_tinygrad_api(name, lib)
     record: dict = {}
+
+    def timed_calls(n: int) -> list[float]:
+        times = []
+        for _ in range(n):
+            start = time.perf_counter()
+            out = run()
+            if name in TRAINING:
+                fetch(out)
+            times.append(time.perf_counter() - start)
+        return times
+
     if mode == "cold":
         times = []
         for _ in range(2):
@@ -256,17 +273,24 @@ def worker(lib: str, name: str, mode: str, out_path: str) -> None:
     else:
         for _ in range(3):
             fetch(run())
-        times = []
         kernel_start = _kernel_seconds(lib)
-        for _ in range(WARM_CALLS[name]):
-            start = time.perf_counter()
-            out = run()
-            if name in TRAINING:
-                fetch(out)
-            times.append(time.perf_counter() - start)
+        if mode == "paired":
+            # blocks of calls when the parent says (see `paired_blocks`), each block's times sent back as one line
+            print(PROTOCOL, "ready", flush=True)
+            times, blocks = [], []
+            for line in sys.stdin:
+                if line.split() != ["block"]:
+                    break
+                block = timed_calls(-(-WARM_CALLS[name] // PAIRED_BLOCKS))
+                times += block
+                blocks.append(statistics.median(block))
+                print(PROTOCOL, json.dumps(block), flush=True)
+            record["blocks"] = blocks
+        else:
+            times = timed_calls(WARM_CALLS[name])
         record.update(median=statistics.median(times), minimum=min(times), mean=statistics.fmean(times))
         if lib == "ours":  # the time the kernels (and copies) ran, per call: the rest of a call is Python
-            record["kernel_seconds"] = (_kernel_seconds(lib) - kernel_start) / WARM_CALLS[name]
+            record["kernel_seconds"] = (_kernel_seconds(lib) - kernel_start) / len(times)
             if name == "matmul":  # the peak beside the matmul it rates: the machine's speed drifts over a run (~10%)
                 record["peak"] = peak_gflops()
         first, fetch_first = build_torch(name) if lib == "torch" else build_tinygrad_api(name, lib)
@@ -337,8 +361,11 @@ def goal_report(results: dict[tuple[str, str], dict], workloads: list[str], peak
 
 
 def round_ratios(ours: dict, peer: dict) -> list[float]:
-    """Our warm median over the peer's, per round both ran in (each round runs every library back to back, so a
-    round's pair shares the machine's state of the moment: another tenant's load, the clock)."""
+    """Our warm median over the peer's, per block of calls when both ran in the same paired blocks (`paired_blocks`:
+    the two processes alternate blocks of a few ms, so each pair shares the machine's state of the moment: another
+    tenant's load, the clock), else per round both ran in (each round runs every library back to back)."""
+    if (mine := ours.get("blocks")) and (theirs := peer.get("blocks")):
+        return [mine[b] / theirs[b] for b in sorted(mine) if b in theirs]
     return [ours["by_round"][r] / peer["by_round"][r] for r in sorted(ours.get("by_round", {})) if r in peer.get("by_round", {})]
 
 
@@ -379,6 +406,54 @@ def spawn(python: str, lib: str, name: str, mode: str, tmp: str, env: dict[str, 
     return record
 
 
+def paired_blocks(pythons: dict[str, str], name: str, tmp: str, env: dict[str, str]) -> dict[str, dict]:
+    """Warm records of two libraries (`pythons`: library -> interpreter) timed in alternating blocks: both processes
+    start and warm up, then take turns running PAIRED_BLOCKS blocks of calls (the first library first in even blocks,
+    the other in odd ones), the idle one waiting on its input. Each record has its blocks' medians (`blocks`). A
+    library whose process fails is left out (the other's record stands alone)."""
+    procs: dict[str, tuple[subprocess.Popen, str]] = {}
+    for lib, python in pythons.items():
+        out = os.path.join(tmp, f"{lib}-{name}-paired.json")
+        e = dict(env)
+        if lib == "tinygrad":
+            e["DEV"], e["TRAINING"] = "CPU", "1"
+        with open(out + ".err", "w") as err:  # (a file, not a pipe: a worker writing much there would stall on a full pipe)
+            procs[lib] = (subprocess.Popen([python, __file__, "--worker", lib, name, "paired", out], env=e, stdin=subprocess.PIPE,
+                                           stdout=subprocess.PIPE, stderr=err, text=True), out)
+
+    def reply(proc: subprocess.Popen) -> str | None:
+        for line in proc.stdout:
+            if line.startswith(PROTOCOL):
+                return line[len(PROTOCOL):].strip()
+        return None
+
+    alive = [lib for lib, (proc, _) in procs.items() if reply(proc) == "ready"]
+    for block in range(PAIRED_BLOCKS):
+        for lib in (alive if block % 2 == 0 else alive[::-1]):
+            proc = procs[lib][0]
+            time.sleep(0.01)  # the other process's threads, spinning after its block, settle first
+            proc.stdin.write("block\n")
+            proc.stdin.flush()
+            if reply(proc) is None:
+                alive.remove(lib)
+    records = {}
+    for lib, (proc, out) in procs.items():
+        try:
+            proc.communicate("end\n", timeout=900)
+        except (BrokenPipeError, ValueError):
+            proc.communicate(timeout=900)
+        with open(out + ".err") as f:
+            err = f.read()
+        if proc.returncode != 0 or not os.path.exists(out):
+            print(f"  {lib} {name} paired failed: {err.strip().splitlines()[-1] if err.strip() else proc.returncode}", file=sys.stderr)
+            continue
+        with open(out) as f:
+            records[lib] = json.load(f)
+        if os.path.exists(out + ".npy"):
+            records[lib]["value"] = np.load(out + ".npy")
+    return records
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--torch-python", default=os.environ.get("TORCH_PYTHON"), help="a Python interpreter with torch installed")
@@ -404,11 +479,16 @@ def main() -> None:
         expose_clang(env, tmp)  # removed with the directory
         for name in args.workloads:
             for index, mode in enumerate(("cold", *("warm",) * args.rounds)):
+                # warm: ours and PyTorch timed in alternating blocks, the others each alone
+                paired = {lib: libs[lib] for lib in ("ours", "torch") if lib in libs} if mode == "warm" and "torch" in libs else {}
+                records = paired_blocks(paired, name, tmp, env) if paired else {}
                 for lib, python in libs.items():
-                    record = spawn(python, lib, name, mode, tmp, env)
+                    record = records.get(lib) if lib in paired else spawn(python, lib, name, mode, tmp, env)
                     if record is None:
                         continue
                     slot = results.setdefault((lib, name), {})
+                    if "blocks" in record:
+                        slot.setdefault("blocks", {}).update({(index, b): m for b, m in enumerate(record["blocks"])})
                     if mode == "cold":
                         slot.update(record)
                     else:
@@ -480,7 +560,12 @@ def main() -> None:
     if goals:
         print(f"goals (#36): {sum(g['met'] for g in goals)} of {len(goals)} met")
         for g in goals:
-            rounds = f" (per round: {', '.join(map(str, g['rounds']))})" if "rounds" in g else ""
+            rounds = ""
+            if len(pairs := g.get("rounds", [])) > 6:  # paired blocks: their spread
+                q1, _, q3 = statistics.quantiles(pairs, n=4)
+                rounds = f" (per block of {len(pairs)}: {min(pairs)} to {max(pairs)}, middle half {q1:.3f} to {q3:.3f})"
+            elif pairs:
+                rounds = f" (per round: {', '.join(map(str, pairs))})"
             print(f"  {'met    ' if g['met'] else 'NOT MET'} {g['goal']}: {g['value']}{rounds}" + (f"  -- {g['why']}" if "why" in g else ""))
             lines.append({"bench": "vs_torch", "metric": "goal", **g})
     for line in lines:

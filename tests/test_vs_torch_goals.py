@@ -4,6 +4,8 @@ goal is missed taken from what the run measured."""
 import importlib.util
 import pathlib
 
+import numpy as np
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 
@@ -77,3 +79,30 @@ def test_a_ratio_goal_is_read_from_each_rounds_pair_not_from_medians_of_differen
     assert vs.round_ratios(results[("ours", "mlp_step")], results[("torch", "mlp_step")]) == [1.5]
     # no round with both (records made before rounds were kept): the overall medians' ratio
     assert vs.paired_ratio({"warm_median": 3e-3}, {"warm_median": 2e-3}) == 1.5
+
+
+def test_paired_blocks_are_read_before_rounds():
+    # each block's ratio to the block beside it: 2.0, 1.5 and 1.6 (median 1.6); the rounds' medians say 1.0
+    vs = _vs_torch()
+    ours = {"warm_median": 2e-3, "by_round": {1: 2e-3}, "blocks": {(1, 0): 4e-3, (1, 1): 3e-3, (1, 2): 1.6e-3}}
+    torch = {"warm_median": 2e-3, "by_round": {1: 2e-3}, "blocks": {(1, 0): 2e-3, (1, 1): 2e-3, (1, 2): 1e-3}}
+    assert vs.round_ratios(ours, torch) == [2.0, 1.5, 1.6]
+    assert vs.paired_ratio(ours, torch) == 1.6
+    # a peer timed alone (no blocks): its rounds
+    assert vs.round_ratios(ours, {"by_round": {1: 1e-3}}) == [2.0]
+
+
+def test_two_workers_take_turns_running_blocks_of_calls(tmp_path):
+    # the protocol end to end, with two of our own libraries as the pair (PyTorch is not installed here)
+    import os
+    import sys
+
+    vs = _vs_torch()
+    records = vs.paired_blocks({"ours": sys.executable, "ours-jit": sys.executable}, "mlp_step", str(tmp_path), dict(os.environ))
+    assert set(records) == {"ours", "ours-jit"}
+    for record in records.values():
+        assert len(record["blocks"]) == vs.PAIRED_BLOCKS and all(b > 0 for b in record["blocks"])
+        assert record["minimum"] <= record["median"] and record["value"].shape == (vs.TRAJECTORY_STEPS,)
+    assert "kernel_seconds" in records["ours"]
+    # both trained the same steps from the same weights
+    np.testing.assert_allclose(records["ours"]["value"], records["ours-jit"]["value"], rtol=1e-5)
