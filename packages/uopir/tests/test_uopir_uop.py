@@ -361,6 +361,15 @@ def test_assume_shape_gives_a_shape_only_to_a_node_without_one():
     assert shaped.assume_shape((12,)).shape == (4, 3)  # a node that has one keeps it
 
 
+def test_a_shape_given_to_the_constructor_goes_to_a_node_without_one():
+    a = UOp.new_buffer("CPU", 12, dtypes.float32).reshape((3, 4))
+    made = UOp(Ops.ADD, dtypes.float32, (a, a), None, None, (3, 4))  # new: shaped as given, nothing inferred
+    assert made._shape == (3, 4) and made is UOp(Ops.ADD, dtypes.float32, (a, a))
+    bare = UOp(Ops.SUB, dtypes.float32, (a, a))  # existing without a shape: takes it
+    assert UOp(Ops.SUB, dtypes.float32, (a, a), None, None, (3, 4)) is bare and bare._shape == (3, 4)
+    assert UOp(Ops.ADD, dtypes.float32, (a, a), None, None, (12,)).shape == (3, 4)  # one with a shape keeps it
+
+
 def test_a_value_whose_first_sources_are_constants_has_the_device_it_reads():
     # a pad with a value is WHERE(pad of a constant mask, padded x, value): the chain of first sources ends in constants,
     # and the value had no device (Tensor.contiguous then searched the whole graph for a buffer at every step)

@@ -115,10 +115,7 @@ class _Plan:
         values: list[Any] = [*inputs, *self.kept]
         append = values.append
         for op, dtype, get, arg, shape in self.steps:
-            node = UOp(op, dtype, (values[get],) if type(get) is int else get(values), arg)
-            if shape is not None and not hasattr(node, "_shape"):
-                node.assume_shape(shape)
-            append(node)
+            append(UOp(op, dtype, (values[get],) if type(get) is int else get(values), arg, None, shape))
         return values
 
     def root_values(self, values: list[Any]) -> list[Any]:

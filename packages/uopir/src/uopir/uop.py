@@ -91,7 +91,10 @@ class UOpMeta(type):
 
     cache: ClassVar[dict[tuple, weakref.ReferenceType]] = {}
 
-    def __call__(cls, op: Ops, dtype: DType | None = None, src: tuple[UOp, ...] = (), arg: Any = None, tag: Any = None) -> UOp:
+    def __call__(cls, op: Ops, dtype: DType | None = None, src: tuple[UOp, ...] = (), arg: Any = None, tag: Any = None,
+                 shape: tuple | None = None) -> UOp:
+        """`shape`: the node's shape when the caller knows it (a traced template's nodes), given to a node that has none
+        yet instead of inferred when first asked (`UOp.assume_shape`)."""
         if dtype is None:
             dtype = _infer_dtype(op, src, arg)
         key = (op, dtype, src, (float, _pack_double(arg)) if type(arg) is float else arg, tag)  # `_arg_key`, inlined
@@ -101,6 +104,8 @@ class UOpMeta(type):
             key = (op, dtype, src, ("unhashable", id(arg)), tag)
             ref = None
         if ref is not None and (ret := ref()) is not None:
+            if shape is not None and not hasattr(ret, "_shape"):
+                _set_shape(ret, shape)
             return ret
         # the fields set here rather than by a call of __init__ (the same assignments; one Python frame less per node)
         node = _new_object(cls)
@@ -111,6 +116,8 @@ class UOpMeta(type):
         _set_tag(node, tag)
         _set_key(node, key)
         _node_cache[key] = _weak_ref(node)
+        if shape is not None:
+            _set_shape(node, shape)
         return node
 
 
