@@ -316,11 +316,29 @@ def test_a_long_odd_output_row_takes_two_vector_tiles_the_last_overlapping(size)
 
 
 def test_an_odd_axis_read_with_a_stride_is_not_padded():
-    # a 2x2 pool's gradient reads its input at x // 2: no vector block would form, so no padding (it would only add work)
-    out, g = UOp.param(0, dtypes.float32.ptr(8 * 26)), UOp.param(1, dtypes.float32.ptr(8 * 13))
+    # a read every other element along x: no vector block would form, so no padding (it would only add work)
+    out, g = UOp.param(0, dtypes.float32.ptr(8 * 26)), UOp.param(1, dtypes.float32.ptr(8 * 52))
     y, x = UOp.range(8, 0), UOp.range(26, 1)
-    ast = UOp.sink(out.index(y * 26 + x).store(g.index(y * 13 + x // 2).load()).end(y, x))
+    ast = UOp.sink(out.index(y * 26 + x).store(g.index(y * 52 + x * 2).load()).end(y, x))
     assert not any(o.op is OptOps.PADTO for o in heuristic_opts(ast, vector_width=16))
+
+
+def test_a_pooling_gradient_reading_pairs_of_lanes_is_padded_and_gathered():
+    # a 2x2 pool's gradient reads its input at x // 2 (each element for two outputs): padded to vectors, and rendered
+    # as vector code that gathers those loads lane by lane (a small CNN's 26-wide pooling gradient: 70 -> 22 us)
+    out, g, m = UOp.param(0, dtypes.float32.ptr(8 * 26)), UOp.param(1, dtypes.float32.ptr(8 * 13)), UOp.param(2, dtypes.float32.ptr(8 * 26))
+    y, x = UOp.range(8, 0), UOp.range(26, 1)
+    picked = m.index(y * 26 + x).load().ne(0).cast(dtypes.float32)  # a mask's lanes as 1.0 and 0.0
+    ast = UOp.sink(out.index(y * 26 + x).store(picked * g.index(y * 13 + x // 2).load() / 4.0).end(y, x))
+    opts = heuristic_opts(ast, vector_width=8)
+    assert Opt(OptOps.PADTO, 1, 4) in opts and Opt(OptOps.UPCAST, 1, 4) in opts
+    src = to_program(ast, CRenderer(vector_width=8), opts=opts).src[2].arg
+    assert "uop_float_x4 val" in src and "__builtin_convertvector(-(" in src
+    assert re.search(r"\(\(uop_float_x4\)\{.*data1\[.*data1\[.*data1\[.*data1\[", src)  # the gather, lane by lane
+    # an 11-wide row would be one padded vector of 16 lanes, but each gathered lane is a load of its own: 4-lane vectors
+    y, x = UOp.range(8, 0), UOp.range(11, 1)
+    ast = UOp.sink(out.index(y * 11 + x).store(g.index(y * 6 + x // 2).load() * 2.0).end(y, x))
+    assert Opt(OptOps.PADTO, 1, 4) in heuristic_opts(ast, vector_width=16)
 
 
 def test_a_short_reduction_without_an_output_vector_tiles_along_its_stores():

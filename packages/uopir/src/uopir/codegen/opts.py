@@ -301,6 +301,14 @@ def stride(offset: UOp, r: UOp) -> int | None:
     return int(step.arg) if step.op is Ops.CONST else None
 
 
+def repeats_in_pairs(offset: UOp, r: UOp) -> bool:
+    """Whether `offset` moves with the range `r` only through `r // 2` (the same at 2q and 2q + 1 for every q): a
+    2x2 pooling's gradient, or a 2x upsampling, reads each element for two neighbouring outputs, so a vector of lanes
+    along r reads half as many elements, each twice (see `renderer.cvector`)."""
+    even = replace_ranges(offset, {r: (r * 2, (r,))}).simplify()
+    return even is replace_ranges(offset, {r: (r * 2 + 1, (r,))}).simplify() and even is not offset.simplify()
+
+
 def _contiguous_in(ast: UOp, r: UOp) -> bool:
     """True when the first store's index moves by exactly 1 as `r` does (so upcasting r gives vector stores)."""
     idx = kernel_stores(ast)[0].src[0]
@@ -681,15 +689,21 @@ def heuristic_opts(ast: UOp, n_cores: int = 1, vector_width: int = 8, l2_bytes: 
         else:
             # an odd contiguous axis (a 26- or 11-wide image row) is padded to whole vectors: the renderer writes its
             # gated accesses as vectors where every lane is inside the row and lane by lane in the last, partial one.
-            # Only when every load moving along it is contiguous (else the block stays scalar and the padding is waste)
-            # (and of 32- or 64-bit elements: the renderer keeps gated 16-bit floats, which it converts, lane by lane).
+            # Only when every load moving along it is contiguous or reads pairs of lanes' element once (`repeats_in_pairs`,
+            # which the renderer gathers: a small CNN's 2x2 pooling gradients over 26- and 11-wide rows) (else the block
+            # stays scalar and the padding is waste) (and of 32- or 64-bit elements: the renderer keeps gated 16-bit
+            # floats, which it converts, lane by lane).
             # An axis of more than half a vector and less than one is one padded vector: its gates are then constants,
             # which the compiler makes masked loads and stores (a small CNN's second convolution, 11-wide rows: 4
             # lanes 50 -> 16 lanes 25-29 us; its 10-class output rows 2.1 -> 1.0 us)
-            one_vector = vector_width // 2 < sizes[inner] < vector_width
-            lanes = vector_width if one_vector else min((n for n in PAD_LANES if n <= vector_width), key=lambda n: sizes[inner] // n + n)
+            # (Not with gathered loads: each lane of a gather is a load of its own, and 16 of them for 11 columns made a
+            # small CNN's second pooling gradient slower than scalar code, 44 -> 66 us; 4-lane vectors)
             moving = [*_moving_indexes(ast, ranges[inner]), kernel_stores(ast)[0].src[0]]
-            if vector_width >= 4 and (sizes[inner] > lanes or one_vector) and all(stride(idx.src[1], ranges[inner]) in (0, 1) for idx in moving) \
+            steps = [stride(idx.src[1], ranges[inner]) for idx in moving]
+            gathered = [idx for idx, step in zip(moving, steps) if step not in (0, 1)]
+            one_vector = vector_width // 2 < sizes[inner] < vector_width and not gathered
+            lanes = vector_width if one_vector else min((n for n in PAD_LANES if n <= vector_width), key=lambda n: sizes[inner] // n + n)
+            if vector_width >= 4 and (sizes[inner] > lanes or one_vector) and all(repeats_in_pairs(idx.src[1], ranges[inner]) for idx in gathered) \
                     and all(idx.src[0].dtype.base.itemsize >= 4 for idx in moving):
                 opts += [Opt(OptOps.PADTO, inner, lanes), Opt(OptOps.UPCAST, inner, lanes)]
                 sizes[inner] = -(-sizes[inner] // lanes)

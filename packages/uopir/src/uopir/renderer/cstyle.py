@@ -565,6 +565,18 @@ class _CProgram:
         every = f"({self.names[gate]} && {self.at_lane(gate, str(self.block.width - 1))})"
         return every, self.at_lane(gate, "l"), f"{self.names[index.src[0]]}[{self.names[index.src[1]]} + l]"
 
+    def gather(self, index: UOp, dtype: DType) -> str:
+        """A gathered load of the open block (see cvector): its lanes read one by one, each at the offset and under the
+        gate the lane's scalars give (a lane whose gate does not hold reads 0). The C compiler joins the lanes that read
+        one element (`r // 2`) into one load and a shuffle."""
+        assert self.block is not None
+        buf, zero = self.names[index.src[0]], self.r.const_literal(0, dtype)
+        lanes = []
+        for lane in range(self.block.width):
+            at = f"{buf}[{self.at_lane(index.src[1], str(lane))}]"
+            lanes.append(at if len(index.src) < 3 else f"({self.at_lane(index.src[2], str(lane))} ? {at} : {zero})")
+        return f"(({self.vtype(dtype)}){{{', '.join(lanes)}}})"
+
     def masked_access(self, elem: DType, store: bool) -> tuple[str, str, str] | None:
         """For a gated vector access of `elem`s in the open block: (the macro that says the target has it, GCC's builtin
         of the x86 masked load or store, the mask's C type), or None. GCC 12 wrote the lane-by-lane path of a gated
@@ -632,6 +644,9 @@ class _CProgram:
             self.line(f"*({self.vtype(elem, aligned=False)} *)&{target} = {self.vec(node.src[1], srcs[1])};")
             return
         if op is Ops.LOAD:
+            if node.src[0] in self.block.gathers:
+                self.define_vector(node, self.gather(node.src[0], node.dtype), "val")
+                return
             target, _, _ = self.access(node.src[0])
             if (run := self.lane_run(node.src[0])) is not None:  # lanes the gate does not let through read 0
                 every, gate_l, lane_target = run
@@ -656,7 +671,9 @@ class _CProgram:
             return
         vt = self.vtype(node.dtype)
         args = [self.vec(s, text) for s, text in zip(node.src, srcs)]
-        if op is Ops.CAST:
+        if op is Ops.CAST and node.src[0].dtype == dtypes.bool:  # a mask's lanes are -1 and 0: negated, 1 and 0
+            expr = f"__builtin_convertvector(-({args[0]}), {vt})"
+        elif op is Ops.CAST:
             expr = f"__builtin_convertvector({args[0]}, {vt})"
             if node.src[0].dtype == dtypes.float16 and node.dtype == dtypes.float32 and self.block.width in (8, 16) and self.r.vector_width > 1:
                 expr = f"{self.half_to_float_helper()}({args[0]})"

@@ -1,8 +1,9 @@
 """Which register loops the C renderer writes with GCC vector types, and the vector type names it uses.
 
 An UPCAST register loop of 2..64 lanes becomes one block of vector code when every value in it that depends on the
-lane is built from contiguous loads (index stride exactly 1 in the lane) with vectorizable ops and dtypes, and every
-store that depends on the lane is contiguous too. Index math that depends on the lane is then evaluated once, at lane
+lane is built from contiguous loads (index stride exactly 1 in the lane), or loads whose lanes read each element twice
+(`r // 2`: a 2x2 pooling's gradient, gathered lane by lane), with vectorizable ops and dtypes, and every store that
+depends on the lane is contiguous (stride 1). Index math that depends on the lane is then evaluated once, at lane
 0, as the block's base offsets. A gated access (an axis padded to a multiple of the lanes, PADTO) is a vector access
 when its gate holds for the first and the last lane, and lane by lane otherwise: its gate is a conjunction of
 comparisons linear in the lane, so the lanes where it holds are one run and the two ends decide "all of them".
@@ -22,7 +23,7 @@ from uopir.dtypes import DType, PtrDType, dtypes
 from uopir.ops import AxisType, GroupOp, Ops
 from uopir.uop import UOp
 
-from ..codegen.opts import stride
+from ..codegen.opts import repeats_in_pairs, stride
 
 #: computed with as vectors (GCC vector ops keep narrow lanes narrow; signed ones are computed as unsigned vectors so
 #: they wrap, see cstyle)
@@ -54,6 +55,9 @@ class VectorBlock:
     # index math read as a value too (an argmax's position, a one-hot's row number): its step per lane; the vector is
     # its value at lane 0 plus the lane times the step
     lifted: Mapping[UOp, int] = field(default_factory=dict)
+    # the INDEXes of loads whose lanes read each element twice (`opts.repeats_in_pairs`: a 2x2 pooling's gradient), read
+    # lane by lane into a vector, each lane's offset and gate the lane-dependent scalars evaluated at that lane
+    gathers: frozenset[UOp] = frozenset()
 
 
 def element_dtype(index: UOp) -> DType:
@@ -87,15 +91,22 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
             lifted.update(zip(indexes, steps))  # type: ignore[arg-type]
         seen = ChainMap({s: "value" for s in node.src if s in lifted}, kind) if lifted else kind
         if node.op is Ops.INDEX:
-            if len(node.src) not in (2, 3) or node.src[0] in kind or kind.get(node.src[1]) != "index" or stride(node.src[1], lane) != 1:
+            if len(node.src) not in (2, 3) or node.src[0] in kind or kind.get(node.src[1]) != "index":
                 return None
             if len(node.src) == 3 and (kind.get(node.src[2]) not in (None, "gate", "monotone") or element_dtype(node) not in VECTOR_DTYPES):
                 return None
-            kind[node] = "access"
+            if stride(node.src[1], lane) == 1:
+                kind[node] = "access"
+            elif element_dtype(node) in VECTOR_DTYPES and repeats_in_pairs(node.src[1], lane):
+                kind[node] = "gather"  # read lane by lane (a store must be contiguous)
+            else:
+                return None
         elif node.op is Ops.LOAD:
-            if kind.get(node.src[0]) != "access" or node.dtype not in VECTOR_DTYPES | STORAGE_ONLY_DTYPES or len(node.src) != 1:
+            if kind.get(node.src[0]) not in ("access", "gather") or node.dtype not in VECTOR_DTYPES | STORAGE_ONLY_DTYPES or len(node.src) != 1:
                 return None
             kind[node] = "value"
+        elif node.op is Ops.CAST and node.src[0] in masks and node.dtype in VECTOR_DTYPES:
+            kind[node] = "value"  # a comparison's mask as 1 and 0 (a max's gradient: where the maxima are)
         elif node.op is Ops.STORE:
             if kind.get(node.src[0]) != "access" or element_dtype(node.src[0]) not in VECTOR_DTYPES | STORAGE_ONLY_DTYPES:
                 return None
@@ -125,12 +136,14 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
                 return None
             if kind.get(s) == "access" and node.op not in (Ops.LOAD, Ops.STORE):
                 return None
+            if kind.get(s) == "gather" and node.op is not Ops.LOAD:
+                return None
     if not any(k == "store" for k in kind.values()):
         return None
     values = frozenset(n for n, k in kind.items() if k == "value")
     scalars = frozenset(n for n, k in kind.items() if k in ("index", "gate", "monotone") and n is not lane)
     return VectorBlock(lane, int(lane.src[0].arg), values, frozenset(n for n, k in kind.items() if k == "access"), masks, scalars,
-                       lifted), end
+                       lifted, frozenset(n for n, k in kind.items() if k == "gather")), end
 
 
 def vector_dtype(dt: DType) -> DType:
