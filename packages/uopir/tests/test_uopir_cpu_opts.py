@@ -341,6 +341,20 @@ def test_a_pooling_gradient_reading_pairs_of_lanes_is_padded_and_gathered():
     assert Opt(OptOps.PADTO, 1, 4) in heuristic_opts(ast, vector_width=16)
 
 
+def test_a_select_on_a_lane_dependent_gate_is_vector_code_with_the_mask_built_lane_by_lane():
+    # a cropped pooling's gradient: the 11th column of each row is outside the pooled 10 (a select on x < 10, which
+    # the padded vector's lanes answer one by one); it was scalar code (a small CNN's 11-wide one: 44 -> 20 us)
+    out, g = UOp.param(0, dtypes.float32.ptr(8 * 11)), UOp.param(1, dtypes.float32.ptr(8 * 5))
+    y, x = UOp.range(8, 0), UOp.range(11, 1)
+    inside = x < 10
+    value = inside.where(g.index(y * 5 + x // 2, inside).load() * 2.0, 0.0)
+    ast = UOp.sink(out.index(y * 11 + x).store(value).end(y, x))
+    opts = heuristic_opts(ast, vector_width=16)
+    src = to_program(ast, CRenderer(vector_width=16), opts=opts).src[2].arg
+    assert "uop_int_x4 alu" in src and src.count("-(int)(") == 4, src  # the condition's mask, one lane at a time
+    assert "*(uop_float_x4_u *)&data0[" in src  # stored as a vector
+
+
 def test_a_short_reduction_without_an_output_vector_tiles_along_its_stores():
     # a convolution's input gradient before the window sum: col[b, i, y, x, ky, kx] = sum over 16 output channels of
     # g[b, o, y, x] * w[o, i, ky, kx]. Each output is 16 products, so the stores bound it: the tile is the two tap axes

@@ -786,6 +786,9 @@ class _CProgram:
         """A bool operand as a mask of `mask` lanes: a mask of the block already is one; a scalar bool is broadcast to
         -1 (true) or 0 (false), converted to the lane's integer type first (GCC refuses a _Bool operand of a vector op)."""
         assert self.block is not None
+        if node in self.block.lane_masks:  # a lane-dependent gate: evaluated at each lane
+            lanes = ", ".join(f"-({self.r.types[mask]})({self.at_lane(node, str(lane))})" for lane in range(self.block.width))
+            return f"(({self.vtype(mask)}){{{lanes}}})"
         return text if node in self.block.values else f"(({self.vtype(mask)}){{}} - ({self.r.types[mask]})({text}))"
 
     def prefetch_next(self, index: UOp) -> None:

@@ -8,7 +8,8 @@ depends on the lane is contiguous (stride 1). Index math that depends on the lan
 when its gate holds for the first and the last lane, and lane by lane otherwise: its gate is a conjunction of
 comparisons linear in the lane, so the lanes where it holds are one run and the two ends decide "all of them".
 Index math read as data (an argmax's position, compared or selected) that steps by a constant per lane is a vector
-too: its value at lane 0 plus the lanes' steps.
+too: its value at lane 0 plus the lanes' steps. A gate that a select takes as its condition is a mask built lane by
+lane.
 Anything else (gathers, other lane-dependent gates, selects or comparisons, emulated dtypes) keeps the plain unrolled
 loop, which is always correct.
 """
@@ -58,6 +59,8 @@ class VectorBlock:
     # the INDEXes of loads whose lanes read each element twice (`opts.repeats_in_pairs`: a 2x2 pooling's gradient), read
     # lane by lane into a vector, each lane's offset and gate the lane-dependent scalars evaluated at that lane
     gathers: frozenset[UOp] = frozenset()
+    # the gates a select takes as its condition (a padded row's columns, cropped again): masks made lane by lane
+    lane_masks: frozenset[UOp] = frozenset()
 
 
 def element_dtype(index: UOp) -> DType:
@@ -126,14 +129,17 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
         else:
             kind[node] = "value"
     # lane-dependent index math may only feed index math, gates and INDEX offsets, where lane 0 gives the base; a
-    # gate only other gates and INDEX gates
+    # gate only other gates, INDEX gates and the conditions of selects (as a mask evaluated lane by lane)
+    lane_masks: set[UOp] = set()
     for node in body:
         for i, s in enumerate(node.src):
             if kind.get(s) == "index" and not (kind.get(node) in ("index", "gate", "monotone") or (node.op is Ops.INDEX and i == 1)) \
                     and s not in lifted:
                 return None
             if kind.get(s) in ("gate", "monotone") and not (kind.get(node) in ("gate", "monotone") or (node.op is Ops.INDEX and i == 2)):
-                return None
+                if not (node.op is Ops.WHERE and i == 0 and kind.get(node) == "value"):
+                    return None
+                lane_masks.add(s)  # a select's condition: a mask of the gate at each lane
             if kind.get(s) == "access" and node.op not in (Ops.LOAD, Ops.STORE):
                 return None
             if kind.get(s) == "gather" and node.op is not Ops.LOAD:
@@ -143,7 +149,7 @@ def find_vector_block(linear: list[UOp], start: int) -> tuple[VectorBlock, int] 
     values = frozenset(n for n, k in kind.items() if k == "value")
     scalars = frozenset(n for n, k in kind.items() if k in ("index", "gate", "monotone") and n is not lane)
     return VectorBlock(lane, int(lane.src[0].arg), values, frozenset(n for n, k in kind.items() if k == "access"), masks, scalars,
-                       lifted, frozenset(n for n, k in kind.items() if k == "gather")), end
+                       lifted, frozenset(n for n, k in kind.items() if k == "gather"), frozenset(lane_masks)), end
 
 
 def vector_dtype(dt: DType) -> DType:
