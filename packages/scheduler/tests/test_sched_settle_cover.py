@@ -92,3 +92,21 @@ def test_training_steps_take_the_shortcut_and_train_as_numpy_does(opt_class, mon
             ref = ref - 0.1 * (m / (1 - 0.9**step)) / (np.sqrt(v / (1 - 0.999**step)) + 1e-8)
         np.testing.assert_allclose(w.numpy(), ref, rtol=1e-4, atol=1e-5)
     assert walked == []  # the loss and the gradients were answered from the walk
+
+
+@pytest.mark.parametrize("with_leaf", [False, True])
+def test_a_realize_keeps_no_node_of_its_graph_alive(with_leaf):
+    # the walk the shortcut reads is the realize's own: a walk kept after it (until the next realize with gradient
+    # leaves) held the graph, and with it the realized value, so the same expression built again was not computed
+    import gc
+    import weakref
+
+    keep = Tensor([1.0], requires_grad=True) if with_leaf else None
+    a, b = Tensor(np.arange(6, dtype=np.float32)), Tensor(np.ones(6, np.float32))
+    t = (a * 2 + b).exp()
+    node = weakref.ref(t.uop)
+    t.realize()
+    del t
+    gc.collect()
+    assert node() is None
+    assert keep is None or keep.requires_grad

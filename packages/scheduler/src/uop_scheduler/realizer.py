@@ -340,21 +340,16 @@ def schedule_for(walk: GraphWalk, targets: tuple[UOp, ...], default_device: str,
     return cached_schedule(walk, targets, [b.arg.device for b in held], default_device, live, alias, store, variables or {}, on_miss)
 
 
-# the walk of the last realize_uops (see `last_walk_cover`)
-_last_walk: GraphWalk | None = None
 # a hand-written kernel's body -> every node under it (bodies are shared: an optimizer's kernel is one per model)
 _body_nodes: weakref.WeakKeyDictionary[UOp, frozenset[UOp]] = weakref.WeakKeyDictionary()
 
 
-def last_walk_cover() -> tuple[dict[UOp, int], set[UOp], list[frozenset[UOp]]] | None:
-    """What the last `realize_uops` walked, for asking whether a node is under one of its targets without walking their
-    graphs again: (the nodes it listed, the nodes under the ones it did not enter: lifted slices' chains and bound
-    variables' sources, then those of hand-written kernels' bodies, one set per body), or None when that is not every node under its targets (it
-    stopped at a value realized earlier, whose graph it did not walk), or when there was no walk since the last ask.
-    Taken once: the next ask waits for the next walk."""
-    global _last_walk
-    walk, _last_walk = _last_walk, None
-    if walk is None or walk.realized:
+def walk_cover(walk: GraphWalk) -> tuple[dict[UOp, int], set[UOp], list[frozenset[UOp]]] | None:
+    """What a realize's walk (`realize_uops`' `walked`) met, for asking whether a node is under one of its targets
+    without walking their graphs again: (the nodes it listed, the nodes under the ones it did not enter: lifted slices'
+    chains and bound variables' sources, then those of hand-written kernels' bodies, one set per body), or None when
+    that is not every node under its targets (it stopped at a value realized earlier, whose graph it did not walk)."""
+    if walk.realized:
         return None
     hidden: set[UOp] = set()  # (a BUFFER has no sources)
     for node in walk.lifted:
@@ -373,12 +368,14 @@ def last_walk_cover() -> tuple[dict[UOp, int], set[UOp], list[frozenset[UOp]]] |
 
 
 def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Callable[[], set[UOp]] | None = None,
-                 placed: frozenset[UOp] | set[UOp] = frozenset(), lift: bool = True, constants: frozenset[UOp] = frozenset()) -> list[UOp]:
+                 placed: frozenset[UOp] | set[UOp] = frozenset(), lift: bool = True, constants: frozenset[UOp] = frozenset(),
+                 walked: list[GraphWalk] | None = None) -> list[UOp]:
     """Compute every target node; returns the BUFFER UOp holding each (targets already in a buffer are not rerun).
 
     `live_reads` lists the buffer versions values outside this schedule may still read; it is asked only when the
     schedule overwrites a version in place, and those versions are kept (copied) for their readers. `placed`: targets
-    the caller knows read a buffer (so they belong to its device: see the end)."""
+    the caller knows read a buffer (so they belong to its device: see the end). `walked`: a list the graph's walks are
+    appended to (the last is the one scheduled; see `walk_cover`), for a caller that asks about the graph after."""
     if bytes_only(default_device):  # values of constants alone copied into a file are computed on the default device
         default_device = Device.DEFAULT
     # contiguous slices of buffers are inputs of their own (`walk_graph`'s `lift`), unless a capture records the run
@@ -429,15 +426,15 @@ def realize_uops(targets: tuple[UOp, ...], default_device: str, live_reads: Call
         return bool(vary)
 
     on_miss = None if _captures or constants else constants_vary
-    global _last_walk
-    _last_walk = walk
+    if walked is not None:
+        walked.append(walk)
     plan = schedule_for(walk, plan_targets, default_device, live, alias, variables, held, on_miss)
     if plan is None:
-        return realize_uops(targets, default_device, live_reads, placed, lift, frozenset(vary))
+        return realize_uops(targets, default_device, live_reads, placed, lift, frozenset(vary), walked)
     if walk.lifted and any(o < len(held) and walk.inputs[o] in walk.lifted for o in plan.outputs):
         # a target whose value is a lifted slice as it is (a copy the plan leaves out): its buffer would be the memory
         # of the buffer it slices; realized without lifting, it gets one of its own
-        return realize_uops(targets, default_device, live_reads, placed, lift=False)
+        return realize_uops(targets, default_device, live_reads, placed, lift=False, walked=walked)
     spare, spare_bytes = take_scratch(plan) if not _captures else (None, None)
     buffers = _schedule_buffers(plan, held, spare)
     if plan.linear.src:

@@ -41,9 +41,9 @@ from .losses import LossMixin
 from .multi import ShardedTensor, shard
 from .nn_ops import NNMixin
 from .random import RandomMixin
-from .realizer import capturing, done, external_buffers, last_walk_cover, realize_uops, realized_buffers, written_versions
+from .realizer import capturing, done, external_buffers, realize_uops, realized_buffers, walk_cover, written_versions
 from .reduce import ReduceMixin
-from .schedule import contiguous_slice, device_below
+from .schedule import GraphWalk, contiguous_slice, device_below
 from .storage import file_span
 from .symbolic_sizes import concrete
 from .tensor_movement import TensorMovementMixin, index_tuple
@@ -422,8 +422,9 @@ class Tensor(ElementwiseMixin, CompositeMathMixin, ActivationMixin, ReduceMixin,
             # (the readers read a buffer version on this device: co_readers chose them for it). The values first, the
             # writes after: the walk then lists every value's graph before the versions the writes make (see `_settle`)
             targets = tuple(dict.fromkeys([*(u for _, u in group if u.op is not Ops.AFTER), *(u for _, u in group if u.op is Ops.AFTER)]))
-            bufs = realize_uops(targets, device, lambda: live_reads(exclude), {t.uop for t in readers})
-            reach.cover = last_walk_cover() if requires_grad_tensors else None
+            walked: list[GraphWalk] | None = [] if requires_grad_tensors else None
+            bufs = realize_uops(targets, device, lambda: live_reads(exclude), {t.uop for t in readers}, walked=walked)
+            reach.cover = walk_cover(walked[-1]) if walked else None
             got = dict(zip(targets, bufs))
             owned: set[UOp] = set()
             for t, u in group:
@@ -933,7 +934,7 @@ class _Settling:
     def __init__(self) -> None:
         self.reach: dict[UOp, bool] = {}
         self._leaves: dict[UOp, int] | None = None
-        # what the realize of the targets being settled walked (`realizer.last_walk_cover`), None when unknown
+        # what the realize of the targets being settled walked (`realizer.walk_cover`), None when unknown
         self.cover: tuple[dict[UOp, int], set[UOp], list[frozenset[UOp]]] | None = None
 
     @staticmethod
