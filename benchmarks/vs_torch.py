@@ -387,13 +387,19 @@ def expose_clang(env: dict[str, str], tmp: str) -> None:
         env["PATH"] = bindir + os.pathsep + env.get("PATH", "")
 
 
-def spawn(python: str, lib: str, name: str, mode: str, tmp: str, env: dict[str, str]) -> dict | None:
-    out = os.path.join(tmp, f"{lib}-{name}-{mode}.json")
+def worker_env(lib: str, mode: str, env: dict[str, str]) -> dict[str, str]:
+    """The environment of a worker process of library `lib` in `mode`."""
     e = dict(env)
     if mode == "cold":
         e["DISABLE_COMPILER_CACHE"] = "1"
     if lib == "tinygrad":
         e["DEV"], e["TRAINING"] = "CPU", "1"  # its optimizers step only under TRAINING
+    return e
+
+
+def spawn(python: str, lib: str, name: str, mode: str, tmp: str, env: dict[str, str]) -> dict | None:
+    out = os.path.join(tmp, f"{lib}-{name}-{mode}.json")
+    e = worker_env(lib, mode, env)
     result = subprocess.run([python, __file__, "--worker", lib, name, mode, out], env=e, capture_output=True, text=True, timeout=900)
     if result.returncode != 0:
         print(f"  {lib} {name} {mode} failed: {result.stderr.strip().splitlines()[-1] if result.stderr.strip() else result.returncode}",
@@ -414,12 +420,10 @@ def paired_blocks(pythons: dict[str, str], name: str, tmp: str, env: dict[str, s
     procs: dict[str, tuple[subprocess.Popen, str]] = {}
     for lib, python in pythons.items():
         out = os.path.join(tmp, f"{lib}-{name}-paired.json")
-        e = dict(env)
-        if lib == "tinygrad":
-            e["DEV"], e["TRAINING"] = "CPU", "1"
         with open(out + ".err", "w") as err:  # (a file, not a pipe: a worker writing much there would stall on a full pipe)
-            procs[lib] = (subprocess.Popen([python, __file__, "--worker", lib, name, "paired", out], env=e, stdin=subprocess.PIPE,
-                                           stdout=subprocess.PIPE, stderr=err, text=True), out)
+            command = [python, __file__, "--worker", lib, name, "paired", out]
+            procs[lib] = (subprocess.Popen(command, env=worker_env(lib, "paired", env), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                           stderr=err, text=True), out)
 
     def reply(proc: subprocess.Popen) -> str | None:
         for line in proc.stdout:
@@ -429,7 +433,7 @@ def paired_blocks(pythons: dict[str, str], name: str, tmp: str, env: dict[str, s
 
     alive = [lib for lib, (proc, _) in procs.items() if reply(proc) == "ready"]
     for block in range(PAIRED_BLOCKS):
-        for lib in (alive if block % 2 == 0 else alive[::-1]):
+        for lib in (list(alive) if block % 2 == 0 else alive[::-1]):  # (a copy: a failed worker leaves `alive`)
             proc = procs[lib][0]
             time.sleep(0.01)  # the other process's threads, spinning after its block, settle first
             proc.stdin.write("block\n")

@@ -106,3 +106,13 @@ def test_two_workers_take_turns_running_blocks_of_calls(tmp_path):
     assert "kernel_seconds" in records["ours"]
     # both trained the same steps from the same weights
     np.testing.assert_allclose(records["ours"]["value"], records["ours-jit"]["value"], rtol=1e-5)
+
+
+def test_a_paired_worker_that_fails_leaves_the_other_record_alone(tmp_path):
+    # "torch" run by an interpreter without torch: its worker dies before it is ready; ours still takes every block
+    import os
+    import sys
+
+    vs = _vs_torch()
+    records = vs.paired_blocks({"torch": sys.executable, "ours": sys.executable}, "mlp_step", str(tmp_path), dict(os.environ))
+    assert set(records) == {"ours"} and len(records["ours"]["blocks"]) == vs.PAIRED_BLOCKS

@@ -109,4 +109,4 @@ def test_a_realize_keeps_no_node_of_its_graph_alive(with_leaf):
     del t
     gc.collect()
     assert node() is None
-    assert keep is None or keep.requires_grad
+    del keep  # (alive until here: a gradient leaf exists during the realize)
